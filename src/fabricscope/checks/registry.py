@@ -1,0 +1,81 @@
+"""The registry of doctor checks. A check is a function from a :class:`CheckContext` to
+findings; it registers itself with :func:`check`, so adding one is one function in one file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from fabricscope.findings import Finding
+from fabricscope.host.inventory import CounterSample, Inventory, counter_deltas
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Counter increases between two samples taken ``interval_s`` apart."""
+
+    interval_s: float
+    ports: dict[str, dict[str, int]]  # "mlx5_0/1" -> counter -> increase
+    ethtool: dict[str, dict[str, int]]
+    netstat: dict[str, int]
+
+    @classmethod
+    def between(cls, before: CounterSample, after: CounterSample) -> Rates:
+        return cls(
+            interval_s=max(after.taken_s - before.taken_s, 1e-9),
+            ports={k: counter_deltas(before.ports.get(k, {}), v) for k, v in after.ports.items()},
+            ethtool={k: counter_deltas(before.ethtool.get(k, {}), v) for k, v in after.ethtool.items()},
+            netstat=counter_deltas(before.netstat, after.netstat),
+        )
+
+    def per_second(self, increase: int) -> float:
+        return increase / self.interval_s
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    inventory: Inventory
+    rates: Rates | None = None  # set when doctor ran with --interval
+
+
+CheckFunc = Callable[[CheckContext], Iterable[Finding]]
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    id: str  # "rdma.port_state"; findings of this check carry this id
+    area: str
+    title: str
+    description: str  # what it looks at and why; goes into docs/checks.md
+    func: CheckFunc = field(repr=False)
+
+
+REGISTRY: dict[str, CheckSpec] = {}
+
+
+def check(check_id: str, title: str) -> Callable[[CheckFunc], CheckFunc]:
+    """Register a check under ``area.name``; its docstring becomes its documentation."""
+
+    def decorate(func: CheckFunc) -> CheckFunc:
+        if check_id in REGISTRY:
+            raise ValueError(f"check {check_id} registered twice")
+        REGISTRY[check_id] = CheckSpec(
+            id=check_id,
+            area=check_id.split(".", 1)[0],
+            title=title,
+            description=" ".join((func.__doc__ or "").split()),
+            func=func,
+        )
+        return func
+
+    return decorate
+
+
+def all_checks() -> list[CheckSpec]:
+    load_builtin_checks()
+    return sorted(REGISTRY.values(), key=lambda c: c.id)
+
+
+def load_builtin_checks() -> None:
+    """Import the check modules so they register themselves."""
+    from fabricscope.checks import link, pcie, rdma, roce, tcp  # noqa: F401

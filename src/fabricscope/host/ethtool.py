@@ -1,0 +1,89 @@
+"""ethtool outputs: statistics (-S), offload features (-k) and transceiver data (-m)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from fabricscope.host.root import Root
+
+_STAT = re.compile(r"^\s*([^:]+?):\s*(-?\d+)\s*$")
+_TEMP = re.compile(r"(-?\d+(?:\.\d+)?)\s*degrees C")
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    """What ``ethtool -m`` says about a transceiver."""
+
+    identifier: str | None
+    temperature_c: float | None
+    alarms: tuple[str, ...]  # names of alarm/warning flags that are On
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EthtoolData:
+    stats: dict[str, int] | None = None  # None: ethtool -S not available
+    features: dict[str, bool] | None = None
+    module: ModuleInfo | None = None
+
+
+def parse_stats(text: str) -> dict[str, int]:
+    stats: dict[str, int] = {}
+    for line in text.splitlines():
+        match = _STAT.match(line)
+        if match:
+            stats[match.group(1).strip()] = int(match.group(2))
+    return stats
+
+
+def parse_features(text: str) -> dict[str, bool]:
+    features: dict[str, bool] = {}
+    for line in text.splitlines():
+        name, sep, value = line.strip().partition(":")
+        if not sep or " " in name:
+            continue
+        state = value.split()
+        if state and state[0] in ("on", "off"):
+            features[name] = state[0] == "on"
+    return features
+
+
+def parse_module(text: str) -> ModuleInfo | None:
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(" : ")
+        if not sep:
+            key, sep, value = line.partition(":")
+        if sep and key.strip():
+            fields[" ".join(key.split())] = value.strip()
+    if not fields:
+        return None
+    temp = None
+    for key, value in fields.items():
+        if key.lower() == "module temperature":
+            match = _TEMP.search(value)
+            temp = float(match.group(1)) if match else None
+    alarms = tuple(
+        key for key, value in fields.items() if ("alarm" in key.lower() or "warning" in key.lower()) and value.lower() == "on"
+    )
+    return ModuleInfo(identifier=fields.get("Identifier"), temperature_c=temp, alarms=alarms, fields=fields)
+
+
+def read_ethtool(root: Root, netdev: str) -> EthtoolData:
+    stats = features = module = None
+    result = root.run(["ethtool", "-S", netdev])
+    if result.ok:
+        stats = parse_stats(result.stdout)
+    result = root.run(["ethtool", "-k", netdev])
+    if result.ok:
+        features = parse_features(result.stdout)
+    result = root.run(["ethtool", "-m", netdev])
+    if result.ok:
+        module = parse_module(result.stdout)
+    return EthtoolData(stats=stats, features=features, module=module)
+
+
+def read_ethtool_stats(root: Root, netdev: str) -> dict[str, int] | None:
+    result = root.run(["ethtool", "-S", netdev])
+    return parse_stats(result.stdout) if result.ok else None

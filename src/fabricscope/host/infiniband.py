@@ -1,0 +1,220 @@
+"""RDMA devices from /sys/class/infiniband: devices, ports, GID tables, counters."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+
+from fabricscope.host.pci import pci_address_of
+from fabricscope.host.root import Root
+from fabricscope.host.sysfs import parse_id_name, read_counters, read_int, read_str
+
+IB_CLASS = "sys/class/infiniband"
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\((\d+)X\s*([A-Z0-9]*)\))?")
+ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+
+
+@dataclass(frozen=True)
+class Gid:
+    index: int
+    gid: str
+    type: str | None  # "RoCE v2", "IB/RoCE v1" or None (native IB, or unreadable)
+    netdev: str | None
+
+    @property
+    def roce_version(self) -> int | None:
+        if self.type is None:
+            return None
+        return 2 if "v2" in self.type else 1 if "v1" in self.type else None
+
+    @property
+    def address(self) -> ipaddress.IPv6Address | None:
+        return parse_gid(self.gid)
+
+    @property
+    def ipv4(self) -> str | None:
+        """The IPv4 address of an IPv4-mapped GID (``::ffff:a.b.c.d``)."""
+        addr = self.address
+        if addr is not None and addr.ipv4_mapped is not None:
+            return str(addr.ipv4_mapped)
+        return None
+
+    @property
+    def is_link_local(self) -> bool:
+        addr = self.address
+        return addr is not None and addr.is_link_local
+
+    @property
+    def is_routable(self) -> bool:
+        """An IPv4-mapped or global IPv6 GID: what RoCE v2 needs to cross a router."""
+        addr = self.address
+        if addr is None or addr.is_unspecified:
+            return False
+        return addr.ipv4_mapped is not None or not (addr.is_link_local or addr.is_loopback)
+
+
+@dataclass(frozen=True)
+class RdmaPort:
+    device: str
+    port: int
+    state_id: int | None
+    state: str | None
+    phys_state_id: int | None
+    phys_state: str | None
+    rate_gbps: float | None
+    width: int | None  # lanes, from "(4X NDR)"
+    speed_name: str | None  # "NDR", "HDR", ...
+    link_layer: str | None  # "InfiniBand" or "Ethernet"
+    lid: int | None
+    gids: tuple[Gid, ...] = ()
+    counters: dict[str, int] = field(default_factory=dict)
+    hw_counters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.device}/{self.port}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state_id == 4
+
+    @property
+    def is_link_up(self) -> bool:
+        return self.phys_state_id == 5
+
+    @property
+    def is_roce(self) -> bool:
+        return self.link_layer == "Ethernet"
+
+    @property
+    def is_ib(self) -> bool:
+        return self.link_layer == "InfiniBand"
+
+    def roce_v2_gids(self) -> list[Gid]:
+        return [g for g in self.gids if g.roce_version == 2 and g.is_routable]
+
+
+@dataclass(frozen=True)
+class RdmaDevice:
+    name: str
+    node_type: str | None
+    fw_ver: str | None
+    hca_type: str | None
+    board_id: str | None
+    node_guid: str | None
+    pci_address: str | None
+    netdevs: tuple[str, ...]
+    ports: tuple[RdmaPort, ...]
+
+    @property
+    def model(self) -> str | None:
+        """What "the same model" means for sibling comparisons: hca_type, else board_id."""
+        return self.hca_type or self.board_id
+
+
+def parse_rate(text: str | None) -> tuple[float | None, int | None, str | None]:
+    """``"400 Gb/sec (4X NDR)"`` -> ``(400.0, 4, "NDR")``."""
+    if text is None:
+        return None, None, None
+    match = _RATE.match(text)
+    if not match:
+        return None, None, None
+    width = int(match.group(2)) if match.group(2) else None
+    return float(match.group(1)), width, (match.group(3) or None)
+
+
+def parse_gid(text: str | None) -> ipaddress.IPv6Address | None:
+    if text is None:
+        return None
+    try:
+        return ipaddress.IPv6Address(text.strip())
+    except ValueError:
+        return None
+
+
+def read_port(root: Root, device: str, port: int) -> RdmaPort:
+    base = f"{IB_CLASS}/{device}/ports/{port}"
+    state_id, state = parse_id_name(root.read(f"{base}/state"))
+    phys_id, phys = parse_id_name(root.read(f"{base}/phys_state"))
+    rate_text = root.read(f"{base}/rate")
+    rate, width, speed = parse_rate(rate_text)
+    if rate_text is not None and rate is None:
+        root.note(f"{base}/rate", f"unrecognised rate {rate_text[:40]!r}")
+    link_layer = read_str(root, f"{base}/link_layer")
+    if link_layer not in (None, "InfiniBand", "Ethernet"):
+        root.note(f"{base}/link_layer", f"unknown link layer {link_layer[:40]!r}")
+    gids = []
+    for name in root.listdir(f"{base}/gids"):
+        if not name.isdigit():
+            continue
+        gid = read_str(root, f"{base}/gids/{name}")
+        if gid is None or gid == ZERO_GID or parse_gid(gid) is None:
+            continue
+        if gid == "fe80:0000:0000:0000:0000:0000:0000:0000":
+            continue
+        gids.append(
+            Gid(
+                index=int(name),
+                gid=gid,
+                type=read_str(root, f"{base}/gid_attrs/types/{name}"),
+                netdev=read_str(root, f"{base}/gid_attrs/ndevs/{name}"),
+            )
+        )
+    gids.sort(key=lambda g: g.index)
+    return RdmaPort(
+        device=device,
+        port=port,
+        state_id=state_id,
+        state=state,
+        phys_state_id=phys_id,
+        phys_state=phys,
+        rate_gbps=rate,
+        width=width,
+        speed_name=speed,
+        link_layer=link_layer,
+        lid=read_int(root, f"{base}/lid", base=0),
+        gids=tuple(gids),
+        counters=read_counters(root, f"{base}/counters"),
+        hw_counters=read_counters(root, f"{base}/hw_counters"),
+    )
+
+
+def read_device(root: Root, name: str) -> RdmaDevice:
+    base = f"{IB_CLASS}/{name}"
+    ports = tuple(
+        read_port(root, name, int(p)) for p in root.listdir(f"{base}/ports") if p.isdigit()
+    )
+    pci = pci_address_of(root.resolve(f"{base}/device"))
+    return RdmaDevice(
+        name=name,
+        node_type=read_str(root, f"{base}/node_type"),
+        fw_ver=read_str(root, f"{base}/fw_ver"),
+        hca_type=read_str(root, f"{base}/hca_type"),
+        board_id=read_str(root, f"{base}/board_id"),
+        node_guid=read_str(root, f"{base}/node_guid"),
+        pci_address=pci,
+        netdevs=tuple(root.listdir(f"{base}/device/net")),
+        ports=ports,
+    )
+
+
+def read_rdma_devices(root: Root) -> list[RdmaDevice]:
+    """Every RDMA device, in NCCL's natural order (mlx5_2 before mlx5_10)."""
+    return [read_device(root, name) for name in sorted(root.listdir(IB_CLASS), key=natural_key)]
+
+
+def read_port_counters(root: Root) -> dict[str, dict[str, int]]:
+    """Just the counters of every port, keyed ``dev/port``: cheap enough to read twice."""
+    result: dict[str, dict[str, int]] = {}
+    for dev in root.listdir(IB_CLASS):
+        for port in root.listdir(f"{IB_CLASS}/{dev}/ports"):
+            base = f"{IB_CLASS}/{dev}/ports/{port}"
+            merged = read_counters(root, f"{base}/counters")
+            merged.update(read_counters(root, f"{base}/hw_counters"))
+            result[f"{dev}/{port}"] = merged
+    return result
+
+
+def natural_key(name: str) -> tuple:
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))

@@ -1,0 +1,185 @@
+"""The node as one typed object: everything the checks, NCCL tools and exporter look at."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fabricscope.host.ethtool import EthtoolData, read_ethtool, read_ethtool_stats
+from fabricscope.host.gpu import Gpu, read_gpus
+from fabricscope.host.infiniband import RdmaDevice, RdmaPort, read_port_counters, read_rdma_devices
+from fabricscope.host.netclass import NetDevice, read_net_devices
+from fabricscope.host.pci import DISTANCES, PciDevice, pcie_distance, read_pci_devices
+from fabricscope.host.procfs import KernelState, read_kernel_state, read_netstat
+from fabricscope.host.qos import QosConfig, read_qos
+from fabricscope.host.root import Problem, Root
+
+NCCL_CONF = "etc/nccl.conf"
+
+
+@dataclass(frozen=True)
+class GpuAffinity:
+    gpu_index: int
+    gpu_pci: str
+    nic: str | None  # RDMA device (or netdev on a TCP-only node) nearest to the GPU
+    distance: str | None  # PIX, PXB, PHB, NODE, SYS
+    gpu_numa: int | None
+    nic_numa: int | None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    hostname: str | None
+    root_label: str
+    rdma_devices: tuple[RdmaDevice, ...]
+    net_devices: tuple[NetDevice, ...]
+    pci: dict[str, PciDevice]
+    gpus: tuple[Gpu, ...]
+    gpu_source: str
+    affinity: tuple[GpuAffinity, ...]
+    kernel: KernelState
+    ethtool: dict[str, EthtoolData]  # per netdev of interest
+    qos: dict[str, QosConfig]  # per RoCE netdev where mlnx_qos/dcb answered
+    nccl_conf: str | None
+    problems: tuple[Problem, ...] = field(default=())
+
+    # ----- lookups -----------------------------------------------------------------------
+    @property
+    def ports(self) -> list[RdmaPort]:
+        return [p for d in self.rdma_devices for p in d.ports]
+
+    def device(self, name: str) -> RdmaDevice | None:
+        return next((d for d in self.rdma_devices if d.name == name), None)
+
+    def netdev(self, name: str | None) -> NetDevice | None:
+        return next((n for n in self.net_devices if n.name == name), None)
+
+    def port_netdev(self, port: RdmaPort) -> str | None:
+        """The netdev behind a port: GID table first, else the PCI function's netdev."""
+        for gid in port.gids:
+            if gid.netdev:
+                return gid.netdev
+        dev = self.device(port.device)
+        if dev is not None and len(dev.netdevs) >= 1:
+            return dev.netdevs[min(port.port - 1, len(dev.netdevs) - 1)]
+        return None
+
+    def pci_device(self, address: str | None) -> PciDevice | None:
+        return self.pci.get(address) if address else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable(self)
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return out
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [_jsonable(v) for v in value]
+        return sorted(items) if isinstance(value, (set, frozenset)) else items
+    return value
+
+
+def _affinity(gpus: list[Gpu], rdma: list[RdmaDevice], netdevs: list[NetDevice], pci: dict[str, PciDevice]) -> list[GpuAffinity]:
+    nics = [(d.name, d.pci_address) for d in rdma if d.pci_address]
+    if not nics:
+        nics = [(n.name, n.pci_address) for n in netdevs if n.pci_address and not n.is_loopback]
+    result = []
+    for gpu in gpus:
+        gdev = pci.get(gpu.pci_address)
+        best: tuple[int, str, str, PciDevice] | None = None
+        if gdev is not None:
+            for name, addr in nics:
+                ndev = pci.get(addr)
+                if ndev is None:
+                    continue
+                dist = pcie_distance(gdev, ndev, pci)
+                rank = DISTANCES.index(dist)
+                if best is None or rank < best[0]:
+                    best = (rank, name, dist, ndev)
+        result.append(
+            GpuAffinity(
+                gpu_index=gpu.index,
+                gpu_pci=gpu.pci_address,
+                nic=best[1] if best else None,
+                distance=best[2] if best else None,
+                gpu_numa=gdev.numa_node if gdev else None,
+                nic_numa=best[3].numa_node if best else None,
+            )
+        )
+    return result
+
+
+def read_inventory(root: Root) -> Inventory:
+    """Read everything once. Never raises for bad data; problems are listed in the result."""
+    rdma = read_rdma_devices(root)
+    netdevs = read_net_devices(root)
+    pci = read_pci_devices(root)
+    gpus, gpu_source = read_gpus(root, pci)
+    interesting = {n for d in rdma for n in d.netdevs}
+    interesting |= {g.netdev for d in rdma for p in d.ports for g in p.gids if g.netdev}
+    interesting |= {n.name for n in netdevs if n.is_physical}
+    ethtool = {name: read_ethtool(root, name) for name in sorted(interesting)}
+    roce_netdevs = {g.netdev for d in rdma for p in d.ports if p.is_roce for g in p.gids if g.netdev}
+    roce_netdevs |= {n for d in rdma if any(p.is_roce for p in d.ports) for n in d.netdevs}
+    qos = {}
+    for name in sorted(roce_netdevs):
+        cfg = read_qos(root, name)
+        if cfg is not None:
+            qos[name] = cfg
+    hostname = root.read("proc/sys/kernel/hostname")
+    return Inventory(
+        hostname=hostname.strip() if hostname else None,
+        root_label=root.label,
+        rdma_devices=tuple(rdma),
+        net_devices=tuple(netdevs),
+        pci=pci,
+        gpus=tuple(gpus),
+        gpu_source=gpu_source,
+        affinity=tuple(_affinity(gpus, rdma, netdevs, pci)),
+        kernel=read_kernel_state(root),
+        ethtool=ethtool,
+        qos=qos,
+        nccl_conf=root.read(NCCL_CONF),
+        problems=tuple(root.problems),
+    )
+
+
+@dataclass(frozen=True)
+class CounterSample:
+    """Counters read at one instant; two samples give rates."""
+
+    taken_s: float
+    ports: dict[str, dict[str, int]]  # "mlx5_0/1" -> counters + hw_counters
+    ethtool: dict[str, dict[str, int]]  # netdev -> ethtool -S
+    netstat: dict[str, int]
+
+
+def read_counter_sample(root: Root, netdevs: list[str] | None = None) -> CounterSample:
+    stats: dict[str, dict[str, int]] = {}
+    for name in netdevs or []:
+        values = read_ethtool_stats(root, name)
+        if values is not None:
+            stats[name] = values
+    return CounterSample(
+        taken_s=time.monotonic(),
+        ports=read_port_counters(root),
+        ethtool=stats,
+        netstat=read_netstat(root),
+    )
+
+
+def counter_deltas(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """Increase of each counter present in both samples (a reset or wrap gives the new value)."""
+    out = {}
+    for name, new in after.items():
+        old = before.get(name)
+        if old is None:
+            continue
+        out[name] = new - old if new >= old else new
+    return out

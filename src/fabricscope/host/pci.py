@@ -1,0 +1,225 @@
+"""PCI devices from /sys/bus/pci/devices: link speed/width, NUMA node, the PCIe tree and ACS."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from fabricscope.host.root import Root
+from fabricscope.host.sysfs import read_int, read_str
+
+PCI_DEVICES = "sys/bus/pci/devices"
+_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_SPEED = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s")
+PCI_CAP_EXP = 0x10
+PCI_EXT_CAP_ACS = 0x000D
+# PCIe "device/port type" values from the PCI Express capability register.
+PORT_TYPE_ROOT = 4
+PORT_TYPE_UPSTREAM = 5
+PORT_TYPE_DOWNSTREAM = 6
+
+# Distance classes as nvidia-smi topo -m prints them, nearest first.
+DISTANCES = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+@dataclass(frozen=True)
+class AcsControl:
+    """The ACS control bits that matter for peer-to-peer (GPUDirect) traffic."""
+
+    source_validation: bool
+    request_redirect: bool
+    completion_redirect: bool
+    upstream_forwarding: bool
+    egress_control: bool
+
+    @property
+    def redirects_p2p(self) -> bool:
+        """Request/completion redirect send peer-to-peer traffic up to the root complex."""
+        return self.request_redirect or self.completion_redirect
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    address: str  # "0000:17:00.0"
+    vendor_id: int | None
+    device_id: int | None
+    class_id: int | None  # 24-bit class code, e.g. 0x020000
+    current_link_speed_gts: float | None
+    max_link_speed_gts: float | None
+    current_link_width: int | None
+    max_link_width: int | None
+    numa_node: int | None  # None when unknown (-1)
+    root_complex: str | None  # "pci0000:00"
+    upstream: tuple[str, ...]  # bridges from the root port down to the parent of this device
+    port_type: int | None
+    acs: AcsControl | None
+
+    @property
+    def is_bridge(self) -> bool:
+        return self.class_id is not None and (self.class_id >> 8) == 0x0604
+
+    @property
+    def is_nvidia_gpu(self) -> bool:
+        return self.vendor_id == 0x10DE and self.class_id is not None and (self.class_id >> 8) in (0x0300, 0x0302)
+
+    @property
+    def is_network(self) -> bool:
+        return self.class_id is not None and (self.class_id >> 16) == 0x02
+
+    @property
+    def link_degraded(self) -> bool:
+        speed = (
+            self.current_link_speed_gts is not None
+            and self.max_link_speed_gts is not None
+            and self.current_link_speed_gts < self.max_link_speed_gts
+        )
+        width = (
+            self.current_link_width is not None
+            and self.max_link_width is not None
+            and 0 < self.current_link_width < self.max_link_width
+        )
+        return speed or width
+
+
+def parse_link_speed(text: str | None) -> float | None:
+    """``"32.0 GT/s PCIe"`` -> 32.0; "Unknown" -> None."""
+    if text is None:
+        return None
+    match = _SPEED.match(text)
+    return float(match.group(1)) if match else None
+
+
+def parse_config_space(data: bytes) -> tuple[int | None, AcsControl | None]:
+    """Port type from the PCIe capability and ACS control from the extended capability list."""
+    port_type = None
+    acs = None
+    if len(data) >= 0x40 and data[0x06] & 0x10:  # status: capabilities list present
+        offset = data[0x34] & 0xFC
+        seen = set()
+        while 0x40 <= offset < min(len(data), 256) - 4 and offset not in seen:
+            seen.add(offset)
+            cap_id, nxt = data[offset], data[offset + 1] & 0xFC
+            if cap_id == PCI_CAP_EXP:
+                port_type = (int.from_bytes(data[offset + 2 : offset + 4], "little") >> 4) & 0xF
+                break
+            offset = nxt
+    offset = 0x100
+    seen = set()
+    while 0x100 <= offset <= len(data) - 8 and offset not in seen:
+        seen.add(offset)
+        header = int.from_bytes(data[offset : offset + 4], "little")
+        if header in (0, 0xFFFFFFFF):
+            break
+        if header & 0xFFFF == PCI_EXT_CAP_ACS:
+            ctrl = int.from_bytes(data[offset + 6 : offset + 8], "little")
+            acs = AcsControl(
+                source_validation=bool(ctrl & 0x01),
+                request_redirect=bool(ctrl & 0x04),
+                completion_redirect=bool(ctrl & 0x08),
+                upstream_forwarding=bool(ctrl & 0x10),
+                egress_control=bool(ctrl & 0x20),
+            )
+            break
+        offset = (header >> 20) & 0xFFC
+    return port_type, acs
+
+
+def _path_parts(resolved: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """``sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0`` -> ("pci0000:00", (bridges...))."""
+    if resolved is None:
+        return None, ()
+    parts = resolved.split("/")
+    root_complex = next((p for p in parts if p.startswith("pci")), None)
+    bdfs = [p for p in parts if _BDF.match(p)]
+    return root_complex, tuple(bdfs[:-1])
+
+
+def pci_address_of(resolved: str | None) -> str | None:
+    """The PCI function a resolved sysfs path belongs to (the last BDF in the path)."""
+    if resolved is None or "/pci" not in resolved:
+        return None
+    bdfs = [p for p in resolved.split("/") if _BDF.match(p)]
+    return bdfs[-1] if bdfs else None
+
+
+def read_pci_device(root: Root, address: str) -> PciDevice:
+    base = f"{PCI_DEVICES}/{address}"
+    root_complex, upstream = _path_parts(root.resolve(base))
+    numa = read_int(root, f"{base}/numa_node")
+    config = root.read_bytes(f"{base}/config")
+    port_type, acs = parse_config_space(config) if config else (None, None)
+    width = read_int(root, f"{base}/current_link_width")
+    return PciDevice(
+        address=address,
+        vendor_id=read_int(root, f"{base}/vendor", base=16),
+        device_id=read_int(root, f"{base}/device", base=16),
+        class_id=read_int(root, f"{base}/class", base=16),
+        current_link_speed_gts=parse_link_speed(read_str(root, f"{base}/current_link_speed")),
+        max_link_speed_gts=parse_link_speed(read_str(root, f"{base}/max_link_speed")),
+        current_link_width=width,
+        max_link_width=read_int(root, f"{base}/max_link_width"),
+        numa_node=numa if numa is not None and numa >= 0 else None,
+        root_complex=root_complex,
+        upstream=upstream,
+        port_type=port_type,
+        acs=acs,
+    )
+
+
+def read_pci_devices(root: Root) -> dict[str, PciDevice]:
+    return {
+        addr: read_pci_device(root, addr) for addr in root.listdir(PCI_DEVICES) if _BDF.match(addr)
+    }
+
+
+def _switch_ids(chain: tuple[str, ...], devices: dict[str, PciDevice]) -> list[int]:
+    """Group a bridge chain (root port first) into PCIe switches: an upstream port and the
+    downstream ports below it are one switch. Without port types, bridges pair up after the
+    root port (upstream, downstream, upstream, ...), which is how switches appear in sysfs."""
+    ids = []
+    switch = 0
+    for i, bdf in enumerate(chain):
+        kind = devices[bdf].port_type if bdf in devices else None
+        if i == 0:
+            ids.append(0)  # the root port belongs to the host bridge
+            continue
+        if kind == PORT_TYPE_UPSTREAM or (kind is None and i % 2 == 1):
+            switch += 1
+        ids.append(switch)
+    return ids
+
+
+def pcie_distance(a: PciDevice, b: PciDevice, devices: dict[str, PciDevice]) -> str:
+    """The nvidia-smi topo class of the path between two devices: PIX, PXB, PHB, NODE or SYS."""
+    if a.root_complex is None or b.root_complex is None or a.root_complex != b.root_complex:
+        if a.numa_node is not None and a.numa_node == b.numa_node:
+            return "NODE"
+        return "SYS"
+    common = 0
+    for x, y in zip(a.upstream, b.upstream):
+        if x != y:
+            break
+        common += 1
+    if common == 0:
+        return "PHB"  # only the host bridge is shared
+    ids_a, ids_b = _switch_ids(a.upstream, devices), _switch_ids(b.upstream, devices)
+    shared_switch = ids_a[common - 1]
+    if shared_switch == 0:
+        return "PHB"  # paths meet at the root port: through the host bridge
+    switches = set(ids_a[common - 1 :]) | set(ids_b[common - 1 :])
+    return "PIX" if len(switches) == 1 else "PXB"
+
+
+def bridges_between(a: PciDevice, b: PciDevice) -> list[str]:
+    """Bridges on the path from a to b (below their common ancestor, plus the ancestor)."""
+    common = 0
+    for x, y in zip(a.upstream, b.upstream):
+        if x != y:
+            break
+        common += 1
+    start = max(common - 1, 0)
+    seen = []
+    for bdf in (*a.upstream[start:], *b.upstream[start:]):
+        if bdf not in seen:
+            seen.append(bdf)
+    return seen
