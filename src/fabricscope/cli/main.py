@@ -35,9 +35,11 @@ def _root(
 
 def _register() -> None:
     # Each command family lives in its own module and adds itself to ``app``.
-    from fabricscope.cli import doctor  # noqa: F401
-    from fabricscope.cli import bench  # noqa: F401
-    from fabricscope.cli import history  # noqa: F401
+    from fabricscope.cli import (
+        bench,  # noqa: F401
+        doctor,  # noqa: F401
+        history,  # noqa: F401
+    )
 
 
 def main() -> None:

@@ -210,7 +210,7 @@ class Root:
         if exe is None:
             return CommandResult(key, available=False, reason=f"{key[0]} not installed")
         try:
-            proc = subprocess.run(  # noqa: S603 - argv list, never a shell
+            proc = subprocess.run(
                 [exe, *key[1:]],
                 capture_output=True,
                 timeout=timeout_s,
@@ -272,7 +272,7 @@ def _extract_snapshot(archive: Path) -> Path:
             if hasattr(tarfile, "data_filter"):
                 tar.extractall(dest, members=members, filter=_tolerant_filter)
             else:  # Python < 3.10.12: members were vetted by _safe_member
-                tar.extractall(dest, members=members)  # noqa: S202
+                tar.extractall(dest, members=members)
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise RootError(f"--root {archive}: corrupt snapshot archive ({exc})") from None
     entries = os.listdir(dest)

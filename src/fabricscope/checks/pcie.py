@@ -1,0 +1,166 @@
+"""PCIe and GPUDirect: link training, GPU-NIC locality, GPUDirect RDMA module, ACS, IOMMU."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fabricscope.checks.registry import CheckContext, check
+from fabricscope.findings import Finding, Severity
+from fabricscope.host.pci import bridges_between
+from fabricscope.host.procfs import GPUDIRECT_MODULES
+
+
+def _nics(ctx: CheckContext) -> list[tuple[str, str]]:
+    inv = ctx.inventory
+    nics = [(d.name, d.pci_address) for d in inv.rdma_devices if d.pci_address]
+    if not nics:
+        nics = [(n.name, n.pci_address) for n in inv.net_devices if n.pci_address and not n.is_loopback]
+    return nics
+
+
+@check("pcie.link", "PCIe links trained at their maximum")
+def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
+    """A NIC or GPU whose PCIe link trained below its maximum width (x8 instead of x16) or speed
+    cannot feed its port: a 400G NIC needs Gen5 x16. GPUs lower their link speed when idle to
+    save power, so a GPU below maximum speed (but at full width) is only reported as info."""
+    inv = ctx.inventory
+    subjects = [(name, addr, "NIC") for name, addr in _nics(ctx)]
+    subjects += [(f"GPU{g.index}", g.pci_address, "GPU") for g in inv.gpus]
+    good = 0
+    for name, addr, kind in subjects:
+        dev = inv.pci.get(addr)
+        if dev is None or dev.current_link_width is None and dev.current_link_speed_gts is None:
+            continue
+        evidence = {
+            "pci": addr,
+            "speed_gts": dev.current_link_speed_gts,
+            "max_speed_gts": dev.max_link_speed_gts,
+            "width": dev.current_link_width,
+            "max_width": dev.max_link_width,
+        }
+        narrow = dev.current_link_width is not None and dev.max_link_width is not None and 0 < dev.current_link_width < dev.max_link_width
+        slow = dev.current_link_speed_gts is not None and dev.max_link_speed_gts is not None and dev.current_link_speed_gts < dev.max_link_speed_gts
+        link = f"x{dev.current_link_width} {dev.current_link_speed_gts:g} GT/s" if dev.current_link_speed_gts else f"x{dev.current_link_width}"
+        best = f"x{dev.max_link_width} {dev.max_link_speed_gts:g} GT/s" if dev.max_link_speed_gts else f"x{dev.max_link_width}"
+        fix = f"reseat the {kind} or its riser, check the slot in the BIOS (bifurcation, Gen setting); `lspci -vv -s {addr} | grep LnkSta`"
+        if narrow or (slow and kind == "NIC"):
+            yield Finding("pcie.link", Severity.FAIL, f"{name} ({addr})", f"{kind} PCIe link at {link}, capable of {best}", evidence, fix)
+        elif slow:
+            yield Finding(
+                "pcie.link", Severity.INFO, f"{name} ({addr})",
+                f"GPU PCIe link at {link} (max {best}); normal when the GPU is idle, a fault if it stays so under load",
+                evidence, "rerun doctor while a job runs; if still below maximum: " + fix,
+            )
+        else:
+            good += 1
+    if good:
+        yield Finding("pcie.link", Severity.PASS, "pcie", f"{good} NIC/GPU link(s) at full width and speed")
+
+
+@check("pcie.affinity", "Each GPU has a near NIC")
+def affinity(ctx: CheckContext) -> Iterator[Finding]:
+    """GPUDirect RDMA is only used up to NCCL_NET_GDR_LEVEL (PXB by default): a GPU whose nearest
+    RDMA NIC is behind the CPU (PHB, NODE, SYS) stages every transfer through host memory, and a
+    NIC on another NUMA node crosses the socket interconnect."""
+    inv = ctx.inventory
+    if not inv.rdma_devices or not inv.gpus:
+        return
+    good = 0
+    for aff in inv.affinity:
+        subject = f"GPU{aff.gpu_index} ({aff.gpu_pci})"
+        evidence = {"nic": aff.nic, "distance": aff.distance, "gpu_numa": aff.gpu_numa, "nic_numa": aff.nic_numa}
+        if aff.distance is None:
+            yield Finding("pcie.affinity", Severity.INFO, subject, "GPU-NIC distance unknown (PCIe tree not readable)", evidence)
+            continue
+        if aff.distance not in ("PIX", "PXB"):
+            yield Finding(
+                "pcie.affinity", Severity.WARN, subject,
+                f"nearest RDMA NIC {aff.nic} is at {aff.distance}: GPUDirect RDMA will not be used by default",
+                evidence,
+                "install the GPU and NIC under one PCIe switch (see the server's topology guide), or accept staging through host memory",
+            )
+        elif aff.gpu_numa is not None and aff.nic_numa is not None and aff.gpu_numa != aff.nic_numa:
+            yield Finding(
+                "pcie.affinity", Severity.WARN, subject,
+                f"GPU on NUMA node {aff.gpu_numa}, its NIC {aff.nic} on NUMA node {aff.nic_numa}", evidence,
+                "check the BIOS NUMA settings and slot placement; pin the rank's CPU threads to the NIC's NUMA node",
+            )
+        else:
+            good += 1
+    if good == len(inv.affinity) and good:
+        yield Finding("pcie.affinity", Severity.PASS, "gpus", f"all {good} GPU(s) have a NIC at PIX/PXB on their NUMA node")
+
+
+@check("pcie.gpudirect", "GPUDirect RDMA module loaded")
+def gpudirect(ctx: CheckContext) -> Iterator[Finding]:
+    """With GPUs and RDMA NICs present, NCCL needs nvidia_peermem (or the legacy nv_peer_mem) to
+    let the NIC read and write GPU memory; without it (and without DMA-BUF support) every transfer
+    bounces through host memory."""
+    inv = ctx.inventory
+    if not inv.gpus or not inv.rdma_devices:
+        return
+    if not inv.kernel.modules_known:
+        yield Finding("pcie.gpudirect", Severity.INFO, "kernel", "loaded modules unknown (/proc/modules unreadable)", {})
+        return
+    loaded = [m for m in GPUDIRECT_MODULES if m in inv.kernel.modules]
+    if loaded:
+        yield Finding("pcie.gpudirect", Severity.PASS, "kernel", f"{loaded[0]} loaded", {"modules": loaded})
+        return
+    yield Finding(
+        "pcie.gpudirect", Severity.WARN, "kernel",
+        "GPUs and RDMA NICs present but no GPUDirect RDMA module (nvidia_peermem / nv_peer_mem) is loaded",
+        {"gpus": len(inv.gpus), "rdma_devices": len(inv.rdma_devices)},
+        "modprobe nvidia_peermem (and add it to /etc/modules-load.d/); NCCL >= 2.19 with the open GPU driver can use DMA-BUF instead",
+    )
+
+
+@check("pcie.acs", "ACS off between GPU and NIC")
+def acs(ctx: CheckContext) -> Iterator[Finding]:
+    """ACS request/completion redirect on a PCIe switch port forces peer-to-peer traffic up to the
+    root complex: GPUDirect RDMA between a GPU and a NIC under the same switch either slows down or
+    fails (NCCL "local protection error", status 4)."""
+    inv = ctx.inventory
+    if not inv.rdma_devices or not inv.gpus:
+        return
+    nic_pci = {d.name: d.pci_address for d in inv.rdma_devices}
+    flagged = set()
+    visible = False
+    for aff in inv.affinity:
+        gdev, ndev = inv.pci.get(aff.gpu_pci), inv.pci.get(nic_pci.get(aff.nic or ""))
+        if gdev is None or ndev is None or aff.distance not in ("PIX", "PXB"):
+            continue
+        for bdf in bridges_between(gdev, ndev):
+            bridge = inv.pci.get(bdf)
+            if bridge is None or bridge.acs is None:
+                continue
+            visible = True
+            if bridge.acs.redirects_p2p and bdf not in flagged:
+                flagged.add(bdf)
+                yield Finding(
+                    "pcie.acs", Severity.WARN, bdf,
+                    f"ACS redirect enabled on a bridge between GPU{aff.gpu_index} and {aff.nic}: GPUDirect traffic goes through the CPU root complex",
+                    {"request_redirect": bridge.acs.request_redirect, "completion_redirect": bridge.acs.completion_redirect},
+                    f"setpci -s {bdf} ECAP_ACS+0x6.w=0000 (at boot, e.g. a systemd unit), or disable ACS in the BIOS; keep it on in VMs that need isolation",
+                )
+    if visible and not flagged:
+        yield Finding("pcie.acs", Severity.PASS, "pcie", "no ACS redirect between GPUs and their NICs")
+
+
+@check("pcie.iommu", "IOMMU in passthrough for GPUDirect")
+def iommu(ctx: CheckContext) -> Iterator[Finding]:
+    """With the IOMMU translating DMA (intel_iommu=on or amd_iommu=on without iommu=pt), NIC
+    peer-to-peer access to GPU memory goes through translation and is slow or fails."""
+    inv = ctx.inventory
+    cmdline = inv.kernel.cmdline
+    if cmdline is None or not inv.rdma_devices or not inv.gpus:
+        return
+    args = cmdline.split()
+    on = [a for a in args if a in ("intel_iommu=on", "amd_iommu=on", "amd_iommu=force_isolation")]
+    passthrough = "iommu=pt" in args or "iommu.passthrough=1" in args
+    if on and not passthrough:
+        yield Finding(
+            "pcie.iommu", Severity.WARN, "kernel", f"IOMMU translation enabled ({' '.join(on)}) without iommu=pt",
+            {"cmdline": cmdline}, "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX) and reboot",
+        )
+    else:
+        yield Finding("pcie.iommu", Severity.PASS, "kernel", "IOMMU off or in passthrough", {"cmdline": cmdline})

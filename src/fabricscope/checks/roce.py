@@ -1,0 +1,219 @@
+"""RoCE v2 configuration: GIDs, MTU, PFC, trust mode, ECN and congestion control."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fabricscope.checks.registry import CheckContext, check
+from fabricscope.findings import Finding, Severity
+from fabricscope.host.infiniband import RdmaPort
+from fabricscope.host.inventory import Inventory
+
+# RDMA MTU 4096 needs the netdev MTU to hold 4096 bytes of payload plus RoCE v2 headers.
+MIN_NETDEV_MTU_FOR_4K = 4200
+
+
+def roce_ports(inv: Inventory) -> list[tuple[RdmaPort, str | None]]:
+    return [(p, inv.port_netdev(p)) for p in inv.ports if p.is_roce]
+
+
+def roce_netdevs(inv: Inventory) -> list[str]:
+    seen: list[str] = []
+    for _port, netdev in roce_ports(inv):
+        if netdev and netdev not in seen:
+            seen.append(netdev)
+    return seen
+
+
+def lossless_priorities(inv: Inventory, netdev: str) -> list[int] | None:
+    qos = inv.qos.get(netdev)
+    if qos is None or qos.pfc_enabled is None:
+        return None
+    return qos.pfc_priorities
+
+
+@check("roce.gid", "RoCE v2 GID with an IP address")
+def roce_gid(ctx: CheckContext) -> Iterator[Finding]:
+    """RoCE v2 (routable, UDP-encapsulated) needs a GID table entry of type "RoCE v2" that holds
+    an IPv4-mapped or global IPv6 address. Without one, NCCL and perftest fall back to link-local
+    or RoCE v1 entries that do not cross an IP router, and connections fail with ibv_modify_qp
+    errors. The index of the right entry is not fixed: extra IPv6 addresses shift it."""
+    for port, netdev in roce_ports(ctx.inventory):
+        v2 = port.roce_v2_gids()
+        if v2:
+            best = next((g for g in v2 if g.ipv4), v2[0])
+            yield Finding(
+                "roce.gid",
+                Severity.PASS,
+                port.name,
+                f"RoCE v2 GID index {best.index} ({best.ipv4 or best.gid}) on {best.netdev or netdev}",
+                {"gid_index": best.index},
+            )
+            continue
+        v1_ip = [g for g in port.gids if g.is_routable and g.roce_version == 1]
+        evidence = {"gids": [f"{g.index}:{g.gid}:{g.type}" for g in port.gids], "netdev": netdev}
+        if v1_ip:
+            message = f"only RoCE v1 entries carry an IP address (index {v1_ip[0].index}); no RoCE v2 GID"
+            fix = "enable RoCE v2 (default mode: `cma_roce_mode -d <dev> -p 1 -m 2`) or check the driver version"
+        else:
+            message = "no RoCE v2 GID with an IPv4 or global IPv6 address (only link-local entries)"
+            fix = f"give {netdev or 'the port netdev'} an IP address (`ip addr add <ip>/<len> dev {netdev or '<netdev>'}`); the kernel then adds the RoCE v2 GID"
+        yield Finding("roce.gid", Severity.WARN, port.name, message, evidence, fix)
+
+
+@check("roce.mtu", "Netdev MTU allows RDMA MTU 4096")
+def roce_mtu(ctx: CheckContext) -> Iterator[Finding]:
+    """The RoCE path MTU is derived from the netdev MTU: below about 4200 bytes the RDMA MTU
+    drops to 2048 or 1024 and large transfers lose bandwidth to per-packet overhead."""
+    for netdev_name in roce_netdevs(ctx.inventory):
+        netdev = ctx.inventory.netdev(netdev_name)
+        if netdev is None or netdev.mtu_bytes is None:
+            continue
+        if netdev.mtu_bytes < MIN_NETDEV_MTU_FOR_4K:
+            rdma_mtu = 2048 if netdev.mtu_bytes >= 2048 + 100 else 1024
+            yield Finding(
+                "roce.mtu",
+                Severity.WARN,
+                netdev_name,
+                f"MTU {netdev.mtu_bytes} limits the RDMA MTU to {rdma_mtu} (4096 needs >= {MIN_NETDEV_MTU_FOR_4K})",
+                {"mtu_bytes": netdev.mtu_bytes},
+                f"ip link set {netdev_name} mtu 9000 (and the same MTU on the switch ports)",
+            )
+        else:
+            yield Finding("roce.mtu", Severity.PASS, netdev_name, f"MTU {netdev.mtu_bytes}", {"mtu_bytes": netdev.mtu_bytes})
+
+
+def _ecn_enabled(inv: Inventory, netdev_name: str, priority: int) -> bool | None:
+    netdev = inv.netdev(netdev_name)
+    if netdev is None or not netdev.ecn_np_enabled or not netdev.ecn_rp_enabled:
+        return None
+    np_on, rp_on = netdev.ecn_np_enabled.get(priority), netdev.ecn_rp_enabled.get(priority)
+    if np_on is None or rp_on is None:
+        return None
+    return np_on and rp_on
+
+
+def _ecn_any(inv: Inventory, netdev_name: str) -> bool | None:
+    netdev = inv.netdev(netdev_name)
+    if netdev is None or not netdev.ecn_np_enabled or not netdev.ecn_rp_enabled:
+        return None
+    return any(netdev.ecn_np_enabled.values()) and any(netdev.ecn_rp_enabled.values())
+
+
+@check("roce.pfc", "RoCE traffic protected by PFC and/or ECN")
+def roce_pfc(ctx: CheckContext) -> Iterator[Finding]:
+    """RoCE's go-back-N recovery collapses under packet loss, so RoCE traffic needs a lossless
+    priority (PFC) and congestion control (ECN/DCQCN). PFC on no priority with ECN off leaves RoCE
+    unprotected (fail); only one of the two is a warning."""
+    inv = ctx.inventory
+    for netdev in roce_netdevs(inv):
+        qos = inv.qos.get(netdev)
+        if qos is None or qos.pfc_enabled is None:
+            yield Finding(
+                "roce.pfc", Severity.INFO, netdev, "PFC configuration not visible (no mlnx_qos or dcb output)", {},
+                "install iproute2's dcb (or MLNX_OFED mlnx_qos) so PFC can be checked: `dcb pfc show dev " + netdev + "`",
+            )
+            continue
+        prios = qos.pfc_priorities
+        if prios:
+            yield Finding("roce.pfc", Severity.PASS, netdev, f"PFC enabled on priority {','.join(map(str, prios))}", {"pfc_priorities": prios})
+            continue
+        ecn = _ecn_any(inv, netdev)
+        evidence = {"pfc_priorities": [], "ecn_enabled": ecn, "source": qos.source}
+        fix = f"mlnx_qos -i {netdev} --pfc 0,0,0,1,0,0,0,0 (or `dcb pfc set dev {netdev} prio-pfc 3:on`) and the matching switch config"
+        if ecn:
+            yield Finding("roce.pfc", Severity.WARN, netdev, "PFC is off on every priority: RoCE relies on ECN alone (lossy RoCE)", evidence, fix)
+        elif ecn is None:
+            yield Finding("roce.pfc", Severity.WARN, netdev, "PFC is off on every priority and ECN state is not visible", evidence, fix)
+        else:
+            yield Finding(
+                "roce.pfc", Severity.FAIL, netdev, "neither PFC nor ECN protects RoCE traffic: loss will collapse RDMA throughput", evidence,
+                fix + f"; enable ECN: echo 1 > /sys/class/net/{netdev}/ecn/roce_np/enable/3 and roce_rp/enable/3",
+            )
+
+
+@check("roce.trust", "Trust mode matches DSCP marking")
+def roce_trust(ctx: CheckContext) -> Iterator[Finding]:
+    """RoCE v2 is routed and usually untagged, so the NIC must classify it by DSCP. With trust
+    pcp, untagged DSCP-marked traffic lands on priority 0 and a lossless priority such as 3 never
+    engages."""
+    inv = ctx.inventory
+    for netdev in roce_netdevs(inv):
+        qos = inv.qos.get(netdev)
+        trust = (qos.trust if qos else None) or (inv.netdev(netdev).qos_trust if inv.netdev(netdev) else None)
+        if trust is None:
+            continue
+        prios = qos.pfc_priorities if qos else []
+        dscp_marked = any(p != 0 for p in prios) or "NCCL_IB_TC" in (inv.nccl_conf or "")
+        if trust == "pcp" and dscp_marked:
+            yield Finding(
+                "roce.trust",
+                Severity.WARN,
+                netdev,
+                f"trust mode is pcp while the lossless priority is {','.join(map(str, prios)) or '?'}: DSCP-marked RoCE v2 traffic will not reach it",
+                {"trust": trust, "pfc_priorities": prios},
+                f"mlnx_qos -i {netdev} --trust dscp (or `dcb app add dev {netdev} dscp-prio 26:3`)",
+            )
+        else:
+            yield Finding("roce.trust", Severity.PASS, netdev, f"trust {trust}", {"trust": trust})
+
+
+@check("roce.ecn", "ECN enabled on the lossless priority")
+def roce_ecn(ctx: CheckContext) -> Iterator[Finding]:
+    """DCQCN congestion control needs ECN enabled both as notification point (roce_np: send CNPs
+    on CE-marked packets) and as reaction point (roce_rp: slow down on CNPs) on the priority RoCE
+    uses; without it PFC pauses spread congestion across the fabric."""
+    inv = ctx.inventory
+    for netdev in roce_netdevs(inv):
+        prios = lossless_priorities(inv, netdev)
+        if not prios:
+            continue  # no lossless priority: roce.pfc reports it
+        nd = inv.netdev(netdev)
+        if nd is None or not nd.ecn_np_enabled or not nd.ecn_rp_enabled:
+            yield Finding(
+                "roce.ecn", Severity.INFO, netdev, "ECN/DCQCN state not visible (no /sys/class/net/<if>/ecn; upstream drivers keep it in debugfs)", {},
+                "check with `cat /sys/kernel/debug/mlx5/<pci>/cc_params/*` or the NIC vendor tools",
+            )
+            continue
+        off = [p for p in prios if not _ecn_enabled(inv, netdev, p)]
+        if off:
+            yield Finding(
+                "roce.ecn",
+                Severity.WARN,
+                netdev,
+                f"ECN (DCQCN) disabled on lossless priority {','.join(map(str, off))}",
+                {"roce_np": {p: nd.ecn_np_enabled.get(p) for p in off}, "roce_rp": {p: nd.ecn_rp_enabled.get(p) for p in off}},
+                "; ".join(f"echo 1 > /sys/class/net/{netdev}/ecn/roce_np/enable/{p}; echo 1 > /sys/class/net/{netdev}/ecn/roce_rp/enable/{p}" for p in off),
+            )
+        else:
+            yield Finding("roce.ecn", Severity.PASS, netdev, f"ECN on priority {','.join(map(str, prios))}")
+
+
+@check("roce.cnp_ignored", "CNPs are acted on")
+def cnp_ignored(ctx: CheckContext) -> Iterator[Finding]:
+    """rp_cnp_ignored counts congestion notifications the NIC received but did not act on: the
+    switch is marking and the receiver answering, but this sender's congestion control is off for
+    that priority. It should stay at zero."""
+    for port, _netdev in roce_ports(ctx.inventory):
+        total = port.hw_counters.get("rp_cnp_ignored")
+        if total is None:
+            continue
+        rising = None
+        if ctx.rates is not None:
+            rising = ctx.rates.ports.get(port.name, {}).get("rp_cnp_ignored")
+        if rising:
+            yield Finding(
+                "roce.cnp_ignored", Severity.WARN, port.name,
+                f"CNPs ignored at {ctx.rates.per_second(rising):.1f}/s: congestion control is off for the traffic's priority",
+                {"rp_cnp_ignored_delta": rising, "interval_s": ctx.rates.interval_s, "rp_cnp_ignored": total},
+                "enable DCQCN (roce_rp) on the priority RoCE uses: echo 1 > /sys/class/net/<netdev>/ecn/roce_rp/enable/<prio>",
+            )
+        elif total and rising is None:
+            yield Finding(
+                "roce.cnp_ignored", Severity.WARN, port.name,
+                f"{total:,} CNPs ignored since the counters were reset: congestion control was off for some traffic",
+                {"rp_cnp_ignored": total},
+                "enable DCQCN (roce_rp) on the priority RoCE uses; run `fabricscope doctor --interval 10` to see whether it is still rising",
+            )
+        else:
+            yield Finding("roce.cnp_ignored", Severity.PASS, port.name, "no CNPs ignored" if not total else "CNPs ignored earlier, not rising now", {"rp_cnp_ignored": total})

@@ -1,0 +1,79 @@
+"""`fabricscope doctor`, `inventory` and `checks`: the node's path, end to end."""
+
+from __future__ import annotations
+
+import typer
+
+from fabricscope.checks.doctor import run_doctor
+from fabricscope.checks.registry import all_checks
+from fabricscope.cli.common import (
+    FAIL_ON_HELP,
+    JSON_HELP,
+    ROOT_HELP,
+    die,
+    open_root,
+    parse_fail_on,
+    print_json,
+)
+from fabricscope.cli.main import app
+from fabricscope.findings import exit_code
+from fabricscope.host import read_inventory
+from fabricscope.report.inventory import render_inventory
+from fabricscope.report.terminal import console, render_findings
+
+
+@app.command()
+def doctor(
+    root: str = typer.Option(None, "--root", help=ROOT_HELP),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    interval: float = typer.Option(None, "--interval", min=0.1, max=3600, help="Read counters twice, SECONDS apart, and judge rates."),
+    fail_on: str = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP),
+    show_pass: bool = typer.Option(True, "--pass/--no-pass", help="Show passing checks too."),
+) -> None:
+    """Inspect GPU, PCIe, NIC, port, cable, PFC/ECN, GIDs and TCP settings; print findings with fixes."""
+    threshold = parse_fail_on(fail_on)
+    node = open_root(root)
+    if interval and not json_out:
+        console(stderr=True).print(f"[dim]reading counters twice, {interval:g} s apart...[/dim]")
+    report = run_doctor(node, interval_s=interval)
+    if json_out:
+        print_json(report.to_dict())
+    else:
+        host = report.inventory.hostname or "node"
+        render_findings(report.findings, title=f"fabricscope doctor: {host} (root {node.label})", show_pass=show_pass)
+    raise typer.Exit(exit_code(report.findings, threshold))
+
+
+@app.command()
+def inventory(
+    root: str = typer.Option(None, "--root", help=ROOT_HELP),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """What the node has: RDMA ports and GIDs, netdevs, PCIe links, GPU-NIC distances, modules."""
+    inv = read_inventory(open_root(root))
+    if json_out:
+        doc = {"schema": "fabricscope.inventory/v1", **inv.to_dict()}
+        print_json(doc)
+    else:
+        render_inventory(inv, console())
+
+
+@app.command("checks")
+def list_checks(
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    markdown: bool = typer.Option(False, "--markdown", help="Print docs/checks.md (generated from the registry)."),
+) -> None:
+    """List every doctor check with what it looks at and why."""
+    specs = all_checks()
+    if json_out:
+        print_json([{"id": s.id, "area": s.area, "title": s.title, "description": s.description} for s in specs])
+    elif markdown:
+        from fabricscope.report.checks_doc import checks_markdown
+
+        typer.echo(checks_markdown(specs), nl=False)
+    else:
+        out = console()
+        for spec in specs:
+            out.print(f"[bold]{spec.id:<24}[/bold] {spec.title}")
+    if not specs:
+        die("no checks registered")

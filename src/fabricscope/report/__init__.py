@@ -1,0 +1,1 @@
+"""Rendering: terminal (rich), JSON documents and HTML. No domain logic here."""
