@@ -72,34 +72,35 @@ def _fix_for(counters: dict[str, int]) -> str:
 @check("link.congestion", "Congestion signals")
 def congestion(ctx: CheckContext) -> Iterator[Finding]:
     """port_xmit_wait (no credits to send), PFC pause frames and CNPs show congestion; they are
-    normal in moderation, so they are reported with their rates for the operator to judge."""
-    inv = ctx.inventory
+    normal in moderation, so with `--interval` they are reported with their rates for the operator
+    to judge (totals since boot say little about now)."""
     rates = ctx.rates
-    for port in inv.ports:
-        counters = {**port.counters, **port.hw_counters}
-        values = {k: counters[k] for k in CONGESTION_PORT_COUNTERS if counters.get(k)}
-        if not values:
-            continue
-        evidence: dict[str, object] = {"totals": values}
-        message = ", ".join(f"{k}={v:,}" for k, v in values.items())
-        if rates is not None:
-            deltas = rates.ports.get(port.name, {})
-            per_s = {k: round(rates.per_second(deltas.get(k, 0)), 2) for k in values}
-            evidence["per_second"] = per_s
-            message = ", ".join(f"{k} {v:,}/s" for k, v in per_s.items())
-        yield Finding("link.congestion", Severity.INFO, port.name, f"congestion signals: {message}", evidence)
-    for netdev, data in inv.ethtool.items():
-        pauses = {k: v for k, v in (data.stats or {}).items() if _PAUSE.match(k) and v}
-        if not pauses:
-            continue
-        evidence = {"totals": pauses}
-        message = ", ".join(f"{k}={v:,}" for k, v in pauses.items())
-        if rates is not None:
-            deltas = rates.ethtool.get(netdev, {})
-            per_s = {k: round(rates.per_second(deltas.get(k, 0)), 2) for k in pauses}
-            evidence["per_second"] = per_s
-            message = ", ".join(f"{k} {v:,}/s" for k, v in per_s.items())
-        yield Finding("link.congestion", Severity.INFO, netdev, f"PFC pause frames: {message}", evidence)
+    if rates is None:
+        return
+    quiet = True
+    for port in ctx.inventory.ports:
+        deltas = rates.ports.get(port.name, {})
+        rising = {k: deltas[k] for k in CONGESTION_PORT_COUNTERS if deltas.get(k)}
+        if rising:
+            quiet = False
+            per_s = {k: round(rates.per_second(v), 2) for k, v in rising.items()}
+            yield Finding(
+                "link.congestion", Severity.INFO, port.name,
+                "congestion signals: " + ", ".join(f"{k} {v:,}/s" for k, v in per_s.items()),
+                {"per_second": per_s, "increase": rising, "interval_s": rates.interval_s},
+            )
+    for netdev, deltas in rates.ethtool.items():
+        rising = {k: v for k, v in deltas.items() if _PAUSE.match(k) and v}
+        if rising:
+            quiet = False
+            per_s = {k: round(rates.per_second(v), 2) for k, v in rising.items()}
+            yield Finding(
+                "link.congestion", Severity.INFO, netdev,
+                "PFC pause frames: " + ", ".join(f"{k} {v:,}/s" for k, v in per_s.items()),
+                {"per_second": per_s, "increase": rising, "interval_s": rates.interval_s},
+            )
+    if quiet:
+        yield Finding("link.congestion", Severity.PASS, "ports", f"no congestion signals during {rates.interval_s:g} s")
 
 
 @check("link.transceiver", "Transceiver alarms")
