@@ -77,3 +77,36 @@ def list_checks(
             out.print(f"[bold]{spec.id:<24}[/bold] {spec.title}")
     if not specs:
         die("no checks registered")
+
+
+@app.command()
+def snapshot(
+    output: str = typer.Option(..., "-o", "--output", help="Write the snapshot to this .tar.gz file."),
+    scrub: bool = typer.Option(False, "--scrub", help="Replace GUIDs, MACs, IP addresses, UUIDs and the hostname consistently."),
+    root: str = typer.Option(None, "--root", help="Re-capture an existing snapshot (e.g. to scrub it) instead of this machine."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Capture what doctor reads on this node, so it can be examined elsewhere with --root FILE."""
+    from pathlib import Path
+
+    from fabricscope.host.snapshot import take_snapshot
+
+    out = Path(output)
+    if out.exists() and out.is_dir():
+        die(f"-o {output}: is a directory")
+    node = open_root(root)
+    try:
+        path, recording = take_snapshot(node, out, scrub=scrub)
+    except OSError as exc:
+        die(f"cannot write {output}: {exc.strerror or exc}")
+    summary = {
+        "schema": "fabricscope.snapshot/v1",
+        "path": str(path),
+        "files": len(recording.files),
+        "commands": sorted(" ".join(r.argv) for r in recording.commands.values() if r.available),
+        "scrubbed": scrub,
+    }
+    if json_out:
+        print_json(summary)
+    else:
+        typer.echo(f"wrote {path}: {summary['files']} files, {len(summary['commands'])} command outputs{' (scrubbed)' if scrub else ''}")

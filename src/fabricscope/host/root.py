@@ -54,6 +54,16 @@ class CommandResult:
 
 
 @dataclass
+class Recording:
+    """What the host model touched through a Root: enough to write a snapshot of exactly that."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    dirs: set[str] = field(default_factory=set)
+    paths: set[str] = field(default_factory=set)  # resolved or listed paths whose symlinks matter
+    commands: dict[tuple[str, ...], CommandResult] = field(default_factory=dict)
+
+
+@dataclass
 class Root:
     """Filesystem root plus command runner. Use :meth:`live` or :meth:`at`."""
 
@@ -61,6 +71,7 @@ class Root:
     is_live: bool
     label: str
     problems: list[Problem] = field(default_factory=list)
+    recording: Recording | None = None
     _commands: dict[tuple[str, ...], tuple[str, int]] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -146,6 +157,8 @@ class Root:
         if len(data) > MAX_READ_BYTES:
             self.note(rel, f"larger than {MAX_READ_BYTES} bytes")
             return None
+        if self.recording is not None:
+            self.recording.files[rel.lstrip("/")] = data
         return data
 
     def exists(self, rel: str) -> bool:
@@ -162,7 +175,10 @@ class Root:
         if not self.is_live and not self._inside(target):
             return []
         try:
-            return sorted(os.listdir(target))
+            names = sorted(os.listdir(target))
+            if self.recording is not None:
+                self.recording.dirs.add(rel.lstrip("/"))
+            return names
         except FileNotFoundError:
             return []
         except OSError as exc:
@@ -184,6 +200,8 @@ class Root:
             return None
         if not os.path.lexists(real):
             return None
+        if self.recording is not None:
+            self.recording.paths.add(rel.lstrip("/"))
         return str(PurePosixPath(inside))
 
     def _inside(self, target: Path) -> bool:
@@ -196,7 +214,12 @@ class Root:
     # ----- commands -----------------------------------------------------------------------
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S) -> CommandResult:
         """Run a command on the live machine, or look up its captured output in a snapshot."""
-        key = tuple(argv)
+        result = self._run(tuple(argv), timeout_s)
+        if self.recording is not None:
+            self.recording.commands[result.argv] = result
+        return result
+
+    def _run(self, key: tuple[str, ...], timeout_s: float) -> CommandResult:
         if not self.is_live:
             captured = (self._commands or {}).get(key)
             if captured is None:
