@@ -39,6 +39,8 @@ def _register() -> None:
         bench,  # noqa: F401
         doctor,  # noqa: F401
         history,  # noqa: F401
+        lab,  # noqa: F401
+        nccl,  # noqa: F401
     )
 
 

@@ -724,6 +724,12 @@ class LogAggregator:
         if rank is not None:
             rank.last_result = code
 
+    def report(self):
+        """Per-rank facts and findings so far (a :class:`fabricscope.nccl.logreport.LogReport`)."""
+        from fabricscope.nccl.logreport import build_report
+
+        return build_report(self)
+
     def end_file(self, truncated: bool = False) -> None:
         if self._file is not None:
             self._file.truncated = truncated
