@@ -1,0 +1,187 @@
+"""What a lab is asked to be: validated options, rates and loss in unambiguous units."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from fabricscope.errors import FabricscopeError
+
+PREFIX = "fsl-"  # every namespace a lab creates starts with this
+NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+MAX_HOSTS = 64  # namespaces are cheap, but every host is a process tree on a small machine
+MAX_RAILS = 8
+MIN_RATE_BPS = 8_000  # tbf cannot shape below a few kbit/s usefully
+MAX_RATE_BPS = 400_000_000_000
+
+Topology = Literal["star", "leaf-spine", "rail"]
+
+
+class LabError(FabricscopeError):
+    """The lab cannot be built, changed or found; the message names what and why."""
+
+
+_RATE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+_RATE_UNITS = {
+    "": 1,
+    "bit": 1,
+    "k": 10**3,
+    "kbit": 10**3,
+    "m": 10**6,
+    "mbit": 10**6,
+    "g": 10**9,
+    "gbit": 10**9,
+    "t": 10**12,
+    "tbit": 10**12,
+}
+
+
+def parse_rate(text: str) -> int:
+    """``"1gbit"``, ``"250mbit"``, ``"100k"`` -> bits per second (decimal prefixes, as tc reads them).
+
+    Byte units (``mbps``, ``MB/s``) are refused: tc reads ``mbps`` as megaBYTES per second, a
+    factor-8 trap that network engineers reading "Mbps" as megabits fall into.
+    """
+    match = _RATE_RE.match(str(text))
+    if not match:
+        raise LabError(f"rate {text!r}: write a number and a unit, e.g. 1gbit, 250mbit, 100kbit")
+    number, unit = float(match.group(1)), match.group(2).lower()
+    if unit.endswith("bps") or unit.endswith("b/s"):
+        raise LabError(f"rate {text!r}: byte-or-bit ambiguous unit {unit!r}; write bits as kbit, mbit or gbit")
+    if unit not in _RATE_UNITS:
+        raise LabError(f"rate {text!r}: unknown unit {unit!r} (use bit, kbit, mbit, gbit, tbit)")
+    bps = int(round(number * _RATE_UNITS[unit]))
+    if not MIN_RATE_BPS <= bps <= MAX_RATE_BPS:
+        raise LabError(f"rate {text!r} is outside {format_rate(MIN_RATE_BPS)} .. {format_rate(MAX_RATE_BPS)}")
+    return bps
+
+
+def format_rate(bps: int | None) -> str:
+    """Bits per second as a short tc-style rate: 1000000000 -> ``1gbit``; None -> ``unshaped``."""
+    if bps is None:
+        return "unshaped"
+    for unit, factor in (("tbit", 10**12), ("gbit", 10**9), ("mbit", 10**6), ("kbit", 10**3)):
+        if bps >= factor:
+            value = bps / factor
+            return f"{value:g}{unit}" if value == round(value, 3) else f"{value:.3f}{unit}"
+    return f"{bps}bit"
+
+
+def parse_loss(text: str) -> float:
+    """``"0.1%"`` -> 0.1 (percent). A bare number is refused: 0.1 could mean 0.1% or 10%."""
+    raw = str(text).strip()
+    if not raw.endswith("%"):
+        raise LabError(f"loss {text!r}: write a percentage with %, e.g. 0.1% or 2%")
+    try:
+        pct = float(raw[:-1])
+    except ValueError:
+        raise LabError(f"loss {text!r} is not a number followed by %") from None
+    if not math.isfinite(pct) or not 0.0 <= pct <= 100.0:
+        raise LabError(f"loss {text!r} must be between 0% and 100%")
+    return pct
+
+
+def parse_oversubscription(text: str) -> float:
+    """``"4:1"`` -> 4.0 (downlink capacity : uplink capacity of a leaf)."""
+    match = re.match(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*:\s*([0-9]+(?:\.[0-9]+)?)\s*$", str(text))
+    if not match or float(match.group(2)) == 0 or float(match.group(1)) == 0:
+        raise LabError(f"oversubscription {text!r}: write DOWN:UP, e.g. 4:1 or 1:1")
+    ratio = float(match.group(1)) / float(match.group(2))
+    if ratio > 1000:
+        raise LabError(f"oversubscription {text!r} is beyond 1000:1")
+    return ratio
+
+
+def host_name(index: int) -> str:
+    return f"h{index}"
+
+
+def host_index(name: str, hosts: int) -> int:
+    """``"h3"`` -> 3, checked against the lab's size."""
+    match = re.fullmatch(r"h([1-9][0-9]*)", name.strip())
+    if not match or int(match.group(1)) > hosts:
+        raise LabError(f"no host {name!r} in this lab (hosts are h1 .. h{hosts})")
+    return int(match.group(1))
+
+
+class LabSpec(BaseModel):
+    """Everything ``lab up`` was asked for; stored in the state file so ``up`` is idempotent."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    topology: Topology = "star"
+    hosts: int = Field(ge=1, le=MAX_HOSTS)
+    hosts_per_leaf: int | None = Field(default=None, ge=1, le=MAX_HOSTS)
+    rails: int = Field(default=2, ge=1, le=MAX_RAILS)
+    link_rate_bps: int | None = Field(default=None, ge=MIN_RATE_BPS, le=MAX_RATE_BPS)
+    uplink_rate_bps: int | None = Field(default=None, ge=MIN_RATE_BPS, le=MAX_RATE_BPS)
+    oversubscription: float | None = Field(default=None, gt=0, le=1000)
+    loss_pct: float = Field(default=0.0, ge=0.0, le=100.0)
+    loss_on: tuple[str, ...] = ()
+    mtu: int = Field(default=1500, ge=576, le=65000)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME_RE.match(value):
+            raise ValueError(
+                f"lab name {value!r}: 1-12 characters, lower-case letters and digits, starting with a letter"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LabSpec:
+        if self.topology == "leaf-spine":
+            if self.hosts_per_leaf is None:
+                raise ValueError("leaf-spine needs --hosts-per-leaf")
+            if self.uplink_rate_bps is not None and self.oversubscription is not None:
+                raise ValueError("give --uplink-rate or --oversubscription, not both")
+            if self.oversubscription is not None and self.link_rate_bps is None:
+                raise ValueError("--oversubscription needs --link-rate (the uplink rate is derived from it)")
+        else:
+            if self.hosts_per_leaf is not None or self.uplink_rate_bps is not None or self.oversubscription is not None:
+                raise ValueError("--hosts-per-leaf, --uplink-rate and --oversubscription apply to leaf-spine only")
+        if self.topology != "rail" and self.rails != 2:
+            raise ValueError("--rails applies to the rail topology only")
+        for host in self.loss_on:
+            host_index(host, self.hosts)
+        if self.loss_on and self.loss_pct == 0:
+            raise ValueError("--loss-on needs --loss")
+        return self
+
+    @property
+    def prefix(self) -> str:
+        """Namespace name prefix of this lab (``fsl-<name>-``); unique because names have no '-'."""
+        return f"{PREFIX}{self.name}-"
+
+    @property
+    def leaves(self) -> int:
+        if self.topology != "leaf-spine" or not self.hosts_per_leaf:
+            return 0
+        return -(-self.hosts // self.hosts_per_leaf)
+
+    @property
+    def effective_uplink_bps(self) -> int | None:
+        """The leaf-to-spine rate: given, or hosts-per-leaf x link rate / oversubscription."""
+        if self.topology != "leaf-spine":
+            return None
+        if self.uplink_rate_bps is not None:
+            return self.uplink_rate_bps
+        if self.oversubscription is not None and self.link_rate_bps is not None and self.hosts_per_leaf:
+            return max(MIN_RATE_BPS, int(round(self.hosts_per_leaf * self.link_rate_bps / self.oversubscription)))
+        return None
+
+    def loss_for(self, host: str) -> float:
+        if not self.loss_pct:
+            return 0.0
+        return self.loss_pct if (not self.loss_on or host in self.loss_on) else 0.0
+
+
+def check_name(name: str) -> str:
+    if not NAME_RE.match(name or ""):
+        raise LabError(f"lab name {name!r}: 1-12 characters, lower-case letters and digits, starting with a letter")
+    return name
