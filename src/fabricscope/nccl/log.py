@@ -52,6 +52,7 @@ WARN-level events always have ``level == "WARN"``; :data:`WARN_KINDS` lists thei
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -125,6 +126,7 @@ _WC_OPCODE = re.compile(r"opcode(?:=| )(?:IBV_WC_\w+\()?(\d+)")
 _WC_PEER = re.compile(r"from peer (\S+?)(?:<\d+>)? with")
 _WC_HCA = re.compile(r"\bhca (\S+)")
 _VERBS = re.compile(r"Call to (ibv_\w+) failed(?: with(?: error)? (.*?))?\s*$")
+_CUDA_ERROR = re.compile(r"\bcuda\w* ?(?:failure|error|failed)|cudaError|unhandled cuda", re.IGNORECASE)
 _ASYNC = re.compile(r"async (?:fatal )?event(?: on \S+)? ?:? ?(.*)$", re.IGNORECASE)
 
 # Small caches: headers and channel transports repeat millions of times in big logs.
@@ -207,9 +209,9 @@ def decode_gid(prefix_hex: str, iid_hex: str) -> str | None:
         raw = int(prefix_hex, 16).to_bytes(8, "little") + int(iid_hex, 16).to_bytes(8, "little")
     except (ValueError, OverflowError):
         return None
-    import ipaddress
-
-    return str(ipaddress.IPv6Address(raw))
+    address = ipaddress.IPv6Address(raw)
+    mapped = address.ipv4_mapped
+    return f"::ffff:{mapped}" if mapped is not None else str(address)
 
 
 def _classify_warn(msg: str) -> tuple[str, dict[str, Any]]:
@@ -235,7 +237,7 @@ def _classify_warn(msg: str) -> tuple[str, dict[str, Any]]:
         return "async_event", {"event": match.group(1).strip() if match else None}
     if "timeout" in lower or "timed out" in lower:
         return "timeout", {}
-    if "cuda" in lower:
+    if _CUDA_ERROR.search(msg) is not None:
         return "cuda_error", {}
     if "failed to execute operation" in lower or lower.startswith("proxy") or "[proxy" in lower:
         return "proxy_error", {}
@@ -682,7 +684,7 @@ class LogAggregator:
         gkey = (kind, key)
         group = self.warn_groups.get(gkey)
         if group is None:
-            if len(self.warn_groups) >= MAX_WARN_GROUPS:
+            if len(self.warn_groups) >= MAX_WARN_GROUPS - 1:
                 gkey = ("warn", "(other warnings)")
                 group = self.warn_groups.get(gkey)
             if group is None:
