@@ -98,6 +98,7 @@ class CounterDeltas(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     window_s: float | None = None
+    interface: str | None = None  # the local netdev towards the peer whose ethtool counters were read
     highlights: dict[str, int] = Field(default_factory=dict)
     netstat: dict[str, int] = Field(default_factory=dict)  # "TcpExt.TCPLostRetransmit" -> delta
     ports: dict[str, dict[str, int]] = Field(default_factory=dict)  # "mlx5_0/1" -> {counter: delta}
@@ -123,6 +124,7 @@ class BenchResult(BaseModel):
     intervals: list[Interval] = Field(default_factory=list)
     counters: CounterDeltas = Field(default_factory=CounterDeltas)
     thresholds: dict[str, Any] = Field(default_factory=dict)  # e.g. {"min_gbps": 9.0, "passed": false}
+    detail: dict[str, Any] = Field(default_factory=dict)  # per-stream / per-size tables, tool versions
     run_id: int | None = None  # set by the store when saved (None when --no-store)
 
     @field_validator("metrics")

@@ -1,0 +1,189 @@
+"""Who am I in the job? Launcher environments (torchrun, Slurm, Open MPI, MPICH/PMI) and spawning.
+
+A benchmark process either joins a job from its environment (:func:`detect`) or is asked to
+start the job itself: ``local:N`` starts N processes here, ``lab:NAME`` one per lab host
+(through :mod:`fabricscope.lab`, which sits beside bench in the domain layer and knows
+nothing of benchmarks).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from fabricscope.errors import FabricscopeError
+from fabricscope.lab.procgroup import ProcSpec
+
+DEFAULT_PORT = 29500
+
+
+class LaunchError(FabricscopeError):
+    """The job's environment is incomplete or contradictory."""
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int
+    world_size: int
+    local_rank: int
+    master_addr: str
+    master_port: int
+    launcher: str  # torchrun | slurm | openmpi | mpich | single
+    host_label: str | None = None  # FABRICSCOPE_HOST (lab) or None (use the hostname)
+
+    def env(self) -> dict[str, str]:
+        return {
+            "RANK": str(self.rank),
+            "WORLD_SIZE": str(self.world_size),
+            "LOCAL_RANK": str(self.local_rank),
+            "MASTER_ADDR": self.master_addr,
+            "MASTER_PORT": str(self.master_port),
+        }
+
+
+def _int(environ: Mapping[str, str], key: str) -> int | None:
+    value = environ.get(key)
+    if value is None or value.strip() == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise LaunchError(f"{key}={value!r} is not an integer") from None
+
+
+def first_slurm_host(nodelist: str) -> str:
+    """First host of a Slurm hostlist: ``gpu[03-05,9],cpu1`` -> ``gpu03``."""
+    text = nodelist.strip()
+    match = re.match(r"^([^,\[]+)(?:\[([^\]]+)\])?", text)
+    if not match:
+        raise LaunchError(f"cannot read Slurm node list {nodelist!r}")
+    base, ranges = match.group(1), match.group(2)
+    if not ranges:
+        return base
+    first = ranges.split(",")[0].split("-")[0]
+    return base + first
+
+
+def detect(
+    environ: Mapping[str, str],
+    *,
+    master_addr: str | None = None,
+    master_port: int | None = None,
+) -> DistEnv:
+    """The job this process belongs to, from the variables its launcher set.
+
+    Order: torchrun-style (RANK/WORLD_SIZE), Open MPI, MPICH/Hydra (PMI_*), Slurm; none of them
+    means a single process. MPI launchers do not say where rank 0 runs: pass MASTER_ADDR.
+    """
+    label = environ.get("FABRICSCOPE_HOST") or None
+    addr = master_addr or environ.get("MASTER_ADDR") or None
+    port = master_port or _int(environ, "MASTER_PORT")
+    for launcher, rank_key, size_key, local_keys in (
+        ("torchrun", "RANK", "WORLD_SIZE", ("LOCAL_RANK",)),
+        ("openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", ("OMPI_COMM_WORLD_LOCAL_RANK",)),
+        ("mpich", "PMI_RANK", "PMI_SIZE", ("MPI_LOCALRANKID", "PMI_LOCAL_RANK")),
+        ("slurm", "SLURM_PROCID", "SLURM_NTASKS", ("SLURM_LOCALID",)),
+    ):
+        rank = _int(environ, rank_key)
+        size = _int(environ, size_key)
+        if rank is None and size is None:
+            continue
+        if rank is None or size is None:
+            raise LaunchError(f"{launcher}: {rank_key} and {size_key} must both be set")
+        if size < 1 or not 0 <= rank < size:
+            raise LaunchError(f"{launcher}: rank {rank} is outside a job of {size}")
+        local = next((v for v in (_int(environ, k) for k in local_keys) if v is not None), 0)
+        if launcher == "slurm":
+            if addr is None:
+                nodelist = environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST")
+                if not nodelist:
+                    raise LaunchError("slurm: SLURM_JOB_NODELIST is not set; pass --master-addr")
+                addr = first_slurm_host(nodelist)
+            if port is None:
+                job = _int(environ, "SLURM_JOB_ID") or 0
+                port = 20000 + job % 20000  # one port per job: concurrent jobs on a node do not collide
+        if addr is None:
+            if size == 1:
+                addr = "127.0.0.1"
+            else:
+                raise LaunchError(
+                    f"{launcher}: MASTER_ADDR is not set; pass --master-addr (the host of rank 0)"
+                )
+        return DistEnv(rank, size, local, addr, port or DEFAULT_PORT, launcher, label)
+    return DistEnv(0, 1, 0, addr or "127.0.0.1", port or DEFAULT_PORT, "single", label)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    kind: str  # local | lab
+    count: int | None = None  # local:N
+    lab: str | None = None
+    hosts: tuple[str, ...] = ()  # lab:NAME:h1,h5,...
+
+
+def parse_launch(text: str) -> LaunchSpec:
+    """``local:4`` or ``lab:NAME`` or ``lab:NAME:h1,h5,h2,h6`` (hosts in rank order)."""
+    kind, _, rest = text.partition(":")
+    if kind == "local":
+        try:
+            count = int(rest)
+        except ValueError:
+            raise LaunchError(f"--launch {text!r}: write local:N, e.g. local:4") from None
+        if not 1 <= count <= 256:
+            raise LaunchError(f"--launch {text!r}: N must be 1..256")
+        return LaunchSpec("local", count=count)
+    if kind == "lab":
+        name, _, hosts = rest.partition(":")
+        if not name:
+            raise LaunchError(f"--launch {text!r}: write lab:NAME")
+        return LaunchSpec("lab", lab=name, hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()))
+    raise LaunchError(f"--launch {text!r}: use local:N or lab:NAME")
+
+
+def self_command(args: Sequence[str]) -> list[str]:
+    """This fabricscope, run again with ``args`` (the launched ranks run the same program)."""
+    return [sys.executable, "-m", "fabricscope", *args]
+
+
+def local_specs(count: int, args: Sequence[str], *, port: int | None = None) -> list[ProcSpec]:
+    port = port or free_port()
+    specs = []
+    for rank in range(count):
+        env = {
+            "RANK": str(rank),
+            "WORLD_SIZE": str(count),
+            "LOCAL_RANK": str(rank),
+            "LOCAL_WORLD_SIZE": str(count),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "GLOO_SOCKET_IFNAME": "lo",
+            "FABRICSCOPE_HOST": f"local{rank}",
+        }
+        specs.append(ProcSpec(f"rank {rank}", tuple(self_command(args)), env, passthrough_stdout=rank == 0))
+    return specs
+
+
+def lab_specs(spec: LaunchSpec, args: Sequence[str], *, port: int | None = None) -> list[ProcSpec]:
+    from fabricscope.lab.fabric import Labs, require_root
+    from fabricscope.lab.run import DEFAULT_MASTER_PORT, host_specs
+
+    require_root()
+    state = Labs().load(spec.lab or "")
+    if state.status != "up":
+        raise LaunchError(f"lab {spec.lab} is not up")
+    return host_specs(
+        state,
+        self_command(args),
+        hosts=spec.hosts or None,
+        master_port=port or DEFAULT_MASTER_PORT,
+        passthrough_rank0=True,
+    )
