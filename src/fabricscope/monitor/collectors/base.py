@@ -1,0 +1,68 @@
+"""What every collector shares: the scrape context and a builder of metric families."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from fabricscope.host import Root
+from fabricscope.monitor.names import PREFIX
+from fabricscope.monitor.topology import Topology
+
+
+@dataclass(frozen=True)
+class ScrapeContext:
+    """One collector's view of one scrape. ``root`` is private to this collector and this scrape:
+    every problem noted on it (a vanished or garbled file) turns the collector's success to 0."""
+
+    root: Root
+    topology: Topology
+
+
+class Families:
+    """Collects samples into metric families, creating each family on first use, so collectors
+    write ``out.gauge(name, help, labels, value)`` and never emit a family twice."""
+
+    def __init__(self) -> None:
+        self._families: dict[str, tuple[Metric, tuple[str, ...]]] = {}
+
+    def _family(self, kind: str, name: str, help_text: str, labels: dict[str, str]) -> tuple[Metric, tuple[str, ...]]:
+        full = PREFIX + name
+        entry = self._families.get(full)
+        if entry is None:
+            keys = tuple(labels)
+            cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            entry = (cls(full, help_text, labels=list(keys)), keys)
+            self._families[full] = entry
+        return entry
+
+    def gauge(self, name: str, help_text: str, labels: dict[str, str], value: float | None) -> None:
+        family, keys = self._family("gauge", name, help_text, labels)
+        if value is not None:
+            family.add_metric([labels[k] for k in keys], float(value))
+
+    def counter(self, name: str, help_text: str, labels: dict[str, str], value: float | None) -> None:
+        if not name.endswith("_total"):
+            raise ValueError(f"counter {name} must end in _total")
+        family, keys = self._family("counter", name, help_text, labels)
+        if value is not None:
+            family.add_metric([labels[k] for k in keys], float(value))
+
+    def __iter__(self) -> Iterator[Metric]:
+        for family, _keys in self._families.values():
+            if family.samples:
+                yield family
+
+    def names(self) -> list[str]:
+        return list(self._families)
+
+
+class Collector(Protocol):
+    """A source of metrics. ``collect`` may raise; the exporter turns that into success 0."""
+
+    name: str
+
+    def collect(self, ctx: ScrapeContext, out: Families) -> None: ...

@@ -1,0 +1,248 @@
+"""The exporter: collectors over one root, background refreshers, and per-collector health.
+
+A scrape runs every collector in turn, each on a private view of the root so that the problems it
+meets (a vanished or garbled file, a failed background refresh) are its own; it reports
+``fabricscope_collector_success{collector}`` 0 for those and still returns everything else, so a
+broken source is a metric, never a failed scrape. Slow things (commands, the doctor, log
+following) run in background threads (:mod:`.background`); a scrape only reads sysfs/procfs
+through the host model and the latest background results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from fabricscope import __version__
+from fabricscope.host import Root
+from fabricscope.monitor.background import Periodic
+from fabricscope.monitor.collectors.base import Collector, Families, ScrapeContext
+from fabricscope.monitor.collectors.doctor import DoctorCollector, DoctorResult, run_doctor_once
+from fabricscope.monitor.collectors.ethtool import EthtoolCollector, EthtoolSnapshot, poll_ethtool
+from fabricscope.monitor.collectors.nccl import NcclCollector
+from fabricscope.monitor.collectors.netdev import NetdevCollector
+from fabricscope.monitor.collectors.pcie import PcieCollector
+from fabricscope.monitor.collectors.rdma import RdmaCollector
+from fabricscope.monitor.collectors.tcp import TcpCollector
+from fabricscope.monitor.nccl_tail import NcclCounts, NcclLogTailer
+from fabricscope.monitor.topology import Topology, read_topology
+
+log = logging.getLogger("fabricscope.exporter")
+
+DEFAULT_PORT = 9731
+DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+PROBLEM_LOG_INTERVAL_S = 600.0
+
+
+@dataclass(frozen=True)
+class ExporterOptions:
+    nccl_globs: tuple[str, ...] = ()
+    nccl_from_start: bool = False
+    doctor_interval_s: float = 300.0  # 0 disables the doctor
+    ethtool_interval_s: float = 5.0
+    topology_interval_s: float = 60.0
+    nccl_poll_interval_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.doctor_interval_s < 0:
+            raise ValueError("--doctor-interval must be 0 (off) or positive")
+        if not 1.0 <= self.ethtool_interval_s <= 3600:
+            raise ValueError("--ethtool-interval must be between 1 and 3600 seconds")
+        if not 5.0 <= self.topology_interval_s <= 86400:
+            raise ValueError("--topology-interval must be between 5 and 86400 seconds")
+        if self.doctor_interval_s and self.doctor_interval_s < 10:
+            raise ValueError("--doctor-interval must be at least 10 seconds (or 0 to turn the doctor off)")
+
+
+@dataclass(frozen=True)
+class CollectorHealth:
+    success: bool
+    duration_s: float
+    problems: tuple[str, ...]
+
+
+class Exporter:
+    """Build with a root and options; :meth:`start` before serving, :meth:`render` per scrape."""
+
+    def __init__(self, root: Root, options: ExporterOptions | None = None) -> None:
+        self.root = root
+        self.options = options or ExporterOptions()
+        opts = self.options
+        self.topology_task: Periodic[Topology] = Periodic(
+            "topology", lambda: read_topology(self.root), opts.topology_interval_s
+        )
+        self.ethtool_task: Periodic[EthtoolSnapshot] = Periodic(
+            "ethtool", lambda: poll_ethtool(self.root, lambda: self.topology_task.outcome.value), opts.ethtool_interval_s
+        )
+        self.doctor_task: Periodic[DoctorResult] | None = None
+        if opts.doctor_interval_s:
+            self.doctor_task = Periodic("doctor", lambda: run_doctor_once(self.root), opts.doctor_interval_s)
+        self.tailer: NcclLogTailer | None = None
+        self.nccl_task: Periodic[NcclCounts] | None = None
+        if opts.nccl_globs:
+            self.tailer = NcclLogTailer(opts.nccl_globs, from_start=opts.nccl_from_start)
+            self.nccl_task = Periodic("nccl", self.tailer.poll, opts.nccl_poll_interval_s)
+
+        self.collectors: list[Collector] = [
+            RdmaCollector(),
+            NetdevCollector(),
+            EthtoolCollector(self.ethtool_task),
+            PcieCollector(),
+            TcpCollector(),
+        ]
+        if self.doctor_task is not None:
+            self.collectors.append(DoctorCollector(self.doctor_task))
+        if self.tailer is not None and self.nccl_task is not None:
+            self.collectors.append(NcclCollector(self.tailer, self.nccl_task))
+
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_RegistryAdapter(self))
+        self._logged: dict[str, tuple[float, tuple[str, ...]]] = {}
+        self._started = False
+
+    # ----- lifecycle ------------------------------------------------------------------------
+    def prime(self, *, doctor: bool = False) -> None:
+        """Run the background refreshers once in this thread, so the first scrape is complete.
+        The doctor is only primed when asked (it can take seconds on a live node)."""
+        self.topology_task.run_once()
+        self.ethtool_task.run_once()
+        if self.nccl_task is not None:
+            self.nccl_task.run_once()
+        if doctor and self.doctor_task is not None:
+            self.doctor_task.run_once()
+
+    def start(self) -> None:
+        """Prime topology, ethtool and log positions, then start the background threads."""
+        if self._started:
+            return
+        self._started = True
+        self.prime()
+        self.topology_task.start(run_first=False)
+        self.ethtool_task.start(run_first=False)
+        if self.nccl_task is not None:
+            self.nccl_task.start(run_first=False)
+        if self.doctor_task is not None:
+            self.doctor_task.start(run_first=True)
+
+    def stop(self) -> None:
+        for task in self.tasks():
+            task.stop()
+        if self.tailer is not None:
+            self.tailer.close()
+
+    def tasks(self) -> list[Periodic]:
+        return [t for t in (self.topology_task, self.ethtool_task, self.doctor_task, self.nccl_task) if t is not None]
+
+    # ----- scraping ---------------------------------------------------------------------------
+    def render(self) -> bytes:
+        """The exposition (Prometheus text format 0.0.4) of one scrape."""
+        return generate_latest(self.registry)
+
+    def collect(self) -> Iterator[Metric]:
+        topology = self.topology_task.outcome.value or Topology()
+        health: dict[str, CollectorHealth] = {}
+        families: list[Metric] = []
+        for collector in self.collectors:
+            out, health[collector.name] = self._run(collector, topology)
+            families.extend(out)
+        yield from families
+        yield from self._meta(health)
+
+    def _run(self, collector: Collector, topology: Topology) -> tuple[list[Metric], CollectorHealth]:
+        scoped = dataclasses.replace(self.root, problems=[])
+        out = Families()
+        started = time.perf_counter()
+        crashed: str | None = None
+        try:
+            collector.collect(ScrapeContext(scoped, topology), out)
+        except Exception as exc:  # a bug or a surprise in one source must not fail the scrape
+            crashed = f"collector crashed: {type(exc).__name__}: {exc}"
+            log.exception("collector %s crashed", collector.name)
+        duration = time.perf_counter() - started
+        problems = tuple(f"{p.source}: {p.reason}" for p in scoped.problems)
+        if crashed:
+            problems = (*problems, crashed)
+        self._log_problems(collector.name, problems)
+        return list(out), CollectorHealth(not problems, duration, problems)
+
+    def _meta(self, health: dict[str, CollectorHealth]) -> Iterator[Metric]:
+        success = GaugeMetricFamily(
+            "fabricscope_collector_success",
+            "1 when the collector read all its sources; 0 when one was missing, garbled or stale.",
+            labels=["collector"],
+        )
+        duration = GaugeMetricFamily(
+            "fabricscope_collector_duration_seconds", "Time the collector took in this scrape.", labels=["collector"]
+        )
+        problems = GaugeMetricFamily(
+            "fabricscope_collector_problems",
+            "Sources the collector could not read in this scrape (see the exporter's log for which).",
+            labels=["collector"],
+        )
+        for name, item in health.items():
+            success.add_metric([name], 1.0 if item.success else 0.0)
+            duration.add_metric([name], item.duration_s)
+            problems.add_metric([name], float(len(item.problems)))
+        yield success
+        yield duration
+        yield problems
+        age = GaugeMetricFamily(
+            "fabricscope_refresh_age_seconds",
+            "Seconds since the background task last completed successfully.",
+            labels=["task"],
+        )
+        for task in self.tasks():
+            value = task.age_s()
+            if value is not None:
+                age.add_metric([task.name], value)
+        if age.samples:
+            yield age
+        info = GaugeMetricFamily(
+            "fabricscope_exporter_build_info", "The exporter's version; value is always 1.", labels=["version"]
+        )
+        info.add_metric([__version__], 1.0)
+        yield info
+
+    def _log_problems(self, name: str, problems: tuple[str, ...]) -> None:
+        """Log a collector's problems when they change, and again every 10 minutes while they last."""
+        now = time.monotonic()
+        last = self._logged.get(name)
+        if not problems:
+            if last is not None and last[1]:
+                log.info("collector %s: sources readable again", name)
+                self._logged[name] = (now, ())
+            return
+        if last is None or last[1] != problems or now - last[0] > PROBLEM_LOG_INTERVAL_S:
+            shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+            log.warning("collector %s: %s", name, shown)
+            self._logged[name] = (now, problems)
+
+    def health(self) -> dict[str, CollectorHealth]:
+        """Run every collector once and return only their health (for tests and ``--once``)."""
+        topology = self.topology_task.outcome.value or Topology()
+        return {c.name: self._run(c, topology)[1] for c in self.collectors}
+
+
+class _RegistryAdapter:
+    """prometheus-client calls ``collect()``; the exporter does the work."""
+
+    def __init__(self, exporter: Exporter) -> None:
+        self.exporter = exporter
+
+    def collect(self) -> Iterator[Metric]:
+        return self.exporter.collect()
+
+
+def family_names(exposition: str) -> set[str]:
+    """Metric family names declared (``# TYPE``) in an exposition."""
+    return {line.split()[2] for line in exposition.splitlines() if line.startswith("# TYPE ")}
+
+
+def collector_names(exporter: Exporter) -> Sequence[str]:
+    return [c.name for c in exporter.collectors]

@@ -1,0 +1,250 @@
+"""The exporter's HTTP server: small, strict, and safe to scrape from many places at once.
+
+* Binds where it is told (loopback by default); IPv4 or IPv6 literal, or ``localhost``.
+* Serves ``GET``/``HEAD`` on ``/metrics`` (gzip when asked), ``/`` and ``/healthz``; anything else
+  is 404 or 405. Query strings are ignored: a client cannot make a scrape do more work.
+* Concurrent scrapes share one collection: while a collection runs, new requests wait for it and
+  get its result, so fifty scrapers cost one collection at a time, not fifty.
+* At most ``max_connections`` connections are served at once (more get 503 at once), and an idle
+  or slow connection is closed after ``timeout_s``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import ipaddress
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+from fabricscope.errors import FabricscopeError
+
+log = logging.getLogger("fabricscope.exporter")
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+MAX_CONNECTIONS = 128
+TIMEOUT_S = 30.0
+RENDER_WAIT_S = 60.0
+LANDING = b"""<!doctype html><html><head><title>fabricscope exporter</title></head><body>
+<h1>fabricscope exporter</h1><p><a href="/metrics">/metrics</a> &middot; <a href="/healthz">/healthz</a></p>
+<p>Grafana dashboard and alert rules: <code>fabricscope monitoring assets --out DIR</code></p>
+</body></html>
+"""
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``ADDR:PORT`` -> (host, port). ``127.0.0.1:9731``, ``[::1]:9731``, ``localhost:9731``,
+    ``:9731`` (every interface: only when asked for explicitly). Port 0 picks a free port."""
+    text = text.strip()
+    if text.startswith("["):
+        host, sep, port_text = text[1:].partition("]:")
+        if not sep:
+            raise FabricscopeError(f"--listen {text!r}: expected [IPv6]:PORT")
+    else:
+        host, sep, port_text = text.rpartition(":")
+        if not sep:
+            raise FabricscopeError(f"--listen {text!r}: expected ADDR:PORT, e.g. 127.0.0.1:9731")
+        if ":" in host:
+            raise FabricscopeError(f"--listen {text!r}: write IPv6 addresses in brackets, e.g. [::1]:9731")
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise FabricscopeError(f"--listen {text!r}: port must be a number from 0 to 65535")
+    if host not in ("", "localhost"):
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise FabricscopeError(f"--listen {text!r}: {host!r} is not an IP address") from None
+    return ("127.0.0.1" if host == "localhost" else host), int(port_text)
+
+
+class Rendered:
+    """One collection's output, compressed at most once however many clients ask for gzip."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self._gzip: bytes | None = None
+        self._lock = threading.Lock()
+
+    def gzipped(self) -> bytes:
+        with self._lock:
+            if self._gzip is None:
+                self._gzip = gzip.compress(self.body, compresslevel=5)
+            return self._gzip
+
+
+class Coalescer:
+    """Single flight: concurrent callers share the collection in progress."""
+
+    def __init__(self, render: Callable[[], bytes]) -> None:
+        self._render = render
+        self._cond = threading.Condition()
+        self._busy = False
+        self._generation = 0
+        self._result: Rendered | None = None
+        self._error: BaseException | None = None
+
+    def get(self, wait_s: float = RENDER_WAIT_S) -> Rendered:
+        with self._cond:
+            if self._busy:
+                target = self._generation + 1
+                if not self._cond.wait_for(lambda: self._generation >= target, timeout=wait_s):
+                    raise TimeoutError("collection did not finish in time")
+                if self._error is not None:
+                    raise RuntimeError(f"collection failed: {self._error}")
+                assert self._result is not None
+                return self._result
+            self._busy = True
+        result: Rendered | None = None
+        error: BaseException | None = None
+        try:
+            result = Rendered(self._render())
+        except Exception as exc:
+            error = exc
+        with self._cond:
+            self._generation += 1
+            self._result, self._error, self._busy = result, error, False
+            self._cond.notify_all()
+        if error is not None:
+            raise RuntimeError(f"collection failed: {error}") from error
+        assert result is not None
+        return result
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    server_version = "fabricscope-exporter"
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        self.timeout = self.server.timeout_s
+        super().setup()
+
+    def do_GET(self) -> None:
+        self._serve(head=False)
+
+    def do_HEAD(self) -> None:
+        self._serve(head=True)
+
+    def _not_allowed(self) -> None:
+        self._send(405, b"method not allowed\n", "text/plain; charset=utf-8", extra={"Allow": "GET, HEAD"})
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
+
+    def _serve(self, head: bool) -> None:
+        path = urlsplit(self.path).path
+        if path == "/metrics":
+            try:
+                rendered = self.server.coalescer.get()
+            except (TimeoutError, RuntimeError) as exc:
+                log.error("scrape failed: %s", exc)
+                self._send(503, f"{exc}\n".encode(), "text/plain; charset=utf-8", head=head)
+                return
+            accepts = self.headers.get("Accept-Encoding", "")
+            if "gzip" in accepts.lower():
+                self._send(200, rendered.gzipped(), CONTENT_TYPE, head=head, extra={"Content-Encoding": "gzip"})
+            else:
+                self._send(200, rendered.body, CONTENT_TYPE, head=head)
+        elif path == "/":
+            self._send(200, LANDING, "text/html; charset=utf-8", head=head)
+        elif path == "/healthz":
+            self._send(200, b"ok\n", "text/plain; charset=utf-8", head=head)
+        else:
+            self._send(404, b"not found: try /metrics\n", "text/plain; charset=utf-8", head=head)
+
+    def _send(
+        self, code: int, body: bytes, ctype: str, *, head: bool = False, extra: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (extra or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        log.debug("%s %s", self.address_string(), format % args)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256
+
+    def __init__(
+        self, address: tuple[str, int], coalescer: Coalescer, max_connections: int, timeout_s: float
+    ) -> None:
+        host = address[0]
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.coalescer = coalescer
+        self.timeout_s = timeout_s
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, _Handler)
+
+    def process_request(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.sendall(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 20\r\nConnection: close\r\n"
+                    b"Retry-After: 1\r\n\r\ntoo many connections"
+                )
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+class MetricsServer:
+    """HTTP server for one exporter; ``serve_forever`` blocks, ``shutdown`` from another thread."""
+
+    def __init__(
+        self,
+        render: Callable[[], bytes],
+        host: str,
+        port: int,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        timeout_s: float = TIMEOUT_S,
+    ) -> None:
+        try:
+            self._httpd = _Server((host, port), Coalescer(render), max_connections, timeout_s)
+        except OSError as exc:
+            shown = f"[{host}]:{port}" if ":" in host else f"{host or '*'}:{port}"
+            raise FabricscopeError(f"cannot listen on {shown}: {exc.strerror or exc}") from None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._httpd.server_address[:2]
+        return str(host), int(port)
+
+    @property
+    def url(self) -> str:
+        host, port = self.address
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{port}/metrics"
+
+    def serve_forever(self) -> None:
+        self._httpd.serve_forever(poll_interval=0.5)
+
+    def start_in_thread(self) -> threading.Thread:
+        thread = threading.Thread(target=self.serve_forever, name="fabricscope-http", daemon=True)
+        thread.start()
+        return thread
+
+    def shutdown(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()

@@ -1,0 +1,114 @@
+"""What the node is made of, refreshed in the background: which netdev sits behind each RDMA port,
+which PCI functions are NICs and GPUs, each device's model, and the QoS configuration that only
+commands (mlnx_qos, dcb) can tell. Scrapes label their fresh readings with this; reading it per
+scrape would mean hundreds of GID files, PCI config space and subprocesses every time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from fabricscope.host import Root
+from fabricscope.host.gpu import read_gpus
+from fabricscope.host.infiniband import natural_key, read_rdma_devices
+from fabricscope.host.netclass import read_net_devices
+from fabricscope.host.pci import read_pci_devices
+from fabricscope.host.qos import QosConfig, read_qos
+from fabricscope.host.root import Problem
+
+
+@dataclass(frozen=True)
+class DeviceMeta:
+    name: str
+    model: str | None  # hca_type, else board_id: "the same model" for sibling rate comparison
+    hca_type: str | None
+    board_id: str | None
+    fw_ver: str | None
+    pci_address: str | None
+
+
+@dataclass(frozen=True)
+class PcieTarget:
+    address: str
+    kind: str  # "nic" or "gpu"
+    device: str  # RDMA device, netdev, or "gpu<index>"
+
+
+@dataclass(frozen=True)
+class Topology:
+    devices: dict[str, DeviceMeta] = field(default_factory=dict)
+    port_netdev: dict[tuple[str, int], str] = field(default_factory=dict)
+    roce_netdevs: tuple[str, ...] = ()  # netdevs behind Ethernet-link-layer RDMA ports
+    netdevs: tuple[str, ...] = ()  # every netdev the exporter reports on (RDMA-backed + physical)
+    pcie: tuple[PcieTarget, ...] = ()
+    qos: dict[str, QosConfig] = field(default_factory=dict)
+    problems: tuple[Problem, ...] = ()
+
+    def netdev_of(self, device: str, port: int) -> str:
+        return self.port_netdev.get((device, port), "")
+
+
+def read_topology(root: Root) -> Topology:
+    """Read the slow-changing structure of the node. Runs commands (ip, nvidia-smi, mlnx_qos/dcb):
+    call it from a background thread."""
+    scoped = dataclasses.replace(root, problems=[])
+    rdma = read_rdma_devices(scoped)
+    netdevs = read_net_devices(scoped)
+    pci = read_pci_devices(scoped)
+    gpus, _source = read_gpus(scoped, pci)
+
+    devices: dict[str, DeviceMeta] = {}
+    port_netdev: dict[tuple[str, int], str] = {}
+    roce: set[str] = set()
+    for dev in rdma:
+        devices[dev.name] = DeviceMeta(
+            name=dev.name,
+            model=dev.model,
+            hca_type=dev.hca_type,
+            board_id=dev.board_id,
+            fw_ver=dev.fw_ver,
+            pci_address=dev.pci_address,
+        )
+        for port in dev.ports:
+            netdev = next((g.netdev for g in port.gids if g.netdev), None)
+            if netdev is None and dev.netdevs:
+                netdev = dev.netdevs[min(port.port - 1, len(dev.netdevs) - 1)]
+            if netdev:
+                port_netdev[(dev.name, port.port)] = netdev
+                if port.is_roce:
+                    roce.add(netdev)
+
+    physical = {n.name for n in netdevs if n.pci_address is not None and not n.is_loopback}
+    reported = sorted(set(port_netdev.values()) | physical, key=natural_key)
+
+    targets: list[PcieTarget] = []
+    seen: set[str] = set()
+    for dev in rdma:
+        if dev.pci_address and dev.pci_address not in seen:
+            seen.add(dev.pci_address)
+            targets.append(PcieTarget(dev.pci_address, "nic", dev.name))
+    for net in sorted(netdevs, key=lambda n: natural_key(n.name)):
+        if net.name in physical and net.pci_address and net.pci_address not in seen:
+            seen.add(net.pci_address)
+            targets.append(PcieTarget(net.pci_address, "nic", net.name))
+    for gpu in gpus:
+        if gpu.pci_address not in seen:
+            seen.add(gpu.pci_address)
+            targets.append(PcieTarget(gpu.pci_address, "gpu", f"gpu{gpu.index}"))
+
+    qos: dict[str, QosConfig] = {}
+    for name in sorted(roce, key=natural_key):
+        cfg = read_qos(scoped, name)
+        if cfg is not None:
+            qos[name] = cfg
+
+    return Topology(
+        devices=devices,
+        port_netdev=port_netdev,
+        roce_netdevs=tuple(sorted(roce, key=natural_key)),
+        netdevs=tuple(reported),
+        pcie=tuple(targets),
+        qos=qos,
+        problems=tuple(scoped.problems),
+    )
