@@ -38,6 +38,7 @@ def _register() -> None:
     from fabricscope.cli import (
         bench,  # noqa: F401
         doctor,  # noqa: F401
+        exporter,  # noqa: F401
         history,  # noqa: F401
         lab,  # noqa: F401
         nccl,  # noqa: F401

@@ -1,0 +1,148 @@
+"""``fabricscope exporter``, ``fabricscope monitoring assets`` and ``fabricscope history export-textfile``."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import typer
+
+from fabricscope.cli.common import JSON_HELP, ROOT_HELP, die, open_root, print_json
+from fabricscope.cli.history import history_app
+from fabricscope.cli.main import app
+
+monitoring_app = typer.Typer(
+    name="monitoring",
+    help="Grafana dashboard and Prometheus alert rules for the exporter.",
+    no_args_is_help=True,
+)
+app.add_typer(monitoring_app, name="monitoring")
+
+PROM_MISSING = "the exporter needs prometheus-client: pip install 'fabricscope[prom]'"
+
+
+def _require_prom() -> None:
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        die(PROM_MISSING)
+
+
+@app.command()
+def exporter(
+    listen: str = typer.Option("127.0.0.1:9731", "--listen", help="ADDR:PORT to serve /metrics on (loopback by default; [::1]:PORT for IPv6, :PORT for every interface)."),
+    root: str = typer.Option(None, "--root", help=ROOT_HELP),
+    nccl_log: list[str] = typer.Option([], "--nccl-log", help="Follow NCCL logs matching this GLOB (repeatable; rotation-safe)."),
+    nccl_from_start: bool = typer.Option(False, "--nccl-from-start", help="Count what the NCCL logs already hold, not only new lines."),
+    doctor_interval: float = typer.Option(300.0, "--doctor-interval", help="Run the doctor every SECONDS in the background (0: off)."),
+    ethtool_interval: float = typer.Option(5.0, "--ethtool-interval", help="Refresh ethtool -S statistics every SECONDS in the background."),
+    topology_interval: float = typer.Option(60.0, "--topology-interval", help="Re-read devices, netdevs, GPUs and QoS setup every SECONDS."),
+    once: bool = typer.Option(False, "--once", help="Print one scrape to stdout and exit (doctor run first when enabled)."),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error (to stderr)."),
+) -> None:
+    """Serve the fabric's health as Prometheus metrics: ports, congestion, PFC/ECN, PCIe, TCP, findings, NCCL."""
+    _require_prom()
+    from fabricscope.monitor.exporter import Exporter, ExporterOptions
+    from fabricscope.monitor.server import MetricsServer, parse_listen
+
+    level = getattr(logging, log_level.upper(), None)
+    if not isinstance(level, int) or log_level.lower() not in ("debug", "info", "warning", "error"):
+        die("--log-level takes debug, info, warning or error")
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        options = ExporterOptions(
+            nccl_globs=tuple(nccl_log),
+            nccl_from_start=nccl_from_start or once,
+            doctor_interval_s=doctor_interval,
+            ethtool_interval_s=ethtool_interval,
+            topology_interval_s=topology_interval,
+        )
+    except ValueError as exc:
+        die(str(exc))
+    host, port = (None, None) if once else parse_listen(listen)
+    node = open_root(root)
+    exp = Exporter(node, options)
+
+    if once:
+        exp.prime(doctor=True)
+        sys.stdout.write(exp.render().decode("utf-8"))
+        exp.stop()
+        return
+
+    assert host is not None and port is not None
+    server = MetricsServer(exp.render, host, port)  # bind before the slow start: a busy port fails fast
+    exp.start()
+    stopping = threading.Event()
+
+    def _stop(signum: int, _frame: object) -> None:
+        if not stopping.is_set():
+            stopping.set()
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    logging.getLogger("fabricscope.exporter").info(
+        "fabricscope exporter serving %s (root %s, doctor every %s)",
+        server.url,
+        node.label,
+        f"{doctor_interval:g} s" if doctor_interval else "off",
+    )
+    try:
+        server.serve_forever()
+    finally:
+        exp.stop()
+
+
+@monitoring_app.command("assets")
+def assets(
+    out: Path = typer.Option(..., "--out", help="Directory to write the dashboard and the alert rules into."),
+    force: bool = typer.Option(False, "--force", help="Overwrite files that differ from the shipped ones."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Write the Grafana dashboard (JSON) and the Prometheus alert rules (YAML) shipped with fabricscope."""
+    from fabricscope.monitor.assets import write_assets
+
+    written = write_assets(out, force=force)
+    if json_out:
+        print_json(
+            {
+                "schema": "fabricscope.monitoring_assets/v1",
+                "files": [{"path": str(w.path), "kind": w.kind, "status": w.status} for w in written],
+            }
+        )
+        return
+    for item in written:
+        typer.echo(f"{item.status:<9} {item.path}  ({item.kind})")
+    typer.echo(
+        "Import the dashboard in Grafana (Dashboards > New > Import) and add the rules file to "
+        "rule_files in prometheus.yml; see docs/monitoring.md."
+    )
+
+
+@history_app.command("export-textfile")
+def export_textfile(
+    directory: Path = typer.Argument(..., help="node_exporter's --collector.textfile.directory."),
+    db: Path = typer.Option(None, "--db", help="History database (default: $FABRICSCOPE_DB or the user data dir)."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Write the latest bench result of each kind/peer/parameters as fabricscope_bench.prom (atomically)."""
+    _require_prom()
+    from fabricscope.monitor.textfile import export_textfile as export
+    from fabricscope.store import Store
+
+    with Store.open(db) as store:
+        report = export(store, directory)
+    if json_out:
+        print_json(
+            {
+                "schema": "fabricscope.textfile_export/v1",
+                "path": str(report.path),
+                "series_groups": report.groups,
+                "runs_considered": report.runs_considered,
+            }
+        )
+    else:
+        typer.echo(f"wrote {report.path}: latest of {report.groups} kind/peer/parameter group(s)")
