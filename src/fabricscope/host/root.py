@@ -264,6 +264,7 @@ class Root:
             return
         for entry in entries:
             if not isinstance(entry, dict):
+                self.note("cmd/index.json", f"malformed entry skipped: {str(entry)[:80]}")
                 continue
             argv, stdout, rc = entry.get("argv"), entry.get("stdout"), entry.get("rc", 0)
             if (

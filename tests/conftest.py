@@ -1,0 +1,45 @@
+"""Shared test helpers: fixture hosts, mutable copies of them, and CI policy for skips."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+FIXTURE_HOSTS = TESTS / "fixtures" / "hosts"
+SAMPLES = TESTS.parent.parent / "shared" / "samples"
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+sys.path.insert(0, str(TESTS / "fixtures"))
+
+HOST_NAMES = sorted(p.name for p in FIXTURE_HOSTS.iterdir() if p.is_dir())
+HEALTHY_HOSTS = ["ib-ndr-healthy", "roce-healthy", "cloud-tcp"]
+
+
+def skip_unless_ci(reason: str) -> None:
+    """Skip outside CI, saying why; under CI=true the requirement is a failure instead."""
+    if IN_CI:
+        pytest.fail(f"required in CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def host_copy(tmp_path: Path):
+    """A writable copy of a fixture host (symlinks kept): ``host_copy("roce-healthy")``."""
+
+    def make(name: str) -> Path:
+        dest = tmp_path / name
+        shutil.copytree(FIXTURE_HOSTS / name, dest, symlinks=True)
+        return dest
+
+    return make
+
+
+def samples_dir() -> Path:
+    if not SAMPLES.is_dir():
+        skip_unless_ci(f"shared samples not found at {SAMPLES}")
+    return SAMPLES
