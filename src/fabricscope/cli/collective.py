@@ -1,0 +1,203 @@
+"""``bench collective``, ``bench matrix`` and ``bench import nccl-tests``: multi-rank benchmarks."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from fabricscope.bench.launch import DistEnv, LaunchError, detect, lab_specs, local_specs, parse_launch
+from fabricscope.cli.bench import bench_app
+from fabricscope.cli.common import JSON_HELP, die, print_json
+from fabricscope.errors import FabricscopeError
+
+LAUNCH_HELP = (
+    "Start the job here instead of joining one: local:N (N processes on this machine) or "
+    "lab:NAME[:h1,h5,...] (one rank per lab host, in this order). Without it, the job is read from "
+    "torchrun, srun or mpirun variables."
+)
+
+import_app = typer.Typer(name="import", help="Read results of other tools into the history.", no_args_is_help=True)
+bench_app.add_typer(import_app, name="import")
+
+
+def _store(result) -> int | None:
+    """Save to the history; a store problem is reported, never loses the printed result."""
+    try:
+        from fabricscope.store import Store
+
+        with Store.open() as store:
+            return store.save(result)
+    except FabricscopeError as exc:
+        typer.echo(f"fabricscope: warning: result not stored: {exc}", err=True)
+    except Exception as exc:  # sqlite/OS errors not wrapped by the store
+        typer.echo(f"fabricscope: warning: result not stored: {type(exc).__name__}: {exc}", err=True)
+    return None
+
+
+def _launch(launch: str, child_args: list[str], timeout_s: float, master_port: int | None) -> None:
+    """Start every rank (each runs this same command without --launch) and exit with the worst status."""
+    from fabricscope.lab.procgroup import run_group
+
+    try:
+        spec = parse_launch(launch)
+        specs = local_specs(spec.count or 1, child_args, port=master_port) if spec.kind == "local" else lab_specs(spec, child_args, port=master_port)
+    except FabricscopeError as exc:
+        die(str(exc), exc.exit_code)
+    try:
+        result = run_group(specs, timeout_s=timeout_s, grace_s=min(30.0, max(5.0, timeout_s / 10)))
+    except RuntimeError as exc:
+        die(str(exc))
+    if result.timed_out:
+        typer.echo(f"fabricscope: error: the job did not finish within {timeout_s:g} s; all ranks ended", err=True)
+        raise typer.Exit(2)
+    failed = {k: v for k, v in result.codes.items() if v != 0}
+    if failed:
+        first = result.first_failure or next(iter(failed))
+        typer.echo(
+            f"fabricscope: error: {len(failed)} of {len(specs)} ranks failed (first: {first}, exit {result.codes[first]})",
+            err=True,
+        )
+    raise typer.Exit(result.worst)
+
+
+def _dist_env(master_addr: str | None, master_port: int | None) -> DistEnv:
+    try:
+        return detect(os.environ, master_addr=master_addr, master_port=master_port)
+    except LaunchError as exc:
+        die(str(exc))
+
+
+@bench_app.command("collective")
+def collective(
+    op: str = typer.Option("all_reduce", "--op", help="all_reduce, all_gather, reduce_scatter, alltoall, broadcast or sendrecv."),
+    sizes: str = typer.Option("1M:64M", "--sizes", help="MIN:MAX (doubling), MIN:MAX:FACTOR, or a list 1M,4M,64M."),
+    dtype: str = typer.Option("float", "--dtype", help="float, half, bfloat16, double, int32, int64, uint8, int8."),
+    warmup: int = typer.Option(5, "--warmup", min=0, help="Warm-up iterations per size."),
+    iters: int = typer.Option(20, "--iters", min=1, help="Timed iterations per size."),
+    backend: str = typer.Option("auto", "--backend", help="gloo (CPU), nccl (GPU) or auto (nccl when CUDA is there)."),
+    check: bool = typer.Option(True, "--check/--no-check", help="Verify every result buffer (nccl-tests #wrong)."),
+    root: int = typer.Option(0, "--root", min=0, help="Root rank of broadcast."),
+    timeout: float = typer.Option(300.0, "--timeout", min=1, help="Deadline in seconds for joining and for each operation."),
+    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
+    master_addr: str = typer.Option(None, "--master-addr", help="Host of rank 0 (default MASTER_ADDR; needed under mpirun)."),
+    master_port: int = typer.Option(None, "--master-port", help="Port of rank 0's store (default MASTER_PORT or 29500)."),
+    min_busbw: float = typer.Option(None, "--min-busbw", help="Exit 1 when the average busbw (GB/s) is below this."),
+    straggle_rank: int = typer.Option(None, "--straggle-rank", help="Self-test: make this rank late by --straggle-ms each iteration."),
+    straggle_ms: float = typer.Option(0.0, "--straggle-ms", min=0, max=10000, help="Self-test delay for --straggle-rank."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    store: bool = typer.Option(True, "--store/--no-store", help="Save the result in the history."),
+) -> None:
+    """nccl-tests' algbw, busbw and #wrong over torch.distributed; per-rank times name a straggler."""
+    from fabricscope.bench.collective import CollectiveError, CollectiveParams, describe_sizes, parse_sizes
+
+    try:
+        size_list = parse_sizes(sizes)
+    except FabricscopeError as exc:
+        die(str(exc))
+    if launch:
+        args = ["bench", "collective", "--op", op, "--sizes", describe_sizes(size_list), "--dtype", dtype,
+                "--warmup", str(warmup), "--iters", str(iters), "--backend", backend, "--root", str(root),
+                "--timeout", str(timeout), "--check" if check else "--no-check", "--store" if store else "--no-store"]
+        if json_out:
+            args.append("--json")
+        if min_busbw is not None:
+            args += ["--min-busbw", str(min_busbw)]
+        if straggle_rank is not None:
+            args += ["--straggle-rank", str(straggle_rank), "--straggle-ms", str(straggle_ms)]
+        _launch(launch, args, timeout_s=timeout * (len(size_list) + 2) + 60, master_port=master_port)
+    env = _dist_env(master_addr, master_port)
+    if backend == "auto":
+        backend = _auto_backend()
+    try:
+        params = CollectiveParams(
+            op=op, sizes=size_list, dtype=dtype, warmup=warmup, iters=iters, backend=backend, check=check,
+            root=root, timeout_s=timeout, straggle_rank=straggle_rank, straggle_s=straggle_ms / 1000.0,
+        )
+    except ValueError as exc:
+        die(_first_error(exc))
+    try:
+        from fabricscope.bench.collective import run_worker, to_bench_result
+
+        progress = (lambda what: sys.stderr.write(f"# {what}\n")) if sys.stderr.isatty() and not json_out else None
+        run = run_worker(params, env, progress=progress)
+    except CollectiveError as exc:
+        typer.echo(f"fabricscope: error: {exc}", err=True)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(2)  # torch's background threads must not keep a failed rank alive
+    if run is None:  # not rank 0: rank 0 reports
+        return
+    result, doc = to_bench_result(run)
+    if min_busbw is not None:
+        passed = run.avg_busbw_GBps >= min_busbw
+        result.thresholds = {"min_busbw_GBps": min_busbw, "passed": passed}
+        doc["thresholds"] = result.thresholds
+    if store:
+        doc["run_id"] = _store(result)
+    if json_out:
+        print_json(doc)
+    else:
+        from fabricscope.bench.collective import format_table
+
+        sys.stdout.write(format_table(run))
+        if doc.get("run_id"):
+            sys.stdout.write(f"# stored as run {doc['run_id']}\n")
+    bad = bool(run.wrong_total) or (min_busbw is not None and run.avg_busbw_GBps < min_busbw)
+    raise typer.Exit(1 if bad else 0)
+
+
+def _auto_backend() -> str:
+    try:
+        import torch
+
+        return "nccl" if torch.cuda.is_available() and torch.distributed.is_nccl_available() else "gloo"
+    except ImportError:
+        return "gloo"
+
+
+def _first_error(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return f"{where}: {str(first.get('msg', exc)).removeprefix('Value error, ')}"
+    return str(exc)
+
+
+@import_app.command("nccl-tests")
+def import_nccl_tests(
+    file: Path = typer.Argument(..., help="all_reduce_perf (or any *_perf) output: text, or nccl-tests' JSON file."),
+    op: str = typer.Option(None, "--op", help="Operation when the file does not say (e.g. all_reduce)."),
+    ranks: int = typer.Option(None, "--ranks", help="Number of ranks when the file does not list them."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    store: bool = typer.Option(True, "--store/--no-store", help="Save the result in the history."),
+) -> None:
+    """Read nccl-tests output into the fabricscope.bench/v1 schema and the history."""
+    from fabricscope.bench.nccl_tests import NcclTestsError, parse_file, to_bench_result
+
+    try:
+        parsed = parse_file(file, op=op, ranks=ranks)
+    except NcclTestsError as exc:
+        die(str(exc))
+    result, doc = to_bench_result(parsed, source=str(file))
+    if store:
+        doc["run_id"] = _store(result)
+    if json_out:
+        print_json(doc)
+        return
+    _print_import(parsed, doc)
+
+
+def _print_import(parsed: Any, doc: dict) -> None:
+    typer.echo(f"{parsed.op} from {doc['params']['source']}: {len(parsed.rows)} sizes, {parsed.ranks or '?'} ranks"
+               + (f", stored as run {doc['run_id']}" if doc.get("run_id") else ""))
+    typer.echo(f"{'size (B)':>12}  {'time (us)':>10}  {'algbw':>7}  {'busbw':>7}  {'#wrong':>6}")
+    for r in parsed.rows:
+        wrong = "N/A" if r.wrong is None else str(r.wrong)
+        typer.echo(f"{r.size_bytes:12d}  {r.time_s * 1e6:10.2f}  {r.algbw_GBps:7.2f}  {r.busbw_GBps:7.2f}  {wrong:>6}")
+    if parsed.avg_busbw_GBps is not None:
+        typer.echo(f"avg bus bandwidth (from the file): {parsed.avg_busbw_GBps:g} GB/s")
