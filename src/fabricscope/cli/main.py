@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import sys
 
@@ -33,16 +35,34 @@ def _root(
     """fabricscope: GPU-cluster network doctor, NCCL advisor, benchmarks, simulator and exporter."""
 
 
-def _register() -> None:
-    # Each command family lives in its own module and adds itself to ``app``.
-    from fabricscope.cli import (
-        bench,  # noqa: F401
-        doctor,  # noqa: F401
-        exporter,  # noqa: F401
-        history,  # noqa: F401
-        lab,  # noqa: F401
-        nccl,  # noqa: F401
-    )
+# Top-level command -> the modules that define it. Only the modules of the command being run are
+# imported, so `doctor` does not pay for numpy, torch or prometheus-client; --help imports all.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "doctor": ("fabricscope.cli.doctor",),
+    "inventory": ("fabricscope.cli.doctor",),
+    "checks": ("fabricscope.cli.doctor",),
+    "snapshot": ("fabricscope.cli.doctor",),
+    "nccl": ("fabricscope.cli.nccl",),
+    "bench": ("fabricscope.cli.bench", "fabricscope.cli.collective"),
+    "history": ("fabricscope.cli.history", "fabricscope.cli.exporter"),
+    "report": ("fabricscope.cli.report",),
+    "lab": ("fabricscope.cli.lab",),
+    "sim": ("fabricscope.cli.sim",),
+    "exporter": ("fabricscope.cli.exporter",),
+    "monitoring": ("fabricscope.cli.exporter",),
+}
+
+
+def _register(argv: list[str] | None = None) -> None:
+    """Import the command modules (each adds itself to ``app``) needed for this invocation."""
+    args = sys.argv[1:] if argv is None else argv
+    command = next((a for a in args if not a.startswith("-")), None)
+    wanted = COMMAND_MODULES.get(command or "", None)
+    modules = wanted if wanted is not None else sorted({m for ms in COMMAND_MODULES.values() for m in ms})
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            continue  # a command family not present in this build (tests/cli checks the table)
+        importlib.import_module(module)
 
 
 def main() -> None:

@@ -1,0 +1,64 @@
+"""Doctor on the 8-GPU/8-HCA fixture host: wall time and peak memory of the whole command.
+
+Runs `fabricscope doctor --root tests/fixtures/hosts/<host> --json` as a fresh process N times
+(interpreter start-up included, as a user sees it) and prints the median wall time and the peak
+resident memory against the targets of the doctor issue (1 s, 100 MB).
+
+    python benchmarks/doctor_perf.py [--rounds 10] [--host ib-ndr-healthy]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TARGET_WALL_S = 1.0
+TARGET_RSS_MB = 100.0
+HOSTS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "hosts"
+
+
+def one_run(host: str) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of one doctor process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "fabricscope", "doctor", "--root", str(HOSTS / host), "--json"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, timeout=60,
+    )
+    wall = time.perf_counter() - start
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"doctor failed (rc {proc.returncode}): {proc.stderr.decode()[:200]}")
+    # ru_maxrss of children is the maximum over all waited-for children, in KiB on Linux.
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return wall, max(peak, before) / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--host", default="ib-ndr-healthy")
+    args = parser.parse_args()
+    walls, peaks = [], []
+    for _ in range(args.rounds):
+        wall, peak = one_run(args.host)
+        walls.append(wall)
+        peaks.append(peak)
+    median = statistics.median(walls)
+    peak = max(peaks)
+    print(f"doctor --root {args.host} --json, {args.rounds} fresh processes on {os.cpu_count()} CPU(s)")
+    print(f"  wall time: median {median:.3f} s, min {min(walls):.3f} s, max {max(walls):.3f} s "
+          f"(target < {TARGET_WALL_S:.1f} s: ratio {median / TARGET_WALL_S:.2f})")
+    print(f"  peak RSS:  {peak:.1f} MB (target < {TARGET_RSS_MB:.0f} MB: ratio {peak / TARGET_RSS_MB:.2f})")
+    ok = median < TARGET_WALL_S and peak < TARGET_RSS_MB
+    print("  verdict:", "within targets" if ok else "OUTSIDE targets")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
