@@ -96,6 +96,9 @@ class RunOutcome:
     server_info: dict[str, Any]
     reply: dict[str, Any]
 
+    def server_summary(self) -> dict[str, Any]:
+        return {k: self.server_info.get(k) for k in ("server", "version", "protocol")}
+
 
 def run_socket_test(
     peer: Peer,
@@ -154,34 +157,34 @@ def record_run(
     kind: str,
     params: BaseModel,
     peer: Peer,
-    token: str | None,
-    spec: dict[str, Any],
-    spawn_clients: Callable[[WorkerSet, str, dict[str, Any], bytes], None],
-    build: Callable[[BenchResult, RunOutcome], None],
-    expected_s: float,
-    timeout_s: float,
-    tick: Tick | None = None,
+    body: Callable[[BenchResult], None],
     probe: CounterProbe | None = None,
 ) -> BenchResult:
-    """Run one socket test with counters read around it; always returns a result.
+    """Run ``body(result)`` with counters read around it; always returns a result.
 
-    A run that cannot complete gives ``status=failed`` with the reason (never raises for peer
-    trouble), so the caller can store it and exit 2.
+    ``body`` runs one or more :func:`run_socket_test` and fills the metrics. A run that cannot
+    complete gives ``status=failed`` with the reason (peer trouble never raises out of here),
+    so the caller can store it and exit 2.
     """
     result = new_result(kind, params)
     probe = probe or CounterProbe(peer.host)
     probe.before()
     watch = Stopwatch()
     try:
-        outcome = run_socket_test(peer, token, spec, spawn_clients, expected_s, timeout_s, tick)
+        body(result)
     except PeerError as exc:
         result.counters = probe.after()
-        return result.fail(str(exc), watch.elapsed_s())
+        return result.fail(str(exc), round(watch.elapsed_s(), 6))
     result.counters = probe.after()
-    result.detail["server"] = {k: outcome.server_info.get(k) for k in ("server", "version", "protocol")}
-    build(result, outcome)
     result.duration_s = round(watch.elapsed_s(), 6)
     return result
+
+
+def offset_tick(tick: Tick | None, offset_s: float) -> Tick | None:
+    """A tick for the n-th part of a run: reports elapsed time of the whole run."""
+    if tick is None:
+        return None
+    return lambda elapsed: tick(offset_s + elapsed)
 
 
 def gbps(nbytes: float, seconds: float) -> float | None:

@@ -53,7 +53,14 @@ DTYPES: dict[str, tuple[str, int, int]] = {
     "uint8": ("uint8", 1, 255),
     "int8": ("int8", 1, 127),
 }
-DTYPE_ALIASES = {"float32": "float", "float16": "half", "fp16": "half", "bf16": "bfloat16", "float64": "double", "int": "int32"}
+DTYPE_ALIASES = {
+    "float32": "float",
+    "float16": "half",
+    "fp16": "half",
+    "bf16": "bfloat16",
+    "float64": "double",
+    "int": "int32",
+}
 MAX_SIZE = 8 << 30
 
 
@@ -62,15 +69,26 @@ class CollectiveError(FabricscopeError):
 
 
 # ----- sizes, factors, layout ---------------------------------------------------------------
-_SIZE_RE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-                  "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+_SIZE_RE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+}
 
 
 def parse_size(text: str) -> int:
     """``64M`` -> 67108864. Binary prefixes, as nccl-tests reads -b/-e."""
     raw = text.strip().lower()
     num = raw.rstrip("kmgib")
-    unit = raw[len(num):]
+    unit = raw[len(num) :]
     try:
         value = float(num)
     except ValueError:
@@ -169,7 +187,9 @@ class StragglerVerdict:
     reason: str | None = None
 
 
-def find_straggler(per_rank_times: Sequence[Sequence[float]], *, min_lag_s: float = 100e-6, rel: float = 0.10) -> StragglerVerdict:
+def find_straggler(
+    per_rank_times: Sequence[Sequence[float]], *, min_lag_s: float = 100e-6, rel: float = 0.10
+) -> StragglerVerdict:
     """Which rank keeps the others waiting?
 
     In a synchronising collective every rank leaves at about the same time, so a rank's
@@ -260,7 +280,9 @@ class SizeResult:
         }
 
 
-def size_result(op: str, n: int, lay: Layout, per_rank_times: Sequence[Sequence[float]], wrong: int | None) -> SizeResult:
+def size_result(
+    op: str, n: int, lay: Layout, per_rank_times: Sequence[Sequence[float]], wrong: int | None
+) -> SizeResult:
     """Turn every rank's iteration times into nccl-tests' numbers."""
     means = [sum(t) / len(t) for t in per_rank_times]
     avg = sum(means) / len(means)
@@ -331,7 +353,11 @@ def to_bench_result(run: CollectiveRun) -> tuple[BenchResult, dict[str, Any]]:
     doc["entries"] = [s.to_dict() for s in run.sizes]
     doc["ranks"] = run.ranks
     doc["stragglers"] = [
-        {"rank": r, "host": run.ranks[r]["host"], "sizes_bytes": [s.size_bytes for s in run.sizes if s.straggler_rank == r]}
+        {
+            "rank": r,
+            "host": run.ranks[r]["host"],
+            "sizes_bytes": [s.size_bytes for s in run.sizes if s.straggler_rank == r],
+        }
         for r in stragglers
     ]
     doc["skipped_sizes_bytes"] = run.skipped_sizes
@@ -378,13 +404,17 @@ def format_table(run: CollectiveRun, *, title: str | None = None) -> str:
             f"{_num(s.algbw_GBps, 6)}  {_num(s.busbw_GBps, 6)}  {wrong:>6}  {_num(s.max_rank_time_s * 1e6, 7)}  {strag}"
         )
     wrong_total = run.wrong_total
-    lines.append(f"# {'Out of bounds values':<20} : {wrong_total if wrong_total is not None else 'N/A'} {'OK' if not wrong_total else 'FAILED'}")
+    lines.append(
+        f"# {'Out of bounds values':<20} : {wrong_total if wrong_total is not None else 'N/A'} {'OK' if not wrong_total else 'FAILED'}"
+    )
     lines.append(f"# {'Avg bus bandwidth':<20} : {run.avg_busbw_GBps:g}")
     for s in run.sizes:
         if s.straggler_reason:
             lines.append(f"# straggler at {s.size_bytes} B: {s.straggler_reason}")
     if run.skipped_sizes:
-        lines.append(f"# skipped sizes too small for {run.world_size} ranks: {', '.join(map(str, run.skipped_sizes))}")
+        lines.append(
+            f"# skipped sizes too small for {run.world_size} ranks: {', '.join(map(str, run.skipped_sizes))}"
+        )
     lines.append("#")
     return "\n".join(lines) + "\n"
 
@@ -410,7 +440,9 @@ class _Watchdog:
     def _run(self) -> None:
         while not self._stop.wait(1.0):
             if time.monotonic() - self.last > self.limit_s:
-                sys.stderr.write(f"fabricscope: error: {self.what()}: no progress for {self.limit_s:g} s; giving up\n")
+                sys.stderr.write(
+                    f"fabricscope: error: {self.what()}: no progress for {self.limit_s:g} s; giving up\n"
+                )
                 sys.stderr.flush()
                 os._exit(2)
 
@@ -419,7 +451,9 @@ def _host_label(env: DistEnv) -> str:
     return env.host_label or socket.gethostname()
 
 
-def run_worker(params: CollectiveParams, env: DistEnv, progress: Callable[[str], None] | None = None) -> CollectiveRun | None:
+def run_worker(
+    params: CollectiveParams, env: DistEnv, progress: Callable[[str], None] | None = None
+) -> CollectiveRun | None:
     """Join the job, run every size, gather to rank 0. Rank 0 gets the run; others get None."""
     try:
         import torch
@@ -454,7 +488,9 @@ def run_worker(params: CollectiveParams, env: DistEnv, progress: Callable[[str],
         )
     except Exception as exc:  # torch raises RuntimeError/DistStoreError/DistNetworkError
         dog.stop()
-        raise CollectiveError(f"rank {rank}: cannot join the job at {env.master_addr}:{env.master_port}: {_short(exc)}") from None
+        raise CollectiveError(
+            f"rank {rank}: cannot join the job at {env.master_addr}:{env.master_port}: {_short(exc)}"
+        ) from None
     dog.kick()
     ops = _ops(dist, torch, params, n, rank)
     sizes: list[SizeResult] = []
@@ -564,17 +600,32 @@ def _count_wrong(torch, params, lay: Layout, n: int, rank: int, send, recv, m: i
         return int((recv != _pattern(torch, (rank - 1) % n, 0, lay.count, m, dtype, device)).sum())
     c = lay.chunk
     if op == "all_gather":
-        return sum(int((recv[q * c:(q + 1) * c] != _pattern(torch, q, 0, c, m, dtype, device)).sum()) for q in range(n))
+        return sum(
+            int((recv[q * c : (q + 1) * c] != _pattern(torch, q, 0, c, m, dtype, device)).sum())
+            for q in range(n)
+        )
     if op == "reduce_scatter":
         return int((recv != _sum_pattern(torch, n, rank * c, c, m, dtype, device)).sum())
     if op == "alltoall":
         return sum(
-            int((recv[q * c:(q + 1) * c] != _pattern(torch, q, rank * c, c, m, dtype, device)).sum()) for q in range(n)
+            int((recv[q * c : (q + 1) * c] != _pattern(torch, q, rank * c, c, m, dtype, device)).sum())
+            for q in range(n)
         )
     raise CollectiveError(f"unknown operation {op!r}")
 
 
-def _measure(torch, dist, run_op, params: CollectiveParams, lay: Layout, n: int, rank: int, device, dtype, dog: _Watchdog):
+def _measure(
+    torch,
+    dist,
+    run_op,
+    params: CollectiveParams,
+    lay: Layout,
+    n: int,
+    rank: int,
+    device,
+    dtype,
+    dog: _Watchdog,
+):
     m = pattern_modulus(params.dtype, n)
     send, recv = _init_buffers(torch, params, lay, n, rank, device, dtype, m or 1)
     cuda = device.type == "cuda"
@@ -587,7 +638,10 @@ def _measure(torch, dist, run_op, params: CollectiveParams, lay: Layout, n: int,
     straggle = params.straggle_s if params.straggle_rank == rank else 0.0
     times: list[float] = []
     if cuda:
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(params.iters)]
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(params.iters)
+        ]
         for start, end in events:
             if straggle:
                 torch.cuda.synchronize()
@@ -626,4 +680,3 @@ def describe_sizes(sizes: Sequence[int]) -> str:
         return str(b)
 
     return ",".join(one(s) for s in sizes)
-

@@ -126,10 +126,19 @@ def parse_row(line: str) -> Row | None:
     except ValueError:
         return None
     return Row(
-        size_bytes=size, count=count, dtype=dtype, redop=redop, root=root,
-        time_s=oop[0] / 1e6, algbw_GBps=oop[1], busbw_GBps=oop[2], wrong=oop_wrong,
-        inplace_time_s=ip[0] / 1e6 if ip else None, inplace_algbw_GBps=ip[1] if ip else None,
-        inplace_busbw_GBps=ip[2] if ip else None, inplace_wrong=ip_wrong,
+        size_bytes=size,
+        count=count,
+        dtype=dtype,
+        redop=redop,
+        root=root,
+        time_s=oop[0] / 1e6,
+        algbw_GBps=oop[1],
+        busbw_GBps=oop[2],
+        wrong=oop_wrong,
+        inplace_time_s=ip[0] / 1e6 if ip else None,
+        inplace_algbw_GBps=ip[1] if ip else None,
+        inplace_busbw_GBps=ip[2] if ip else None,
+        inplace_wrong=ip_wrong,
     )
 
 
@@ -170,16 +179,30 @@ def parse_text(text: str, *, op: str | None = None, ranks: int | None = None) ->
             continue
         rows.append(row)
     if not rows:
-        raise NcclTestsError("no nccl-tests result rows found (expected lines like '  1048576  262144  float  sum  -1  181.3  5.79  5.79  0 ...')")
+        raise NcclTestsError(
+            "no nccl-tests result rows found (expected lines like '  1048576  262144  float  sum  -1  181.3  5.79  5.79  0 ...')"
+        )
     return _finish(
-        rows, op=op, found_op=found_op, ranks=ranks or (len(rank_ids) or None), hosts=hosts, version=version,
-        settings=settings, oob=oob, avg=avg, fmt="text", skipped=skipped,
+        rows,
+        op=op,
+        found_op=found_op,
+        ranks=ranks or (len(rank_ids) or None),
+        hosts=hosts,
+        version=version,
+        settings=settings,
+        oob=oob,
+        avg=avg,
+        fmt="text",
+        skipped=skipped,
     )
 
 
 def _settings(body: str) -> list[tuple[str, Any]]:
     pairs: list[tuple[str, Any]] = []
-    for key, value in re.findall(r"(nThread|nGpus|minBytes|maxBytes|warmup iters|agg iters|iters|validation|graph|unalign)[:]?\s+(-?\d+)", body):
+    for key, value in re.findall(
+        r"(nThread|nGpus|minBytes|maxBytes|warmup iters|agg iters|iters|validation|graph|unalign)[:]?\s+(-?\d+)",
+        body,
+    ):
         pairs.append((key.replace(" ", "_"), int(value)))
     return pairs
 
@@ -205,7 +228,9 @@ def _finish(rows, *, op, found_op, ranks, hosts, version, settings, oob, avg, fm
         inferred = ranks is not None
         if inferred:
             notes.append(f"rank count {ranks} inferred from busbw/algbw")
-    return Parsed(name, assumed, ranks, inferred, hosts, version, settings, rows, oob, avg, fmt, skipped, notes)
+    return Parsed(
+        name, assumed, ranks, inferred, hosts, version, settings, rows, oob, avg, fmt, skipped, notes
+    )
 
 
 def infer_ranks(op: str, rows: list[Row]) -> int | None:
@@ -237,7 +262,7 @@ def parse_json(doc: Any, *, op: str | None = None, ranks: int | None = None) -> 
     records = doc if isinstance(doc, list) else [doc] if isinstance(doc, dict) else None
     if records and all(isinstance(r, dict) and "busBw" in r for r in records):
         return _parse_records(records, op=op, ranks=ranks)
-    raise NcclTestsError("JSON is neither an nccl-tests report (with \"results\") nor records with \"busBw\"")
+    raise NcclTestsError('JSON is neither an nccl-tests report (with "results") nor records with "busBw"')
 
 
 def _f(value: Any) -> float:
@@ -270,10 +295,14 @@ def _parse_report(doc: dict, *, op, ranks) -> Parsed:
                 algbw_GBps=_f(block.get("alg_bw")),
                 busbw_GBps=_f(block.get("bus_bw")),
                 wrong=None if block.get("nwrong") is None else int(_f(block["nwrong"])),
-                inplace_time_s=_f(ip.get("time", ip.get("cpu_time"))) / 1e6 if isinstance(ip, dict) and oop else None,
+                inplace_time_s=_f(ip.get("time", ip.get("cpu_time"))) / 1e6
+                if isinstance(ip, dict) and oop
+                else None,
                 inplace_algbw_GBps=_f(ip.get("alg_bw")) if isinstance(ip, dict) and oop else None,
                 inplace_busbw_GBps=_f(ip.get("bus_bw")) if isinstance(ip, dict) and oop else None,
-                inplace_wrong=int(_f(ip["nwrong"])) if isinstance(ip, dict) and oop and ip.get("nwrong") is not None else None,
+                inplace_wrong=int(_f(ip["nwrong"]))
+                if isinstance(ip, dict) and oop and ip.get("nwrong") is not None
+                else None,
             )
         )
     if not rows:
@@ -289,9 +318,17 @@ def _parse_report(doc: dict, *, op, ranks) -> Parsed:
     avg = (doc.get("average_bus_bandwidth") or {}).get("bandwidth")
     settings = {k: v for k, v in config.items() if k != "devices" and isinstance(v, (int, float, str))}
     return _finish(
-        rows, op=op, found_op=args[0] if args else None, ranks=ranks or (len(devices) or None), hosts=hosts,
-        version=str(doc.get("version")), settings=settings, oob=oob, avg=_f(avg) if avg is not None else None,
-        fmt="json", skipped=0,
+        rows,
+        op=op,
+        found_op=args[0] if args else None,
+        ranks=ranks or (len(devices) or None),
+        hosts=hosts,
+        version=str(doc.get("version")),
+        settings=settings,
+        oob=oob,
+        avg=_f(avg) if avg is not None else None,
+        fmt="json",
+        skipped=0,
     )
 
 
@@ -300,9 +337,14 @@ def _parse_records(records: list[dict], *, op, ranks) -> Parsed:
     use = oop or records
     rows = [
         Row(
-            size_bytes=int(_f(r.get("size"))), count=int(_f(r["count"])) if r.get("count") is not None else None,
-            dtype=r.get("type"), redop=r.get("redop"), root=None, time_s=_f(r.get("time")) / 1e6,
-            algbw_GBps=_f(r.get("algBw")), busbw_GBps=_f(r.get("busBw")),
+            size_bytes=int(_f(r.get("size"))),
+            count=int(_f(r["count"])) if r.get("count") is not None else None,
+            dtype=r.get("type"),
+            redop=r.get("redop"),
+            root=None,
+            time_s=_f(r.get("time")) / 1e6,
+            algbw_GBps=_f(r.get("algBw")),
+            busbw_GBps=_f(r.get("busBw")),
             wrong=None if str(r.get("wrong", "N/A")).upper() == "N/A" else int(_f(r.get("wrong"))),
         )
         for r in use
@@ -310,8 +352,17 @@ def _parse_records(records: list[dict], *, op, ranks) -> Parsed:
     names = {r.get("name") for r in use if r.get("name")}
     n = ranks or next((int(r["ranks"]) for r in use if r.get("ranks")), None)
     return _finish(
-        rows, op=op, found_op=next(iter(names)) if len(names) == 1 else None, ranks=n, hosts=[], version=None,
-        settings={}, oob=None, avg=None, fmt="records", skipped=0,
+        rows,
+        op=op,
+        found_op=next(iter(names)) if len(names) == 1 else None,
+        ranks=n,
+        hosts=[],
+        version=None,
+        settings={},
+        oob=None,
+        avg=None,
+        fmt="records",
+        skipped=0,
     )
 
 
@@ -320,7 +371,9 @@ def parse_file(path: Path, *, op: str | None = None, ranks: int | None = None) -
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
-            raise NcclTestsError(f"{path}: {size} bytes is more than nccl-tests output ever is (limit 64 MiB)")
+            raise NcclTestsError(
+                f"{path}: {size} bytes is more than nccl-tests output ever is (limit 64 MiB)"
+            )
         data = path.read_bytes()
     except FileNotFoundError:
         raise NcclTestsError(f"{path}: no such file") from None

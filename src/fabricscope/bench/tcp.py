@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fabricscope.bench.client import Peer, RunOutcome, Tick, cpu_pct, gbps, record_run
+from fabricscope.bench.client import Peer, Tick, cpu_pct, gbps, record_run, run_socket_test
 from fabricscope.bench.procs import WorkerSet
 from fabricscope.bench.result import BenchResult, Interval
 
@@ -58,12 +58,14 @@ def run_tcp(params: TcpParams, token: str | None = None, tick: Tick | None = Non
                 for _ in range(params.streams):
                     workers.spawn(worker, (ip, int(ports[key])), cookie, cfg, sync=True)
 
-    def build(result: BenchResult, outcome: RunOutcome) -> None:
+    def body(result: BenchResult) -> None:
+        outcome = run_socket_test(
+            peer, token, params.spec(), spawn, params.duration_s, params.timeout_s, tick
+        )
+        result.detail["server"] = outcome.server_summary()
         build_tcp_metrics(result, outcome.client, outcome.server, params)
 
-    return record_run(
-        "tcp", params, peer, token, params.spec(), spawn, build, params.duration_s, params.timeout_s, tick
-    )
+    return record_run("tcp", params, peer, body)
 
 
 def _direction_summary(sinks: list[dict[str, Any]]) -> tuple[float | None, int, list[float | None]]:

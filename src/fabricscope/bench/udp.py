@@ -1,0 +1,138 @@
+"""``bench udp``: datagrams at an offered rate (or as fast as possible), and what arrived.
+
+UDP is fast because nothing retransmits; the result makes the price visible: delivered rate
+against offered rate, loss, reordering and jitter (RFC 3550 interarrival jitter).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricscope.bench.client import Peer, Tick, cpu_pct, gbps, record_run, run_socket_test
+from fabricscope.bench.netio import PeerError
+from fabricscope.bench.procs import WorkerSet
+from fabricscope.bench.result import BenchResult
+from fabricscope.bench.tcp import merge_intervals
+from fabricscope.bench.wire import MAX_UDP_PAYLOAD, UDP_HEADER_BYTES
+
+_UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+
+
+def parse_rate(text: str) -> float:
+    """``5G``, ``500M``, ``1.5g``, ``100000`` (bit/s) or ``max``/``0`` (unlimited) -> bit/s."""
+    value = text.strip().lower().removesuffix("bps").removesuffix("bit/s").removesuffix("b")
+    if value in ("max", "0", "unlimited"):
+        return 0.0
+    unit = value[-1:] if value[-1:] in _UNITS else ""
+    number = value[: -len(unit)] if unit else value
+    try:
+        rate = float(number) * _UNITS[unit]
+    except ValueError:
+        raise ValueError(f"rate {text!r}: use a number with an optional k/M/G/T suffix, or 'max'") from None
+    if not rate >= 0 or rate == float("inf"):
+        raise ValueError(f"rate {text!r} must be a positive number")
+    return rate
+
+
+class UdpParams(BaseModel):
+    """What ``bench udp`` was asked to do."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    peer: str
+    streams: int = Field(default=1, ge=1, le=128)
+    duration_s: float = Field(default=10.0, gt=0, le=3600)
+    size_bytes: int = Field(default=1472, ge=UDP_HEADER_BYTES, le=MAX_UDP_PAYLOAD)
+    rate_bps: float = Field(default=1e9, ge=0, le=1e12)  # total over all streams; 0 = as fast as possible
+    interval_s: float = Field(default=1.0, ge=0.05, le=60)
+    timeout_s: float = Field(default=10.0, gt=0, le=300)
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "kind": "udp",
+            "streams": self.streams,
+            "duration_s": self.duration_s,
+            "size_bytes": self.size_bytes,
+            "rate_bps": self.rate_bps / self.streams,
+            "interval_s": self.interval_s,
+        }
+
+
+def run_udp(params: UdpParams, token: str | None = None, tick: Tick | None = None) -> BenchResult:
+    peer = Peer.parse(params.peer)
+
+    def spawn(workers: WorkerSet, ip: str, reply: dict[str, Any], cookie: bytes) -> None:
+        ports = reply["ports"].get("udp")
+        if not isinstance(ports, list) or len(ports) != params.streams:
+            raise PeerError("server sent the wrong number of UDP ports")
+        for i, port in enumerate(ports):
+            cfg = {
+                "timeout_s": params.timeout_s,
+                "duration_s": params.duration_s,
+                "size_bytes": params.size_bytes,
+                "rate_bps": params.rate_bps / params.streams,
+                "stream": i,
+            }
+            workers.spawn("udp_source", (ip, int(port)), cookie, cfg, sync=True)
+
+    def body(result: BenchResult) -> None:
+        outcome = run_socket_test(
+            peer, token, params.spec(), spawn, params.duration_s, params.timeout_s, tick
+        )
+        result.detail["server"] = outcome.server_summary()
+        build_udp_metrics(result, outcome.client, outcome.server, params)
+
+    return record_run("udp", params, peer, body)
+
+
+def build_udp_metrics(
+    result: BenchResult, client: list[dict[str, Any]], server: list[dict[str, Any]], params: UdpParams
+) -> None:
+    """Pure: sender and receiver reports -> delivered rate, loss, reordering, jitter."""
+    sent = sum(int(r.get("sent", 0)) for r in client)
+    sent_bytes = sum(int(r.get("bytes", 0)) for r in client)
+    send_s = max((float(r.get("send_s", 0.0)) for r in client), default=0.0)
+    received = sum(int(r.get("received", 0)) for r in server)
+    received_bytes = sum(int(r.get("bytes", 0)) for r in server)
+    lost = max(0, sent - received)
+    jitters = [float(r["jitter_us"]) for r in server if r.get("received")]
+    metrics: dict[str, float | int | None] = {
+        "offered_gbps": params.rate_bps / 1e9 if params.rate_bps > 0 else None,
+        "sent_gbps": gbps(sent_bytes, send_s),
+        "throughput_gbps": gbps(received_bytes, send_s),
+        "loss_pct": round(lost / sent * 100.0, 6) if sent else None,
+        "datagrams_sent_count": sent,
+        "datagrams_received_count": received,
+        "datagrams_lost_count": lost,
+        "out_of_order_count": sum(int(r.get("out_of_order", 0)) for r in server),
+        "local_drops_count": sum(int(r.get("dropped_local", 0)) for r in client),
+        "jitter_us": round(max(jitters), 3) if jitters else None,
+        "client_cpu_pct": cpu_pct(client, send_s),
+        "server_cpu_pct": cpu_pct(server, send_s),
+    }
+    result.finish(metrics)
+    result.intervals = merge_intervals([r for r in server if r.get("received")], params.interval_s)
+    result.detail["streams"] = [
+        {
+            "stream": i,
+            "sent": c.get("sent"),
+            "received": s.get("received"),
+            "out_of_order": s.get("out_of_order"),
+            "jitter_us": s.get("jitter_us"),
+            "foreign_datagrams": s.get("foreign"),
+        }
+        for i, (c, s) in enumerate(zip(client, server))
+    ]
+
+
+def summary_line(result: BenchResult) -> str:
+    m = result.metrics
+    offered = f"{m['offered_gbps']:.2f} Gb/s offered" if m.get("offered_gbps") else "unlimited offered rate"
+    line = f"{m.get('throughput_gbps') or 0:.3f} Gb/s delivered ({offered}, {m.get('sent_gbps') or 0:.3f} Gb/s sent)"
+    line += f"; loss {m.get('loss_pct') or 0:.3f} % ({int(m.get('datagrams_lost_count') or 0):,} of {int(m.get('datagrams_sent_count') or 0):,} datagrams)"
+    line += f", {int(m.get('out_of_order_count') or 0):,} out of order"
+    if m.get("jitter_us") is not None:
+        line += f", jitter {m['jitter_us']:.1f} us"
+    return line
