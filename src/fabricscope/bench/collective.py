@@ -196,8 +196,8 @@ def find_straggler(
     iteration time is (leave - arrive): the rank that arrives last has the *shortest* time,
     and the others' extra time is how long they waited for it. Per iteration, a rank's lag is
     the longest time of any rank minus its own; the straggler is the rank whose median lag
-    exceeds ``rel`` of the median iteration time (and ``min_lag_s``) and is at least twice
-    anyone else's.
+    exceeds ``rel`` of the median iteration time (and ``min_lag_s``), is at least twice
+    anyone else's, and who arrives last in most iterations (a consistent pattern, not noise).
     """
     n = len(per_rank_times)
     if n < 2 or not per_rank_times[0]:
@@ -216,7 +216,9 @@ def find_straggler(
     others = max((med_lag[r] for r in range(n) if r != worst), default=0.0)
     typical = statistics.median(all_times)
     threshold = max(min_lag_s, rel * typical)
-    if med_lag[worst] > threshold and med_lag[worst] > 2 * others:
+    # consistency: the same rank must be the last to arrive in most iterations, not by chance
+    last_count = sum(1 for i in range(iters) if max(range(n), key=lambda r: lags[r][i]) == worst)
+    if med_lag[worst] > threshold and med_lag[worst] > 2 * others and last_count * 2 > iters:
         reason = (
             f"rank {worst} arrives {med_lag[worst] * 1e6:.0f} us late per iteration (median), "
             f"{med_lag[worst] / typical * 100:.0f}% of the iteration time; the others wait for it"

@@ -79,6 +79,7 @@ def detect(
     means a single process. MPI launchers do not say where rank 0 runs: pass MASTER_ADDR.
     """
     label = environ.get("FABRICSCOPE_HOST") or None
+    started_by = environ.get("FABRICSCOPE_LAUNCHER") or None  # set by --launch local:N / lab:NAME
     addr = master_addr or environ.get("MASTER_ADDR") or None
     port = master_port or _int(environ, "MASTER_PORT")
     for launcher, rank_key, size_key, local_keys in (
@@ -112,7 +113,7 @@ def detect(
                 raise LaunchError(
                     f"{launcher}: MASTER_ADDR is not set; pass --master-addr (the host of rank 0)"
                 )
-        return DistEnv(rank, size, local, addr, port or DEFAULT_PORT, launcher, label)
+        return DistEnv(rank, size, local, addr, port or DEFAULT_PORT, started_by or launcher, label)
     return DistEnv(0, 1, 0, addr or "127.0.0.1", port or DEFAULT_PORT, "single", label)
 
 
@@ -167,6 +168,7 @@ def local_specs(count: int, args: Sequence[str], *, port: int | None = None) -> 
             "MASTER_PORT": str(port),
             "GLOO_SOCKET_IFNAME": "lo",
             "FABRICSCOPE_HOST": f"local{rank}",
+            "FABRICSCOPE_LAUNCHER": f"local:{count}",
         }
         specs.append(ProcSpec(f"rank {rank}", tuple(self_command(args)), env, passthrough_stdout=rank == 0))
     return specs
@@ -180,10 +182,14 @@ def lab_specs(spec: LaunchSpec, args: Sequence[str], *, port: int | None = None)
     state = Labs().load(spec.lab or "")
     if state.status != "up":
         raise LaunchError(f"lab {spec.lab} is not up")
-    return host_specs(
+    specs = host_specs(
         state,
         self_command(args),
         hosts=spec.hosts or None,
         master_port=port or DEFAULT_MASTER_PORT,
         passthrough_rank0=True,
     )
+    return [
+        ProcSpec(s.label, s.argv, {**s.env, "FABRICSCOPE_LAUNCHER": f"lab:{spec.lab}"}, s.passthrough_stdout)
+        for s in specs
+    ]

@@ -1,14 +1,24 @@
-"""``fabricscope bench ...``: the sub-Typer other modules add benchmark commands to.
+"""``fabricscope bench ...``: serve, tcp, udp, latency, connect, rdma.
 
-Other modules do ``from fabricscope.cli.bench import bench_app`` and decorate commands with
-``@bench_app.command("name")``.
+Other modules add commands with ``from fabricscope.cli.bench import bench_app`` and
+``@bench_app.command("name")``. Every client command prints one result (``--json``: the
+``fabricscope.bench/v1`` document), stores it in the history unless ``--no-store`` and exits
+0 (ok or skipped), 1 (a threshold failed) or 2 (the run could not complete; stored as failed).
 """
 
 from __future__ import annotations
 
-import typer
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
+import typer
+from rich.markup import escape
+
+from fabricscope.cli.common import JSON_HELP, print_json
 from fabricscope.cli.main import app
+from fabricscope.errors import FabricscopeError
 
 bench_app = typer.Typer(
     name="bench",
@@ -16,3 +26,369 @@ bench_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(bench_app, name="bench")
+
+PEER_HELP = "The host running `fabricscope bench serve`: HOST, HOST:PORT or [IPv6]:PORT (default port 5211)."
+TOKEN_HELP = "Token the server requires (servers off loopback always require one)."
+TOKEN_ENV = "FABRICSCOPE_BENCH_TOKEN"
+NO_STORE_HELP = "Do not save the result in the history database."
+TIMEOUT_HELP = "Seconds without progress after which the peer counts as dead."
+PROGRESS_MIN_S = 2.0
+
+
+# ----- shared plumbing ------------------------------------------------------------------------
+def _err(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"fabricscope: error: {message}", err=True)
+    return typer.Exit(code)
+
+
+@contextmanager
+def _progress(label: str, expected_s: float, quiet: bool) -> Iterator[Callable[[float], None] | None]:
+    """A rich progress bar on stderr for runs longer than two seconds (only on a terminal)."""
+    if quiet or expected_s <= PROGRESS_MIN_S or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fabricscope.report.terminal import console
+
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=expected_s)
+
+        def tick(elapsed_s: float) -> None:
+            bar.update(task, completed=min(elapsed_s, expected_s))
+
+        yield tick
+
+
+def _finish(
+    result, *, json_out: bool, store: bool, thresholds: list, render: Callable[[object], list[str]]
+) -> None:
+    """Judge thresholds, store, print, and exit with the documented status."""
+    from fabricscope.bench.counters import counter_lines
+    from fabricscope.bench.result import Status
+    from fabricscope.bench.thresholds import apply_thresholds
+
+    failures = apply_thresholds(result, thresholds)
+    store_error = None
+    if store:
+        try:
+            from fabricscope.store import Store
+
+            with Store.open() as db:
+                db.save(result)
+        except FabricscopeError as exc:
+            store_error = str(exc)
+    if json_out:
+        print_json(result.to_json_dict())
+    else:
+        from fabricscope.report.terminal import console
+
+        out = console()
+        peer = result.params.get("peer")
+        head = f"[bold]bench {result.kind}[/bold]" + (f" -> {escape(str(peer))}" if peer else "")
+        out.print(f"{head}  [dim]{escape(_param_text(result.params))}[/dim]")
+        if result.status == Status.OK:
+            for line in render(result):
+                out.print(escape(line))
+            for line in counter_lines(result):
+                out.print(f"  [dim]{escape(line)}[/dim]")
+            for check in result.thresholds.get("checks", []):
+                mark = "[green]PASS[/green]" if check["passed"] else "[bold red]FAIL[/bold red]"
+                out.print(
+                    f"  {mark} {escape(check['option'])} {check['limit']:g}: {escape(check['metric'])} = {check['value']}"
+                )
+        elif result.status == Status.SKIPPED:
+            out.print(f"[yellow]skipped:[/yellow] {escape(result.reason or '')}")
+        if result.run_id is not None:
+            out.print(f"[dim]stored as run {result.run_id} (fabricscope history show {result.run_id})[/dim]")
+    if store_error:
+        raise _err(f"result not stored: {store_error}")
+    if result.status == Status.FAILED:
+        raise _err(result.reason or "run failed")
+    if failures:
+        typer.echo("fabricscope: threshold failed: " + "; ".join(failures), err=True)
+        raise typer.Exit(1)
+    raise typer.Exit(0)
+
+
+def _param_text(params: dict) -> str:
+    skip = {"peer", "timeout_s"}
+    return ", ".join(f"{k}={v}" for k, v in params.items() if k not in skip and v is not None)
+
+
+def _params(model, **values):
+    """Build a parameter model; a bad value is one clear line and exit 2."""
+    from pydantic import ValidationError
+
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        raise _err(f"{loc}: {err.get('msg')}") from None
+
+
+def _check_peer(peer: str) -> None:
+    from fabricscope.bench.client import Peer
+
+    try:
+        Peer.parse(peer)
+    except ValueError as exc:
+        raise _err(f"--peer: {exc}") from None
+
+
+# ----- serve ----------------------------------------------------------------------------------
+@bench_app.command("serve")
+def serve(
+    bind: str = typer.Option(
+        "127.0.0.1", "--bind", help="Address to listen on (0.0.0.0 or :: for all; needs --token)."
+    ),
+    port: int = typer.Option(
+        5211, "--port", min=0, max=65535, help="Control port (data ports are picked per test)."
+    ),
+    token: str = typer.Option(
+        None, "--token", envvar=TOKEN_ENV, help="Token clients must present (required off loopback)."
+    ),
+    max_duration: float = typer.Option(
+        60.0, "--max-duration", min=0.1, max=3600, help="Longest test a client may ask for, seconds."
+    ),
+    max_tests: int = typer.Option(
+        2, "--max-tests", min=1, max=64, help="Tests run at the same time at most."
+    ),
+    max_streams: int = typer.Option(
+        32, "--max-streams", min=1, max=128, help="Streams (worker processes) per test at most."
+    ),
+    data_ports: str = typer.Option(
+        None, "--data-ports", help="Port range LOW-HIGH for data connections (default: any free port)."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Log only problems."),
+) -> None:
+    """Serve bench tests (like iperf3 -s) until interrupted; validates and caps every request."""
+    from fabricscope.bench.protocol import ServerLimits
+    from fabricscope.bench.server import BenchServer
+
+    ports = None
+    if data_ports:
+        low, sep, high = data_ports.partition("-")
+        if not sep or not low.isdigit() or not high.isdigit() or not 1 <= int(low) <= int(high) <= 65535:
+            raise _err("--data-ports takes LOW-HIGH, e.g. 5300-5399")
+        ports = (int(low), int(high))
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO,
+        format="%(asctime)s fabricscope bench serve: %(message)s",
+        stream=sys.stderr,
+    )
+    limits = ServerLimits(max_duration_s=max_duration, max_tests=max_tests, max_streams=max_streams)
+    try:
+        server = BenchServer(bind=bind, port=port, token=token, limits=limits, data_ports=ports)
+        server.start()
+    except FabricscopeError as exc:
+        raise _err(str(exc)) from None
+    typer.echo(f"fabricscope bench serve: listening on {bind} port {server.port}", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        server.stop()
+    typer.echo(
+        f"fabricscope bench serve: stopped ({server.stats.tests_ok} tests ok, {server.stats.tests_failed} failed, {server.stats.rejected} requests rejected)",
+        err=True,
+    )
+
+
+# ----- clients --------------------------------------------------------------------------------
+@bench_app.command("tcp")
+def tcp(
+    peer: str = typer.Option(..., "--peer", help=PEER_HELP),
+    streams: int = typer.Option(
+        1, "--streams", "-P", min=1, max=128, help="Parallel streams (one process each, each end)."
+    ),
+    duration: float = typer.Option(10.0, "--duration", "-t", min=0.1, max=3600, help="Seconds to send."),
+    direction: str = typer.Option(
+        "send", "--direction", help="send (to the peer), recv (from the peer) or bidir."
+    ),
+    msg_bytes: int = typer.Option(
+        128 * 1024, "--msg-bytes", "-l", min=1, max=16 * 1024 * 1024, help="Bytes per send() call."
+    ),
+    window: int = typer.Option(
+        None, "--window", help="SO_SNDBUF/SO_RCVBUF bytes (default: kernel autotuning)."
+    ),
+    interval: float = typer.Option(
+        1.0, "--interval", min=0.05, max=60, help="Seconds per reported interval."
+    ),
+    min_gbps: float = typer.Option(
+        None, "--min-gbps", help="Exit 1 when total throughput is below this (Gb/s)."
+    ),
+    timeout: float = typer.Option(10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP),
+    token: str = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
+) -> None:
+    """TCP throughput: N streams, either direction or both, with retransmits and CPU of both ends."""
+    from fabricscope.bench.tcp import TcpParams, run_tcp, summary_line
+    from fabricscope.bench.thresholds import Threshold
+
+    _check_peer(peer)
+    if direction not in ("send", "recv", "bidir"):
+        raise _err("--direction takes send, recv or bidir")
+    params = _params(
+        TcpParams, peer=peer, streams=streams, duration_s=duration, msg_bytes=msg_bytes, direction=direction,
+        window_bytes=window, interval_s=interval, timeout_s=timeout,
+    )  # fmt: skip
+    with _progress(f"tcp {direction} x{streams}", duration, False) as tick:
+        result = run_tcp(params, token=token, tick=tick)
+    thresholds = [Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps")] if min_gbps is not None else []
+    _finish(
+        result,
+        json_out=json_out,
+        store=not no_store,
+        thresholds=thresholds,
+        render=lambda r: [summary_line(r)],
+    )
+
+
+@bench_app.command("udp")
+def udp(
+    peer: str = typer.Option(..., "--peer", help=PEER_HELP),
+    rate: str = typer.Option(
+        "1G", "--rate", "-b", help="Offered rate in bit/s over all streams: 500M, 5G, ... or 'max'."
+    ),
+    streams: int = typer.Option(
+        1, "--streams", "-P", min=1, max=128, help="Parallel senders (one process each)."
+    ),
+    duration: float = typer.Option(10.0, "--duration", "-t", min=0.1, max=3600, help="Seconds to send."),
+    size: int = typer.Option(
+        1472, "--size", "-l", min=28, max=65507, help="Datagram payload bytes (1472 fits a 1500 MTU)."
+    ),
+    interval: float = typer.Option(
+        1.0, "--interval", min=0.05, max=60, help="Seconds per reported interval."
+    ),
+    min_gbps: float = typer.Option(
+        None, "--min-gbps", help="Exit 1 when the delivered rate is below this (Gb/s)."
+    ),
+    max_loss: float = typer.Option(None, "--max-loss-pct", help="Exit 1 when loss exceeds this percentage."),
+    timeout: float = typer.Option(10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP),
+    token: str = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
+) -> None:
+    """UDP at an offered rate: delivered Gb/s, loss %, out-of-order datagrams, jitter."""
+    from fabricscope.bench.thresholds import Threshold
+    from fabricscope.bench.udp import UdpParams, parse_rate, run_udp, summary_line
+
+    _check_peer(peer)
+    try:
+        rate_bps = parse_rate(rate)
+    except ValueError as exc:
+        raise _err(f"--rate: {exc}") from None
+    params = _params(
+        UdpParams,
+        peer=peer,
+        streams=streams,
+        duration_s=duration,
+        size_bytes=size,
+        rate_bps=rate_bps,
+        interval_s=interval,
+        timeout_s=timeout,
+    )
+    with _progress(f"udp x{streams}", duration, False) as tick:
+        result = run_udp(params, token=token, tick=tick)
+    thresholds = []
+    if min_gbps is not None:
+        thresholds.append(Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"))
+    if max_loss is not None:
+        thresholds.append(Threshold("loss_pct", "<=", max_loss, "--max-loss-pct"))
+    _finish(
+        result,
+        json_out=json_out,
+        store=not no_store,
+        thresholds=thresholds,
+        render=lambda r: [summary_line(r)],
+    )
+
+
+@bench_app.command("latency")
+def latency(
+    peer: str = typer.Option(..., "--peer", help=PEER_HELP),
+    proto: str = typer.Option("both", "--proto", help="tcp, udp or both."),
+    sizes: str = typer.Option(
+        "64,1K,16K,64K,1M", "--sizes", help="Comma-separated message sizes (K/M = KiB/MiB)."
+    ),
+    duration: float = typer.Option(
+        10.0, "--duration", "-t", min=0.1, max=3600, help="Seconds for all sizes and protocols together."
+    ),
+    max_p99: float = typer.Option(
+        None, "--max-p99-us", help="Exit 1 when the first size's p99 round trip exceeds this (us)."
+    ),
+    timeout: float = typer.Option(10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP),
+    token: str = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
+) -> None:
+    """Request/response round trips over TCP and UDP: p50, p99, p99.9 and max per message size."""
+    from fabricscope.bench.latency import LatencyParams, parse_size, run_latency, summary_lines
+    from fabricscope.bench.thresholds import Threshold
+
+    _check_peer(peer)
+    protos = {"tcp": ("tcp",), "udp": ("udp",), "both": ("tcp", "udp")}.get(proto)
+    if protos is None:
+        raise _err("--proto takes tcp, udp or both")
+    try:
+        size_list = tuple(parse_size(s) for s in sizes.split(",") if s.strip())
+    except ValueError as exc:
+        raise _err(f"--sizes: {exc}") from None
+    params = _params(
+        LatencyParams, peer=peer, protos=protos, sizes=size_list, duration_s=duration, timeout_s=timeout
+    )
+    with _progress(f"latency {proto}", duration, False) as tick:
+        result = run_latency(params, token=token, tick=tick)
+    thresholds = [Threshold("rtt_p99_us", "<=", max_p99, "--max-p99-us")] if max_p99 is not None else []
+    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds, render=summary_lines)
+
+
+@bench_app.command("connect")
+def connect(
+    peer: str = typer.Option(..., "--peer", help=PEER_HELP),
+    mode: str = typer.Option("both", "--mode", help="per-request, pooled or both."),
+    concurrency: int = typer.Option(
+        1, "--concurrency", "-c", min=1, max=64, help="Clients in parallel (one process each)."
+    ),
+    request_bytes: int = typer.Option(64, "--request-bytes", min=12, max=1024 * 1024, help="Request size."),
+    response_bytes: int = typer.Option(64, "--response-bytes", min=1, max=1024 * 1024, help="Response size."),
+    duration: float = typer.Option(
+        6.0, "--duration", "-t", min=0.1, max=3600, help="Seconds for both modes together."
+    ),
+    min_rate: float = typer.Option(
+        None, "--min-connect-per-s", help="Exit 1 when per-request connections/s fall below this."
+    ),
+    timeout: float = typer.Option(10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP),
+    token: str = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
+) -> None:
+    """Connection setup rate and latency (connect, first byte, close) versus one pooled connection."""
+    from fabricscope.bench.connect import ConnectParams, run_connect, summary_lines
+    from fabricscope.bench.thresholds import Threshold
+
+    _check_peer(peer)
+    modes = {"per-request": ("per_request",), "pooled": ("pooled",), "both": ("per_request", "pooled")}.get(
+        mode
+    )
+    if modes is None:
+        raise _err("--mode takes per-request, pooled or both")
+    params = _params(
+        ConnectParams, peer=peer, modes=modes, concurrency=concurrency, request_bytes=request_bytes,
+        response_bytes=response_bytes, duration_s=duration, timeout_s=timeout,
+    )  # fmt: skip
+    with _progress(f"connect {mode}", duration, False) as tick:
+        result = run_connect(params, token=token, tick=tick)
+    thresholds = (
+        [Threshold("connect_per_s", ">=", min_rate, "--min-connect-per-s")] if min_rate is not None else []
+    )
+    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds, render=summary_lines)
