@@ -1,0 +1,378 @@
+"""Collective algorithms turned into phases of concurrent point-to-point transfers.
+
+A *pattern* is one set of concurrent transfers (src GPU -> dst GPU, and for inter-node
+transfers the NICs they leave and enter by). A *phase* repeats a pattern ``steps`` times with
+``bytes`` per transfer per step, and says how steps compose in time:
+
+* ``ring``: steps are pipelined around rings (NCCL ring, gloo ring_chunked). Per step, each
+  ring pays its mean hop latency and the slowest transfer's serialisation.
+* ``sync``: steps are separated by a dependency on every transfer (halving-doubling,
+  alltoall, send/recv). Per step: the worst latency plus the slowest transfer.
+* ``pipeline``: one pass of ``bytes`` down a tree or chain of ``steps`` hops, cut into slices
+  that overlap (NCCL trees, ring broadcast).
+
+Ranks: rank = node * gpus_per_node + local GPU. Multi-node rings follow NCCL's rail-aligned
+channels: one channel per distinct NIC, each a ring over all ranks whose intra-node order is
+rotated so the channel enters and leaves each node through the same NIC (rail), using PXN
+(an NVLink hop to the NIC's GPU) where needed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fabricscope.errors import FabricscopeError
+from fabricscope.sim.topology import Topology
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv")
+ALGOS = ("ring", "tree", "hierarchical", "halving-doubling", "direct")
+# nccl-tests doc/PERFORMANCE.md: busbw = algbw * factor(n)
+BUS_FACTOR = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
+}
+DEFAULT_ALGO = {
+    "all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring",
+    "alltoall": "direct", "broadcast": "ring", "sendrecv": "direct",
+}
+MAX_ALLTOALL_TRANSFERS = 1_100_000
+
+
+@dataclass
+class Pattern:
+    key: str
+    src_gpu: np.ndarray
+    dst_gpu: np.ndarray
+    src_nic: np.ndarray  # -1: intra-node (NVLink)
+    dst_nic: np.ndarray
+    entropy: np.ndarray  # extra ECMP hash input (channel / QP)
+    chain: np.ndarray  # ring or chain id (for ring timing); 0 when irrelevant
+
+    def __len__(self) -> int:
+        return len(self.src_gpu)
+
+    @staticmethod
+    def concat(key: str, parts: list[Pattern]) -> Pattern:
+        return Pattern(
+            key,
+            *(np.concatenate([getattr(p, a) for p in parts]) for a in
+              ("src_gpu", "dst_gpu", "src_nic", "dst_nic", "entropy", "chain")),
+        )
+
+
+@dataclass
+class Phase:
+    name: str
+    pattern: Pattern
+    timing: str  # ring | sync | pipeline
+    steps: int
+    bytes: float  # per transfer per step (ring, sync) or in total (pipeline)
+
+
+@dataclass
+class Plan:
+    op: str
+    algo: str
+    size_bytes: int
+    ranks: int
+    phases: list[Phase] = field(default_factory=list)
+
+
+def _direct(topo: Topology, src: np.ndarray, dst: np.ndarray, entropy: np.ndarray | int = 0,
+            chain: np.ndarray | int = 0, key: str = "", via_rail_of_dst: bool = False) -> Pattern:
+    """Transfers over the nearest NICs (or, for alltoall with PXN, via the NIC on the
+    destination's rail)."""
+    G = topo.node.gpus_per_node
+    src = np.asarray(src, np.int64)
+    dst = np.asarray(dst, np.int64)
+    inter = (src // G) != (dst // G)
+    dn = topo.nic_of_gpu(dst)
+    if via_rail_of_dst:
+        N = topo.node.nics_per_node
+        sn = (src // G) * N + dn % N
+    else:
+        sn = topo.nic_of_gpu(src)
+    n = len(src)
+    return Pattern(
+        key, src, dst, np.where(inter, sn, -1), np.where(inter, dn, -1),
+        np.broadcast_to(np.asarray(entropy, np.int64), (n,)).copy(),
+        np.broadcast_to(np.asarray(chain, np.int64), (n,)).copy(),
+    )
+
+
+def _layout(topo: Topology, groups: np.ndarray) -> tuple[int, int]:
+    """Nodes per group and GPUs per node in each group; groups must be node-major and uniform."""
+    G = topo.node.gpus_per_node
+    ng, m = groups.shape
+    node = groups // G
+    gpn = int(np.sum(node[0] == node[0, 0]))
+    if m % gpn:
+        raise FabricscopeError("every node of a communicator must hold the same number of its ranks")
+    nn = m // gpn
+    blocks = node.reshape(ng, nn, gpn)
+    if not np.all(blocks == blocks[:, :, :1]):
+        raise FabricscopeError("communicator ranks must be grouped by node (node-major order)")
+    if nn > 1 and len(np.unique(blocks[0, :, 0])) != nn:
+        raise FabricscopeError("a communicator lists the same node twice")
+    return nn, gpn
+
+
+def ring_pattern(topo: Topology, groups: np.ndarray, key: str, channels: int | None = None) -> tuple[Pattern, int]:
+    """NCCL-style rings over each group (all groups at once). Returns (pattern, channels)."""
+    G, N = topo.node.gpus_per_node, topo.node.nics_per_node
+    ng, m = groups.shape
+    nn, gpn = _layout(topo, groups)
+    if nn == 1:
+        src = groups
+        dst = np.roll(groups, -1, axis=1)
+        chain = np.repeat(np.arange(ng), m)
+        return _direct(topo, src.ravel(), dst.ravel(), 0, chain, key), 1
+    loc = groups.reshape(ng, nn, gpn)
+    nic_local = topo.local_nic_of_gpu[loc[:, 0, :] % G]  # (ng, gpn): NIC of each local rank
+    _, starts = np.unique(nic_local[0], return_index=True)
+    starts = np.sort(starts)
+    C = len(starts) if channels is None else channels
+    if C < 1 or C > 64:
+        raise FabricscopeError("--channels must be between 1 and 64")
+    parts = []
+    for c in range(C):
+        s = int(starts[c % len(starts)])
+        order = (s + np.arange(gpn)) % gpn
+        seq = loc[:, :, order]  # (ng, nn, gpn)
+        nxt = np.roll(seq.reshape(ng, m), -1, axis=1).reshape(ng, nn, gpn)
+        src = seq.ravel()
+        dst = nxt.ravel()
+        last = np.zeros((ng, nn, gpn), bool)
+        last[:, :, -1] = True
+        last = last.ravel()
+        node_s = seq // G
+        rail = nic_local[:, s][:, None, None]
+        sn = (node_s * N + rail).ravel()
+        dn = (np.roll(node_s.reshape(ng, m), -1, axis=1).reshape(ng, nn, gpn) * N + rail).ravel()
+        src_nic = np.where(last, sn, -1)
+        dst_nic = np.where(last, dn, -1)
+        chain = np.repeat(np.arange(ng) * C + c, m)
+        parts.append(Pattern(key, src, dst, src_nic, dst_nic, np.full(len(src), c, np.int64), chain))
+    return Pattern.concat(key, parts), C
+
+
+def _btree_parents(n: int) -> np.ndarray:
+    """Parent of each of ranks 0..n-1 in an in-order binary tree (-1 for the root).
+
+    Node x = rank + 1 sits at the level of its lowest set bit; its parent is x + lowbit or
+    x - lowbit, whichever has the next bit clear; parents beyond n are skipped upward.
+    """
+    parents = np.full(n, -1, np.int64)
+    top = 1 << max(1, math.ceil(math.log2(n + 1)) + 1)
+    for r in range(n):
+        x = r + 1
+        while True:
+            lb = x & -x
+            p = x + lb if not (x & (lb << 1)) else x - lb
+            if p >= top:
+                p = -1
+                break
+            x = p
+            if p <= n:
+                break
+        parents[r] = p - 1 if p > 0 else -1
+    return parents
+
+
+def dbtree_parents(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two binary trees in which (for n > 2) an interior rank of one is a leaf of the other
+    (Sanders, Speck, Traeff 2009; NCCL 2.4): the second tree is the first shifted by one rank."""
+    a = _btree_parents(n)
+    shift = (np.arange(n) - 1) % n  # rank r takes the tree position of rank r-1
+    pos_parent = _btree_parents(n)[shift]
+    b = np.where(pos_parent >= 0, (pos_parent + 1) % n, -1)
+    return a, b
+
+
+def _tree_depth(parents: np.ndarray) -> int:
+    depth = 0
+    for r in range(len(parents)):
+        d, x = 0, r
+        while parents[x] >= 0:
+            x = parents[x]
+            d += 1
+            if d > len(parents):
+                raise AssertionError("cycle in tree")
+        depth = max(depth, d)
+    return depth
+
+
+def tree_phase(topo: Topology, groups: np.ndarray, size: float, key: str) -> Phase:
+    """NCCL double binary tree all-reduce: trees across nodes, a chain inside each node; reduce
+    up and broadcast down run pipelined at once, each tree carries half the data per NIC."""
+    G, N = topo.node.gpus_per_node, topo.node.nics_per_node
+    ng, m = groups.shape
+    nn, gpn = _layout(topo, groups)
+    loc = groups.reshape(ng, nn, gpn)
+    nic_local = topo.local_nic_of_gpu[loc[:, 0, :] % G]
+    _, starts = np.unique(nic_local[0], return_index=True)
+    starts = np.sort(starts)
+    C = len(starts) if nn > 1 else 1
+    trees = dbtree_parents(nn) if nn > 1 else (np.array([-1]), np.array([-1]))
+    parts: list[Pattern] = []
+    depth = 0
+    for c in range(C):
+        s = int(starts[c])
+        order = (s + np.arange(gpn)) % gpn
+        chain_gpus = loc[:, :, order]  # head of each node's chain = order[0]
+        rail = nic_local[:, s][:, None]  # (ng, 1)
+        for t, parents in enumerate(trees):
+            ch = (np.arange(ng) * C + c) * 2 + t
+            # intra-node chain, both directions
+            if gpn > 1:
+                a = chain_gpus[:, :, 1:].ravel()
+                b = chain_gpus[:, :, :-1].ravel()
+                chid = np.repeat(ch, nn * (gpn - 1))
+                parts.append(_direct(topo, a, b, c, chid))
+                parts.append(_direct(topo, b, a, c, chid))
+            kids = np.flatnonzero(parents >= 0)
+            if len(kids):
+                heads = chain_gpus[:, :, 0]  # (ng, nn)
+                child = heads[:, kids]
+                par = heads[:, parents[kids]]
+                nic_c = ((child // G) * N + rail).ravel()
+                nic_p = ((par // G) * N + rail).ravel()
+                child, par = child.ravel(), par.ravel()
+                chid = np.repeat(ch, len(kids))
+                for s_g, d_g, s_n, d_n in ((child, par, nic_c, nic_p), (par, child, nic_p, nic_c)):
+                    parts.append(Pattern(key, s_g, d_g, s_n, d_n, np.full(len(s_g), 2 * c + t, np.int64), chid))
+            depth = max(depth, _tree_depth(parents))
+    pattern = Pattern.concat(key, parts)
+    hops = 2 * (depth + gpn - 1)  # up the chain and tree, then down again
+    return Phase("tree (reduce+broadcast, pipelined)", pattern, "pipeline", max(hops, 1), size / (2 * C))
+
+
+def halving_doubling_phases(topo: Topology, groups: np.ndarray, size: float, op: str) -> list[Phase]:
+    """Rabenseifner: reduce-scatter by recursive halving then all-gather by recursive doubling
+    (Thakur, Rabenseifner, Gropp 2005). Non-powers of two fold the extra ranks in first."""
+    ng, m = groups.shape
+    p2 = 1 << int(math.floor(math.log2(m)))
+    extra = m - p2
+    phases: list[Phase] = []
+    if extra and op == "all_reduce":
+        src = groups[:, p2:].ravel()
+        dst = groups[:, :extra].ravel()
+        fold = _direct(topo, src, dst, 0, 0, "hd-fold")
+        unfold = _direct(topo, dst, src, 0, 0, "hd-unfold")
+        phases.append(Phase("fold extra ranks", fold, "sync", 1, size))
+    elif extra:
+        raise FabricscopeError(f"halving-doubling {op} needs a power-of-two number of ranks (got {m})")
+    core = groups[:, :p2]
+    k = int(math.log2(p2))
+    rs, ag = [], []
+    for s in range(k):
+        d = 1 << s
+        idx = np.arange(p2)
+        partner = idx ^ d
+        src = core.ravel()
+        dst = core[:, partner].ravel()
+        pat = _direct(topo, src, dst, s, 0, f"hd-{d}")
+        b = size / (2 ** (s + 1))
+        rs.append(Phase(f"halving step distance {d}", pat, "sync", 1, b))
+        ag.append(Phase(f"doubling step distance {d}", pat, "sync", 1, b))
+    if op in ("all_reduce", "reduce_scatter"):
+        phases += rs
+    if op in ("all_reduce", "all_gather"):
+        phases += list(reversed(ag))
+    if extra and op == "all_reduce":
+        phases.append(Phase("unfold extra ranks", unfold, "sync", 1, size))
+    return phases
+
+
+def plan(topo: Topology, op: str, algo: str | None, size_bytes: int, groups: np.ndarray | None = None,
+         channels: int | None = None) -> Plan:
+    """The phases of one collective on ``groups`` (rows of global GPU ids, all run at once);
+    default: one communicator of every GPU."""
+    op = op.lower().replace("-", "_")
+    if op == "allreduce":
+        op = "all_reduce"
+    if op not in OPS:
+        raise FabricscopeError(f"unknown op {op!r} (choose from {', '.join(OPS)})")
+    algo = (algo or DEFAULT_ALGO[op]).lower()
+    if algo not in ALGOS:
+        raise FabricscopeError(f"unknown algorithm {algo!r} (choose from {', '.join(ALGOS)})")
+    if size_bytes <= 0:
+        raise FabricscopeError("--size must be positive")
+    if groups is None:
+        groups = np.arange(topo.n_gpus, dtype=np.int64)[None, :]
+    groups = np.asarray(groups, np.int64)
+    if groups.ndim != 2 or groups.size == 0:
+        raise FabricscopeError("communicator groups must be a non-empty 2-D array")
+    ng, p = groups.shape
+    if p < 2:
+        raise FabricscopeError("a collective needs at least 2 ranks")
+    if groups.min() < 0 or groups.max() >= topo.n_gpus:
+        raise FabricscopeError("communicator refers to a GPU outside the topology")
+    n = float(size_bytes)
+    pl = Plan(op, algo, size_bytes, p)
+    if op == "sendrecv":
+        if algo != "direct":
+            raise FabricscopeError("sendrecv uses --algo direct")
+        pat = _direct(topo, groups.ravel(), np.roll(groups, -1, axis=1).ravel(), 0, 0, "p2p")
+        pl.phases.append(Phase("send/recv to next rank", pat, "sync", 1, n))
+        return pl
+    if op == "alltoall":
+        if algo != "direct":
+            raise FabricscopeError("alltoall uses --algo direct (every rank sends to every other at once)")
+        if ng * p * (p - 1) > MAX_ALLTOALL_TRANSFERS:
+            raise FabricscopeError(
+                f"alltoall over {p} ranks is {ng * p * (p - 1):,} concurrent transfers; the model handles up to "
+                f"{MAX_ALLTOALL_TRANSFERS:,} (about 1,024 ranks): simulate the expert-parallel group instead"
+            )
+        i, j = np.nonzero(~np.eye(p, dtype=bool))
+        src = groups[:, i].ravel()
+        dst = groups[:, j].ravel()
+        pat = _direct(topo, src, dst, 0, 0, "alltoall", via_rail_of_dst=True)
+        pl.phases.append(Phase("alltoall (all pairs at once)", pat, "sync", 1, n / p))
+        return pl
+    if algo == "ring":
+        pat, C = ring_pattern(topo, groups, "ring", channels)
+        if op == "all_reduce":
+            pl.phases.append(Phase(f"ring reduce-scatter + all-gather ({C} channel(s))", pat, "ring", 2 * (p - 1), n / (p * C)))
+        elif op in ("all_gather", "reduce_scatter"):
+            pl.phases.append(Phase(f"ring {op} ({C} channel(s))", pat, "ring", p - 1, n / (p * C)))
+        else:  # broadcast: a pipelined chain along the ring (the wrap-around hop carries nothing)
+            keep = np.ones(len(pat), bool)
+            # drop the hop back into the root (rank groups[:,0]) so the ring becomes a chain
+            keep &= ~np.isin(pat.dst_gpu, groups[:, 0])
+            chain = Pattern(pat.key + "-chain", pat.src_gpu[keep], pat.dst_gpu[keep], pat.src_nic[keep],
+                            pat.dst_nic[keep], pat.entropy[keep], pat.chain[keep])
+            pl.phases.append(Phase(f"ring broadcast chain ({C} channel(s))", chain, "pipeline", p - 1, n / C))
+        return pl
+    if algo == "tree":
+        if op != "all_reduce":
+            raise FabricscopeError("the tree algorithm models all_reduce only")
+        pl.phases.append(tree_phase(topo, groups, n, "tree"))
+        return pl
+    if algo == "hierarchical":
+        if op != "all_reduce":
+            raise FabricscopeError("the hierarchical algorithm models all_reduce only")
+        nn, gpn = _layout(topo, groups)
+        if nn == 1 or gpn == 1:
+            raise FabricscopeError("hierarchical all_reduce needs several nodes with several GPUs each")
+        loc = groups.reshape(ng * nn, gpn)  # one intra-node group per node
+        intra, _ = ring_pattern(topo, loc, "hier-intra")
+        inter_groups = groups.reshape(ng, nn, gpn).transpose(0, 2, 1).reshape(ng * gpn, nn)
+        inter, _ = ring_pattern(topo, inter_groups, "hier-inter")
+        pl.phases.append(Phase("intra-node reduce-scatter", intra, "ring", gpn - 1, n / gpn))
+        pl.phases.append(Phase("inter-node all-reduce (one ring per rail)", inter, "ring", 2 * (nn - 1), n / (gpn * nn)))
+        pl.phases.append(Phase("intra-node all-gather", intra, "ring", gpn - 1, n / gpn))
+        return pl
+    if algo == "halving-doubling":
+        if op not in ("all_reduce", "all_gather", "reduce_scatter"):
+            raise FabricscopeError("halving-doubling models all_reduce, all_gather and reduce_scatter")
+        pl.phases.extend(halving_doubling_phases(topo, groups, n, op))
+        return pl
+    raise FabricscopeError(f"--algo {algo} does not apply to {op}")

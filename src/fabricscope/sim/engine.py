@@ -1,0 +1,380 @@
+"""The simulator: route each distinct pattern once, solve max-min rates, time the phases.
+
+Link capacities seen by the solver are the raw capacities times an efficiency per link kind:
+NVLink times the node's NVLink efficiency, network links times the transport's efficiency.
+Transport effects that depend on the solution are applied as a second solve:
+
+* RoCE with ECN (DCQCN): contended links (saturated, shared by several flows) lose
+  ``1 - dcqcn_efficiency`` of their capacity to rate oscillation;
+* RoCE with PFC but no ECN: flows that share a link upstream of an incast point with flows
+  paused there are held to those flows' rate (head-of-line blocking);
+* loss: go-back-N / retransmissions inflate link load; TCP flows are capped by the Padhye
+  bound; timeouts add an expected stall per step.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fabricscope.errors import FabricscopeError
+from fabricscope.sim import collectives
+from fabricscope.sim.collectives import BUS_FACTOR, Pattern, Phase, Plan
+from fabricscope.sim.solver import Solution, max_min
+from fabricscope.sim.topology import KIND_ACCESS, KIND_FABRIC, KIND_NAMES, KIND_NVLINK, Routes, Topology
+from fabricscope.sim.transport import Transport
+
+SCHEMA = "fabricscope.sim/v1"
+# NCCL ring all_reduce inside one H100 node reaches ~370 GB/s busbw of 450 GB/s NVLink
+# (NVIDIA/nccl-tests #212): 0.82 of the NVLink rate.
+NVLINK_EFFICIENCY = 0.82
+INTRA_ALPHA_S = 0.6e-6  # per NVLink hop of a step: kernel/flag latency (NCCL LL ~1 us per step)
+SLICE_BYTES = 512 * 1024  # pipeline granularity of trees and chains (NCCL Simple chunk order)
+MAX_ENTRIES = 120_000_000  # incidence entries one pattern may hold (~2.9 GB); beyond: clear error
+
+
+@dataclass
+class PatternResult:
+    pattern: Pattern
+    routes: Routes
+    solution: Solution
+    path_lat_s: np.ndarray  # per transfer, sum of link latencies (coefficient-weighted)
+    alpha_s: np.ndarray  # per transfer, endpoint latency of one message
+    network: np.ndarray  # per transfer, crosses the network
+    timeout_p: np.ndarray  # per transfer, chance a message ends in a timeout (per step)
+    rto_s: np.ndarray
+    eff_cap: np.ndarray  # capacities the solver used (per link)
+    adjustments: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+@dataclass
+class CollectiveResult:
+    op: str
+    algo: str
+    size_bytes: int
+    ranks: int
+    time_s: float
+    algbw_GBps: float
+    busbw_GBps: float
+    phases: list[dict[str, Any]]
+    bottlenecks: list[dict[str, Any]]
+    limited_by: str
+    stats: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "algo": self.algo,
+            "size_bytes": self.size_bytes,
+            "ranks": self.ranks,
+            "time_s": self.time_s,
+            "algbw_GBps": self.algbw_GBps,
+            "busbw_GBps": self.busbw_GBps,
+            "limited_by": self.limited_by,
+            "bottlenecks": self.bottlenecks,
+            "phases": self.phases,
+            "solver": self.stats,
+        }
+
+
+class Simulator:
+    """One topology + transport + routing; caches solved patterns across collectives."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        transport: Transport,
+        routing: str | None = None,
+        seed: int = 0,
+        nvlink_efficiency: float = NVLINK_EFFICIENCY,
+        intra_alpha_s: float = INTRA_ALPHA_S,
+        slice_bytes: int = SLICE_BYTES,
+    ) -> None:
+        self.topo = topology
+        self.transport = transport
+        self.routing = (routing or transport.default_routing).lower()
+        if self.routing not in ("ecmp", "adaptive"):
+            raise FabricscopeError("--routing is ecmp or adaptive")
+        self.seed = int(seed)
+        if not 0 < nvlink_efficiency <= 1:
+            raise FabricscopeError("NVLink efficiency must be in (0, 1]")
+        self.nvlink_efficiency = nvlink_efficiency
+        self.intra_alpha_s = intra_alpha_s
+        self.slice_bytes = slice_bytes
+        kind = topology.kind
+        eff = np.ones(topology.n_links)
+        eff[kind == KIND_NVLINK] = nvlink_efficiency
+        net = (kind == KIND_ACCESS) | (kind == KIND_FABRIC)
+        eff[net] = transport.efficiency
+        self.base_cap = topology.cap_Bps * eff
+        self._cache: dict[str, PatternResult] = {}
+
+    # ----------------------------------------------------------------------------- patterns
+    def solve_pattern(self, pattern: Pattern) -> PatternResult:
+        if pattern.key and pattern.key in self._cache:
+            return self._cache[pattern.key]
+        t0 = time.perf_counter()
+        topo, tr = self.topo, self.transport
+        n = len(pattern)
+        routes = topo.route(pattern.src_gpu, pattern.dst_gpu, pattern.src_nic, pattern.dst_nic,
+                            pattern.entropy, self.routing == "adaptive", self.seed)
+        if len(routes) > MAX_ENTRIES:
+            raise FabricscopeError(
+                f"pattern needs {len(routes):,} link entries (limit {MAX_ENTRIES:,}); use ECMP routing or fewer ranks"
+            )
+        lat = np.bincount(routes.flow, weights=routes.coef * topo.lat_s[routes.link], minlength=n)
+        network = pattern.src_nic >= 0
+        alpha = np.where(network, tr.alpha_s, self.intra_alpha_s)
+        alpha[pattern.src_gpu == pattern.dst_gpu] = 0.0
+        rtt = 2.0 * (lat + alpha)
+        coef = routes.coef.copy()
+        flow_cap = np.full(n, np.inf)
+        timeout_p = np.zeros(n)
+        rto = np.zeros(n)
+        adjustments: list[str] = []
+        if network.any():
+            nic_Bps = topo.nic_rate_Bps
+            if tr.loss > 0:
+                window = np.ceil(nic_Bps * rtt / tr.mtu_bytes) + 1.0
+                infl = np.array([tr.inflation(w) for w in np.unique(window)])
+                infl_f = infl[np.searchsorted(np.unique(window), window)]
+                on_net = network[routes.flow] & (topo.kind[routes.link] != KIND_NVLINK)
+                coef[on_net] *= infl_f[routes.flow[on_net]]
+                adjustments.append(
+                    f"loss {tr.loss:g}: links carry {float(infl_f[network].mean()):.3g}x the goodput ({tr.retransmission})"
+                )
+            caps = np.array([tr.flow_cap_Bps(r) for r in rtt[network]]) if np.isfinite(
+                tr.per_flow_cap_Bps) or tr.loss > 0 else np.full(int(network.sum()), np.inf)
+            flow_cap[network] = caps
+            rto[network] = np.array([tr.rto(r) for r in rtt[network]]) if tr.loss > 0 else 0.0
+        sol = max_min(n, routes.flow, routes.link, coef, self.base_cap, flow_cap)
+        cap_used = self.base_cap
+        if network.any() and tr.name in ("roce", "roce-lossy") and tr.ecn and tr.dcqcn_efficiency < 1:
+            contended = self._contended(routes, sol)
+            if contended.any():
+                cap_used = self.base_cap.copy()
+                cap_used[contended] *= tr.dcqcn_efficiency
+                sol = max_min(n, routes.flow, routes.link, coef, cap_used, flow_cap)
+                adjustments.append(
+                    f"DCQCN: {int(contended.sum())} contended link(s) at {tr.dcqcn_efficiency:g} of capacity"
+                )
+        if network.any() and tr.name == "roce" and tr.lossless and not tr.ecn:
+            victim_cap = self._pfc_hol_caps(routes, sol, n)
+            hit = victim_cap < sol.rate * (1 - 1e-9)
+            if hit.any():
+                flow_cap = np.minimum(flow_cap, victim_cap)
+                sol = max_min(n, routes.flow, routes.link, coef, cap_used, flow_cap)
+                adjustments.append(f"PFC head-of-line blocking slows {int(hit.sum())} victim flow(s)")
+        if tr.loss > 0 and network.any():
+            # packets per message are filled in per phase (bytes differ); keep per-packet p here
+            timeout_p = np.where(network, 1.0, 0.0)
+        res = PatternResult(pattern, routes, sol, lat, alpha, network, timeout_p, rto, cap_used, adjustments)
+        res.wall_s = time.perf_counter() - t0
+        if pattern.key:
+            self._cache[pattern.key] = res
+        return res
+
+    def _contended(self, routes: Routes, sol: Solution) -> np.ndarray:
+        """Saturated network links carrying more than one flow."""
+        count = np.bincount(routes.link, minlength=self.topo.n_links)
+        k = self.topo.kind
+        return sol.saturated & (count >= 2) & ((k == KIND_ACCESS) | (k == KIND_FABRIC))
+
+    def _pfc_hol_caps(self, routes: Routes, sol: Solution, n: int) -> np.ndarray:
+        """Victim caps under PFC without ECN.
+
+        An incast point is a saturated network link whose flows arrive over at least two
+        different upstream links. Its queue fills and PFC pauses every upstream link feeding
+        it; a paused link stops all flows of that priority, so a flow sharing such an upstream
+        link without crossing the incast point is held to the rate of the paused flows
+        (one FIFO, served in arrival order). One pass; documented as an approximation.
+        """
+        topo = self.topo
+        caps = np.full(n, np.inf)
+        k = topo.kind
+        net = (k == KIND_ACCESS) | (k == KIND_FABRIC)
+        f, l, st = routes.flow, routes.link, routes.stage
+        order = np.lexsort((st, f))
+        f, l, st = f[order], l[order], st[order]
+        prev = np.full(len(f), -1, np.int64)
+        same = np.r_[False, f[1:] == f[:-1]]
+        prev[same] = l[:-1][same[1:]] if len(f) > 1 else prev[same]
+        # fan-in: distinct upstream links per link
+        sat_net = sol.saturated & net
+        on = sat_net[l] & (prev >= 0)
+        pairs = np.unique(np.stack([l[on], prev[on]]), axis=1) if on.any() else np.zeros((2, 0), np.int64)
+        fan_in = np.bincount(pairs[0], minlength=topo.n_links)
+        incast = np.flatnonzero(fan_in >= 2)
+        if not len(incast):
+            return caps
+        link_flows: dict[int, np.ndarray] = {}
+        for e in incast:
+            through = np.unique(f[l == e])
+            # upstream links of flows through e (stages before e's stage on their paths)
+            mask = np.isin(f, through)
+            e_stage = {int(ff): int(s) for ff, s in zip(f[mask & (l == e)], st[mask & (l == e)], strict=False)}
+            ups = set()
+            for ff, ll, ss in zip(f[mask], l[mask], st[mask], strict=False):
+                if ss < e_stage[int(ff)] and net[ll]:
+                    ups.add(int(ll))
+            paced = float(sol.rate[through].max())
+            for u in ups:
+                if u not in link_flows:
+                    link_flows[u] = np.unique(f[l == u])
+                victims = np.setdiff1d(link_flows[u], through)
+                caps[victims] = np.minimum(caps[victims], paced)
+        return caps
+
+    # ----------------------------------------------------------------------------- timing
+    def phase_time(self, phase: Phase, res: PatternResult) -> dict[str, Any]:
+        tr = self.transport
+        rate = res.solution.rate
+        b = float(phase.bytes)
+        lat = res.path_lat_s + res.alpha_s
+        moving = res.pattern.src_gpu != res.pattern.dst_gpu
+        if not moving.any() or b == 0:
+            return {"name": phase.name, "time_s": 0.0, "steps": phase.steps, "bytes_per_transfer": b,
+                    "transfers": len(res.pattern), "min_rate_GBps": None, "latency_s": 0.0, "stall_s": 0.0}
+        r_min = float(rate[moving].min())
+        if r_min <= 0:
+            raise FabricscopeError(f"phase {phase.name!r}: a transfer gets no bandwidth (a zero-capacity link?)")
+        if phase.timing == "pipeline":
+            slices = max(1, math.ceil(b / self.slice_bytes))
+            bw = b / slices / r_min
+            lat_step = float(lat[moving].max())
+            step_s = lat_step + bw
+            n_steps = slices + phase.steps - 1
+            packets = b / slices / max(tr.payload_bytes, 1)
+        elif phase.timing == "ring":
+            # Pipelined ring (max-plus view): a step cannot be shorter than the slowest
+            # transfer's serialisation b/r_min, nor than one slice going round at the ring's
+            # mean hop latency. With one slice per step this is the textbook alpha + b*beta.
+            chains = res.pattern.chain[moving]
+            sums = np.bincount(chains, weights=lat[moving])
+            cnt = np.bincount(chains)
+            lat_step = float((sums[cnt > 0] / cnt[cnt > 0]).max())
+            slices = max(1, math.ceil(b / self.slice_bytes))
+            bw = b / r_min
+            step_s = max(bw, lat_step + bw / slices)
+            lat_step = step_s - bw
+            n_steps = phase.steps
+            packets = b / max(tr.payload_bytes, 1)
+        else:
+            bw = b / r_min
+            lat_step = float(lat[moving].max())
+            step_s = lat_step + bw
+            n_steps = phase.steps
+            packets = b / max(tr.payload_bytes, 1)
+        stall = 0.0
+        if tr.loss > 0 and res.network.any():
+            q = tr.message_timeout_probability(packets)
+            n_net = int((res.network & moving).sum())
+            p_any = 1.0 - (1.0 - q) ** n_net
+            stall = p_any * float(res.rto_s[res.network].max())
+        total = n_steps * (step_s + stall)
+        return {
+            "name": phase.name,
+            "timing": phase.timing,
+            "steps": int(n_steps),
+            "bytes_per_transfer": b,
+            "transfers": int(len(res.pattern)),
+            "min_rate_GBps": r_min / 1e9,
+            "latency_s": n_steps * lat_step,
+            "bandwidth_s": n_steps * bw,
+            "stall_s": n_steps * stall,
+            "time_s": total,
+            "adjustments": res.adjustments,
+        }
+
+    def bottlenecks(self, res: PatternResult, top: int = 5) -> list[dict[str, Any]]:
+        sol = res.solution
+        moving = res.pattern.src_gpu != res.pattern.dst_gpu
+        if not moving.any():
+            return []
+        r_min = float(sol.rate[moving].min())
+        slow = moving & (sol.rate <= r_min * (1 + 1e-6))
+        links = sol.bottleneck[slow]
+        out: list[dict[str, Any]] = []
+        capped = int((links < 0).sum())
+        links = links[links >= 0]
+        if len(links):
+            ids, counts = np.unique(links, return_counts=True)
+            order = np.argsort(-counts, kind="stable")[:top]
+            for i, c in zip(ids[order], counts[order], strict=False):
+                i = int(i)
+                out.append({
+                    "link": self.topo.link_name(i),
+                    "kind": KIND_NAMES[int(self.topo.kind[i])],
+                    "capacity_gbps": float(self.topo.cap_Bps[i]) * 8 / 1e9,
+                    "usable_GBps": float(res.eff_cap[i]) / 1e9,
+                    "utilization": float(sol.load[i] / res.eff_cap[i]) if res.eff_cap[i] > 0 else None,
+                    "flows": int(np.sum(res.routes.link == i)),
+                    "slowest_flows_bottlenecked": int(c),
+                })
+            if len(ids) > top:
+                out.append({"link": f"... and {len(ids) - top} more link(s) of the same kind", "kind": None})
+        if capped:
+            out.append({"link": "per-flow cap", "kind": "transport",
+                        "detail": f"{capped} slowest flow(s) limited by the transport's per-flow cap",
+                        "cap_GBps": r_min / 1e9})
+        return out
+
+    # ----------------------------------------------------------------------------- collectives
+    def run_plan(self, pl: Plan) -> CollectiveResult:
+        t0 = time.perf_counter()
+        phases, total = [], 0.0
+        worst: tuple[float, PatternResult | None] = (-1.0, None)
+        for ph in pl.phases:
+            res = self.solve_pattern(ph.pattern)
+            d = self.phase_time(ph, res)
+            phases.append(d)
+            total += d["time_s"]
+            bw_s = d.get("bandwidth_s", 0.0)
+            if bw_s > worst[0]:
+                worst = (bw_s, res)
+        algbw = pl.size_bytes / total / 1e9 if total > 0 else math.inf
+        busbw = algbw * BUS_FACTOR[pl.op](pl.ranks)
+        bott = self.bottlenecks(worst[1]) if worst[1] is not None else []
+        lat_total = sum(p.get("latency_s", 0.0) for p in phases)
+        bw_total = sum(p.get("bandwidth_s", 0.0) for p in phases)
+        stall_total = sum(p.get("stall_s", 0.0) for p in phases)
+        if stall_total > max(lat_total, bw_total):
+            limited = "loss recovery (timeouts)"
+        elif lat_total > bw_total:
+            limited = "latency (message too small for this many steps)"
+        elif bott and bott[0].get("kind") == "transport":
+            limited = "per-flow cap of the transport"
+        elif bott:
+            limited = f"{bott[0]['kind']} bandwidth"
+        else:
+            limited = "nothing (no data moves)"
+        n_flows = sum(len(self._cache[k].pattern) for k in {p.pattern.key for p in pl.phases} if k in self._cache)
+        stats = {
+            "distinct_patterns": len({p.pattern.key for p in pl.phases}),
+            "transfers": n_flows,
+            "links": self.topo.n_links,
+            "wall_s": time.perf_counter() - t0,
+            "routing": self.routing,
+            "seed": self.seed,
+        }
+        return CollectiveResult(pl.op, pl.algo, pl.size_bytes, pl.ranks, total, algbw, busbw, phases, bott, limited, stats)
+
+    def collective(self, op: str, algo: str | None, size_bytes: int, groups: np.ndarray | None = None,
+                   channels: int | None = None) -> CollectiveResult:
+        pl = collectives.plan(self.topo, op, algo, size_bytes, groups, channels)
+        return self.run_plan(pl)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "topology": self.topo.describe(),
+            "transport": self.transport.describe(),
+            "routing": self.routing,
+            "seed": self.seed,
+            "nvlink_efficiency": self.nvlink_efficiency,
+            "intra_node_alpha_s": self.intra_alpha_s,
+        }

@@ -1,0 +1,204 @@
+"""Transport models: what a byte on the wire costs each protocol, and what loss does to it.
+
+Every transport reduces to four things the flow model can use (equations and sources in
+docs/sim.md):
+
+* ``efficiency``: goodput per unit of link rate on network links (headers, framing, the
+  NIC/NCCL pipeline), ``wire_efficiency * endpoint_efficiency``;
+* ``alpha_s``: fixed time per message per network hop (software, NIC, protocol handshake);
+* ``flow_cap_Bps(rtt)``: a per-flow ceiling (TCP/UDP per-core limit; the Mathis/Padhye bound
+  when TCP sees loss);
+* ``inflation(window)``: link bytes per goodput byte (retransmissions under loss), and
+  ``step_penalty_s``: expected stall per step from timeouts.
+
+Congestion behaviour that depends on the solved rates (DCQCN efficiency on contended links,
+PFC head-of-line blocking) is applied by the engine, driven by the flags here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fabricscope.errors import FabricscopeError
+
+TRANSPORTS = ("ib", "roce", "roce-lossy", "tcp", "udp")
+
+# RoCE v2 per-packet overhead on Ethernet: preamble+SFD 8, Ethernet header 14, IPv4 20,
+# UDP 8, IB BTH 12, ICRC 4, FCS 4, inter-frame gap 12 = 82 bytes (IBTA RoCEv2 annex A17).
+ROCE_OVERHEAD_BYTES = 82
+# InfiniBand: LRH 8 + BTH 12 + ICRC 4 + VCRC 2 = 26 bytes per packet (IBTA vol. 1, ch. 7).
+IB_OVERHEAD_BYTES = 26
+# Ethernet framing around an IP packet: preamble 8 + header 14 + FCS 4 + IFG 12 = 38 bytes.
+ETH_FRAMING_BYTES = 38
+# A tc tbf shaper on a veth counts skb->len, which includes the 14-byte Ethernet header only.
+TBF_FRAMING_BYTES = 14
+
+
+@dataclass
+class Transport:
+    name: str
+    wire_efficiency: float
+    endpoint_efficiency: float
+    alpha_s: float
+    mtu_bytes: int
+    payload_bytes: int
+    default_routing: str
+    lossless: bool  # PFC (RoCE) or credit-based (IB) link-level flow control
+    ecn: bool  # ECN-driven congestion control (DCQCN) reacts at contended links
+    retransmission: str  # "go-back-n", "tcp", "app"
+    loss: float = 0.0
+    per_flow_cap_Bps: float = math.inf  # per-core limit of a kernel-stack flow
+    rto_s: float | None = None  # None = derived from RTT (adaptive retransmission)
+    min_rto_s: float = 0.0
+    dcqcn_efficiency: float = 1.0  # bandwidth utilisation of a contended link under DCQCN
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def efficiency(self) -> float:
+        return self.wire_efficiency * self.endpoint_efficiency
+
+    def describe(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["efficiency"] = self.efficiency
+        d["per_flow_cap_gbps"] = None if math.isinf(self.per_flow_cap_Bps) else self.per_flow_cap_Bps * 8 / 1e9
+        d.pop("per_flow_cap_Bps")
+        return d
+
+    # -- loss ---------------------------------------------------------------------------------
+    def rto(self, rtt_s: float) -> float:
+        if self.rto_s is not None:
+            return self.rto_s
+        return max(self.min_rto_s, 4.0 * rtt_s)
+
+    def inflation(self, window_pkts: float) -> float:
+        """Link bytes sent per goodput byte.
+
+        go-back-N: each loss (probability p per packet) discards the ~W packets in flight behind
+        it, so per delivered packet 1 + W p / (1 - p) are sent. TCP (SACK) and application-level
+        recovery resend only what was lost: 1 / (1 - p).
+        """
+        p = self.loss
+        if p <= 0:
+            return 1.0
+        if self.retransmission == "go-back-n":
+            return 1.0 + max(window_pkts, 1.0) * p / (1.0 - p)
+        return 1.0 / (1.0 - p)
+
+    def flow_cap_Bps(self, rtt_s: float) -> float:
+        """Per-flow ceiling: the per-core cap, and for TCP under loss the Padhye et al. bound."""
+        cap = self.per_flow_cap_Bps
+        if self.retransmission == "tcp" and self.loss > 0:
+            cap = min(cap, padhye_Bps(self.payload_bytes, rtt_s, self.loss, self.rto(rtt_s)))
+        return cap
+
+    def message_timeout_probability(self, packets: float) -> float:
+        """Chance that one message (one flow's bytes of one step) ends in a retransmission timeout.
+
+        go-back-N: only a lost *last* packet (or its lost NAK) has nothing behind it to reveal the
+        gap, so the sender waits for its ACK timer: ~p. Application-level recovery over UDP must
+        time out whenever any packet of the message is lost: 1 - (1 - p)^packets. TCP's timeouts
+        are inside the Padhye bound already.
+        """
+        p = self.loss
+        if p <= 0 or self.retransmission == "tcp":
+            return 0.0
+        if self.retransmission == "go-back-n":
+            return p
+        return 1.0 - (1.0 - p) ** max(packets, 1.0)
+
+
+def mathis_Bps(mss_bytes: float, rtt_s: float, p: float) -> float:
+    """Mathis et al. 1997: BW = MSS / RTT * sqrt(3 / (2 p))."""
+    return mss_bytes / rtt_s * math.sqrt(1.5 / p)
+
+
+def padhye_Bps(mss_bytes: float, rtt_s: float, p: float, rto_s: float, b: int = 1) -> float:
+    """Padhye et al. 1998 (SIGCOMM), full model with timeouts:
+
+    B = MSS / (RTT sqrt(2bp/3) + T0 min(1, 3 sqrt(3bp/8)) p (1 + 32 p^2)).
+    """
+    denom = rtt_s * math.sqrt(2 * b * p / 3) + rto_s * min(1.0, 3 * math.sqrt(3 * b * p / 8)) * p * (1 + 32 * p * p)
+    return mss_bytes / denom
+
+
+def make_transport(
+    name: str,
+    *,
+    loss: float = 0.0,
+    mtu_bytes: int | None = None,
+    ecn: bool = True,
+    per_core_gbps: float | None = None,
+    rto_s: float | None = None,
+    alpha_s: float | None = None,
+    efficiency: float | None = None,
+    framing: str = "ethernet",
+) -> Transport:
+    """The named transport with documented defaults; every default can be overridden (and
+    calibrated from measurements with ``fabricscope sim --calibrate``)."""
+    key = name.lower()
+    if key not in TRANSPORTS:
+        raise FabricscopeError(f"unknown transport {name!r} (choose from {', '.join(TRANSPORTS)})")
+    if not 0.0 <= loss < 1.0:
+        raise FabricscopeError("--loss must be in [0, 1)")
+    if framing not in ("ethernet", "tbf"):
+        raise FabricscopeError("--framing is ethernet or tbf")
+    eth = ETH_FRAMING_BYTES if framing == "ethernet" else TBF_FRAMING_BYTES
+    if key == "ib":
+        mtu = mtu_bytes or 4096
+        t = Transport(
+            name=key, wire_efficiency=mtu / (mtu + IB_OVERHEAD_BYTES), endpoint_efficiency=0.96, alpha_s=3.0e-6,
+            mtu_bytes=mtu, payload_bytes=mtu, default_routing="adaptive", lossless=True, ecn=True,
+            retransmission="go-back-n", loss=loss, rto_s=rto_s, min_rto_s=4e-6,
+            notes=["credit-based lossless links; adaptive routing by default; RC go-back-N if --loss is set"],
+        )
+    elif key in ("roce", "roce-lossy"):
+        mtu = mtu_bytes or 4096
+        lossless = key == "roce"
+        t = Transport(
+            name=key, wire_efficiency=mtu / (mtu + ROCE_OVERHEAD_BYTES), endpoint_efficiency=0.96,
+            alpha_s=3.5e-6, mtu_bytes=mtu, payload_bytes=mtu, default_routing="ecmp", lossless=lossless,
+            ecn=ecn, retransmission="go-back-n", loss=loss, rto_s=rto_s, min_rto_s=4e-6,
+            dcqcn_efficiency=0.87 if ecn else 1.0,
+            notes=[
+                "PFC lossless, DCQCN on ECN" if lossless and ecn else
+                "PFC only (no ECN): head-of-line blocking under incast" if lossless else
+                "no PFC: losses recovered by go-back-N"
+            ],
+        )
+    elif key == "tcp":
+        mtu = mtu_bytes or 1500
+        mss = mtu - 52  # IPv4 20 + TCP 20 + timestamps option 12
+        t = Transport(
+            name=key, wire_efficiency=mss / (mtu + eth), endpoint_efficiency=1.0, alpha_s=15e-6,
+            mtu_bytes=mtu, payload_bytes=mss, default_routing="ecmp", lossless=False, ecn=False,
+            retransmission="tcp", loss=loss, per_flow_cap_Bps=(per_core_gbps or 40.0) * 1e9 / 8,
+            rto_s=rto_s, min_rto_s=0.2,
+            notes=["kernel TCP: per-flow cap = one core's copy rate; Padhye bound under loss (RTOmin 200 ms)"],
+        )
+    else:  # udp
+        mtu = mtu_bytes or 1500
+        payload = mtu - 28  # IPv4 20 + UDP 8
+        t = Transport(
+            name=key, wire_efficiency=payload / (mtu + eth), endpoint_efficiency=1.0, alpha_s=10e-6,
+            mtu_bytes=mtu, payload_bytes=payload, default_routing="ecmp", lossless=False, ecn=False,
+            retransmission="app", loss=loss, per_flow_cap_Bps=(per_core_gbps or 15.0) * 1e9 / 8,
+            rto_s=rto_s, min_rto_s=1e-3,
+            notes=["application-level loss recovery: resend lost datagrams after a timer (default 1 ms)"],
+        )
+    if per_core_gbps is not None and key in ("ib", "roce", "roce-lossy"):
+        raise FabricscopeError("--per-core-gbps applies to tcp and udp only (RDMA bypasses the kernel)")
+    if alpha_s is not None:
+        if alpha_s < 0:
+            raise FabricscopeError("alpha must be >= 0")
+        t.alpha_s = alpha_s
+    if efficiency is not None:
+        if not 0 < efficiency <= 1:
+            raise FabricscopeError("efficiency must be in (0, 1]")
+        t.endpoint_efficiency = efficiency / t.wire_efficiency if efficiency <= t.wire_efficiency else 1.0
+        if efficiency > t.wire_efficiency:
+            t.wire_efficiency = efficiency
+    if t.mtu_bytes < 256 or t.mtu_bytes > 65536:
+        raise FabricscopeError("--mtu must be between 256 and 65536 bytes")
+    return t
