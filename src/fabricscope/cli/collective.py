@@ -54,7 +54,7 @@ def _launch(launch: str, child_args: list[str], timeout_s: float, master_port: i
     if result.timed_out:
         typer.echo(f"fabricscope: error: the job did not finish within {timeout_s:g} s; all ranks ended", err=True)
         raise typer.Exit(2)
-    failed = {k: v for k, v in result.codes.items() if v != 0}
+    failed = {k: v for k, v in result.codes.items() if v not in (0, 1)}  # 1 = a verdict, reported by rank 0
     if failed:
         first = result.first_failure or next(iter(failed))
         typer.echo(
@@ -166,6 +166,71 @@ def _first_error(exc: Exception) -> str:
         where = ".".join(str(p) for p in first.get("loc", ()))
         return f"{where}: {str(first.get('msg', exc)).removeprefix('Value error, ')}"
     return str(exc)
+
+
+@bench_app.command("matrix")
+def matrix(
+    duration: float = typer.Option(2.0, "--duration", min=0.1, max=600, help="Seconds per flow."),
+    warmup: float = typer.Option(0.25, "--warmup", min=0, max=60, help="Seconds at the start of each flow not counted."),
+    retest: bool = typer.Option(True, "--retest/--no-retest", help="Retest suspects against known-good hosts before reporting."),
+    margin: float = typer.Option(0.2, "--margin", min=0.01, max=0.99, help="A pair is low below (1 - MARGIN) x the median (or 3 robust sigmas)."),
+    bind: str = typer.Option(None, "--bind", help="Address to receive on (default: the one that reaches rank 0)."),
+    timeout: float = typer.Option(120.0, "--timeout", min=1, help="Deadline in seconds for every wait on a peer."),
+    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
+    master_addr: str = typer.Option(None, "--master-addr", help="Host of rank 0 (default MASTER_ADDR; needed under mpirun)."),
+    master_port: int = typer.Option(None, "--master-port", help="Port of rank 0's store (default MASTER_PORT or 29500)."),
+    svg: Path = typer.Option(None, "--svg", help="Also write the heat map as an SVG file (rank 0)."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    store: bool = typer.Option(True, "--store/--no-store", help="Save the result in the history."),
+) -> None:
+    """Pairwise TCP bandwidth between all hosts in rounds of disjoint pairs; names the bad host or link.
+
+    Exit 1 when a suspect is confirmed.
+    """
+    from fabricscope.bench.matrix import (
+        MatrixError,
+        MatrixParams,
+        format_matrix,
+        heatmap_svg,
+        run_worker,
+        to_bench_result,
+    )
+
+    if launch:
+        args = ["bench", "matrix", "--duration", str(duration), "--warmup", str(warmup), "--retest" if retest else "--no-retest",
+                "--margin", str(margin), "--timeout", str(timeout), "--store" if store else "--no-store"]
+        if svg:
+            args += ["--svg", str(svg.resolve())]
+        if json_out:
+            args.append("--json")
+        _launch(launch, args, timeout_s=timeout * 3 + 600, master_port=master_port)
+    env = _dist_env(master_addr, master_port)
+    params = MatrixParams(duration_s=duration, warmup_s=warmup, retest=retest, rel_margin=margin, timeout_s=timeout, bind=bind)
+    try:
+        progress = (lambda what: sys.stderr.write(f"# {what}\n")) if sys.stderr.isatty() and not json_out else None
+        run = run_worker(params, env, progress=progress)
+    except MatrixError as exc:
+        typer.echo(f"fabricscope: error: {exc}", err=True)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(2)
+    if run is None:
+        return
+    result, doc = to_bench_result(run)
+    if svg:
+        try:
+            svg.write_text(heatmap_svg(run.hosts, run.matrix_gbps))
+        except OSError as exc:
+            typer.echo(f"fabricscope: warning: cannot write {svg}: {exc.strerror or exc}", err=True)
+    if store:
+        doc["run_id"] = _store(result)
+    if json_out:
+        print_json(doc)
+    else:
+        sys.stdout.write(format_matrix(run))
+    if run.failures:
+        raise typer.Exit(2)
+    raise typer.Exit(1 if run.suspects else 0)
 
 
 @import_app.command("nccl-tests")

@@ -1,0 +1,681 @@
+"""``bench matrix``: pairwise TCP bandwidth between every host of a job, and who is to blame.
+
+Scheduling: the circle method splits all pairs into rounds of disjoint pairs (N-1 rounds for
+even N); each round runs twice, once per direction, so every measured flow has both of its
+hosts' links to itself. Coordination goes through torch.distributed's TCPStore at
+MASTER_ADDR:MASTER_PORT (no SSH, no rendezvous of our own): endpoints, a random token that
+every data connection must present, per-phase barriers and results.
+
+Blame (:func:`analyze`): each off-diagonal entry is judged against the fleet's median with a
+robust margin (3 x 1.4826 x MAD, at least ``rel_margin`` of the median). A host whose row
+*and* column fall below (median of its 2(N-1) entries) is the suspect, not its partners; a
+low pair whose hosts are both fine points at the link between them. TCP retransmissions,
+read from each sending socket's TCP_INFO, are judged the same way, so a lossy host that still
+reaches line rate on a short-RTT fabric is found too. Suspects are retested against the
+best-scoring hosts before they are reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import os
+import secrets
+import socket
+import statistics
+import struct
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricscope.bench.launch import DistEnv
+from fabricscope.bench.result import BenchResult, new_result
+from fabricscope.errors import FabricscopeError
+
+CHUNK_BYTES = 256 << 10
+HEADER_MAX = 512
+
+
+class MatrixError(FabricscopeError):
+    """The matrix could not be measured (a peer vanished, a deadline passed)."""
+
+
+class MatrixParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    duration_s: float = Field(default=2.0, gt=0.05, le=600)
+    warmup_s: float = Field(default=0.25, ge=0, le=60)
+    retest: bool = True
+    retest_peers: int = Field(default=2, ge=1, le=8)
+    rel_margin: float = Field(default=0.2, gt=0, lt=1)
+    retx_floor_pct: float = Field(default=0.5, ge=0, le=100)
+    timeout_s: float = Field(default=120.0, gt=0, le=86400)
+    bind: str | None = None
+
+
+# ----- schedule -----------------------------------------------------------------------------
+def round_robin(n: int) -> list[list[tuple[int, int]]]:
+    """All pairs of ``n`` hosts in rounds of disjoint pairs (circle method)."""
+    if n < 2:
+        return []
+    ids: list[int | None] = list(range(n)) + ([None] if n % 2 else [])
+    m = len(ids)
+    rounds = []
+    for _ in range(m - 1):
+        pairs = []
+        for i in range(m // 2):
+            a, b = ids[i], ids[m - 1 - i]
+            if a is not None and b is not None:
+                pairs.append((min(a, b), max(a, b)))
+        rounds.append(sorted(pairs))
+        ids = [ids[0], ids[-1], *ids[1:-1]]
+    return rounds
+
+
+def phases(n: int) -> list[list[tuple[int, int]]]:
+    """Directed phases: each round once low->high, once high->low."""
+    out = []
+    for pairs in round_robin(n):
+        out.append(list(pairs))
+        out.append([(b, a) for a, b in pairs])
+    return out
+
+
+def pack_phases(flows: Sequence[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """Greedy: put directed flows into phases where no host appears twice."""
+    remaining = list(dict.fromkeys(flows))
+    out: list[list[tuple[int, int]]] = []
+    while remaining:
+        busy: set[int] = set()
+        phase, rest = [], []
+        for a, b in remaining:
+            if a in busy or b in busy:
+                rest.append((a, b))
+            else:
+                phase.append((a, b))
+                busy.update((a, b))
+        out.append(phase)
+        remaining = rest
+    return out
+
+
+# ----- analysis -----------------------------------------------------------------------------
+@dataclass
+class Suspect:
+    host: str
+    kind: str  # host | link
+    reason: str
+    peer: str | None = None
+    score_gbps: float | None = None
+    fleet_median_gbps: float | None = None
+    retransmit_pct: float | None = None
+    confirmed: bool | None = None  # None: not retested
+    retest_gbps: float | None = None
+    retest_retransmit_pct: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+@dataclass
+class Verdict:
+    suspects: list[Suspect]
+    fleet_median_gbps: float | None
+    low_threshold_gbps: float | None
+    fleet_retransmit_pct: float | None
+    high_retransmit_pct: float | None
+    host_scores_gbps: list[float | None]
+    host_retransmit_pct: list[float | None]
+
+
+def _offdiag(matrix: Sequence[Sequence[float | None]]) -> list[float]:
+    return [v for i, row in enumerate(matrix) for j, v in enumerate(row) if i != j and v is not None]
+
+
+def _line(matrix: Sequence[Sequence[float | None]], h: int) -> list[float]:
+    n = len(matrix)
+    vals = [matrix[h][j] for j in range(n) if j != h] + [matrix[i][h] for i in range(n) if i != h]
+    return [v for v in vals if v is not None]
+
+
+def _mad(values: list[float], center: float) -> float:
+    return statistics.median(abs(v - center) for v in values) if values else 0.0
+
+
+def analyze(
+    hosts: Sequence[str],
+    matrix_gbps: Sequence[Sequence[float | None]],
+    retransmit_pct: Sequence[Sequence[float | None]] | None = None,
+    *,
+    rel_margin: float = 0.2,
+    retx_floor_pct: float = 0.5,
+) -> Verdict:
+    """Rank suspects: hosts whose row and column are low (or lossy), then links."""
+    n = len(hosts)
+    vals = _offdiag(matrix_gbps)
+    if n < 2 or not vals:
+        return Verdict([], None, None, None, None, [None] * n, [None] * n)
+    med = statistics.median(vals)
+    sigma = 1.4826 * _mad(vals, med)
+    low = med - max(3 * sigma, rel_margin * med)
+    scores = [statistics.median(_line(matrix_gbps, h)) if _line(matrix_gbps, h) else None for h in range(n)]
+
+    rvals = _offdiag(retransmit_pct) if retransmit_pct is not None else []
+    rmed = statistics.median(rvals) if rvals else None
+    high = None
+    rscores: list[float | None] = [None] * n
+    if rvals and retransmit_pct is not None and rmed is not None:
+        high = rmed + max(3 * 1.4826 * _mad(rvals, rmed), retx_floor_pct)
+        rscores = [statistics.median(_line(retransmit_pct, h)) if _line(retransmit_pct, h) else None for h in range(n)]
+
+    suspects: list[Suspect] = []
+    bad_hosts: set[int] = set()
+    if n >= 3:  # with two hosts, a host cannot be told from its only link
+        for h in range(n):
+            slow = scores[h] is not None and scores[h] < low
+            lossy = high is not None and rscores[h] is not None and rscores[h] > high
+            if not (slow or lossy):
+                continue
+            bad_hosts.add(h)
+            parts = []
+            if slow:
+                parts.append(
+                    f"its transfers (row and column) run at {scores[h]:.3g} Gbit/s median, "
+                    f"{scores[h] / med * 100:.0f}% of the fleet's {med:.3g} Gbit/s"
+                )
+            if lossy:
+                parts.append(f"TCP retransmits {rscores[h]:.2f}% of its segments (fleet median {rmed:.2f}%)")
+            suspects.append(
+                Suspect(
+                    host=hosts[h], kind="host", reason="; ".join(parts), score_gbps=scores[h],
+                    fleet_median_gbps=med, retransmit_pct=rscores[h],
+                )
+            )
+    for i in range(n):
+        for j in range(i + 1, n):
+            if i in bad_hosts or j in bad_hosts:
+                continue
+            pair = [v for v in (matrix_gbps[i][j], matrix_gbps[j][i]) if v is not None]
+            rpair = (
+                [v for v in (retransmit_pct[i][j], retransmit_pct[j][i]) if v is not None] if retransmit_pct else []
+            )
+            slow = bool(pair) and min(pair) < low
+            lossy = high is not None and bool(rpair) and max(rpair) > high
+            if slow or lossy:
+                parts = []
+                if slow:
+                    parts.append(f"{min(pair):.3g} Gbit/s between them vs the fleet's {med:.3g}, while both hosts are fine with others")
+                if lossy:
+                    parts.append(f"{max(rpair):.2f}% retransmits between them")
+                suspects.append(
+                    Suspect(
+                        host=hosts[i], peer=hosts[j], kind="link", reason=f"link {hosts[i]} <-> {hosts[j]}: " + "; ".join(parts),
+                        score_gbps=min(pair) if pair else None, fleet_median_gbps=med,
+                        retransmit_pct=max(rpair) if rpair else None,
+                    )
+                )
+    suspects.sort(key=lambda s: (s.kind != "host", s.score_gbps if s.score_gbps is not None else 0.0))
+    return Verdict(suspects, med, low, rmed, high, scores, rscores)
+
+
+def retest_flows(hosts: Sequence[str], verdict: Verdict, peers: int) -> dict[str, list[tuple[int, int]]]:
+    """For each suspect, directed flows to and from the best-scoring hosts that are not suspects."""
+    index = {h: i for i, h in enumerate(hosts)}
+    suspect_hosts = {s.host for s in verdict.suspects if s.kind == "host"}
+    good = sorted(
+        (i for i, h in enumerate(hosts) if h not in suspect_hosts and verdict.host_scores_gbps[i] is not None),
+        key=lambda i: -(verdict.host_scores_gbps[i] or 0.0),
+    )
+    plan: dict[str, list[tuple[int, int]]] = {}
+    for s in verdict.suspects:
+        if s.kind == "host":
+            h = index[s.host]
+            flows = []
+            for g in [g for g in good if g != h][:peers]:
+                flows += [(h, g), (g, h)]
+        else:
+            a, b = index[s.host], index[s.peer or ""]
+            flows = [(a, b), (b, a)]
+        plan[_key(s)] = flows
+    return plan
+
+
+def _key(s: Suspect) -> str:
+    return f"{s.kind}:{s.host}:{s.peer or ''}"
+
+
+def confirm(verdict: Verdict, plan: dict[str, list[tuple[int, int]]], results: dict[tuple[int, int], dict[str, Any]]) -> tuple[list[Suspect], list[Suspect]]:
+    """Split suspects into confirmed (retest low or lossy again) and cleared (retest fine)."""
+    confirmed, cleared = [], []
+    for s in verdict.suspects:
+        flows = plan.get(_key(s), [])
+        gbps = [results[f]["gbps"] for f in flows if f in results and results[f].get("gbps") is not None]
+        retx = [results[f]["retx_pct"] for f in flows if f in results and results[f].get("retx_pct") is not None]
+        if not gbps:
+            s.confirmed = None
+            confirmed.append(s)  # nothing to retest against: report, marked unconfirmed
+            continue
+        s.retest_gbps = statistics.median(gbps)
+        s.retest_retransmit_pct = statistics.median(retx) if retx else None
+        still_slow = verdict.low_threshold_gbps is not None and s.retest_gbps < verdict.low_threshold_gbps
+        still_lossy = (
+            verdict.high_retransmit_pct is not None
+            and s.retest_retransmit_pct is not None
+            and s.retest_retransmit_pct > verdict.high_retransmit_pct
+        )
+        s.confirmed = bool(still_slow or still_lossy)
+        (confirmed if s.confirmed else cleared).append(s)
+    return confirmed, cleared
+
+
+# ----- heat map -----------------------------------------------------------------------------
+def _color(ratio: float | None) -> str:
+    """Red (0) -> yellow (0.5) -> green (>= 1) of the fleet median."""
+    if ratio is None:
+        return "#dddddd"
+    r = max(0.0, min(1.0, ratio))
+    if r < 0.5:
+        red, green = 215, int(48 + (r / 0.5) * (190 - 48))
+    else:
+        red, green = int(215 - ((r - 0.5) / 0.5) * (215 - 40)), int(190 - ((r - 0.5) / 0.5) * (190 - 160))
+    return f"#{red:02x}{green:02x}{60:02x}"
+
+
+def heatmap_svg(hosts: Sequence[str], matrix_gbps: Sequence[Sequence[float | None]], *, title: str | None = None, cell: int = 44) -> str:
+    """An N x N heat map (sender rows, receiver columns), coloured by fraction of the median.
+
+    Self-contained SVG for the HTML report; no plotting library needed.
+    """
+    n = len(hosts)
+    vals = _offdiag(matrix_gbps)
+    med = statistics.median(vals) if vals else None
+    label_w = max(40, 8 * max((len(h) for h in hosts), default=2) + 10)
+    top = 30 + label_w
+    width = label_w + n * cell + 20
+    height = top + n * cell + 40
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        'font-family="sans-serif" font-size="11">',
+        f'<text x="4" y="16" font-size="13">{html.escape(title or "pairwise TCP bandwidth (Gbit/s), rows send to columns")}</text>',
+    ]
+    for j, h in enumerate(hosts):
+        x = label_w + j * cell + cell / 2
+        out.append(f'<text x="{x:.0f}" y="{top - 6}" text-anchor="start" transform="rotate(-60 {x:.0f} {top - 6})">{html.escape(h)}</text>')
+    for i, h in enumerate(hosts):
+        y = top + i * cell
+        out.append(f'<text x="{label_w - 6}" y="{y + cell / 2 + 4:.0f}" text-anchor="end">{html.escape(h)}</text>')
+        for j in range(n):
+            v = matrix_gbps[i][j] if i != j else None
+            ratio = (v / med) if (v is not None and med) else None
+            fill = "#ffffff" if i == j else _color(ratio)
+            x = label_w + j * cell
+            tip = f"{hosts[i]} -> {hosts[j]}: {v:.3f} Gbit/s" if v is not None else f"{hosts[i]} -> {hosts[j]}"
+            out.append(
+                f'<rect x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" fill="{fill}" stroke="#999999" stroke-width="0.5">'
+                f"<title>{html.escape(tip)}</title></rect>"
+            )
+            if v is not None:
+                out.append(f'<text x="{x + cell / 2 - 1:.0f}" y="{y + cell / 2 + 4:.0f}" text-anchor="middle">{v:.3g}</text>')
+    if med is not None:
+        out.append(f'<text x="4" y="{height - 12}">median {med:.3g} Gbit/s; red = far below the median, green = at or above it</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+# ----- results ------------------------------------------------------------------------------
+@dataclass
+class MatrixRun:
+    params: MatrixParams
+    hosts: list[str]
+    ranks: list[int]
+    matrix_gbps: list[list[float | None]]
+    retransmit_pct: list[list[float | None]]
+    verdict: Verdict
+    suspects: list[Suspect]
+    cleared: list[Suspect]
+    retests: list[dict[str, Any]]
+    launcher: str
+    duration_s: float
+    failures: list[str] = field(default_factory=list)
+
+
+def to_bench_result(run: MatrixRun) -> tuple[BenchResult, dict[str, Any]]:
+    params = run.params.model_dump(mode="json")
+    params.update(hosts=run.hosts, launcher=run.launcher, transport="tcp")
+    result = new_result("matrix", params)
+    vals = _offdiag(run.matrix_gbps)
+    metrics: dict[str, float | int | None] = {
+        "matrix_median_gbps": statistics.median(vals) if vals else None,
+        "matrix_min_gbps": min(vals) if vals else None,
+        "matrix_max_gbps": max(vals) if vals else None,
+        "hosts_count": len(run.hosts),
+        "suspects_count": len(run.suspects),
+        "failed_pairs_count": len(run.failures),
+    }
+    for i, a in enumerate(run.hosts):
+        for j, b in enumerate(run.hosts):
+            if i != j:
+                metrics[f"pair_{a}_to_{b}_gbps"] = run.matrix_gbps[i][j]
+    result.finish(metrics, duration_s=run.duration_s)
+    doc = result.to_json_dict()
+    doc.update(
+        hosts=run.hosts,
+        ranks=run.ranks,
+        matrix_gbps=run.matrix_gbps,
+        retransmit_pct=run.retransmit_pct,
+        suspects=[s.to_dict() for s in run.suspects],
+        cleared=[s.to_dict() for s in run.cleared],
+        retests=run.retests,
+        thresholds_gbps={"fleet_median": run.verdict.fleet_median_gbps, "low": run.verdict.low_threshold_gbps},
+        thresholds_retransmit_pct={"fleet_median": run.verdict.fleet_retransmit_pct, "high": run.verdict.high_retransmit_pct},
+        failures=run.failures,
+    )
+    return result, doc
+
+
+def format_matrix(run: MatrixRun) -> str:
+    n = len(run.hosts)
+    w = max(7, max((len(h) for h in run.hosts), default=2) + 1)
+    lines = [f"pairwise TCP bandwidth, Gbit/s (row sends to column), {n} hosts, {run.params.duration_s:g} s per flow"]
+    lines.append(" " * w + "".join(f"{h:>{w}}" for h in run.hosts))
+    for i, h in enumerate(run.hosts):
+        cells = []
+        for j in range(n):
+            v = run.matrix_gbps[i][j]
+            cells.append(f"{'-':>{w}}" if i == j else (f"{'fail':>{w}}" if v is None else f"{v:>{w}.3f}"))
+        lines.append(f"{h:<{w}}" + "".join(cells))
+    med = run.verdict.fleet_median_gbps
+    if med is not None:
+        lines.append(f"median {med:.3f} Gbit/s; low below {run.verdict.low_threshold_gbps:.3f}"
+                     + (f"; retransmits median {run.verdict.fleet_retransmit_pct:.2f}%, high above {run.verdict.high_retransmit_pct:.2f}%"
+                        if run.verdict.high_retransmit_pct is not None else ""))
+    if run.suspects:
+        lines.append("suspects:")
+        for s in run.suspects:
+            conf = {True: "confirmed on retest", False: "cleared", None: "not retested"}[s.confirmed]
+            name = s.host if s.kind == "host" else f"{s.host} <-> {s.peer}"
+            lines.append(f"  {s.kind} {name}: {s.reason} ({conf})")
+    else:
+        lines.append("suspects: none")
+    for s in run.cleared:
+        name = s.host if s.kind == "host" else f"{s.host} <-> {s.peer}"
+        lines.append(f"  cleared {name}: did not reproduce against good peers ({s.retest_gbps:.3g} Gbit/s)")
+    for f in run.failures:
+        lines.append(f"  failed: {f}")
+    return "\n".join(lines) + "\n"
+
+
+# ----- the worker: sockets, TCP_INFO, the store ---------------------------------------------
+def tcp_counters(sock: socket.socket) -> tuple[int, int] | None:
+    """(total retransmits, segments out) from struct tcp_info (linux/tcp.h, offsets 100 and 136)."""
+    try:
+        raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 192)
+    except (OSError, AttributeError):
+        return None
+    if len(raw) < 144:
+        return None
+    (total_retrans,) = struct.unpack_from("I", raw, 100)
+    (segs_out,) = struct.unpack_from("I", raw, 136)
+    return total_retrans, segs_out
+
+
+def local_address_towards(addr: str, port: int) -> str:
+    """The address this host uses to reach ``addr`` (UDP connect sends nothing)."""
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect((addr, port or 9))
+            return str(s.getsockname()[0])
+        except OSError:
+            return "127.0.0.1"
+
+
+def _send(endpoint: tuple[str, int], header: dict[str, Any], duration_s: float, deadline_s: float) -> dict[str, Any]:
+    payload = memoryview(os.urandom(CHUNK_BYTES))
+    sock = socket.create_connection(endpoint, timeout=min(10.0, deadline_s))
+    try:
+        sock.settimeout(deadline_s)
+        sock.sendall((json.dumps(header) + "\n").encode())
+        end = time.monotonic() + duration_s
+        sent = 0
+        while time.monotonic() < end:
+            sock.sendall(payload)
+            sent += len(payload)
+        sock.shutdown(socket.SHUT_WR)
+        # wait for the receiver to close: every byte acknowledged, retransmit count complete
+        while sock.recv(4096):
+            pass
+        counters = tcp_counters(sock)
+    finally:
+        sock.close()
+    out: dict[str, Any] = {"sent_bytes": sent}
+    if counters and counters[1] > 0:
+        out["retx_pct"] = counters[0] / counters[1] * 100.0
+        out["retransmits"] = counters[0]
+        out["segments"] = counters[1]
+    return out
+
+
+def _receive(server: socket.socket, expect: dict[str, Any], duration_s: float, warmup_s: float, deadline_s: float) -> dict[str, Any]:
+    """Accept the expected sender (token, phase, source checked) and measure its rate after warm-up."""
+    end_by = time.monotonic() + deadline_s
+    while True:
+        left = end_by - time.monotonic()
+        if left <= 0:
+            raise MatrixError(f"no connection from {expect['src_host']} within {deadline_s:g} s")
+        server.settimeout(left)
+        try:
+            conn, _ = server.accept()
+        except TimeoutError:
+            raise MatrixError(f"no connection from {expect['src_host']} within {deadline_s:g} s") from None
+        conn.settimeout(min(10.0, max(0.1, end_by - time.monotonic())))
+        try:
+            header_raw = b""
+            while b"\n" not in header_raw and len(header_raw) < HEADER_MAX:
+                chunk = conn.recv(HEADER_MAX - len(header_raw))
+                if not chunk:
+                    break
+                header_raw += chunk
+            line, _, rest = header_raw.partition(b"\n")
+            header = json.loads(line.decode("utf-8"))
+            if not (isinstance(header, dict) and header.get("token") == expect["token"]
+                    and header.get("phase") == expect["phase"] and header.get("src") == expect["src"]):
+                raise ValueError("unexpected header")
+        except (ValueError, OSError, UnicodeDecodeError):
+            conn.close()  # a stranger or a stale connection: refuse it and keep waiting
+            continue
+        break
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    t_first = time.monotonic()
+    total = len(rest)
+    mark_t, mark_b = None, 0
+    cap = t_first + duration_s + max(10.0, duration_s)  # a sender that never stops is cut off
+    conn.settimeout(max(1.0, duration_s))
+    try:
+        while True:
+            n = conn.recv_into(view)
+            now = time.monotonic()
+            if n == 0:
+                break
+            total += n
+            if mark_t is None and now - t_first >= warmup_s:
+                mark_t, mark_b = now, total
+            if now > cap:
+                break
+    finally:
+        conn.close()
+    t_end = time.monotonic()
+    if mark_t is None or t_end - mark_t < 0.02:
+        mark_t, mark_b = t_first, 0
+    seconds = t_end - mark_t
+    gbps = (total - mark_b) * 8 / seconds / 1e9 if seconds > 0 else None
+    return {"bytes": total, "seconds": seconds, "gbps": gbps}
+
+
+class _Coordinator:
+    """Keys in the TCPStore, barriers over the participating ranks."""
+
+    def __init__(self, store: Any, count: int, timeout_s: float) -> None:
+        self.store = store
+        self.count = count
+        self.timeout = timedelta(seconds=timeout_s)
+
+    def barrier(self, key: str) -> None:
+        if self.store.add(f"bar/{key}", 1) == self.count:
+            self.store.set(f"bar/{key}/go", "1")
+        self.store.wait([f"bar/{key}/go"], self.timeout)
+
+    def put(self, key: str, value: Any) -> None:
+        self.store.set(key, json.dumps(value))
+
+    def get(self, key: str) -> Any:
+        self.store.wait([key], self.timeout)
+        return json.loads(self.store.get(key).decode())
+
+
+def run_worker(params: MatrixParams, env: DistEnv, progress: Callable[[str], None] | None = None) -> MatrixRun | None:
+    """Every rank runs this; rank 0 returns the run, the others None."""
+    try:
+        from torch.distributed import TCPStore
+    except ImportError:
+        raise MatrixError("bench matrix needs torch (for torch.distributed's store): pip install 'fabricscope[torch]'") from None
+    t_start = time.monotonic()
+    rank = env.rank
+    try:
+        store = TCPStore(env.master_addr, env.master_port, env.world_size, rank == 0,
+                         timeout=timedelta(seconds=params.timeout_s), wait_for_workers=True)
+    except Exception as exc:
+        raise MatrixError(f"rank {rank}: cannot reach the job's store at {env.master_addr}:{env.master_port}: {_short(exc)}") from None
+    all_ranks = _Coordinator(store, env.world_size, params.timeout_s)
+    participant = env.local_rank == 0 or rank == 0
+    server = None
+    try:
+        if participant:
+            addr = params.bind or local_address_towards(env.master_addr, env.master_port)
+            family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+            server = socket.socket(family, socket.SOCK_STREAM)
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            server.bind((addr, 0))
+            server.listen(8)
+            all_ranks.put(f"ep/{rank}", {"addr": addr, "port": server.getsockname()[1],
+                                         "host": env.host_label or socket.gethostname()})
+        else:
+            all_ranks.put(f"ep/{rank}", None)
+        if rank == 0:
+            all_ranks.put("token", secrets.token_hex(16))
+        token = all_ranks.get("token")
+        eps = [all_ranks.get(f"ep/{r}") for r in range(env.world_size)]
+        members = [r for r in range(env.world_size) if eps[r] is not None]
+        hosts = _unique_labels([eps[r]["host"] for r in members], members)
+        if not participant:
+            _leave(all_ranks)
+            return None
+        me = members.index(rank)
+        co = _Coordinator(store, len(members), params.timeout_s)
+        n = len(members)
+        flow_deadline = params.duration_s + 30.0
+
+        def run_phases(tag: str, plan: list[list[tuple[int, int]]]) -> None:
+            for k, phase in enumerate(plan):
+                co.barrier(f"{tag}/{k}")
+                if progress and me == 0:
+                    progress(f"{tag} phase {k + 1}/{len(plan)}: {', '.join(f'{hosts[a]}->{hosts[b]}' for a, b in phase)}")
+                for a, b in phase:
+                    if a == me:
+                        ep = eps[members[b]]
+                        try:
+                            res = _send((ep["addr"], ep["port"]), {"token": token, "phase": f"{tag}/{k}", "src": a},
+                                        params.duration_s, flow_deadline)
+                        except (OSError, MatrixError) as exc:
+                            res = {"error": f"{hosts[a]} -> {hosts[b]}: send failed: {_short(exc)}"}
+                        co.put(f"res/{tag}/{k}/{a}/{b}/send", res)
+                    elif b == me:
+                        assert server is not None
+                        try:
+                            res = _receive(server, {"token": token, "phase": f"{tag}/{k}", "src": a, "src_host": hosts[a]},
+                                           params.duration_s, params.warmup_s, flow_deadline)
+                        except (OSError, MatrixError) as exc:
+                            res = {"error": f"{hosts[a]} -> {hosts[b]}: receive failed: {_short(exc)}"}
+                        co.put(f"res/{tag}/{k}/{a}/{b}/recv", res)
+
+        def collect(tag: str, plan: list[list[tuple[int, int]]]) -> dict[tuple[int, int], dict[str, Any]]:
+            out = {}
+            for k, phase in enumerate(plan):
+                for a, b in phase:
+                    recv = co.get(f"res/{tag}/{k}/{a}/{b}/recv")
+                    send = co.get(f"res/{tag}/{k}/{a}/{b}/send")
+                    out[(a, b)] = {**send, **recv, "error": recv.get("error") or send.get("error")}
+            return out
+
+        main_plan = phases(n)
+        run_phases("main", main_plan)
+        if me == 0:
+            results = collect("main", main_plan)
+            mat: list[list[float | None]] = [[None] * n for _ in range(n)]
+            retx: list[list[float | None]] = [[None] * n for _ in range(n)]
+            failures = []
+            for (a, b), r in results.items():
+                if r.get("error"):
+                    failures.append(r["error"])
+                    continue
+                mat[a][b] = r.get("gbps")
+                retx[a][b] = r.get("retx_pct")
+            verdict = analyze(hosts, mat, retx, rel_margin=params.rel_margin, retx_floor_pct=params.retx_floor_pct)
+            plan_by_suspect = retest_flows(hosts, verdict, params.retest_peers) if params.retest else {}
+            flows = [f for fl in plan_by_suspect.values() for f in fl]
+            co.put("plan/retest", pack_phases(flows))
+        retest_plan = [[tuple(f) for f in ph] for ph in co.get("plan/retest")]
+        if retest_plan:
+            run_phases("retest", retest_plan)
+        if me != 0:
+            _leave(all_ranks)
+            return None
+        retests: list[dict[str, Any]] = []
+        if params.retest and verdict.suspects:
+            rres = collect("retest", retest_plan)
+            confirmed, cleared = confirm(verdict, plan_by_suspect, rres)
+            retests = [{"from": hosts[a], "to": hosts[b], "gbps": r.get("gbps"), "retransmit_pct": r.get("retx_pct"),
+                        "error": r.get("error")} for (a, b), r in rres.items()]
+        else:
+            confirmed, cleared = verdict.suspects, []
+        all_ranks.put("done", True)
+        _wait_for_leavers(store, env.world_size - 1)  # rank 0 hosts the store: outlive its readers
+        return MatrixRun(params, hosts, members, mat, retx, verdict, confirmed, cleared, retests, env.launcher,
+                         time.monotonic() - t_start, failures)
+    except MatrixError:
+        raise
+    except Exception as exc:  # store timeouts (a peer died) and socket errors
+        raise MatrixError(f"rank {rank}: matrix run failed: {_short(exc)} (a peer died, or a deadline of {params.timeout_s:g} s passed)") from None
+    finally:
+        if server is not None:
+            with contextlib.suppress(OSError):
+                server.close()
+
+
+def _leave(co: _Coordinator) -> None:
+    co.get("done")
+    co.store.add("left", 1)
+
+
+def _wait_for_leavers(store: Any, count: int, limit_s: float = 10.0) -> None:
+    end = time.monotonic() + limit_s
+    while count > 0 and time.monotonic() < end:
+        if store.add("left", 0) >= count:
+            return
+        time.sleep(0.05)
+
+
+def _unique_labels(labels: list[str], ranks: list[int]) -> list[str]:
+    if len(set(labels)) == len(labels):
+        return labels
+    return [f"{lab}/r{r}" for lab, r in zip(labels, ranks)]
+
+
+def _short(exc: BaseException) -> str:
+    return (" ".join(str(exc).split()) or type(exc).__name__)[:300]
