@@ -8,6 +8,7 @@ figures in the result's metrics count only this run.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 import socket
@@ -136,13 +137,20 @@ class CounterProbe:
     Never raises for unreadable counters: what could not be read is listed in ``unavailable``.
     """
 
-    def __init__(self, peer_host: str | None, root: Root | None = None) -> None:
+    def __init__(
+        self,
+        peer_host: str | None,
+        root: Root | None = None,
+        netdev: str | None = None,
+        port: str | None = None,
+    ) -> None:
         self.root = root or Root.live()
-        self.netdev: str | None = None
+        self.netdev: str | None = netdev
+        self.port = port  # "mlx5_0/1": keep only this RDMA port's counters (others carry other jobs)
         self.local_address: str | None = None
         self.unavailable: list[str] = []
         self._before: CounterSample | None = None
-        if peer_host is not None:
+        if peer_host is not None and netdev is None:
             self.local_address = local_address_towards(peer_host)
             self.netdev = netdev_for_address(self.root, self.local_address)
             if self.netdev is None:
@@ -164,6 +172,8 @@ class CounterProbe:
         after = self._sample()
         if self._before is None or after is None:
             return CounterDeltas(unavailable=self.unavailable, interface=self.netdev)
+        if self.port is not None:
+            after = dataclasses.replace(after, ports={k: v for k, v in after.ports.items() if k == self.port})
         deltas = summarize_deltas(self._before, after)
         if self.netdev and self.netdev != "lo" and self.netdev not in after.ethtool:
             self.unavailable.append(f"ethtool -S {self.netdev}: not available")

@@ -171,7 +171,10 @@ def analyze(
     rscores: list[float | None] = [None] * n
     if rvals and retransmit_pct is not None and rmed is not None:
         high = rmed + max(3 * 1.4826 * _mad(rvals, rmed), retx_floor_pct)
-        rscores = [statistics.median(_line(retransmit_pct, h)) if _line(retransmit_pct, h) else None for h in range(n)]
+        rscores = [
+            statistics.median(_line(retransmit_pct, h)) if _line(retransmit_pct, h) else None
+            for h in range(n)
+        ]
 
     suspects: list[Suspect] = []
     bad_hosts: set[int] = set()
@@ -192,8 +195,12 @@ def analyze(
                 parts.append(f"TCP retransmits {rscores[h]:.2f}% of its segments (fleet median {rmed:.2f}%)")
             suspects.append(
                 Suspect(
-                    host=hosts[h], kind="host", reason="; ".join(parts), score_gbps=scores[h],
-                    fleet_median_gbps=med, retransmit_pct=rscores[h],
+                    host=hosts[h],
+                    kind="host",
+                    reason="; ".join(parts),
+                    score_gbps=scores[h],
+                    fleet_median_gbps=med,
+                    retransmit_pct=rscores[h],
                 )
             )
     for i in range(n):
@@ -202,20 +209,28 @@ def analyze(
                 continue
             pair = [v for v in (matrix_gbps[i][j], matrix_gbps[j][i]) if v is not None]
             rpair = (
-                [v for v in (retransmit_pct[i][j], retransmit_pct[j][i]) if v is not None] if retransmit_pct else []
+                [v for v in (retransmit_pct[i][j], retransmit_pct[j][i]) if v is not None]
+                if retransmit_pct
+                else []
             )
             slow = bool(pair) and min(pair) < low
             lossy = high is not None and bool(rpair) and max(rpair) > high
             if slow or lossy:
                 parts = []
                 if slow:
-                    parts.append(f"{min(pair):.3g} Gbit/s between them vs the fleet's {med:.3g}, while both hosts are fine with others")
+                    parts.append(
+                        f"{min(pair):.3g} Gbit/s between them vs the fleet's {med:.3g}, while both hosts are fine with others"
+                    )
                 if lossy:
                     parts.append(f"{max(rpair):.2f}% retransmits between them")
                 suspects.append(
                     Suspect(
-                        host=hosts[i], peer=hosts[j], kind="link", reason=f"link {hosts[i]} <-> {hosts[j]}: " + "; ".join(parts),
-                        score_gbps=min(pair) if pair else None, fleet_median_gbps=med,
+                        host=hosts[i],
+                        peer=hosts[j],
+                        kind="link",
+                        reason=f"link {hosts[i]} <-> {hosts[j]}: " + "; ".join(parts),
+                        score_gbps=min(pair) if pair else None,
+                        fleet_median_gbps=med,
                         retransmit_pct=max(rpair) if rpair else None,
                     )
                 )
@@ -228,7 +243,11 @@ def retest_flows(hosts: Sequence[str], verdict: Verdict, peers: int) -> dict[str
     index = {h: i for i, h in enumerate(hosts)}
     suspect_hosts = {s.host for s in verdict.suspects if s.kind == "host"}
     good = sorted(
-        (i for i, h in enumerate(hosts) if h not in suspect_hosts and verdict.host_scores_gbps[i] is not None),
+        (
+            i
+            for i, h in enumerate(hosts)
+            if h not in suspect_hosts and verdict.host_scores_gbps[i] is not None
+        ),
         key=lambda i: -(verdict.host_scores_gbps[i] or 0.0),
     )
     plan: dict[str, list[tuple[int, int]]] = {}
@@ -249,13 +268,17 @@ def _key(s: Suspect) -> str:
     return f"{s.kind}:{s.host}:{s.peer or ''}"
 
 
-def confirm(verdict: Verdict, plan: dict[str, list[tuple[int, int]]], results: dict[tuple[int, int], dict[str, Any]]) -> tuple[list[Suspect], list[Suspect]]:
+def confirm(
+    verdict: Verdict, plan: dict[str, list[tuple[int, int]]], results: dict[tuple[int, int], dict[str, Any]]
+) -> tuple[list[Suspect], list[Suspect]]:
     """Split suspects into confirmed (retest low or lossy again) and cleared (retest fine)."""
     confirmed, cleared = [], []
     for s in verdict.suspects:
         flows = plan.get(_key(s), [])
         gbps = [results[f]["gbps"] for f in flows if f in results and results[f].get("gbps") is not None]
-        retx = [results[f]["retx_pct"] for f in flows if f in results and results[f].get("retx_pct") is not None]
+        retx = [
+            results[f]["retx_pct"] for f in flows if f in results and results[f].get("retx_pct") is not None
+        ]
         if not gbps:
             s.confirmed = None
             confirmed.append(s)  # nothing to retest against: report, marked unconfirmed
@@ -286,7 +309,13 @@ def _color(ratio: float | None) -> str:
     return f"#{red:02x}{green:02x}{60:02x}"
 
 
-def heatmap_svg(hosts: Sequence[str], matrix_gbps: Sequence[Sequence[float | None]], *, title: str | None = None, cell: int = 44) -> str:
+def heatmap_svg(
+    hosts: Sequence[str],
+    matrix_gbps: Sequence[Sequence[float | None]],
+    *,
+    title: str | None = None,
+    cell: int = 44,
+) -> str:
     """An N x N heat map (sender rows, receiver columns), coloured by fraction of the median.
 
     Self-contained SVG for the HTML report; no plotting library needed.
@@ -305,24 +334,34 @@ def heatmap_svg(hosts: Sequence[str], matrix_gbps: Sequence[Sequence[float | Non
     ]
     for j, h in enumerate(hosts):
         x = label_w + j * cell + cell / 2
-        out.append(f'<text x="{x:.0f}" y="{top - 6}" text-anchor="start" transform="rotate(-60 {x:.0f} {top - 6})">{html.escape(h)}</text>')
+        out.append(
+            f'<text x="{x:.0f}" y="{top - 6}" text-anchor="start" transform="rotate(-60 {x:.0f} {top - 6})">{html.escape(h)}</text>'
+        )
     for i, h in enumerate(hosts):
         y = top + i * cell
-        out.append(f'<text x="{label_w - 6}" y="{y + cell / 2 + 4:.0f}" text-anchor="end">{html.escape(h)}</text>')
+        out.append(
+            f'<text x="{label_w - 6}" y="{y + cell / 2 + 4:.0f}" text-anchor="end">{html.escape(h)}</text>'
+        )
         for j in range(n):
             v = matrix_gbps[i][j] if i != j else None
             ratio = (v / med) if (v is not None and med) else None
             fill = "#ffffff" if i == j else _color(ratio)
             x = label_w + j * cell
-            tip = f"{hosts[i]} -> {hosts[j]}: {v:.3f} Gbit/s" if v is not None else f"{hosts[i]} -> {hosts[j]}"
+            tip = (
+                f"{hosts[i]} -> {hosts[j]}: {v:.3f} Gbit/s" if v is not None else f"{hosts[i]} -> {hosts[j]}"
+            )
             out.append(
                 f'<rect x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" fill="{fill}" stroke="#999999" stroke-width="0.5">'
                 f"<title>{html.escape(tip)}</title></rect>"
             )
             if v is not None:
-                out.append(f'<text x="{x + cell / 2 - 1:.0f}" y="{y + cell / 2 + 4:.0f}" text-anchor="middle">{v:.3g}</text>')
+                out.append(
+                    f'<text x="{x + cell / 2 - 1:.0f}" y="{y + cell / 2 + 4:.0f}" text-anchor="middle">{v:.3g}</text>'
+                )
     if med is not None:
-        out.append(f'<text x="4" y="{height - 12}">median {med:.3g} Gbit/s; red = far below the median, green = at or above it</text>')
+        out.append(
+            f'<text x="4" y="{height - 12}">median {med:.3g} Gbit/s; red = far below the median, green = at or above it</text>'
+        )
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -371,8 +410,14 @@ def to_bench_result(run: MatrixRun) -> tuple[BenchResult, dict[str, Any]]:
         suspects=[s.to_dict() for s in run.suspects],
         cleared=[s.to_dict() for s in run.cleared],
         retests=run.retests,
-        thresholds_gbps={"fleet_median": run.verdict.fleet_median_gbps, "low": run.verdict.low_threshold_gbps},
-        thresholds_retransmit_pct={"fleet_median": run.verdict.fleet_retransmit_pct, "high": run.verdict.high_retransmit_pct},
+        thresholds_gbps={
+            "fleet_median": run.verdict.fleet_median_gbps,
+            "low": run.verdict.low_threshold_gbps,
+        },
+        thresholds_retransmit_pct={
+            "fleet_median": run.verdict.fleet_retransmit_pct,
+            "high": run.verdict.high_retransmit_pct,
+        },
         failures=run.failures,
     )
     return result, doc
@@ -381,7 +426,9 @@ def to_bench_result(run: MatrixRun) -> tuple[BenchResult, dict[str, Any]]:
 def format_matrix(run: MatrixRun) -> str:
     n = len(run.hosts)
     w = max(7, max((len(h) for h in run.hosts), default=2) + 1)
-    lines = [f"pairwise TCP bandwidth, Gbit/s (row sends to column), {n} hosts, {run.params.duration_s:g} s per flow"]
+    lines = [
+        f"pairwise TCP bandwidth, Gbit/s (row sends to column), {n} hosts, {run.params.duration_s:g} s per flow"
+    ]
     lines.append(" " * w + "".join(f"{h:>{w}}" for h in run.hosts))
     for i, h in enumerate(run.hosts):
         cells = []
@@ -391,9 +438,14 @@ def format_matrix(run: MatrixRun) -> str:
         lines.append(f"{h:<{w}}" + "".join(cells))
     med = run.verdict.fleet_median_gbps
     if med is not None:
-        lines.append(f"median {med:.3f} Gbit/s; low below {run.verdict.low_threshold_gbps:.3f}"
-                     + (f"; retransmits median {run.verdict.fleet_retransmit_pct:.2f}%, high above {run.verdict.high_retransmit_pct:.2f}%"
-                        if run.verdict.high_retransmit_pct is not None else ""))
+        lines.append(
+            f"median {med:.3f} Gbit/s; low below {run.verdict.low_threshold_gbps:.3f}"
+            + (
+                f"; retransmits median {run.verdict.fleet_retransmit_pct:.2f}%, high above {run.verdict.high_retransmit_pct:.2f}%"
+                if run.verdict.high_retransmit_pct is not None
+                else ""
+            )
+        )
     if run.suspects:
         lines.append("suspects:")
         for s in run.suspects:
@@ -435,7 +487,9 @@ def local_address_towards(addr: str, port: int) -> str:
             return "127.0.0.1"
 
 
-def _send(endpoint: tuple[str, int], header: dict[str, Any], duration_s: float, deadline_s: float) -> dict[str, Any]:
+def _send(
+    endpoint: tuple[str, int], header: dict[str, Any], duration_s: float, deadline_s: float
+) -> dict[str, Any]:
     payload = memoryview(os.urandom(CHUNK_BYTES))
     sock = socket.create_connection(endpoint, timeout=min(10.0, deadline_s))
     try:
@@ -461,7 +515,9 @@ def _send(endpoint: tuple[str, int], header: dict[str, Any], duration_s: float, 
     return out
 
 
-def _receive(server: socket.socket, expect: dict[str, Any], duration_s: float, warmup_s: float, deadline_s: float) -> dict[str, Any]:
+def _receive(
+    server: socket.socket, expect: dict[str, Any], duration_s: float, warmup_s: float, deadline_s: float
+) -> dict[str, Any]:
     """Accept the expected sender (token, phase, source checked) and measure its rate after warm-up."""
     end_by = time.monotonic() + deadline_s
     while True:
@@ -483,8 +539,12 @@ def _receive(server: socket.socket, expect: dict[str, Any], duration_s: float, w
                 header_raw += chunk
             line, _, rest = header_raw.partition(b"\n")
             header = json.loads(line.decode("utf-8"))
-            if not (isinstance(header, dict) and header.get("token") == expect["token"]
-                    and header.get("phase") == expect["phase"] and header.get("src") == expect["src"]):
+            if not (
+                isinstance(header, dict)
+                and header.get("token") == expect["token"]
+                and header.get("phase") == expect["phase"]
+                and header.get("src") == expect["src"]
+            ):
                 raise ValueError("unexpected header")
         except (ValueError, OSError, UnicodeDecodeError):
             conn.close()  # a stranger or a stale connection: refuse it and keep waiting
@@ -539,19 +599,31 @@ class _Coordinator:
         return json.loads(self.store.get(key).decode())
 
 
-def run_worker(params: MatrixParams, env: DistEnv, progress: Callable[[str], None] | None = None) -> MatrixRun | None:
+def run_worker(
+    params: MatrixParams, env: DistEnv, progress: Callable[[str], None] | None = None
+) -> MatrixRun | None:
     """Every rank runs this; rank 0 returns the run, the others None."""
     try:
         from torch.distributed import TCPStore
     except ImportError:
-        raise MatrixError("bench matrix needs torch (for torch.distributed's store): pip install 'fabricscope[torch]'") from None
+        raise MatrixError(
+            "bench matrix needs torch (for torch.distributed's store): pip install 'fabricscope[torch]'"
+        ) from None
     t_start = time.monotonic()
     rank = env.rank
     try:
-        store = TCPStore(env.master_addr, env.master_port, env.world_size, rank == 0,
-                         timeout=timedelta(seconds=params.timeout_s), wait_for_workers=True)
+        store = TCPStore(
+            env.master_addr,
+            env.master_port,
+            env.world_size,
+            rank == 0,
+            timeout=timedelta(seconds=params.timeout_s),
+            wait_for_workers=True,
+        )
     except Exception as exc:
-        raise MatrixError(f"rank {rank}: cannot reach the job's store at {env.master_addr}:{env.master_port}: {_short(exc)}") from None
+        raise MatrixError(
+            f"rank {rank}: cannot reach the job's store at {env.master_addr}:{env.master_port}: {_short(exc)}"
+        ) from None
     all_ranks = _Coordinator(store, env.world_size, params.timeout_s)
     participant = env.local_rank == 0 or rank == 0
     server = None
@@ -563,8 +635,14 @@ def run_worker(params: MatrixParams, env: DistEnv, progress: Callable[[str], Non
             server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             server.bind((addr, 0))
             server.listen(8)
-            all_ranks.put(f"ep/{rank}", {"addr": addr, "port": server.getsockname()[1],
-                                         "host": env.host_label or socket.gethostname()})
+            all_ranks.put(
+                f"ep/{rank}",
+                {
+                    "addr": addr,
+                    "port": server.getsockname()[1],
+                    "host": env.host_label or socket.gethostname(),
+                },
+            )
         else:
             all_ranks.put(f"ep/{rank}", None)
         if rank == 0:
@@ -585,21 +663,32 @@ def run_worker(params: MatrixParams, env: DistEnv, progress: Callable[[str], Non
             for k, phase in enumerate(plan):
                 co.barrier(f"{tag}/{k}")
                 if progress and me == 0:
-                    progress(f"{tag} phase {k + 1}/{len(plan)}: {', '.join(f'{hosts[a]}->{hosts[b]}' for a, b in phase)}")
+                    progress(
+                        f"{tag} phase {k + 1}/{len(plan)}: {', '.join(f'{hosts[a]}->{hosts[b]}' for a, b in phase)}"
+                    )
                 for a, b in phase:
                     if a == me:
                         ep = eps[members[b]]
                         try:
-                            res = _send((ep["addr"], ep["port"]), {"token": token, "phase": f"{tag}/{k}", "src": a},
-                                        params.duration_s, flow_deadline)
+                            res = _send(
+                                (ep["addr"], ep["port"]),
+                                {"token": token, "phase": f"{tag}/{k}", "src": a},
+                                params.duration_s,
+                                flow_deadline,
+                            )
                         except (OSError, MatrixError) as exc:
                             res = {"error": f"{hosts[a]} -> {hosts[b]}: send failed: {_short(exc)}"}
                         co.put(f"res/{tag}/{k}/{a}/{b}/send", res)
                     elif b == me:
                         assert server is not None
                         try:
-                            res = _receive(server, {"token": token, "phase": f"{tag}/{k}", "src": a, "src_host": hosts[a]},
-                                           params.duration_s, params.warmup_s, flow_deadline)
+                            res = _receive(
+                                server,
+                                {"token": token, "phase": f"{tag}/{k}", "src": a, "src_host": hosts[a]},
+                                params.duration_s,
+                                params.warmup_s,
+                                flow_deadline,
+                            )
                         except (OSError, MatrixError) as exc:
                             res = {"error": f"{hosts[a]} -> {hosts[b]}: receive failed: {_short(exc)}"}
                         co.put(f"res/{tag}/{k}/{a}/{b}/recv", res)
@@ -626,7 +715,9 @@ def run_worker(params: MatrixParams, env: DistEnv, progress: Callable[[str], Non
                     continue
                 mat[a][b] = r.get("gbps")
                 retx[a][b] = r.get("retx_pct")
-            verdict = analyze(hosts, mat, retx, rel_margin=params.rel_margin, retx_floor_pct=params.retx_floor_pct)
+            verdict = analyze(
+                hosts, mat, retx, rel_margin=params.rel_margin, retx_floor_pct=params.retx_floor_pct
+            )
             plan_by_suspect = retest_flows(hosts, verdict, params.retest_peers) if params.retest else {}
             flows = [f for fl in plan_by_suspect.values() for f in fl]
             co.put("plan/retest", pack_phases(flows))
@@ -640,18 +731,40 @@ def run_worker(params: MatrixParams, env: DistEnv, progress: Callable[[str], Non
         if params.retest and verdict.suspects:
             rres = collect("retest", retest_plan)
             confirmed, cleared = confirm(verdict, plan_by_suspect, rres)
-            retests = [{"from": hosts[a], "to": hosts[b], "gbps": r.get("gbps"), "retransmit_pct": r.get("retx_pct"),
-                        "error": r.get("error")} for (a, b), r in rres.items()]
+            retests = [
+                {
+                    "from": hosts[a],
+                    "to": hosts[b],
+                    "gbps": r.get("gbps"),
+                    "retransmit_pct": r.get("retx_pct"),
+                    "error": r.get("error"),
+                }
+                for (a, b), r in rres.items()
+            ]
         else:
             confirmed, cleared = verdict.suspects, []
         all_ranks.put("done", True)
         _wait_for_leavers(store, env.world_size - 1)  # rank 0 hosts the store: outlive its readers
-        return MatrixRun(params, hosts, members, mat, retx, verdict, confirmed, cleared, retests, env.launcher,
-                         time.monotonic() - t_start, failures)
+        return MatrixRun(
+            params,
+            hosts,
+            members,
+            mat,
+            retx,
+            verdict,
+            confirmed,
+            cleared,
+            retests,
+            env.launcher,
+            time.monotonic() - t_start,
+            failures,
+        )
     except MatrixError:
         raise
     except Exception as exc:  # store timeouts (a peer died) and socket errors
-        raise MatrixError(f"rank {rank}: matrix run failed: {_short(exc)} (a peer died, or a deadline of {params.timeout_s:g} s passed)") from None
+        raise MatrixError(
+            f"rank {rank}: matrix run failed: {_short(exc)} (a peer died, or a deadline of {params.timeout_s:g} s passed)"
+        ) from None
     finally:
         if server is not None:
             with contextlib.suppress(OSError):

@@ -392,3 +392,72 @@ def connect(
         [Threshold("connect_per_s", ">=", min_rate, "--min-connect-per-s")] if min_rate is not None else []
     )
     _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds, render=summary_lines)
+
+
+@bench_app.command("rdma")
+def rdma(
+    peer: str = typer.Option(
+        None, "--peer", help="Host running the perftest server side (`bench rdma --listen`)."
+    ),
+    listen: bool = typer.Option(
+        False, "--listen", help="Be the perftest server side and wait for one client."
+    ),
+    test: str = typer.Option("write_bw", "--test", help="write_bw, read_bw, send_bw, write_lat or send_lat."),
+    device: str = typer.Option(
+        None, "--device", "-d", help="RDMA device (default: the port routing to the peer)."
+    ),
+    ib_port: int = typer.Option(None, "--ib-port", "-i", min=1, max=3, help="Port of the device."),
+    gid_index: int = typer.Option(
+        None, "--gid-index", "-x", min=0, max=1024, help="GID index (default: the RoCE v2 IPv4 GID)."
+    ),
+    size: int = typer.Option(None, "--size", "-s", min=1, max=8 * 1024 * 1024, help="Message size in bytes."),
+    all_sizes: bool = typer.Option(False, "--all-sizes", "-a", help="Sweep sizes 2 B..8 MiB (perftest -a)."),
+    duration: int = typer.Option(
+        None, "--duration", "-D", min=1, max=3600, help="Seconds per size (perftest -D)."
+    ),
+    iters: int = typer.Option(None, "--iters", "-n", min=5, help="Iterations per size (perftest -n)."),
+    qps: int = typer.Option(1, "--qps", "-q", min=1, max=16384, help="Queue pairs (bandwidth tests)."),
+    bidirectional: bool = typer.Option(
+        False, "--bidirectional", "-b", help="Both directions at once (bandwidth tests)."
+    ),
+    use_cuda: bool = typer.Option(
+        False, "--use-cuda", help="GPU memory buffers (GPUDirect RDMA); picks the GPU nearest the NIC."
+    ),
+    gpu: int = typer.Option(None, "--gpu", min=0, help="GPU index for --use-cuda."),
+    perftest_port: int = typer.Option(
+        18515, "--perftest-port", min=1024, max=65535, help="perftest's TCP port for its handshake."
+    ),
+    wait: float = typer.Option(
+        120.0, "--wait", min=1, max=3600, help="--listen: seconds to wait for the client."
+    ),
+    min_gbps: float = typer.Option(None, "--min-gbps", help="Exit 1 when bandwidth is below this (Gb/s)."),
+    max_lat: float = typer.Option(
+        None, "--max-lat-us", help="Exit 1 when typical latency exceeds this (us)."
+    ),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
+) -> None:
+    """RDMA bandwidth/latency with perftest, device/port/GID picked from the inventory; skips without perftest."""
+    from fabricscope.bench.rdma import RdmaParams, run_rdma, summary_lines
+    from fabricscope.bench.thresholds import Threshold
+
+    if (peer is None) == (not listen):
+        raise _err("give --peer HOST (client) or --listen (server), not both")
+    if test not in ("write_bw", "read_bw", "send_bw", "write_lat", "send_lat"):
+        raise _err("--test takes write_bw, read_bw, send_bw, write_lat or send_lat")
+    params = _params(
+        RdmaParams, test=test, peer=peer, device=device, ib_port=ib_port, gid_index=gid_index, size_bytes=size,
+        all_sizes=all_sizes, duration_s=duration, iterations=iters, qps=qps, bidirectional=bidirectional,
+        use_cuda=use_cuda or gpu is not None, gpu=gpu, perftest_port=perftest_port, wait_s=wait,
+    )  # fmt: skip
+    if listen and not json_out:
+        typer.echo(
+            f"fabricscope: waiting up to {wait:g} s for `bench rdma --peer` from the client side...", err=True
+        )
+    result = run_rdma(params)
+    thresholds = []
+    if min_gbps is not None:
+        thresholds.append(Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"))
+    if max_lat is not None:
+        thresholds.append(Threshold("lat_typical_us", "<=", max_lat, "--max-lat-us"))
+    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds, render=summary_lines)
