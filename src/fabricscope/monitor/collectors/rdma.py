@@ -32,7 +32,14 @@ class RdmaCollector:
     name = "rdma"
 
     def collect(self, ctx: ScrapeContext, out: Families) -> None:
-        statuses = [s for dev, port in list_rdma_ports(ctx.root) if (s := read_port_status(ctx.root, dev, port)) is not None]
+        ports = list_rdma_ports(ctx.root)
+        present = {dev for dev, _port in ports}
+        for dev in ctx.topology.devices:
+            if dev not in present:
+                # Known a moment ago, gone now: a hot-unplug, a driver reload or a fatal firmware
+                # error. Reported until the next topology refresh forgets the device.
+                ctx.root.note(f"sys/class/infiniband/{dev}", "RDMA device vanished since the last topology refresh")
+        statuses = [s for dev, port in ports if (s := read_port_status(ctx.root, dev, port)) is not None]
         best: dict[tuple[str, str], float] = {}
         for status in statuses:
             if status.rate_gbps is not None:
