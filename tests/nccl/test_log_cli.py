@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fabricscope.nccl.log import MAX_WARN_GROUPS, LogAggregator, feed_file, iter_lines
-from tests.conftest import samples_dir
+from tests.conftest import SAMPLES, samples_dir
 from tests.nccl.conftest import run_cli
 
 GOOD = "node-a:10:11 [0] NCCL INFO Using network IB\nnode-a:10:11 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA\n"
@@ -131,3 +131,37 @@ def test_state_stays_bounded_with_many_distinct_warnings(tmp_path: Path) -> None
     assert len(agg.warn_groups) <= MAX_WARN_GROUPS
     assert sum(g.count for g in agg.warn_groups.values()) == 5000
     assert len(agg.ranks) == 200  # lcm(50 hosts, 8 pids/devs): per-rank state, not per-line
+
+
+def _report_via_feed(path: Path):
+    agg = LogAggregator()
+    agg.begin_file(str(path))
+    with path.open("rb") as fh:
+        for line in iter_lines(fh):
+            agg.feed(line)
+    agg.end_file()
+    return agg.report()
+
+
+def _generated_log(tmp_path: Path) -> Path:
+    import importlib.util
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "nccl_log_throughput.py"
+    spec = importlib.util.spec_from_file_location("nccl_log_throughput", bench)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = tmp_path / "generated.log"
+    module.generate(str(path), 2_000_000, 16)
+    return path
+
+
+@pytest.mark.parametrize("name", [*sorted(p.name for p in SAMPLES.glob("nccl_log_*.txt")), "generated"])
+def test_fast_batch_path_agrees_with_line_by_line_feed(name: str, tmp_path: Path) -> None:
+    path = _generated_log(tmp_path) if name == "generated" else samples_dir() / name
+    slow = _report_via_feed(path)
+    agg = LogAggregator()
+    feed_file(agg, str(path))
+    fast = agg.report()
+    assert fast.ranks == slow.ranks
+    assert [f.to_dict() for f in fast.findings] == [f.to_dict() for f in slow.findings]
+    assert fast.summary["events"] == slow.summary["events"]

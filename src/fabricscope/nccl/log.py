@@ -246,8 +246,25 @@ def _classify_warn(msg: str) -> tuple[str, dict[str, Any]]:
     return "warn", {}
 
 
-def _classify_info(msg: str) -> tuple[str, dict[str, Any]]:
+# First three characters of every INFO message we classify; anything else is "info" unless it is a
+# ``file:line -> N`` return-code line. Checked first because it is what most lines of a big log hit.
+_INFO_FIRST = frozenset({"Cha", "Rin", "Con", "NET", "Usi", "NCC", "com", "ncc", "[Ra", "ran", "Boo", "GPU"})
+# The same, as full prefixes, for the batch fast path (``str.startswith`` with a tuple runs in C).
+_INFO_PREFIXES = (
+    "Channel ", "Ring ", "Connected all rings", "NET", "Using ", "NCCL", "comm ", "ncclComm", "[Rank", "rank ",
+    "Bootstrap", "GPU Direct",
+)
+
+
+def _classify_info(msg: str) -> tuple[str, dict[str, Any] | None]:
+    """(kind, data) of an INFO/TRACE message; data is None for plain "info"."""
     first = msg[:3]
+    if first not in _INFO_FIRST:
+        if " -> " in msg and (msg[-1:].isdigit() or msg[-1:] == "]"):
+            match = _RETCODE.match(msg)
+            if match is not None:
+                return "retcode", {"site": match.group(1), "code": int(match.group(2)), "thread": match.group(3)}
+        return "info", None
     if first == "Cha" or first == "Rin":
         match = _CHANNEL.match(msg)
         if match is not None:
@@ -273,7 +290,7 @@ def _classify_info(msg: str) -> tuple[str, dict[str, Any]]:
             if match is not None and match.group(1) is not None:
                 return "connected", {"pxn": int(match.group(1)), "gdr": int(match.group(2))}
             return "connected", {"pxn": None, "gdr": None}
-        return "info", {}
+        return "info", None
     if first == "Con" and msg.startswith("Connected all rings"):
         match = _CONNECTED.match(msg)
         if match is not None and match.group(1) is not None:
@@ -329,13 +346,13 @@ def _classify_info(msg: str) -> tuple[str, dict[str, Any]]:
                     "gid_index": int(match.group(6)),
                     "gid": decode_gid(match.group(7), match.group(8)),
                 }
-        return "info", {}
+        return "info", None
     if first == "Usi":
         if msg.startswith("Using network "):
             return "network", {"name": msg[14:].strip()}
         if msg.startswith("Using internal Network "):  # NCCL 2.3
             return "network", {"name": msg[23:].strip()}
-        return "info", {}
+        return "info", None
     if first == "NCC":
         match = _ENV.match(msg)
         if match is not None:
@@ -346,8 +363,20 @@ def _classify_info(msg: str) -> tuple[str, dict[str, Any]]:
         match = _VERSION.match(msg)
         if match is not None:
             return "version", {"version": match.group(1), "build": match.group(2) or None}
-        return "info", {}
-    if "rank" in msg:
+        return "info", None
+    if first == "GPU":
+        match = _GDR_TOPO.match(msg)
+        if match is not None:
+            return "gdr", {
+                "net": None,
+                "enabled": match.group(1) == "Enabled",
+                "gpu": match.group(2),
+                "hca_index": int(match.group(3)),
+                "hca": None,
+                "detail": match.group(4).strip() or None,
+            }
+        return "info", None
+    if first in ("com", "ncc", "[Ra") and "rank" in msg:
         match = _COMM.search(msg)
         if match is not None:
             phase = None
@@ -367,6 +396,7 @@ def _classify_info(msg: str) -> tuple[str, dict[str, Any]]:
                 "nnodes": int(nnodes) if nnodes is not None else None,
                 "phase": phase,
             }
+    if first == "ran":
         match = _OLD_RANK.match(msg)
         if match is not None:
             return "comm", {
@@ -378,11 +408,47 @@ def _classify_info(msg: str) -> tuple[str, dict[str, Any]]:
             }
     if first == "Boo" and "Using" in msg:
         return "bootstrap", {"interfaces": _SOCK_DEV.findall(msg.partition("Using")[2])}
-    if " -> " in msg:
-        match = _RETCODE.match(msg)
-        if match is not None:
-            return "retcode", {"site": match.group(1), "code": int(match.group(2)), "thread": match.group(3)}
-    return "info", {}
+    return "info", None
+
+
+_MISS = object()
+
+
+def _split(line: str) -> tuple[tuple, str, str] | None:
+    """``(header, level, message)`` of an NCCL line with a ``host:pid:tid`` header, else None."""
+    idx = line.find(" NCCL ")
+    if idx <= 0:
+        return None
+    head = line[:idx]
+    header = _header_cache.get(head, _MISS)
+    if header is _MISS:
+        header = _parse_header(head)
+    if header is None:
+        return None
+    rest = line[idx + 6 :]
+    sp = rest.find(" ")
+    if sp < 0:
+        return None
+    level = rest[:sp]
+    if level not in LEVELS:
+        return None
+    return header, level, rest[sp + 1 :]
+
+
+def _bare_version(line: str) -> LogEvent | None:
+    bare = _BARE_VERSION.match(line) if "NCCL version" in line else None
+    if bare is None:
+        return None
+    version, build = bare.group(2), bare.group(3) or None
+    return LogEvent(
+        "version", None, None, None, None, None, f"NCCL version {version}{build or ''}",
+        prefix=bare.group(1).strip() or None, data={"version": version, "build": build},
+    )
+
+
+def _event(header: tuple, level: str, msg: str, kind: str, data: dict[str, Any] | None) -> LogEvent:
+    prefix, timestamp, host, pid, tid, dev, source = header
+    return LogEvent(kind, level, host, pid, tid, dev, msg, source, timestamp, prefix, {} if data is None else data)
 
 
 def parse_line(line: str) -> LogEvent | None:
@@ -392,27 +458,12 @@ def parse_line(line: str) -> LogEvent | None:
     if len(line) > MAX_LINE_CHARS:
         return None
     line = line.rstrip()
-    idx = line.find(" NCCL ")
-    header = _parse_header(line[:idx]) if idx > 0 else None
-    if header is None:
-        bare = _BARE_VERSION.match(line) if "NCCL version" in line else None
-        if bare is not None:
-            version, build = bare.group(2), bare.group(3) or None
-            return LogEvent(
-                "version", None, None, None, None, None, f"NCCL version {version}{build or ''}",
-                prefix=bare.group(1).strip() or None, data={"version": version, "build": build},
-            )
-        return None
-    prefix, timestamp, host, pid, tid, dev, source = header
-    rest = line[idx + 6 :]
-    level, _, msg = rest.partition(" ")
-    if level not in LEVELS:
-        return None
-    if level == "WARN":
-        kind, data = _classify_warn(msg)
-    else:
-        kind, data = _classify_info(msg)
-    return LogEvent(kind, level, host, pid, tid, dev, msg, source, timestamp, prefix, data)
+    split = _split(line)
+    if split is None:
+        return _bare_version(line)
+    header, level, msg = split
+    kind, data = _classify_warn(msg) if level == "WARN" else _classify_info(msg)
+    return _event(header, level, msg, kind, data)
 
 
 # ----- aggregation ------------------------------------------------------------------------
@@ -528,8 +579,10 @@ class LogAggregator:
         self._thread_cause: dict[tuple, tuple | None] = {}  # thread -> (warn key) of its latest WARN
         self._thread_chain: dict[tuple, ErrorChain | None] = {}
         self._file: FileStats | None = None
-        self._last_process: ProcessState | None = None
+        self._last_key: tuple | None = None  # (host, pid) of the latest header line in this file
         self._pending_version: str | None = None
+        self._info_lines = 0
+        self._head_keys: dict[str, tuple | None] = {}  # header text -> (host, pid) or None
 
     # ----- files ------------------------------------------------------------------------
     def begin_file(self, name: str) -> FileStats:
@@ -537,7 +590,7 @@ class LogAggregator:
         stats = FileStats(name=name)
         self.files.append(stats)
         self._file = stats
-        self._last_process = None
+        self._last_key = None
         self._pending_version = None
         return stats
 
@@ -548,7 +601,10 @@ class LogAggregator:
 
     # ----- feeding ----------------------------------------------------------------------
     def feed(self, line: str) -> LogEvent | None:
-        """Account for one line and return its event (None when the line is not NCCL's)."""
+        """Account for one line and return its event (None when the line is not NCCL's).
+
+        For bulk input, :meth:`feed_batch` (what :func:`feed_file` uses) is faster: it skips building
+        events for lines the verdicts do not need."""
         stats = self._stats()
         stats.lines += 1
         if "\x00" in line or "\ufffd" in line:
@@ -562,6 +618,99 @@ class LogAggregator:
         stats.nccl_lines += 1
         self.feed_event(event)
         return event
+
+    def feed_batch(self, lines: list[str], stats: FileStats | None = None) -> None:
+        """Feed many lines (already counted in ``stats.lines``); the fast path of :func:`feed_file`.
+
+        Plain INFO lines -- most of a big log -- are recognised with a few string operations and
+        a header cache, without building events; everything else goes through :meth:`_feed_line`."""
+        stats = stats or self._stats()
+        head_keys = self._head_keys
+        processes = self.processes
+        interesting = _INFO_PREFIXES
+        feed_line = self._feed_line
+        plain = 0
+        last_key = self._last_key
+        for line in lines:
+            idx = line.find(" NCCL INFO ")
+            if idx > 0:
+                start = idx + 11
+                arrow = line.rfind(" -> ")
+                if not line.startswith(interesting, start) and (arrow < 0 or line.find(" ", start) != arrow):
+                    head = line[:idx]
+                    key = head_keys.get(head, _MISS)
+                    if key is _MISS:  # first line with this header: make sure its process exists
+                        header = _parse_header(head)
+                        key = (header[2], header[3]) if header is not None else None
+                        if key is not None and key not in processes:
+                            self._new_process(key)
+                        if len(head_keys) >= _CACHE_LIMIT:
+                            head_keys.clear()
+                        head_keys[head] = key
+                    if key is not None:
+                        plain += 1
+                        last_key = key
+                        continue
+            if line and line[-1] == "\r":
+                line = line[:-1]
+            self._last_key = last_key
+            feed_line(line, stats)
+            last_key = self._last_key
+        self._last_key = last_key
+        self._info_lines += plain
+        stats.nccl_lines += plain
+
+    def _feed_line(self, line: str, stats: FileStats) -> None:
+        split = _split(line)
+        if split is None:
+            event = _bare_version(line)
+            if event is not None:
+                stats.nccl_lines += 1
+                self.feed_event(event)
+            return
+        header, level, msg = split
+        stats.nccl_lines += 1
+        if level == "WARN":
+            kind, data = _classify_warn(msg)
+        elif msg.startswith("Channel ") and self._fast_channel(header, msg):
+            return
+        else:
+            kind, data = _classify_info(msg)
+            if data is None:  # plain info: remember the process, nothing else
+                self._info_lines += 1
+                key = (header[2], header[3])
+                if key not in self.processes:
+                    self._new_process(key)
+                self._last_key = key
+                return
+        self.feed_event(_event(header, level, msg, kind, data))
+
+    def _fast_channel(self, header: tuple, msg: str) -> bool:
+        """A channel line straight into its rank's counters (the bulk of init output at scale)."""
+        match = _CHANNEL.match(msg)
+        if match is None:
+            return False
+        self.events["channel"] = self.events.get("channel", 0) + 1
+        key = (header[2], header[3])
+        if key not in self.processes:
+            self._new_process(key)
+        self._last_key = key
+        if header[5] is None:
+            return True
+        rkey = (header[2], header[3], header[5])
+        rank = self.ranks.get(rkey)
+        if rank is None:
+            rank = self.ranks[rkey] = RankState(host=header[2], pid=header[3], cuda_dev=header[5])
+        label, tclass, _net, net_dev, _gdr = classify_transport(match.group(8))
+        transports = rank.transports
+        transports[label] = transports.get(label, 0) + 1
+        tclasses = rank.tclasses
+        tclasses[tclass] = tclasses.get(tclass, 0) + 1
+        if net_dev is not None and len(rank.net_devs) < 64:
+            rank.net_devs.add(net_dev)
+        if rank.rank is None:
+            rank.rank = int(match.group(5) if match.group(7) == "receive" else match.group(3))
+        return True
 
     def feed_event(self, event: LogEvent) -> None:
         kind = event.kind
@@ -640,16 +789,20 @@ class LogAggregator:
             self._warn(event)
 
     # ----- helpers ------------------------------------------------------------------------
+    def _new_process(self, key: tuple) -> ProcessState:
+        proc = ProcessState(host=key[0], pid=key[1], file=self._stats().name)
+        self.processes[key] = proc
+        if self._pending_version is not None:
+            proc.version = self._pending_version
+            self._pending_version = None
+        return proc
+
     def _process(self, event: LogEvent) -> ProcessState:
         key = (event.host, event.pid)
         proc = self.processes.get(key)
         if proc is None:
-            proc = ProcessState(host=event.host, pid=event.pid, file=self._stats().name)
-            self.processes[key] = proc
-            if self._pending_version is not None:
-                proc.version = self._pending_version
-                self._pending_version = None
-        self._last_process = proc
+            proc = self._new_process(key)
+        self._last_key = key
         return proc
 
     def _rank(self, event: LogEvent) -> RankState | None:
@@ -667,9 +820,10 @@ class LogAggregator:
         self.versions[version] = self.versions.get(version, 0) + 1
         if event.host is not None or event.pid is not None:
             self._process(event).version = version
-        elif self._last_process is not None:
-            if self._last_process.version is None:
-                self._last_process.version = version
+        elif self._last_key is not None and self._last_key in self.processes:
+            last = self.processes[self._last_key]
+            if last.version is None:
+                last.version = version
         else:
             self._pending_version = version
 
@@ -726,6 +880,12 @@ class LogAggregator:
         if rank is not None:
             rank.last_result = code
 
+    def event_counts(self) -> dict[str, int]:
+        """Lines seen per event kind (plain INFO lines under "info")."""
+        counts = dict(self.events)
+        counts["info"] = counts.get("info", 0) + self._info_lines
+        return dict(sorted(counts.items()))
+
     def report(self):
         """Per-rank facts and findings so far (a :class:`fabricscope.nccl.logreport.LogReport`)."""
         from fabricscope.nccl.logreport import build_report
@@ -738,7 +898,7 @@ class LogAggregator:
         if self._pending_version is not None:
             self.versions.setdefault(self._pending_version, 0)
         self._pending_version = None
-        self._last_process = None
+        self._last_key = None
 
 
 # ----- streaming files --------------------------------------------------------------------
@@ -764,13 +924,14 @@ def _open(path: str):
     return handle
 
 
-def iter_lines(handle, stats: FileStats | None = None, chunk_bytes: int = CHUNK_BYTES):
-    """Decoded lines of a binary stream, read in chunks so memory stays flat.
+def iter_line_batches(handle, stats: FileStats | None = None, chunk_bytes: int = CHUNK_BYTES):
+    """Lists of decoded lines of a binary stream, one list per chunk, so memory stays flat.
 
-    A line longer than :data:`MAX_LINE_CHARS` bytes is cut (its head is yielded, the rest is dropped);
-    undecodable bytes become U+FFFD. Sets ``stats.bytes`` and ``stats.truncated``."""
+    A line longer than :data:`MAX_LINE_CHARS` bytes is dropped (counted in ``stats.overlong_lines``);
+    undecodable bytes become U+FFFD and lines holding them or NUL are counted in
+    ``stats.binary_lines``. Sets ``stats.bytes``, ``stats.lines`` and ``stats.truncated``."""
     carry = b""
-    skipping = False
+    skipping = False  # inside an overlong line: drop bytes up to the next newline
     while True:
         chunk = handle.read(chunk_bytes)
         if not chunk:
@@ -785,9 +946,12 @@ def iter_lines(handle, stats: FileStats | None = None, chunk_bytes: int = CHUNK_
             if skipping:
                 continue
             if len(chunk) > MAX_LINE_CHARS:
-                # An overlong line: hand over its head (flagged overlong by the aggregator) and skip the rest.
-                yield chunk[: MAX_LINE_CHARS + 1].decode("utf-8", "replace")
                 skipping = True
+                if stats is not None:
+                    stats.overlong_lines += 1
+                    stats.lines += 1
+                    if b"\x00" in chunk:
+                        stats.binary_lines += 1
             else:
                 carry = chunk
             continue
@@ -797,15 +961,36 @@ def iter_lines(handle, stats: FileStats | None = None, chunk_bytes: int = CHUNK_
         if skipping:
             lines = lines[1:]  # the tail of the overlong line
             skipping = False
-        yield from lines
+        if stats is not None:
+            stats.lines += len(lines)
+            if "\x00" in text or "\ufffd" in text:
+                stats.binary_lines += sum(1 for ln in lines if "\x00" in ln or "\ufffd" in ln)
+        if len(text) > MAX_LINE_CHARS and max(map(len, lines)) > MAX_LINE_CHARS:
+            kept = [ln for ln in lines if len(ln) <= MAX_LINE_CHARS]
+            if stats is not None:
+                stats.overlong_lines += len(lines) - len(kept)
+            lines = kept
+        yield lines
         if len(carry) > MAX_LINE_CHARS:
-            yield carry[: MAX_LINE_CHARS + 1].decode("utf-8", "replace")
             carry = b""
             skipping = True
+            if stats is not None:
+                stats.overlong_lines += 1
+                stats.lines += 1
     if carry and not skipping:
+        text = carry.decode("utf-8", "replace")
         if stats is not None:
             stats.truncated = True
-        yield carry.decode("utf-8", "replace")
+            stats.lines += 1
+            if "\x00" in text or "\ufffd" in text:
+                stats.binary_lines += 1
+        yield [text]
+
+
+def iter_lines(handle, stats: FileStats | None = None, chunk_bytes: int = CHUNK_BYTES):
+    """Decoded lines of a binary stream (see :func:`iter_line_batches`)."""
+    for batch in iter_line_batches(handle, stats, chunk_bytes):
+        yield from batch
 
 
 def feed_file(aggregator: LogAggregator, path: str, progress=None) -> FileStats:
@@ -819,10 +1004,10 @@ def feed_file(aggregator: LogAggregator, path: str, progress=None) -> FileStats:
     except OSError as exc:
         raise LogInputError(f"{path}: {exc.strerror or exc}") from None
     try:
-        feed = aggregator.feed
+        feed_batch = aggregator.feed_batch
         last = 0
-        for line in iter_lines(handle, stats):
-            feed(line)
+        for batch in iter_line_batches(handle, stats):
+            feed_batch(batch, stats)
             if progress is not None and stats.bytes - last >= CHUNK_BYTES:
                 last = stats.bytes
                 progress(stats.bytes)

@@ -588,7 +588,7 @@ def build_report(agg: LogAggregator) -> LogReport:
         "processes": len(agg.processes),
         "ranks": len(agg.ranks),
         "nccl_versions": sorted(agg.versions),
-        "events": dict(sorted(agg.events.items())),
+        "events": agg.event_counts(),
         "warnings": sum(g.count for g in agg.warn_groups.values()),
     }
     files = [

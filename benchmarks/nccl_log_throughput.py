@@ -1,0 +1,206 @@
+"""Throughput and memory of the NCCL log reader on a generated multi-rank log.
+
+Generates (once, cached) a log shaped like NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,COLL output of
+a large job: R ranks on R/8 nodes interleaved line by line as one file, each rank with its init lines
+(version, NET/IB device list, GPUDirect per HCA, env, comm, Init START/COMPLETE), 2 x 32 network
+channel lines and 7 x 32 P2P channel lines, ring/tree lines, proxy lines, and COLL lines filling the
+rest; a few ranks end with completion-error WARN cascades. Then it reads the file with
+``fabricscope.nccl.log.feed_file`` on one core and prints:
+
+* throughput in MB/s (10^6 bytes per second of wall time, single thread) against the issue's
+  target of 50 MB/s and against GNU ``grep -c 'NCCL WARN'`` on the same file (a lower bound
+  on what any line-oriented reader costs: the reference);
+* peak resident memory after reading 1/8 of the file and after the whole file (flat = same).
+
+Usage:  python benchmarks/nccl_log_throughput.py [--size-mb 1024] [--ranks 4096] [--path /tmp/x.log]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import time
+
+TARGET_MB_S = 50.0
+
+
+def generate(path: str, size_bytes: int, ranks: int, seed: int = 7) -> None:
+    rng = random.Random(seed)
+    nodes = max(1, ranks // 8)
+    hosts = [f"gpu-node-{i:04d}" for i in range(nodes)]
+    pids = [100000 + rng.randrange(800000) for _ in range(ranks)]
+
+    def header(r: int, tid_off: int = 0) -> str:
+        return f"{hosts[r // 8]}:{pids[r]}:{pids[r] + 60 + tid_off} [{r % 8}]"
+
+    def init_lines(r: int) -> list[str]:
+        h = header(r, 0)
+        node = r // 8
+        lines = [
+            f"{h} NCCL INFO Bootstrap : Using eth0:10.{node // 250}.{node % 250}.1<0>",
+            f"{h} NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation",
+            f"{h} NCCL INFO cudaDriverVersion 12040",
+            f"{h} NCCL INFO NCCL version 2.21.5+cuda12.4",
+            f"{h} NCCL INFO NCCL_IB_HCA set by environment to =mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1",
+            f"{h} NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB [4]mlx5_4:1/IB "
+            f"[5]mlx5_5:1/IB [6]mlx5_6:1/IB [7]mlx5_7:1/IB [RO]; OOB eth0:10.{node // 250}.{node % 250}.1<0>",
+            f"{h} NCCL INFO Using network IB",
+            f"{h} NCCL INFO ncclCommInitRank comm 0x{rng.randrange(1 << 44):x} rank {r} nranks {ranks} cudaDev {r % 8} "
+            f"nvmlDev {r % 8} busId {(r % 8) * 16 + 0x18:x}000 commId 0x3f0e2c1d5a6b7c8d - Init START",
+        ]
+        lines += [f"{h} NCCL INFO NET/IB : GPU Direct RDMA Enabled for HCA {i} 'mlx5_{i}'" for i in range(8)]
+        lines.append(f"{h} NCCL INFO comm 0x55d0 rank {r} nRanks {ranks} nNodes {nodes} localRanks 8 localRank {r % 8} MNNVL 0")
+        return lines
+
+    def channel_lines(r: int) -> list[str]:
+        h = header(r, 1)
+        nxt, prv = (r + 8) % ranks, (r - 8) % ranks
+        out = []
+        for c in range(32):
+            out.append(f"{h} NCCL INFO Channel {c:02d}/0 : {r}[{r % 8}] -> {nxt}[{nxt % 8}] [send] via NET/IB/{r % 8}/GDRDMA")
+            out.append(f"{h} NCCL INFO Channel {c:02d}/0 : {prv}[{prv % 8}] -> {r}[{r % 8}] [receive] via NET/IB/{r % 8}/GDRDMA")
+            for peer in range(8):
+                if peer != r % 8:
+                    p = r - r % 8 + peer
+                    out.append(f"{h} NCCL INFO Channel {c:02d}/1 : {r}[{r % 8}] -> {p}[{peer}] via P2P/CUMEM/read")
+        out.append(f"{h} NCCL INFO Connected all rings, use ring PXN 0 GDR 1")
+        out.append(f"{h} NCCL INFO Connected all trees")
+        return out
+
+    def steady_line(r: int, op: int) -> str:
+        h = header(r, 0)
+        kind = op % 4
+        if kind == 0:
+            return (f"{h} NCCL INFO AllReduce: opCount {op:x} sendbuff 0x7f{rng.randrange(1 << 36):09x} recvbuff "
+                    f"0x7f{rng.randrange(1 << 36):09x} count 262144 datatype 7 op 0 root 0 comm 0x55d0 [nranks={ranks}] stream 0x5601")
+        if kind == 1:
+            return f"{h} NCCL INFO New proxy send connection {op % 64} from local rank {r % 8}, transport 2"
+        if kind == 2:
+            return f"{h} NCCL INFO Connected to proxy localRank {r % 8} -> connection 0x7f{rng.randrange(1 << 36):09x}"
+        return f"{h} NCCL INFO AllReduce: 33554432 Bytes -> Algo RING proto SIMPLE channel{{Lo..Hi}}={{0..31}}"
+
+    failing = set(rng.sample(range(ranks), k=min(4, ranks)))
+    written = 0
+    with open(path, "w", buffering=1 << 22) as fh:
+        # Phase 1: init, interleaved across ranks.
+        blocks = [init_lines(r) for r in range(ranks)]
+        for i in range(max(len(b) for b in blocks)):
+            for b in blocks:
+                if i < len(b):
+                    written += fh.write(b[i] + "\n")
+        blocks = [channel_lines(r) for r in range(ranks)]
+        for i in range(max(len(b) for b in blocks)):
+            for b in blocks:
+                if i < len(b):
+                    written += fh.write(b[i] + "\n")
+        for r in range(ranks):
+            written += fh.write(f"{header(r, 0)} NCCL INFO comm 0x55d0 rank {r} nranks {ranks} cudaDev {r % 8} busId 18000 - Init COMPLETE\n")
+        # Phase 2: steady state until the size is reached.
+        op = 0
+        while written < size_bytes:
+            lines = [steady_line(r, op) for r in range(ranks)]
+            written += fh.write("\n".join(lines) + "\n")
+            op += 1
+        for r in sorted(failing):
+            h = header(r, 2)
+            written += fh.write(
+                f"[2026-05-05 06:16:47] {h} transport/net_ib/p2p.cc:648 NCCL WARN NET/IB: Got completion from peer "
+                f"10.0.0.{r % 250}<40554> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RECV_RDMA_WITH_IMM(129) "
+                f"vendor_err=129 localGid ::ffff:10.0.0.1 remoteGids::ffff:10.0.0.2 hca mlx5_{r % 8}\n"
+                f"{h} NCCL INFO transport/net.cc:1227 -> 6\n{h} NCCL INFO proxy.cc:858 -> 6 [Proxy Thread]\n"
+            )
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+class _Stop(Exception):
+    pass
+
+
+def measure_reader(path: str, stop_after_bytes: int | None = None) -> tuple[float, float, int, object]:
+    """Read the file the way ``fabricscope nccl log`` does (feed_file); optionally stop early."""
+    from fabricscope.nccl.log import LogAggregator, feed_file
+
+    agg = LogAggregator()
+
+    def progress(nbytes: int) -> None:
+        if stop_after_bytes is not None and nbytes >= stop_after_bytes:
+            raise _Stop
+
+    start = time.perf_counter()
+    cpu = time.process_time()
+    try:
+        stats = feed_file(agg, path, progress=progress)
+        nbytes = stats.bytes
+    except _Stop:
+        nbytes = agg.files[-1].bytes
+    report = agg.report()
+    elapsed = time.perf_counter() - start
+    return elapsed, time.process_time() - cpu, nbytes, report
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size-mb", type=float, default=1024.0, help="size of the generated log (10^6 bytes)")
+    parser.add_argument("--ranks", type=int, default=4096)
+    parser.add_argument("--path", default=None, help="where to put the generated log (kept for reuse)")
+    args = parser.parse_args()
+    size = int(args.size_mb * 1e6)
+    path = args.path or f"/tmp/fabricscope-nccl-bench-{args.ranks}r-{int(args.size_mb)}MB.log"
+    if not os.path.exists(path) or os.path.getsize(path) < size:
+        t0 = time.perf_counter()
+        generate(path, size, args.ranks)
+        print(f"generated {path}: {os.path.getsize(path) / 1e6:.0f} MB in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    total = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 22), b""))
+
+    # Flat memory: peak RSS of a fresh process that stops after 1/8 of the file, versus this one after all of it.
+    eighth = subprocess.run(
+        [sys.executable, "-c",
+         "import sys,resource; sys.path.insert(0, sys.argv[1]); import nccl_log_throughput as b; "
+         "b.measure_reader(sys.argv[2], int(sys.argv[3])); "
+         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)",
+         os.path.dirname(os.path.abspath(__file__)), path, str(total // 8)],
+        capture_output=True, text=True, check=True,
+    )
+    rss_eighth = float(eighth.stdout.strip())
+
+    load_before = os.getloadavg()[0]
+    elapsed, cpu_s, nbytes, report = measure_reader(path)
+    rss_full = peak_rss_mib()
+    mb_s = nbytes / 1e6 / elapsed
+    cpu_mb_s = nbytes / 1e6 / cpu_s
+
+    grep = shutil.which("grep")
+    grep_mb_s = None
+    if grep:
+        t0 = time.perf_counter()
+        subprocess.run([grep, "-c", "NCCL WARN", path], capture_output=True, check=False)
+        grep_mb_s = total / 1e6 / (time.perf_counter() - t0)
+
+    fails = [f for f in report.findings if f.severity.value == "fail"]
+    print(f"log: {total / 1e6:.0f} MB, {lines:,} lines, {args.ranks} ranks, {report.summary['hosts']} hosts")
+    print(f"fabricscope nccl log reader (one thread): {cpu_s:.1f} s of CPU = {cpu_mb_s:.1f} MB/s per core "
+          f"({lines / cpu_s / 1e3:.0f} k lines/s); wall {elapsed:.1f} s = {mb_s:.1f} MB/s "
+          f"(load average {load_before:.1f} on {os.cpu_count()} CPUs when it started)")
+    print(f"  vs target {TARGET_MB_S:.0f} MB/s: {cpu_mb_s / TARGET_MB_S:.2f}x per CPU-second, {mb_s / TARGET_MB_S:.2f}x wall")
+    if grep_mb_s:
+        print(f"  vs GNU grep -c 'NCCL WARN' on the same file: {grep_mb_s:.0f} MB/s wall (reader/grep = {mb_s / grep_mb_s:.3f})")
+    print(f"peak RSS: {rss_eighth:.0f} MiB after 1/8 of the file, {rss_full:.0f} MiB after all of it "
+          f"(ratio {rss_full / rss_eighth:.2f}; flat memory means ~1.0)")
+    print(f"verdicts: {len(report.findings)} findings, {len(fails)} fail ({', '.join(sorted({f.id for f in fails}))})")
+    ranks_seen = len(report.ranks)
+    assert ranks_seen == args.ranks, f"reader saw {ranks_seen} ranks, generator wrote {args.ranks}"
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
