@@ -85,9 +85,12 @@ def offloads(ctx: CheckContext) -> Iterator[Finding]:
     """Without TSO/GSO/GRO the kernel handles every MTU-sized packet on its own, and one core can
     no longer push more than a few Gb/s of TCP."""
     inv = ctx.inventory
+    unknown = []
     for netdev in tcp_interfaces(inv):
         data = inv.ethtool.get(netdev.name)
         if data is None or data.features is None:
+            if netdev.is_physical:
+                unknown.append(netdev.name)
             continue
         off = [f for f in OFFLOADS if data.features.get(f) is False]
         if off:
@@ -97,6 +100,11 @@ def offloads(ctx: CheckContext) -> Iterator[Finding]:
             )
         else:
             yield Finding("tcp.offloads", Severity.PASS, netdev.name, "TSO, GSO and GRO on")
+    if unknown:
+        yield Finding(
+            "tcp.offloads", Severity.INFO, ",".join(unknown), "offloads not checked: `ethtool -k` not available",
+            {"netdevs": unknown}, "install ethtool (Debian/Ubuntu: apt-get install ethtool) to check TSO/GSO/GRO",
+        )
 
 
 def _short(feature: str) -> str:
