@@ -22,6 +22,24 @@ from fabricscope.report.inventory import render_inventory
 from fabricscope.report.terminal import console, render_findings
 
 
+def _wait_with_progress(seconds: float) -> None:
+    """Sleep between the two counter samples, with a progress bar on a terminal."""
+    import time
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    err = console(stderr=True)
+    if seconds < 2 or not err.is_terminal:
+        time.sleep(seconds)
+        return
+    with Progress(TextColumn("counters: second sample in"), BarColumn(), TimeRemainingColumn(), console=err, transient=True) as bar:
+        task = bar.add_task("wait", total=seconds)
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(0.2, left))
+            bar.update(task, completed=seconds - max(left, 0))
+
+
 @app.command()
 def doctor(
     root: str = typer.Option(None, "--root", help=ROOT_HELP),
@@ -33,9 +51,7 @@ def doctor(
     """Inspect GPU, PCIe, NIC, port, cable, PFC/ECN, GIDs and TCP settings; print findings with fixes."""
     threshold = parse_fail_on(fail_on)
     node = open_root(root)
-    if interval and not json_out:
-        console(stderr=True).print(f"[dim]reading counters twice, {interval:g} s apart...[/dim]")
-    report = run_doctor(node, interval_s=interval)
+    report = run_doctor(node, interval_s=interval, sleep=_wait_with_progress)
     if json_out:
         print_json(report.to_dict())
     else:
