@@ -56,11 +56,11 @@ def _launch(launch: str, child_args: list[str], timeout_s: float, master_port: i
         raise typer.Exit(2)
     failed = {k: v for k, v in result.codes.items() if v not in (0, 1)}  # 1 = a verdict, reported by rank 0
     if failed:
-        first = result.first_failure or next(iter(failed))
-        typer.echo(
-            f"fabricscope: error: {len(failed)} of {len(specs)} ranks failed (first: {first}, exit {result.codes[first]})",
-            err=True,
-        )
+        first = result.first_failure if result.first_failure in failed else next(iter(failed))
+        code = result.codes[first]
+        how = f"killed by signal {-code}" if code < 0 else f"exit {code}"
+        typer.echo(f"fabricscope: error: {len(failed)} of {len(specs)} ranks failed (first: {first}, {how})", err=True)
+        raise typer.Exit(2)  # the run could not complete
     raise typer.Exit(result.worst)
 
 

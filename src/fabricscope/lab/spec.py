@@ -148,7 +148,10 @@ class LabSpec(BaseModel):
         if self.topology != "rail" and self.rails != 2:
             raise ValueError("--rails applies to the rail topology only")
         for host in self.loss_on:
-            host_index(host, self.hosts)
+            try:
+                host_index(host, self.hosts)
+            except LabError as exc:
+                raise ValueError(str(exc)) from None
         if self.loss_on and self.loss_pct == 0:
             raise ValueError("--loss-on needs --loss")
         return self
