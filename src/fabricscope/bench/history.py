@@ -174,10 +174,16 @@ def format_metric(name: str, value: float | int | None) -> str:
     )
     for suffix, unit in units:
         if name.endswith(suffix):
-            return f"{value:,.4g} {unit}" if isinstance(value, float) else f"{value:,} {unit}"
+            return f"{_num(value)} {unit}"
     if name.endswith("_count"):
         return f"{value:,.0f} {name.removesuffix('_count').replace('_', ' ')}"
-    return f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
+    return _num(value)
+
+
+def _num(value: float | int) -> str:
+    if isinstance(value, float) and abs(value) < 1000:
+        return f"{value:.4g}"
+    return f"{value:,.0f}"
 
 
 def headline_text(result: BenchResult) -> str:

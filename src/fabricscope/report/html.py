@@ -1,0 +1,340 @@
+"""``fabricscope report``: one self-contained HTML file for stored bench runs.
+
+No network access is needed to view it (inline CSS and SVG; a Content-Security-Policy forbids
+fetching anything), and no script runs in it. Every value that came from a user or a peer is
+escaped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from html import escape
+from typing import Any
+
+from fabricscope import __version__
+from fabricscope.bench.counters import HIGHLIGHT_TEXT
+from fabricscope.bench.history import MetricStat, compare, headline, headline_text
+from fabricscope.bench.result import BenchResult
+from fabricscope.report.plots import Series, bar_chart, line_chart
+from fabricscope.store import StoredRun
+
+Baselines = Mapping[int, tuple[str, dict[str, MetricStat]]]  # run id -> (label, stats)
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+h3{margin-bottom:.3em}.meta{color:#666;font-size:.9em}
+table{border-collapse:collapse;margin:.5em 0 1em 0;font-size:.9em}
+th,td{border-bottom:1px solid #eee;padding:.25em .7em;text-align:left;vertical-align:top}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.ok{color:#1a7f37}.failed{color:#cf222e;font-weight:bold}.skipped{color:#9a6700}
+.regression{color:#cf222e;font-weight:bold}.improvement{color:#1a7f37}.same,.info{color:#666}
+svg.plot{display:block;margin:.5em 0 1.5em 0;max-width:100%;height:auto}
+svg .grid{stroke:#eee}svg .axis{stroke:#555}svg .tick{font-size:11px;fill:#444}
+svg .label{font-size:12px;fill:#222}svg .legend{font-size:11px;fill:#222}svg .ptitle{font-size:14px;font-weight:600;fill:#222}
+svg .err{stroke:#000;stroke-width:1.5}
+details{margin:.3em 0 1em 0}summary{cursor:pointer;color:#0969da}
+code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em}
+pre{background:#f6f8fa;padding:.6em;overflow-x:auto}
+"""
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        text = f"{value:,.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
+        return f'<td class="num">{escape(text)}</td>'
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f'<td class="num">{value:,}</td>'
+    if value is None:
+        return '<td class="num">-</td>'
+    return f"<td>{escape(str(value))}</td>"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _label(run: StoredRun) -> str:
+    return f"run {run.id} ({run.result.kind})"
+
+
+# ----- plots ----------------------------------------------------------------------------------
+def throughput_plot(runs: Sequence[StoredRun]) -> str:
+    series = []
+    for run in runs:
+        points = [
+            ((iv.start_s + iv.end_s) / 2, float(iv.metrics["throughput_gbps"]))
+            for iv in run.result.intervals
+            if iv.metrics.get("throughput_gbps") is not None
+        ]
+        if points:
+            series.append(Series(_label(run), points))
+    if not series:
+        return ""
+    return line_chart(
+        series, "Throughput over time", "seconds since the first byte", "Gb/s", name="throughput"
+    )
+
+
+def latency_plot(run: StoredRun) -> str:
+    rows = [
+        r
+        for r in run.result.detail.get("rows", [])
+        if isinstance(r, dict) and not r.get("skipped") and "size_bytes" in r
+    ]
+    series = []
+    for proto in sorted({str(r.get("proto")) for r in rows}):
+        for stat, label in (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")):
+            pts = [
+                (float(r["size_bytes"]), float(r[stat]))
+                for r in rows
+                if r.get("proto") == proto and r.get(stat)
+            ]
+            if pts:
+                series.append(Series(f"{proto} {label}", sorted(pts)))
+    if not series:
+        return ""
+    return line_chart(
+        series,
+        f"Round-trip latency percentiles, run {run.id}",
+        "message size (bytes)",
+        "microseconds",
+        name="latency",
+        log_x=True,
+        log_y=True,
+    )
+
+
+def connect_plot(run: StoredRun) -> str:
+    rows = [r for r in run.result.detail.get("rows", []) if isinstance(r, dict) and "part" in r]
+    if not rows:
+        return ""
+    groups = [f"{r['mode'].replace('_', '-')} {r['part'].replace('_', ' ')}" for r in rows]
+    series = [(stat, [r.get(stat) for r in rows]) for stat in ("p50", "p99", "p999")]
+    return bar_chart(
+        groups,
+        series,
+        f"Connection and request latency, run {run.id}",
+        "microseconds",
+        name="connect",
+        log_y=True,
+    )
+
+
+def rdma_plot(run: StoredRun) -> str:
+    rows = [r for r in run.result.detail.get("rows", []) if isinstance(r, dict) and "size_bytes" in r]
+    if len(rows) < 2:
+        lat = {
+            k: run.result.metrics.get(k)
+            for k in ("lat_min_us", "lat_typical_us", "lat_p99_us", "lat_p999_us", "lat_max_us")
+        }
+        if not any(v is not None for v in lat.values()):
+            return ""
+        names = [k for k, v in lat.items() if v is not None]
+        return bar_chart(
+            [n.removeprefix("lat_").removesuffix("_us") for n in names], [("latency", [lat[n] for n in names])],
+            f"perftest one-way latency, run {run.id}", "microseconds", name="rdma-latency",
+        )  # fmt: skip
+    if any("bw_average_gbps" in r for r in rows):
+        pts = [
+            (float(r["size_bytes"]), float(r["bw_average_gbps"]))
+            for r in rows
+            if r.get("bw_average_gbps") is not None
+        ]
+        return line_chart(
+            [Series("average", pts)],
+            f"perftest bandwidth by message size, run {run.id}",
+            "message size (bytes)",
+            "Gb/s",
+            name="rdma-sweep",
+            log_x=True,
+        )
+    pts = [
+        (float(r["size_bytes"]), float(r["lat_typical_us"]))
+        for r in rows
+        if r.get("lat_typical_us") is not None
+    ]
+    return line_chart(
+        [Series("typical", pts)],
+        f"perftest latency by message size, run {run.id}",
+        "message size (bytes)",
+        "microseconds",
+        name="rdma-sweep",
+        log_x=True,
+    )
+
+
+def baseline_plots(runs: Sequence[StoredRun], baselines: Baselines) -> list[str]:
+    """Per kind and headline metric: each run's value next to its baseline median (MAD bars)."""
+    charts = []
+    kinds = sorted({r.result.kind for r in runs if r.id in baselines and r.result.status.value == "ok"})
+    for kind in kinds:
+        members = [
+            r for r in runs if r.result.kind == kind and r.id in baselines and r.result.status.value == "ok"
+        ]
+        metric_names = [n for n, _ in headline(members[0].result)][:2]
+        for metric in metric_names:
+            groups, base_vals, base_err, run_vals = [], [], [], []
+            for r in members:
+                stat = baselines[r.id][1].get(metric)
+                groups.append(f"run {r.id}")
+                base_vals.append(stat.median if stat else None)
+                base_err.append(stat.sigma if stat else None)
+                value = r.result.metrics.get(metric)
+                run_vals.append(float(value) if value is not None else None)
+            chart = bar_chart(
+                groups,
+                [("baseline median", base_vals), ("this run", run_vals)],
+                f"{kind}: {metric} against baseline (bars: 1.4826 x MAD)",
+                metric,
+                name="baseline",
+                errors=[base_err, [None] * len(run_vals)],
+            )
+            if chart:
+                charts.append(chart)
+    return charts
+
+
+# ----- sections -------------------------------------------------------------------------------
+def _counters_html(result: BenchResult) -> str:
+    c = result.counters
+    parts = []
+    if c.highlights:
+        rows = [(HIGHLIGHT_TEXT.get(n, n), n, v) for n, v in sorted(c.highlights.items())]
+        parts.append(_table(["counter", "name", "delta during the run"], rows))
+    elif c.window_s is not None:
+        parts.append("<p>No error, drop, pause or retransmit counter moved during the run.</p>")
+    raw: list[tuple[str, str, int]] = []
+    raw += [("netstat", k, v) for k, v in sorted(c.netstat.items())]
+    raw += [(f"port {p}", k, v) for p, vals in sorted(c.ports.items()) for k, v in sorted(vals.items())]
+    raw += [(f"ethtool {d}", k, v) for d, vals in sorted(c.ethtool.items()) for k, v in sorted(vals.items())]
+    if raw:
+        parts.append(
+            f"<details><summary>all {len(raw)} counters that moved</summary>{_table(['source', 'counter', 'delta'], raw)}</details>"
+        )
+    if c.unavailable:
+        parts.append("<p class='meta'>Not read: " + escape("; ".join(c.unavailable)) + "</p>")
+    where = f" (interface {escape(c.interface)})" if c.interface else ""
+    window = f", {c.window_s:.2f} s window" if c.window_s is not None else ""
+    return f"<h4>Counters{where}{window}</h4>" + "".join(parts)
+
+
+def _detail_tables(result: BenchResult) -> str:
+    out = []
+    streams = result.detail.get("streams")
+    if isinstance(streams, list) and streams and isinstance(streams[0], dict):
+        keys = list(streams[0].keys())
+        out.append("<h4>Streams</h4>" + _table(keys, [[s.get(k) for k in keys] for s in streams]))
+    rows = result.detail.get("rows")
+    if isinstance(rows, list) and rows and isinstance(rows[0], dict):
+        keys = list(dict.fromkeys(k for r in rows for k in r))
+        out.append("<h4>Rows</h4>" + _table(keys, [[r.get(k) for k in keys] for r in rows]))
+    plan = result.detail.get("plan")
+    if isinstance(plan, dict):
+        out.append("<h4>Plan</h4><pre>" + escape(json.dumps(plan, indent=1, default=str)) + "</pre>")
+    return "".join(out)
+
+
+def _run_section(run: StoredRun, baselines: Baselines) -> str:
+    r = run.result
+    status = r.status.value
+    head = (
+        f'<h3 id="run-{run.id}">Run {run.id}: {escape(r.kind)} <span class="{status}">{status}</span></h3>'
+        f'<p class="meta">started {escape(r.started.isoformat())}, {r.duration_s:.2f} s, on {escape(r.host.hostname or "?")} '
+        f"(fabricscope {escape(r.host.fabricscope_version)}, kernel {escape(r.host.kernel or '?')})</p>"
+    )
+    parts = [head]
+    if r.reason:
+        parts.append(f"<p><b>Reason:</b> {escape(r.reason)}</p>")
+    parts.append(
+        "<h4>Parameters</h4>" + _table(["parameter", "value"], [(k, v) for k, v in r.params.items()])
+    )
+    if r.metrics:
+        rows = []
+        base = baselines.get(run.id)
+        if base is not None:
+            changes = {c.name: c for c in compare(r, base[1])}
+            for name, value in r.metrics.items():
+                c = changes.get(name)
+                rows.append(
+                    [
+                        name,
+                        value,
+                        c.baseline if c else None,
+                        f"{c.change_pct:+.1f} %" if c and c.change_pct is not None else "-",
+                        c.verdict if c else "-",
+                    ]
+                )
+            table = _table(["metric", "value", f"baseline ({base[0]})", "change", "verdict"], rows)
+            for verdict in ("regression", "improvement"):
+                table = table.replace(f"<td>{verdict}</td>", f'<td class="{verdict}">{verdict}</td>')
+            parts.append("<h4>Metrics</h4>" + table)
+        else:
+            parts.append(
+                "<h4>Metrics</h4>" + _table(["metric", "value"], [(k, v) for k, v in r.metrics.items()])
+            )
+        if len(r.metrics) > 16:  # long per-size tables: the rows table and the plot say it better
+            parts[-1] = f"<details><summary>all {len(r.metrics)} metrics</summary>{parts[-1]}</details>"
+    if r.thresholds.get("checks"):
+        rows = [
+            (c["option"], c["limit"], c["value"], "pass" if c["passed"] else "FAIL")
+            for c in r.thresholds["checks"]
+        ]
+        parts.append("<h4>Thresholds</h4>" + _table(["option", "limit", "value", "result"], rows))
+    for chart in (
+        latency_plot(run) if r.kind == "latency" else "",
+        connect_plot(run) if r.kind == "connect" else "",
+        rdma_plot(run) if r.kind == "rdma" else "",
+    ):
+        if chart:
+            parts.append(chart)
+    parts.append(_counters_html(r))
+    parts.append(_detail_tables(r))
+    return "<section>" + "".join(parts) + "</section>"
+
+
+def render_report(
+    runs: Sequence[StoredRun], baselines: Baselines | None = None, generated: datetime | None = None
+) -> str:
+    """The whole HTML document for these runs (in the order given)."""
+    baselines = baselines or {}
+    generated = generated or datetime.now(timezone.utc)
+    summary_rows = []
+    for run in runs:
+        r = run.result
+        summary_rows.append(
+            [
+                f"{run.id}",
+                r.kind,
+                r.status.value,
+                r.started.strftime("%Y-%m-%d %H:%M:%S UTC"),
+                r.peer or "-",
+                headline_text(r) if r.status.value == "ok" else (r.reason or ""),
+                baselines[run.id][0] if run.id in baselines else "-",
+            ]
+        )
+    summary = _table(["run", "kind", "status", "started", "peer", "result", "baseline"], summary_rows)
+    for status in ("ok", "failed", "skipped"):
+        summary = summary.replace(f"<td>{status}</td>", f'<td class="{status}">{status}</td>')
+    overview = [c for c in [throughput_plot(runs), *baseline_plots(runs, baselines)] if c]
+    body = [
+        f"<h1>fabricscope bench report</h1><p class='meta'>{len(runs)} run(s); generated {escape(generated.isoformat(timespec='seconds'))} "
+        f"by fabricscope {escape(__version__)}</p>",
+        "<h2>Summary</h2>",
+        summary,
+    ]
+    if overview:
+        body.append("<h2>Plots</h2>" + "".join(overview))
+    body.append("<h2>Runs</h2>")
+    body += [_run_section(run, baselines) for run in runs]
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>fabricscope report: runs {escape(', '.join(str(r.id) for r in runs))}</title>"
+        f"<style>{CSS}</style></head><body>" + "\n".join(body) + "</body></html>\n"
+    )
