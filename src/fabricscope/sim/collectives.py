@@ -376,3 +376,19 @@ def plan(topo: Topology, op: str, algo: str | None, size_bytes: int, groups: np.
         pl.phases.extend(halving_doubling_phases(topo, groups, n, op))
         return pl
     raise FabricscopeError(f"--algo {algo} does not apply to {op}")
+
+
+def p2p_plan(topo: Topology, src: np.ndarray, dst: np.ndarray, size_bytes: float, key: str,
+             name: str = "point-to-point") -> Plan:
+    """Concurrent point-to-point transfers (pipeline-stage sends, KV-cache moves): each ``src[i]``
+    sends ``size_bytes`` to ``dst[i]`` at once. busbw = algbw (factor 1)."""
+    src = np.asarray(src, np.int64).ravel()
+    dst = np.asarray(dst, np.int64).ravel()
+    if len(src) != len(dst) or not len(src):
+        raise FabricscopeError("point-to-point transfers need matching, non-empty source and destination lists")
+    if src.min() < 0 or dst.min() < 0 or max(src.max(), dst.max()) >= topo.n_gpus:
+        raise FabricscopeError("point-to-point transfer refers to a GPU outside the topology")
+    pat = _direct(topo, src, dst, np.arange(len(src)) % 64, 0, key)
+    pl = Plan("sendrecv", "direct", int(size_bytes), 2)
+    pl.phases.append(Phase(name, pat, "sync", 1, float(size_bytes)))
+    return pl

@@ -14,6 +14,7 @@ Transport effects that depend on the solution are applied as a second solve:
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -106,7 +107,7 @@ class Simulator:
         self.nvlink_efficiency = nvlink_efficiency
         self.intra_alpha_s = intra_alpha_s
         self.slice_bytes = slice_bytes
-        kind = topology.kind
+        kind = topology.link_kind
         eff = np.ones(topology.n_links)
         eff[kind == KIND_NVLINK] = nvlink_efficiency
         net = (kind == KIND_ACCESS) | (kind == KIND_FABRIC)
@@ -115,9 +116,19 @@ class Simulator:
         self._cache: dict[str, PatternResult] = {}
 
     # ----------------------------------------------------------------------------- patterns
+    @staticmethod
+    def pattern_id(pattern: Pattern) -> str:
+        """Identity of a traffic pattern: its key plus a digest of its transfers, so that two
+        patterns are solved once only when they really are the same."""
+        h = hashlib.blake2b(digest_size=16)
+        for a in (pattern.src_gpu, pattern.dst_gpu, pattern.src_nic, pattern.dst_nic, pattern.entropy):
+            h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+        return f"{pattern.key}:{len(pattern)}:{h.hexdigest()}"
+
     def solve_pattern(self, pattern: Pattern) -> PatternResult:
-        if pattern.key and pattern.key in self._cache:
-            return self._cache[pattern.key]
+        pid = self.pattern_id(pattern)
+        if pid in self._cache:
+            return self._cache[pid]
         t0 = time.perf_counter()
         topo, tr = self.topo, self.transport
         n = len(pattern)
@@ -143,7 +154,7 @@ class Simulator:
                 window = np.ceil(nic_Bps * rtt / tr.mtu_bytes) + 1.0
                 infl = np.array([tr.inflation(w) for w in np.unique(window)])
                 infl_f = infl[np.searchsorted(np.unique(window), window)]
-                on_net = network[routes.flow] & (topo.kind[routes.link] != KIND_NVLINK)
+                on_net = network[routes.flow] & (topo.link_kind[routes.link] != KIND_NVLINK)
                 coef[on_net] *= infl_f[routes.flow[on_net]]
                 adjustments.append(
                     f"loss {tr.loss:g}: links carry {float(infl_f[network].mean()):.3g}x the goodput ({tr.retransmission})"
@@ -175,14 +186,13 @@ class Simulator:
             timeout_p = np.where(network, 1.0, 0.0)
         res = PatternResult(pattern, routes, sol, lat, alpha, network, timeout_p, rto, cap_used, adjustments)
         res.wall_s = time.perf_counter() - t0
-        if pattern.key:
-            self._cache[pattern.key] = res
+        self._cache[pid] = res
         return res
 
     def _contended(self, routes: Routes, sol: Solution) -> np.ndarray:
         """Saturated network links carrying more than one flow."""
         count = np.bincount(routes.link, minlength=self.topo.n_links)
-        k = self.topo.kind
+        k = self.topo.link_kind
         return sol.saturated & (count >= 2) & ((k == KIND_ACCESS) | (k == KIND_FABRIC))
 
     def _pfc_hol_caps(self, routes: Routes, sol: Solution, n: int) -> np.ndarray:
@@ -196,36 +206,37 @@ class Simulator:
         """
         topo = self.topo
         caps = np.full(n, np.inf)
-        k = topo.kind
+        k = topo.link_kind
         net = (k == KIND_ACCESS) | (k == KIND_FABRIC)
-        f, l, st = routes.flow, routes.link, routes.stage
+        f, lk, st = routes.flow, routes.link, routes.stage
         order = np.lexsort((st, f))
-        f, l, st = f[order], l[order], st[order]
+        f, lk, st = f[order], lk[order], st[order]
         prev = np.full(len(f), -1, np.int64)
         same = np.r_[False, f[1:] == f[:-1]]
-        prev[same] = l[:-1][same[1:]] if len(f) > 1 else prev[same]
+        if len(f) > 1:
+            prev[1:][same[1:]] = lk[:-1][same[1:]]
         # fan-in: distinct upstream links per link
         sat_net = sol.saturated & net
-        on = sat_net[l] & (prev >= 0)
-        pairs = np.unique(np.stack([l[on], prev[on]]), axis=1) if on.any() else np.zeros((2, 0), np.int64)
+        on = sat_net[lk] & (prev >= 0)
+        pairs = np.unique(np.stack([lk[on], prev[on]]), axis=1) if on.any() else np.zeros((2, 0), np.int64)
         fan_in = np.bincount(pairs[0], minlength=topo.n_links)
         incast = np.flatnonzero(fan_in >= 2)
         if not len(incast):
             return caps
         link_flows: dict[int, np.ndarray] = {}
         for e in incast:
-            through = np.unique(f[l == e])
+            through = np.unique(f[lk == e])
             # upstream links of flows through e (stages before e's stage on their paths)
             mask = np.isin(f, through)
-            e_stage = {int(ff): int(s) for ff, s in zip(f[mask & (l == e)], st[mask & (l == e)], strict=False)}
+            e_stage = {int(ff): int(s) for ff, s in zip(f[mask & (lk == e)], st[mask & (lk == e)], strict=False)}
             ups = set()
-            for ff, ll, ss in zip(f[mask], l[mask], st[mask], strict=False):
+            for ff, ll, ss in zip(f[mask], lk[mask], st[mask], strict=False):
                 if ss < e_stage[int(ff)] and net[ll]:
                     ups.add(int(ll))
             paced = float(sol.rate[through].max())
             for u in ups:
                 if u not in link_flows:
-                    link_flows[u] = np.unique(f[l == u])
+                    link_flows[u] = np.unique(f[lk == u])
                 victims = np.setdiff1d(link_flows[u], through)
                 caps[victims] = np.minimum(caps[victims], paced)
         return caps
@@ -309,7 +320,7 @@ class Simulator:
                 i = int(i)
                 out.append({
                     "link": self.topo.link_name(i),
-                    "kind": KIND_NAMES[int(self.topo.kind[i])],
+                    "kind": KIND_NAMES[int(self.topo.link_kind[i])],
                     "capacity_gbps": float(self.topo.cap_Bps[i]) * 8 / 1e9,
                     "usable_GBps": float(res.eff_cap[i]) / 1e9,
                     "utilization": float(sol.load[i] / res.eff_cap[i]) if res.eff_cap[i] > 0 else None,
@@ -353,9 +364,10 @@ class Simulator:
             limited = f"{bott[0]['kind']} bandwidth"
         else:
             limited = "nothing (no data moves)"
-        n_flows = sum(len(self._cache[k].pattern) for k in {p.pattern.key for p in pl.phases} if k in self._cache)
+        ids = {self.pattern_id(p.pattern) for p in pl.phases}
+        n_flows = sum(len(self._cache[k].pattern) for k in ids)
         stats = {
-            "distinct_patterns": len({p.pattern.key for p in pl.phases}),
+            "distinct_patterns": len(ids),
             "transfers": n_flows,
             "links": self.topo.n_links,
             "wall_s": time.perf_counter() - t0,

@@ -118,7 +118,7 @@ class Fabric:
     n_nics: int
     cap_Bps: np.ndarray
     lat_s: np.ndarray
-    kind: np.ndarray
+    link_kind: np.ndarray
 
     @property
     def n_links(self) -> int:
@@ -175,7 +175,7 @@ class ClosFabric(Fabric):
             raise FabricscopeError("a fabric with several leaves needs at least one spine")
         if self.P > 1 and self.K < 1:
             raise FabricscopeError("a fabric with several pods needs a core tier")
-        self.leaf_label = leaf_label or (lambda l: f"leaf{l}")
+        self.leaf_label = leaf_label or (lambda leaf: f"leaf{leaf}")
         cap, lat, kind = _access_arrays(access_Bps, link_latency_s)
         self.o_up, self.o_down = 0, E
         self.o_ls = 2 * E
@@ -202,7 +202,7 @@ class ClosFabric(Fabric):
             np.full(2 * self.L, uplink_Bps * self.S), np.full(2 * self.P, core_Bps * self.S * max(self.K, 1)),
         ])
         self.lat_s = np.concatenate([lat, np.full(2 * (n_ls + n_sc) + n_agg, link_latency_s)])
-        self.kind = np.concatenate([kind, np.full(2 * (n_ls + n_sc) + n_agg, KIND_FABRIC, dtype=np.int8)])
+        self.link_kind = np.concatenate([kind, np.full(2 * (n_ls + n_sc) + n_agg, KIND_FABRIC, dtype=np.int8)])
         self.uplink_Bps, self.core_Bps = uplink_Bps, core_Bps
 
     def describe(self) -> dict[str, Any]:
@@ -255,11 +255,11 @@ class ClosFabric(Fabric):
             e = i - E
             return f"{self.leaf_label(int(self.leaf_of_nic[e]))}->nic{e}"
         if i < self.o_sl:
-            l, j = divmod(i - self.o_ls, S)
-            return f"{self.leaf_label(l)}->{self._spine(l // self.lpp, j)}"
+            leaf, j = divmod(i - self.o_ls, S)
+            return f"{self.leaf_label(leaf)}->{self._spine(leaf // self.lpp, j)}"
         if i < self.o_sc:
-            l, j = divmod(i - self.o_sl, S)
-            return f"{self._spine(l // self.lpp, j)}->{self.leaf_label(l)}"
+            leaf, j = divmod(i - self.o_sl, S)
+            return f"{self._spine(leaf // self.lpp, j)}->{self.leaf_label(leaf)}"
         if i < self.o_cs:
             ps, k = divmod(i - self.o_sc, K)
             p, j = divmod(ps, S)
@@ -324,7 +324,7 @@ class DragonflyFabric(Fabric):
         n_global = 2 * n_pairs * self.m
         self.cap_Bps = np.concatenate([cap, np.full(n_local, local_Bps), np.full(n_global, global_Bps)])
         self.lat_s = np.concatenate([lat, np.full(n_local, link_latency_s), np.full(n_global, global_latency_s)])
-        self.kind = np.concatenate([kind, np.full(n_local + n_global, KIND_FABRIC, dtype=np.int8)])
+        self.link_kind = np.concatenate([kind, np.full(n_local + n_global, KIND_FABRIC, dtype=np.int8)])
         self.local_Bps, self.global_Bps = local_Bps, global_Bps
 
     def describe(self) -> dict[str, Any]:
@@ -422,12 +422,12 @@ class Topology:
         pcie = self.node.pcie_GBps * 1e9
         fab_cap = self.fabric.cap_Bps if self.fabric else np.zeros(0)
         fab_lat = self.fabric.lat_s if self.fabric else np.zeros(0)
-        fab_kind = self.fabric.kind if self.fabric else np.zeros(0, dtype=np.int8)
+        fab_kind = self.fabric.link_kind if self.fabric else np.zeros(0, dtype=np.int8)
         self.cap_Bps = np.concatenate([np.full(2 * P, nvl), np.full(2 * E, pcie), fab_cap])
         self.lat_s = np.concatenate(
             [np.full(2 * P, self.node.nvlink_latency_s), np.full(2 * E, self.node.pcie_latency_s), fab_lat]
         )
-        self.kind = np.concatenate(
+        self.link_kind = np.concatenate(
             [np.full(2 * P, KIND_NVLINK, np.int8), np.full(2 * E, KIND_PCIE, np.int8), fab_kind]
         )
         local = np.arange(G)
@@ -593,7 +593,7 @@ def build(opts: TopologyOptions) -> Topology:
         fabric: Fabric = ClosFabric(
             leaf_of_nic=np.zeros(E, np.int64), n_leaves=1, leaves_per_pod=1, spines_per_pod=0, cores_per_plane=0,
             access_Bps=access, uplink_Bps=nic_Bps, core_Bps=nic_Bps, link_latency_s=lat,
-            leaf_label=lambda l: "switch",
+            leaf_label=lambda leaf: "switch",
         )
         params = {}
     elif kind == "leaf-spine":
@@ -646,8 +646,8 @@ def _fat_tree(
         leaf_of_nic = (nic // N // down) * N + nic % N
         su = down
 
-        def label(l: int) -> str:
-            return f"leaf(su{l // N},rail{l % N})"
+        def label(leaf: int) -> str:
+            return f"leaf(su{leaf // N},rail{leaf % N})"
     else:
         leaf_of_nic = np.arange(E) // down
         label = None  # type: ignore[assignment]

@@ -1,0 +1,226 @@
+"""A scenario: every parameter a user can give, as typed, turned into a Simulator.
+
+The CLI collects options into a flat dict of strings and numbers; ``sim compare`` varies any
+key of the same dict. Keeping one parser here means every command reads ``400G``,
+``4:1`` or ``0.1%`` the same way, and a bad value always gives one clear error line.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from fabricscope.errors import FabricscopeError
+from fabricscope.sim.engine import NVLINK_EFFICIENCY, SCHEMA, Simulator
+from fabricscope.sim.topology import Topology, TopologyOptions, build
+from fabricscope.sim.transport import make_transport
+from fabricscope.sim.units import (
+    format_rate_bps,
+    parse_probability,
+    parse_rate_bps,
+    parse_ratio,
+    parse_size_range,
+)
+
+DEFAULTS: dict[str, Any] = {
+    "topology": "rail-optimized",
+    "topology_file": None,
+    "nodes": 2,
+    "gpus_per_node": 8,
+    "nics_per_node": None,
+    "nic_rate": "400G",
+    "gpu": "h100",
+    "nvlink_GBps": None,
+    "pcie_GBps": None,
+    "nvlink_efficiency": NVLINK_EFFICIENCY,
+    "oversubscription": "1:1",
+    "hosts_per_leaf": None,
+    "spines": None,
+    "uplink_rate": None,
+    "radix": None,
+    "tiers": None,
+    "hosts_per_router": None,
+    "routers_per_group": None,
+    "global_links_per_router": None,
+    "global_rate": None,
+    "link_latency_us": 0.25,
+    "node_nic_rate": (),
+    "transport": "ib",
+    "loss": "0",
+    "mtu": None,
+    "ecn": True,
+    "per_core_gbps": None,
+    "rto_ms": None,
+    "alpha_us": None,
+    "efficiency": None,
+    "framing": "ethernet",
+    "routing": None,
+    "seed": 0,
+    "op": "all_reduce",
+    "algo": None,
+    "size": "1G",
+    "channels": None,
+}
+
+INT_KEYS = {"nodes", "gpus_per_node", "nics_per_node", "hosts_per_leaf", "spines", "radix", "tiers",
+            "hosts_per_router", "routers_per_group", "global_links_per_router", "seed", "mtu", "channels"}
+FLOAT_KEYS = {"nvlink_GBps", "pcie_GBps", "nvlink_efficiency", "link_latency_us", "per_core_gbps", "rto_ms",
+              "alpha_us", "efficiency"}
+
+
+def normalise(params: dict[str, Any]) -> dict[str, Any]:
+    """Defaults filled in, keys with dashes accepted, numbers typed; unknown keys rejected."""
+    out = dict(DEFAULTS)
+    for k, v in params.items():
+        key = k.replace("-", "_")
+        if key not in DEFAULTS and key not in EXTRA_KEYS:
+            raise FabricscopeError(f"unknown parameter {k!r}")
+        if v is None:
+            continue
+        if key in INT_KEYS and not isinstance(v, bool):
+            try:
+                v = int(float(v)) if isinstance(v, (str, float)) and float(v) == int(float(v)) else int(v)
+            except (TypeError, ValueError):
+                raise FabricscopeError(f"{k} must be an integer, got {v!r}") from None
+        elif key in FLOAT_KEYS:
+            try:
+                v = float(v)
+            except (TypeError, ValueError):
+                raise FabricscopeError(f"{k} must be a number, got {v!r}") from None
+            if not math.isfinite(v):
+                raise FabricscopeError(f"{k} must be finite")
+        elif key == "ecn" and isinstance(v, str):
+            if v.lower() not in ("true", "false", "on", "off", "1", "0", "yes", "no"):
+                raise FabricscopeError(f"ecn must be on or off, got {v!r}")
+            v = v.lower() in ("true", "on", "1", "yes")
+        out[key] = v
+    return out
+
+
+# keys the workloads add (train / infer); declared here so compare can vary them too
+EXTRA_KEYS = {
+    "params", "gpus", "tp", "pp", "dp", "gpu_tflops", "tokens_per_step", "seq_len", "micro_batch", "layers",
+    "hidden", "dp_collective", "grad_bytes", "act_bytes", "overlap_dp", "batch", "prompt_tokens",
+    "output_tokens", "kv_heads", "head_dim", "hbm_GBps", "kv_bytes_per_token", "requests", "connection",
+    "weight_bytes", "prefill_nodes", "workload",
+}
+
+
+def _opt_int(p: dict[str, Any], key: str) -> int | None:
+    v = p.get(key)
+    return None if v is None else int(v)
+
+
+def _node_rates(items: Any) -> dict[int, float]:
+    out: dict[int, float] = {}
+    if isinstance(items, dict):
+        items = [f"{k}={v}" for k, v in items.items()]
+    for item in items or ():
+        if "=" not in str(item):
+            raise FabricscopeError(f"--node-nic-rate takes NODE=RATE (e.g. 3=250mbit), got {item!r}")
+        n, r = str(item).split("=", 1)
+        try:
+            out[int(n)] = parse_rate_bps(r)
+        except ValueError:
+            raise FabricscopeError(f"--node-nic-rate: {n!r} is not a node index") from None
+    return out
+
+
+def build_topology(p: dict[str, Any]) -> Topology:
+    if p.get("topology_file"):
+        from fabricscope.sim.custom import load_topology
+
+        return load_topology(p["topology_file"])
+    opts = TopologyOptions(
+        kind=str(p["topology"]),
+        nodes=int(p["nodes"]),
+        gpus_per_node=int(p["gpus_per_node"]),
+        nics_per_node=_opt_int(p, "nics_per_node"),
+        nic_rate_bps=parse_rate_bps(p["nic_rate"]),
+        gpu=str(p["gpu"]),
+        nvlink_GBps=p.get("nvlink_GBps"),
+        pcie_GBps=p.get("pcie_GBps"),
+        oversubscription=parse_ratio(p["oversubscription"]),
+        hosts_per_leaf=_opt_int(p, "hosts_per_leaf"),
+        spines=_opt_int(p, "spines"),
+        uplink_rate_bps=parse_rate_bps(p["uplink_rate"]) if p.get("uplink_rate") else None,
+        radix=_opt_int(p, "radix"),
+        tiers=_opt_int(p, "tiers"),
+        hosts_per_router=_opt_int(p, "hosts_per_router"),
+        routers_per_group=_opt_int(p, "routers_per_group"),
+        global_links_per_router=_opt_int(p, "global_links_per_router"),
+        global_rate_bps=parse_rate_bps(p["global_rate"]) if p.get("global_rate") else None,
+        link_latency_s=float(p["link_latency_us"]) * 1e-6,
+        node_nic_rate_bps=_node_rates(p.get("node_nic_rate")),
+    )
+    for key in ("hosts_per_leaf", "spines", "radix", "tiers", "hosts_per_router", "routers_per_group",
+                "global_links_per_router"):
+        v = getattr(opts, key)
+        if v is not None and v < 1:
+            raise FabricscopeError(f"--{key.replace('_', '-')} must be >= 1")
+    return build(opts)
+
+
+def build_simulator(p: dict[str, Any], topo: Topology | None = None) -> Simulator:
+    topo = topo or build_topology(p)
+    rto = p.get("rto_ms")
+    alpha = p.get("alpha_us")
+    transport = make_transport(
+        str(p["transport"]),
+        loss=parse_probability(p["loss"]),
+        mtu_bytes=_opt_int(p, "mtu"),
+        ecn=bool(p["ecn"]),
+        per_core_gbps=p.get("per_core_gbps"),
+        rto_s=None if rto is None else float(rto) * 1e-3,
+        alpha_s=None if alpha is None else float(alpha) * 1e-6,
+        efficiency=p.get("efficiency"),
+        framing=str(p["framing"]),
+    )
+    return Simulator(topo, transport, routing=p.get("routing"), seed=int(p["seed"]),
+                     nvlink_efficiency=float(p["nvlink_efficiency"]))
+
+
+@dataclass
+class CollectiveRun:
+    sim: Simulator
+    results: list[Any]
+
+
+def run_collective(params: dict[str, Any], sim: Simulator | None = None) -> dict[str, Any]:
+    """The ``fabricscope.sim/v1`` document of ``sim collective``: one result per size; the
+    top-level time/algbw/busbw/bottlenecks are those of the largest size."""
+    p = normalise(params)
+    sizes = parse_size_range(str(p["size"]))
+    sim = sim or build_simulator(p)
+    results = [sim.collective(p["op"], p.get("algo"), s, channels=_opt_int(p, "channels")) for s in sizes]
+    last = results[-1].to_dict()
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "kind": "collective",
+        "op": last["op"],
+        "algo": last["algo"],
+        "ranks": last["ranks"],
+        "size_bytes": last["size_bytes"],
+        "time_s": last["time_s"],
+        "algbw_GBps": last["algbw_GBps"],
+        "busbw_GBps": last["busbw_GBps"],
+        "limited_by": last["limited_by"],
+        "bottlenecks": last["bottlenecks"],
+        "results": [r.to_dict() for r in results],
+        "model": sim.describe(),
+    }
+    return doc
+
+
+def summary_line(sim: Simulator) -> str:
+    t = sim.topo
+    d = t.describe()
+    extra = ""
+    if d.get("oversubscription") and d["oversubscription"] > 1.0001:
+        extra = f", {d['oversubscription']:g}:1 oversubscribed"
+    return (
+        f"{t.kind}: {t.nodes} node(s) x {t.node.gpus_per_node} GPU(s), {t.node.nics_per_node} NIC(s)/node at "
+        f"{format_rate_bps(t.nic_rate_Bps * 8)}b/s{extra}; transport {sim.transport.name} "
+        f"(efficiency {sim.transport.efficiency:.3f}, alpha {sim.transport.alpha_s * 1e6:g} us), routing {sim.routing}"
+    )
