@@ -147,6 +147,26 @@ def _mad(values: list[float], center: float) -> float:
     return statistics.median(abs(v - center) for v in values) if values else 0.0
 
 
+def _reference(matrix: Sequence[Sequence[float | None]], scores: list[float | None], better_high: bool) -> list[float]:
+    """Entries between hosts of the better half: a bad host cannot drag the reference down.
+
+    With few hosts, one bad host touches most entries (2 of 3 pairs at N=3), so the median of
+    all entries would follow it; the pairs among the better-scoring half do not.
+    """
+    n = len(matrix)
+    known = [s for s in scores if s is not None]
+    if not known:
+        return []
+    cut = statistics.median(known)
+    good = {h for h in range(n) if scores[h] is not None and ((scores[h] >= cut) if better_high else (scores[h] <= cut))}
+    vals = [matrix[i][j] for i in good for j in good if i != j and matrix[i][j] is not None]
+    return vals or _offdiag(matrix)
+
+
+def _fraction(values: list[float], test: Callable[[float], bool]) -> float:
+    return sum(1 for v in values if test(v)) / len(values) if values else 0.0
+
+
 def analyze(
     hosts: Sequence[str],
     matrix_gbps: Sequence[Sequence[float | None]],
@@ -155,33 +175,41 @@ def analyze(
     rel_margin: float = 0.2,
     retx_floor_pct: float = 0.5,
 ) -> Verdict:
-    """Rank suspects: hosts whose row and column are low (or lossy), then links."""
+    """Rank suspects: hosts whose row and column are low (or lossy), then links.
+
+    A host is the suspect when more than half of its 2(N-1) transfers are low: its partners
+    each have only the transfers with it low (2 of 2(N-1), at most half even at N=3).
+    """
     n = len(hosts)
     vals = _offdiag(matrix_gbps)
     if n < 2 or not vals:
         return Verdict([], None, None, None, None, [None] * n, [None] * n)
-    med = statistics.median(vals)
-    sigma = 1.4826 * _mad(vals, med)
-    low = med - max(3 * sigma, rel_margin * med)
     scores = [statistics.median(_line(matrix_gbps, h)) if _line(matrix_gbps, h) else None for h in range(n)]
+    ref = _reference(matrix_gbps, scores, better_high=True)
+    med = statistics.median(ref)
+    sigma = 1.4826 * _mad(ref, med)
+    low = med - max(3 * sigma, rel_margin * med)
 
-    rvals = _offdiag(retransmit_pct) if retransmit_pct is not None else []
-    rmed = statistics.median(rvals) if rvals else None
+    rmed = None
     high = None
     rscores: list[float | None] = [None] * n
-    if rvals and retransmit_pct is not None and rmed is not None:
-        high = rmed + max(3 * 1.4826 * _mad(rvals, rmed), retx_floor_pct)
-        rscores = [
-            statistics.median(_line(retransmit_pct, h)) if _line(retransmit_pct, h) else None
-            for h in range(n)
-        ]
+    rvals = _offdiag(retransmit_pct) if retransmit_pct is not None else []
+    if rvals and retransmit_pct is not None:
+        rscores = [statistics.median(_line(retransmit_pct, h)) if _line(retransmit_pct, h) else None for h in range(n)]
+        rref = _reference(retransmit_pct, rscores, better_high=False)
+        rmed = statistics.median(rref)
+        high = rmed + max(3 * 1.4826 * _mad(rref, rmed), retx_floor_pct)
 
     suspects: list[Suspect] = []
     bad_hosts: set[int] = set()
     if n >= 3:  # with two hosts, a host cannot be told from its only link
         for h in range(n):
-            slow = scores[h] is not None and scores[h] < low
-            lossy = high is not None and rscores[h] is not None and rscores[h] > high
+            slow = _fraction(_line(matrix_gbps, h), lambda v: v < low) > 0.5
+            lossy = (
+                high is not None
+                and retransmit_pct is not None
+                and _fraction(_line(retransmit_pct, h), lambda v: v > high) > 0.5
+            )
             if not (slow or lossy):
                 continue
             bad_hosts.add(h)
