@@ -96,5 +96,16 @@ def nccl_log(tmp_path: Path) -> Iterator[Path]:
     yield path
 
 
+def full_mlx5_host(dest_dir: Path) -> Path:
+    """roce-healthy with one netdev's ``ethtool -S`` replaced by a complete ConnectX listing
+    (tests/monitor/data/ethtool_S_mlx5_full.txt: every statistic the exporter maps, with the
+    names of the kernel's mlx5 counters.rst), so that every ethtool family can be produced."""
+    dest = dest_dir / "roce-mlx5-full"
+    shutil.copytree(FIXTURE_HOSTS / "roce-healthy", dest, symlinks=True)
+    capture = next(p for p in (dest / "cmd").iterdir() if p.name.endswith("ethtool_S_ens0np0"))
+    capture.write_text((MONITOR_TESTS / "data" / "ethtool_S_mlx5_full.txt").read_text())
+    return dest
+
+
 def all_hosts() -> list[str]:
     return sorted(p.name for p in FIXTURE_HOSTS.iterdir() if p.is_dir())

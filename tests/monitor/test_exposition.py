@@ -132,3 +132,23 @@ def test_doctor_runs_in_the_background_not_in_the_scrape(monkeypatch: pytest.Mon
     for _ in range(3):
         exporter.render()
     assert len(calls) == 1
+
+
+def test_full_mlx5_statistics_map_to_every_ethtool_family(tmp_path) -> None:
+    """A complete ConnectX ethtool -S listing produces every PFC/priority/port family of the table
+    (the ENA allowance counters belong to cloud NICs and come from cloud-tcp)."""
+    from fabricscope.monitor.names import PORT_STATS, PREFIX, PRIO_STATS
+    from tests.monitor.conftest import full_mlx5_host
+
+    root = full_mlx5_host(tmp_path)
+    tool = promtool()
+    text = make_exporter(root).render().decode()
+    names = {name for name, _labels in samples(text)}
+    wanted = {PREFIX + c.name for c in PRIO_STATS.values()}
+    wanted |= {PREFIX + c.name for key, c in PORT_STATS.items() if "allowance" not in key}
+    assert wanted <= names, wanted - names
+    parsed = samples(text)
+    assert value(parsed, "fabricscope_prio_ecn_marked_packets_total", netdev="ens0np0", priority="3") == 22533
+    assert value(parsed, "fabricscope_pfc_pause_storm_warning_events_total", netdev="ens0np0") == 2
+    proc = subprocess.run([tool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "", proc.stdout + proc.stderr

@@ -164,6 +164,18 @@ def _rows() -> list[Row]:
                         Query(f"rate(fabricscope_tcp_established_resets_total{{{I}}}[$__rate_interval])", "{{instance}} established resets"),
                     ],
                 ),
+                Panel(
+                    "Cloud NIC allowance exceeded /s (ENA)",
+                    [
+                        Query(f"rate(fabricscope_nic_bw_in_allowance_exceeded_total{{{N}}}[$__rate_interval])", "{{instance}} {{netdev}} bw in"),
+                        Query(f"rate(fabricscope_nic_bw_out_allowance_exceeded_total{{{N}}}[$__rate_interval])", "{{instance}} {{netdev}} bw out"),
+                        Query(f"rate(fabricscope_nic_pps_allowance_exceeded_total{{{N}}}[$__rate_interval])", "{{instance}} {{netdev}} pps"),
+                    ],
+                    unit="pps",
+                    width=24,
+                    height=6,
+                    description="TCP-only cloud nodes: packets the hypervisor queued or dropped because the instance exceeded its bandwidth or packet-rate allowance.",
+                ),
             ],
         ),
         Row(

@@ -188,7 +188,7 @@ PORT_STATS: dict[str, CounterName] = {
     "tx_pause_ctrl_phy": CounterName("nic_phy_pause_frames_transmitted_total", "Link-level pause frames transmitted."),
     "rx_crc_errors_phy": CounterName("nic_phy_crc_errors_total", "Frames received with a bad CRC."),
     "rx_symbol_err_phy": CounterName("nic_phy_symbol_errors_total", "Symbol errors on the physical port."),
-    "rx_corrected_bits_phy": CounterName("nic_phy_fec_corrected_bits_total", "Bits corrected by FEC."),
+    "rx_corrected_bits_phy": CounterName("nic_phy_fec_corrected_errors_total", "Bit errors corrected by FEC (rx_corrected_bits_phy)."),
     "link_down_events_phy": CounterName("nic_phy_link_down_events_total", "Times the physical link went down."),
     "rx_out_of_buffer": CounterName(
         "nic_rx_out_of_buffer_drops_total", "Packets dropped because a receive queue had no software buffer."
@@ -203,6 +203,22 @@ PORT_STATS: dict[str, CounterName] = {
     "rx_pci_signal_integrity": CounterName("nic_pcie_rx_signal_integrity_errors_total", "PCIe physical-layer errors received."),
     "tx_pci_signal_integrity": CounterName(
         "nic_pcie_tx_signal_integrity_errors_total", "PCIe physical-layer errors reported by the peer."
+    ),
+    # AWS ENA (cloud TCP nodes): packets queued or dropped because the instance exceeded an allowance.
+    "bw_in_allowance_exceeded": CounterName(
+        "nic_bw_in_allowance_exceeded_total", "Packets queued or dropped: inbound bandwidth above the instance allowance (ENA)."
+    ),
+    "bw_out_allowance_exceeded": CounterName(
+        "nic_bw_out_allowance_exceeded_total", "Packets queued or dropped: outbound bandwidth above the instance allowance (ENA)."
+    ),
+    "pps_allowance_exceeded": CounterName(
+        "nic_pps_allowance_exceeded_total", "Packets queued or dropped: packet rate above the instance allowance (ENA)."
+    ),
+    "conntrack_allowance_exceeded": CounterName(
+        "nic_conntrack_allowance_exceeded_total", "Packets dropped: connection tracking above the instance allowance (ENA)."
+    ),
+    "linklocal_allowance_exceeded": CounterName(
+        "nic_linklocal_allowance_exceeded_total", "Packets dropped: traffic to link-local services above the allowance (ENA)."
     ),
 }
 
