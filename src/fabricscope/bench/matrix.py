@@ -147,7 +147,9 @@ def _mad(values: list[float], center: float) -> float:
     return statistics.median(abs(v - center) for v in values) if values else 0.0
 
 
-def _reference(matrix: Sequence[Sequence[float | None]], scores: list[float | None], better_high: bool) -> list[float]:
+def _reference(
+    matrix: Sequence[Sequence[float | None]], scores: list[float | None], better_high: bool
+) -> list[float]:
     """Entries between hosts of the better half: a bad host cannot drag the reference down.
 
     With few hosts, one bad host touches most entries (2 of 3 pairs at N=3), so the median of
@@ -158,7 +160,11 @@ def _reference(matrix: Sequence[Sequence[float | None]], scores: list[float | No
     if not known:
         return []
     cut = statistics.median(known)
-    good = {h for h in range(n) if scores[h] is not None and ((scores[h] >= cut) if better_high else (scores[h] <= cut))}
+    good = {
+        h
+        for h in range(n)
+        if scores[h] is not None and ((scores[h] >= cut) if better_high else (scores[h] <= cut))
+    }
     vals = [matrix[i][j] for i in good for j in good if i != j and matrix[i][j] is not None]
     return vals or _offdiag(matrix)
 
@@ -195,7 +201,10 @@ def analyze(
     rscores: list[float | None] = [None] * n
     rvals = _offdiag(retransmit_pct) if retransmit_pct is not None else []
     if rvals and retransmit_pct is not None:
-        rscores = [statistics.median(_line(retransmit_pct, h)) if _line(retransmit_pct, h) else None for h in range(n)]
+        rscores = [
+            statistics.median(_line(retransmit_pct, h)) if _line(retransmit_pct, h) else None
+            for h in range(n)
+        ]
         rref = _reference(retransmit_pct, rscores, better_high=False)
         rmed = statistics.median(rref)
         high = rmed + max(3 * 1.4826 * _mad(rref, rmed), retx_floor_pct)

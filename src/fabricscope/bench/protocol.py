@@ -143,12 +143,12 @@ class ConnectSpec(_Strict):
         return self.concurrency
 
 
-TestSpec = Annotated[TcpSpec | UdpSpec | LatencySpec | ConnectSpec, Field(discriminator="kind")]
+RunSpec = Annotated[TcpSpec | UdpSpec | LatencySpec | ConnectSpec, Field(discriminator="kind")]
 
 
-class TestRequest(_Strict):
+class RunRequest(_Strict):
     op: Literal["test"]
-    spec: TestSpec
+    spec: RunSpec
 
 
 class Done(_Strict):
@@ -156,7 +156,7 @@ class Done(_Strict):
     info: dict[str, Any] = Field(default_factory=dict)
 
 
-_REQUEST = TypeAdapter(Hello | TestRequest | Done)
+_REQUEST = TypeAdapter(Hello | RunRequest | Done)
 
 
 class ServerLimits(_Strict):
@@ -187,7 +187,7 @@ class ServerLimits(_Strict):
             )
 
 
-def parse_request(message: dict[str, Any]) -> Hello | TestRequest | Done:
+def parse_request(message: dict[str, Any]) -> Hello | RunRequest | Done:
     """Validate one decoded frame; raise :class:`ProtocolError` with a short, safe message."""
     try:
         return _REQUEST.validate_python(message)
@@ -202,7 +202,7 @@ def _first_error(exc: ValidationError) -> str:
     # With a union the most specific error is the deepest location; keep it short and printable.
     err = max(errors, key=lambda e: len(e.get("loc", ())))
     loc = ".".join(
-        str(p) for p in err.get("loc", ()) if not str(p).startswith(("Hello", "TestRequest", "Done"))
+        str(p) for p in err.get("loc", ()) if not str(p).startswith(("Hello", "RunRequest", "Done"))
     )
     text = f"{loc}: {err.get('msg', 'invalid')}" if loc else str(err.get("msg", "invalid"))
     return "".join(ch if ch.isprintable() else "?" for ch in text)[:300]

@@ -30,9 +30,9 @@ from fabricscope.bench.protocol import (
     Hello,
     LatencySpec,
     ProtocolError,
+    RunRequest,
     ServerLimits,
     TcpSpec,
-    TestRequest,
     UdpSpec,
     error_reply,
     parse_request,
@@ -83,6 +83,8 @@ class BenchServer:
         self._listener: socket.socket | None = None
         self._family = socket.AF_INET
         self._port_lock = threading.Lock()
+        self.hello_timeout_s = HELLO_TIMEOUT_S
+        self.request_timeout_s = REQUEST_TIMEOUT_S
 
     # ----- lifecycle ------------------------------------------------------------------------
     def start(self) -> tuple[str, int]:
@@ -149,8 +151,8 @@ class BenchServer:
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._handshake(conn, who)
-            message = parse_request(recv_frame(conn, time.monotonic() + REQUEST_TIMEOUT_S))
-            if not isinstance(message, TestRequest):
+            message = parse_request(recv_frame(conn, time.monotonic() + self.request_timeout_s))
+            if not isinstance(message, RunRequest):
                 raise ProtocolError(f"expected a test request, got {message.op!r}")
             spec = message.spec
             self.limits.check(spec)
@@ -185,7 +187,7 @@ class BenchServer:
             self._clients.release()
 
     def _handshake(self, conn: socket.socket, who: str) -> None:
-        message = parse_request(recv_frame(conn, time.monotonic() + HELLO_TIMEOUT_S))
+        message = parse_request(recv_frame(conn, time.monotonic() + self.hello_timeout_s))
         if not isinstance(message, Hello):
             raise ProtocolError("expected hello first")
         if message.version != PROTOCOL_VERSION:

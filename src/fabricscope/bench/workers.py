@@ -70,8 +70,9 @@ class Channel:
                 self.start.set()
             elif word == "stop":
                 self.stop.set()
-        self.stop.set()
-        self.start.set()
+        # EOF: the parent is gone (or done with us). A worker never outlives its parent: a
+        # killed server or client must not leave streams running on the host.
+        os._exit(3)
 
 
 def main() -> None:

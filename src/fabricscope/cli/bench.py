@@ -9,6 +9,7 @@ Other modules add commands with ``from fabricscope.cli.bench import bench_app`` 
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -192,6 +193,7 @@ def serve(
     except FabricscopeError as exc:
         raise _err(str(exc)) from None
     typer.echo(f"fabricscope bench serve: listening on {bind} port {server.port}", err=True)
+    signal.signal(signal.SIGTERM, lambda *_: server.stop())
     try:
         server.serve_forever()
     except KeyboardInterrupt:
