@@ -662,7 +662,8 @@ def run_worker(
             f"rank {rank}: cannot reach the job's store at {env.master_addr}:{env.master_port}: {_short(exc)}"
         ) from None
     all_ranks = _Coordinator(store, env.world_size, params.timeout_s)
-    participant = env.local_rank == 0 or rank == 0
+    # one participant per host: local rank 0, or every rank our own launchers labelled as a host
+    participant = env.local_rank == 0 or rank == 0 or env.host_label is not None
     server = None
     try:
         if participant:
