@@ -193,8 +193,8 @@ class Labs:
         ]
         if need_nft:
             script = (
-                f"table bridge {NFT_TABLE} {{ chain forward {{ type filter hook forward priority 0; policy accept; "
-                f'iifname "pa" numgen random mod 100 < 1 drop; }} }}\n'
+                f"table bridge {NFT_TABLE} {{\n  chain forward {{\n    type filter hook forward priority 0; policy accept;\n"
+                f'    iifname "pa" numgen random mod 100 < 1 drop\n  }}\n}}\n'
             )
             steps.append(
                 ("nftables bridge filtering with numgen (nf_tables, nft_numgen)", ["ip", "netns", "exec", probe, "nft", "-f", "-"], script)

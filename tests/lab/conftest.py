@@ -1,0 +1,54 @@
+"""Lab tests need root, namespaces, iproute2 and nftables: skip outside CI, fail inside it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import skip_unless_ci
+
+
+def lab_available() -> None:
+    if os.geteuid() != 0:
+        skip_unless_ci("lab tests need root (network namespaces)")
+    for tool, pkg in (("ip", "iproute2"), ("tc", "iproute2"), ("nft", "nftables")):
+        if not shutil.which(tool):
+            skip_unless_ci(f"lab tests need {tool} (Debian package {pkg})")
+
+
+def fs(*args: str, timeout: float = 300, env: dict | None = None, db: Path | None = None) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **(env or {})}
+    if db is not None:
+        full["FABRICSCOPE_DB"] = str(db)
+    return subprocess.run([sys.executable, "-m", "fabricscope", *args], capture_output=True, text=True, env=full, timeout=timeout)
+
+
+@pytest.fixture
+def lab_dir(tmp_path, monkeypatch):
+    """A private state directory, so tests never see (or remove) a user's labs."""
+    lab_available()
+    folder = tmp_path / "labstate"
+    monkeypatch.setenv("FABRICSCOPE_LAB_DIR", str(folder))
+    return folder
+
+
+@pytest.fixture
+def make_lab(lab_dir):
+    made: list[str] = []
+
+    def up(name: str, *args: str) -> dict:
+        import json
+
+        proc = fs("lab", "up", "--name", name, *args, "--json")
+        assert proc.returncode == 0, proc.stderr
+        made.append(name)
+        return json.loads(proc.stdout)
+
+    yield up
+    for name in made:
+        fs("lab", "down", name)
