@@ -7,10 +7,20 @@ import sys
 
 import typer
 
-from fabricscope.cli.common import FAIL_ON_HELP, JSON_HELP, die, parse_fail_on, print_json
+from fabricscope.cli.common import (
+    FAIL_ON_HELP,
+    JSON_HELP,
+    ROOT_HELP,
+    die,
+    open_root,
+    parse_fail_on,
+    print_json,
+)
 from fabricscope.cli.main import app
-from fabricscope.findings import exit_code
+from fabricscope.findings import Finding, Severity, exit_code, summarize
+from fabricscope.host import read_inventory
 from fabricscope.nccl.log import LogAggregator, LogInputError, feed_file
+from fabricscope.nccl.variables import parse_version
 from fabricscope.report.terminal import console, render_findings
 
 nccl_app = typer.Typer(
@@ -128,3 +138,150 @@ def _render_summary(out, report, show_ranks: bool) -> None:
         )
     out.print(table)
     out.print()
+
+
+# ----- nccl env -----------------------------------------------------------------------------------
+@nccl_app.command("env")
+def env_cmd(
+    root: str = typer.Option(None, "--root", help=ROOT_HELP),
+    workload: str = typer.Option("training", "--workload", help="training or inference."),
+    fmt: str = typer.Option("shell", "--format", help="shell, json, slurm or k8s."),
+    nccl_version: str = typer.Option(None, "--nccl-version", help="NCCL version the job uses (GID index is set explicitly below 2.21)."),
+    rail_optimized: bool = typer.Option(False, "--rail-optimized", help="The fabric is rail-optimised: keep rings on one rail (NCCL_CROSS_NIC=0)."),
+    switch_tiers: int = typer.Option(2, "--switch-tiers", min=1, max=5, help="Switch tiers between nodes (RoCE with 2+ tiers gets more QPs for ECMP entropy)."),
+    ar_sl: int = typer.Option(None, "--ar-sl", min=0, max=15, help="InfiniBand service level with adaptive routing enabled by the subnet manager."),
+) -> None:
+    """The NCCL settings to use on this node, each with the reason, ready to paste."""
+    from fabricscope.nccl.envgen import FORMATS, WORKLOADS, plan_env, render
+
+    if workload not in WORKLOADS:
+        die(f"--workload takes {' or '.join(WORKLOADS)}")
+    if fmt not in FORMATS:
+        die(f"--format takes {', '.join(FORMATS)}")
+    if nccl_version is not None and parse_version(nccl_version) is None:
+        die(f"--nccl-version {nccl_version!r} is not a version like 2.19.3")
+    inv = read_inventory(open_root(root))
+    plan = plan_env(inv, workload=workload, nccl_version=nccl_version, rail_optimized=rail_optimized, switch_tiers=switch_tiers, ar_sl=ar_sl)
+    sys.stdout.write(render(plan, fmt))
+
+
+# ----- nccl lint ----------------------------------------------------------------------------------
+MAX_INPUT_BYTES = 4 << 20
+
+
+def _read_text(path: str, what: str) -> str:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        die(f"{what} {path}: {exc.strerror or exc}")
+    if len(data) > MAX_INPUT_BYTES:
+        die(f"{what} {path}: larger than {MAX_INPUT_BYTES >> 20} MiB, not an env file or job script")
+    if b"\x00" in data:
+        die(f"{what} {path}: binary data, not a text file")
+    return data.decode("utf-8", "replace")
+
+
+@nccl_app.command("lint")
+def lint_cmd(
+    env_file: list[str] = typer.Option(None, "--env-file", help="KEY=VALUE file (repeatable)."),
+    script: list[str] = typer.Option(None, "--script", help="Job script, Slurm batch file, Kubernetes manifest or Python launcher (repeatable)."),
+    from_environ: bool = typer.Option(False, "--from-environ", help="Lint the NCCL_* variables of this process's environment."),
+    root: str = typer.Option(None, "--root", help=ROOT_HELP),
+    no_node: bool = typer.Option(False, "--no-node", help="Check names and values only, not against a node."),
+    nccl_version: str = typer.Option(None, "--nccl-version", help="NCCL version the job uses (default: assume a current one)."),
+    debugging: bool = typer.Option(False, "--debugging", help="The job is a debugging run: NCCL_DEBUG=INFO is info, not warn."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    fail_on: str = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP),
+    show_pass: bool = typer.Option(True, "--pass/--no-pass", help="Show passing checks too."),
+) -> None:
+    """Check the NCCL settings a job uses (and /etc/nccl.conf, NCCL_CONF_FILE) against this node."""
+    from fabricscope.host.inventory import NCCL_CONF
+    from fabricscope.nccl.lint import SCHEMA, lint
+    from fabricscope.nccl.settings import from_environ as environ_settings
+    from fabricscope.nccl.settings import merge, parse_env_file, parse_script
+
+    threshold = parse_fail_on(fail_on)
+    if nccl_version is not None and parse_version(nccl_version) is None:
+        die(f"--nccl-version {nccl_version!r} is not a version like 2.19.3")
+    groups = []
+    unparsed = []
+    for path in env_file or []:
+        found, bad = parse_env_file(_read_text(path, "--env-file"), path)
+        groups.append(found)
+        unparsed += bad
+    for path in script or []:
+        groups.append(parse_script(_read_text(path, "--script"), path))
+    if from_environ:
+        groups.append(environ_settings(os.environ))
+    node = None if no_node else open_root(root)
+    inv = read_inventory(node) if node is not None else None
+    extra = []
+    job = merge(groups)
+    conf_file = job.get("NCCL_CONF_FILE")
+    missing_conf = None
+    if conf_file and node is not None:
+        text = node.read(conf_file.lstrip("/"))
+        if text is None:
+            missing_conf = conf_file
+        else:
+            found, bad = parse_env_file(text, conf_file, origin="NCCL_CONF_FILE")
+            extra.append(found)
+            unparsed += bad
+    if inv is not None and inv.nccl_conf is not None:
+        found, bad = parse_env_file(inv.nccl_conf, "/" + NCCL_CONF, origin="/etc/nccl.conf")
+        extra.append(found)
+        unparsed += bad
+    settings = merge(groups + extra)
+    settings.unparsed = unparsed
+    if not settings.effective and not unparsed:
+        sources = [*(env_file or []), *(script or [])] + (["the environment"] if from_environ else [])
+        where = ", ".join(sources) if sources else "no --env-file, --script or --from-environ given"
+        die(f"no NCCL_* setting found ({where}; /etc/nccl.conf {'absent' if inv is not None else 'not read'})")
+    findings = lint(settings, inv, nccl_version=nccl_version, production=not debugging)
+    if missing_conf:
+        setting = settings.effective.get("NCCL_CONF_FILE")
+        findings.append(
+            Finding("NCCL007", Severity.WARN, "NCCL_CONF_FILE", f"NCCL_CONF_FILE={missing_conf} does not exist on this node: NCCL silently runs without it",
+                    {"value": missing_conf, "source": setting.where if setting else None}, "fix the path (no ~: NCCL does not expand it)")
+        )
+    if json_out:
+        print_json(
+            {
+                "schema": SCHEMA,
+                "host": inv.hostname if inv is not None else None,
+                "root": node.label if node is not None else None,
+                "settings": [{"name": s.name, "value": s.value, "source": s.where} for s in settings.effective.values()],
+                "findings": [f.to_dict() for f in findings],
+                "summary": summarize(findings),
+            }
+        )
+    else:
+        _render_lint(findings, settings, inv, show_pass)
+    raise typer.Exit(exit_code(findings, threshold))
+
+
+def _render_lint(findings, settings, inv, show_pass: bool) -> None:
+    """ruff-style: ``source: CODE [severity] VAR=value: message`` then the fix."""
+    from rich.markup import escape
+    from rich.text import Text
+
+    from fabricscope.report.terminal import SEVERITY_STYLE, summary_line
+
+    out = console()
+    host = inv.hostname if inv is not None else None
+    out.print(Text(f"fabricscope nccl lint: {len(settings.effective)} NCCL setting(s)" + (f" against {host}" if host else " (no node)"), style="bold"))
+    for f in findings:
+        if f.severity is Severity.PASS and not show_pass:
+            continue
+        label, style = SEVERITY_STYLE[f.severity]
+        line = Text()
+        line.append(f"{f.evidence.get('source') or f.subject}: ", style="bold")
+        line.append(f"{f.id} ", style="bold")
+        line.append(f"[{label.lower()}]", style=style)
+        value = f.evidence.get("value")
+        line.append(f" {f.subject}" + (f"={value}" if value is not None else "") + f": {f.message}")
+        out.print(line)
+        if f.fix and f.severity is not Severity.PASS:
+            out.print(f"    [dim]fix:[/dim] {escape(f.fix)}")
+    out.print(summary_line(findings))

@@ -607,8 +607,6 @@ def build_report(agg: LogAggregator) -> LogReport:
 
 def _env_findings(agg: LogAggregator) -> list[Finding]:
     """Settings the log shows NCCL picked up, checked without a node (debug settings left in, ...)."""
-    try:
-        from fabricscope.nccl.lint import lint_log_env
-    except ImportError:  # lint lands separately
-        return []
+    from fabricscope.nccl.lint import lint_log_env
+
     return lint_log_env(agg)

@@ -1,0 +1,158 @@
+"""Where a job's NCCL settings come from: env files, job scripts, the process environment and
+NCCL's configuration files, merged with NCCL's own precedence.
+
+NCCL reads the process environment first; then the user file (``NCCL_CONF_FILE`` since 2.23,
+``~/.nccl.conf`` before) and ``/etc/nccl.conf`` fill in only what is not already set (``setenv`` with
+overwrite 0 in NCCL's ``initEnv``). Pure functions of text; the CLI reads the files.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+ORIGIN_RANK = {"environ": 0, "env-file": 0, "script": 0, "NCCL_CONF_FILE": 1, "/etc/nccl.conf": 2}
+
+_ASSIGN = re.compile(r"""(?<![\w$])(NCCL_[A-Za-z0-9_]*)=("(?:[^"\\]|\\.)*"|'[^']*'|[^\s;,&|)]*)""")
+_PY_ENVIRON = re.compile(r"""environ\[\s*["'](NCCL_\w+)["']\s*\]\s*=\s*(?:str\()?\s*["']?([^"')\n]*)""")
+_YAML_NAME = re.compile(r"""^\s*-?\s*name:\s*["']?(NCCL_\w+)["']?\s*$""")
+_YAML_VALUE = re.compile(r"""^\s*value:\s*(.*?)\s*$""")
+_UNSET = re.compile(r"^\s*unset\s+(.+)$")
+_CONF_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    value: str
+    origin: str  # environ, env-file, script, NCCL_CONF_FILE, /etc/nccl.conf
+    path: str | None = None
+    line: int | None = None
+
+    @property
+    def where(self) -> str:
+        if self.path and self.line:
+            return f"{self.path}:{self.line}"
+        return self.path or self.origin
+
+
+@dataclass
+class SettingSet:
+    """The settings NCCL will see, and what was shadowed or not understood on the way."""
+
+    effective: dict[str, Setting] = field(default_factory=dict)
+    shadowed: list[tuple[Setting, Setting]] = field(default_factory=list)  # (lost, winner)
+    unparsed: list[tuple[str, int, str]] = field(default_factory=list)  # (path, line, text)
+
+    def get(self, name: str) -> str | None:
+        s = self.effective.get(name)
+        return s.value if s is not None else None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.effective
+
+    def values(self) -> dict[str, str]:
+        return {k: s.value for k, s in self.effective.items()}
+
+
+def _unquote(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        inner = value[1:-1]
+        return inner.replace('\\"', '"') if value[0] == '"' else inner
+    return value
+
+
+def parse_env_file(text: str, path: str, origin: str = "env-file") -> tuple[list[Setting], list[tuple[str, int, str]]]:
+    """``KEY=VALUE`` lines (``export`` optional, quotes, ``#`` comments): env files and nccl.conf."""
+    settings, unparsed = [], []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _CONF_LINE.match(line)
+        if match is None:
+            unparsed.append((path, number, raw[:200]))
+            continue
+        name, value = match.group(1), match.group(2)
+        if value and value[0] not in "\"'" and " #" in value:
+            value = value.split(" #", 1)[0].rstrip()
+        if name.startswith("NCCL_"):
+            settings.append(Setting(name, _unquote(value), origin, path, number))
+    return settings, unparsed
+
+
+def parse_script(text: str, path: str) -> list[Setting]:
+    """NCCL_* assignments anywhere in a job script: ``export A=B``, ``A=B cmd``, ``env A=B``,
+    ``#SBATCH --export=ALL,A=B``, ``srun --export=...``, ``docker run -e A=B``, Kubernetes
+    ``- name: A / value: B`` pairs and Python ``os.environ["A"] = "B"``. ``unset A`` removes."""
+    settings: list[Setting] = []
+    pending_yaml: str | None = None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.strip()
+        if pending_yaml is not None:
+            value = _YAML_VALUE.match(raw)
+            if value is not None:
+                settings.append(Setting(pending_yaml, _unquote(value.group(1)), "script", path, number))
+            pending_yaml = None
+            continue
+        yaml_name = _YAML_NAME.match(raw)
+        if yaml_name is not None:
+            pending_yaml = yaml_name.group(1)
+            continue
+        if stripped.startswith("#") and not stripped.startswith("#SBATCH") and not stripped.startswith("#PBS"):
+            continue
+        unset = _UNSET.match(stripped)
+        if unset is not None:
+            try:
+                names = shlex.split(unset.group(1), comments=True)
+            except ValueError:
+                names = unset.group(1).split()
+            for name in names:
+                if name.startswith("NCCL_"):
+                    settings.append(Setting(name, "", "script-unset", path, number))
+            continue
+        for match in _PY_ENVIRON.finditer(raw):
+            settings.append(Setting(match.group(1), match.group(2).strip(), "script", path, number))
+        if "environ[" in raw:
+            continue
+        for match in _ASSIGN.finditer(raw):
+            settings.append(Setting(match.group(1), _unquote(match.group(2)), "script", path, number))
+    # Apply in order: later assignments and unsets win.
+    result: dict[str, Setting] = {}
+    for s in settings:
+        if s.origin == "script-unset":
+            result.pop(s.name, None)
+        else:
+            result[s.name] = s
+    return list(result.values())
+
+
+def from_environ(environ: Mapping[str, str]) -> list[Setting]:
+    return [Setting(k, v, "environ") for k, v in sorted(environ.items()) if k.startswith("NCCL_")]
+
+
+def merge(groups: Iterable[list[Setting]]) -> SettingSet:
+    """NCCL's precedence: environment (and what a script or env file exports) over the
+    NCCL_CONF_FILE file over /etc/nccl.conf; within one level, the later source wins."""
+    out = SettingSet()
+    for group in groups:
+        for setting in group:
+            current = out.effective.get(setting.name)
+            if current is None:
+                out.effective[setting.name] = setting
+                continue
+            new_rank, old_rank = ORIGIN_RANK.get(setting.origin, 0), ORIGIN_RANK.get(current.origin, 0)
+            if new_rank <= old_rank:
+                out.effective[setting.name] = setting
+                if current.value != setting.value:
+                    out.shadowed.append((current, setting))
+            elif current.value != setting.value:
+                out.shadowed.append((setting, current))
+    return out
+
+
+def uses_expansion(value: str) -> bool:
+    return "$" in value or "`" in value
