@@ -67,8 +67,8 @@ def parse_size_range(text: str) -> list[int]:
         while s <= hi:
             sizes.append(s)
             s *= 2
-        if len(sizes) > 64:
-            raise FabricscopeError(f"size range {text!r} has more than 64 points")
+        if len(sizes) > 40:
+            raise FabricscopeError(f"size range {text!r} has more than 40 points")
         return sizes
     sizes = [parse_size_bytes(part) for part in text.split(",") if part.strip()]
     if not sizes:
