@@ -2,7 +2,7 @@
 textfile-collector file (``fabricscope_bench.prom``, replaced atomically).
 
 Metric names follow the bench result's unit suffixes converted to Prometheus base units:
-``throughput_gbps`` -> ``fabricscope_bench_throughput_bits_per_second`` (x 1e9),
+``throughput_gbps`` -> ``fabricscope_bench_throughput_bytes_per_second`` (x 1e9 / 8),
 ``rtt_p99_us`` -> ``fabricscope_bench_rtt_p99_seconds`` (x 1e-6), ``loss_pct`` -> ``..._loss_ratio``
 (x 0.01), ``retransmits_count`` -> ``..._retransmits``. Labels: ``kind``, ``peer`` and
 ``params_id`` (a short hash of the parameters; ``fabricscope_bench_info`` carries them in full).
@@ -30,7 +30,7 @@ PREFIX = "fabricscope_bench_"
 # Longest suffix first: "_per_s" before "_s", "_ms" before "_s".
 UNIT_CONVERSIONS: tuple[tuple[str, str, float], ...] = (
     ("_per_s", "_per_second", 1.0),
-    ("_gbps", "_bits_per_second", 1e9),
+    ("_gbps", "_bytes_per_second", 1e9 / 8),  # Prometheus base unit is bytes
     ("_GBps", "_bytes_per_second", 1e9),
     ("_mpps", "_packets_per_second", 1e6),
     ("_bytes", "_bytes", 1.0),
@@ -82,9 +82,10 @@ def bench_families(runs: Iterable[StoredRun]) -> list[Metric]:
     run_id = GaugeMetricFamily("fabricscope_bench_run_id", "History id of that run.", labels=base_labels)
     ok = GaugeMetricFamily("fabricscope_bench_ok", "1 when that run completed (status ok), 0 otherwise.", labels=base_labels)
     started = GaugeMetricFamily(
-        "fabricscope_bench_started_timestamp_seconds", "When that run started (Unix time).", labels=base_labels
+        "fabricscope_bench_run_started_timestamp_seconds", "When that run started (Unix time).", labels=base_labels
     )
-    duration = GaugeMetricFamily("fabricscope_bench_duration_seconds", "How long that run took.", labels=base_labels)
+    duration = GaugeMetricFamily("fabricscope_bench_run_duration_seconds", "How long that run took.", labels=base_labels)
+    reserved = {f.name for f in (info, run_id, ok, started, duration)}
     metrics: dict[str, GaugeMetricFamily] = {}
     for run in runs:
         result = run.result
@@ -101,7 +102,7 @@ def bench_families(runs: Iterable[StoredRun]) -> list[Metric]:
             if value is None or converted is None:
                 continue
             prom_name, scale = converted
-            if prom_name in done:
+            if prom_name in done or prom_name in reserved:
                 continue  # two source metrics with one Prometheus name: keep the first
             done.add(prom_name)
             family = metrics.get(prom_name)
