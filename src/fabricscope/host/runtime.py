@@ -375,10 +375,10 @@ def read_ethtool_stats_result(root: Root, netdev: str, timeout_s: float = 5.0) -
     if not result.available:
         if not root.is_live and result.reason == "not captured in snapshot":
             return EthtoolStatsResult(netdev, None)
-        return EthtoolStatsResult(netdev, None, f"ethtool -S {netdev}: {result.reason}")
+        return EthtoolStatsResult(netdev, None, str(result.reason))
     if result.rc != 0:
-        return EthtoolStatsResult(netdev, None, f"ethtool -S {netdev}: exit status {result.rc}")
+        return EthtoolStatsResult(netdev, None, f"exit status {result.rc}")
     stats = parse_stats(result.stdout)
     if not stats:
-        return EthtoolStatsResult(netdev, None, f"ethtool -S {netdev}: no statistics recognised in output")
+        return EthtoolStatsResult(netdev, None, "no statistics recognised in output")
     return EthtoolStatsResult(netdev, stats)
