@@ -1,0 +1,200 @@
+"""The HTML report: content, escaping, self-containment, and a real render in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from fabricscope.bench.result import BenchResult, Interval, new_result
+from fabricscope.report.html import render_report
+from fabricscope.store import Store
+from tests.bench.conftest import run_cli
+from tests.conftest import skip_unless_ci
+
+HOSTILE = '<script>alert("x")</script>'
+
+
+def _runs() -> list[BenchResult]:
+    tcp = new_result("tcp", {"peer": HOSTILE, "streams": 2, "duration_s": 3.0}).finish(
+        {"throughput_gbps": 12.1, "retransmits_count": 3418, "send_throughput_gbps": 12.1}, 3.1
+    )
+    tcp.intervals = [
+        Interval(start_s=i, end_s=i + 1, metrics={"throughput_gbps": 11.5 + i * 0.3}) for i in range(3)
+    ]
+    tcp.counters.window_s = 3.2
+    tcp.counters.interface = "eth0"
+    tcp.counters.highlights = {"host_tcp_retrans_segs_count": 3418, "pause_rx_count": 12}
+    tcp.counters.netstat = {"Tcp.RetransSegs": 3418}
+    tcp.detail["streams"] = [
+        {"direction": "send", "stream": 0, "throughput_gbps": 6.0},
+        {"direction": "send", "stream": 1, "throughput_gbps": 6.1},
+    ]
+    tcp2 = new_result("tcp", {"peer": HOSTILE, "streams": 2, "duration_s": 3.0}).finish(
+        {"throughput_gbps": 6.0, "retransmits_count": 9000}, 3.0
+    )
+    tcp2.intervals = [Interval(start_s=i, end_s=i + 1, metrics={"throughput_gbps": 6.0}) for i in range(3)]
+    rows = [
+        {"proto": p, "size_bytes": s, "samples": 1000, "p50": 20.0 * k, "p99": 40.0 * k, "p999": 80.0 * k}
+        for p in ("tcp", "udp")
+        for k, s in enumerate((64, 1024, 65536), start=1)
+    ]
+    lat = new_result("latency", {"peer": "10.0.0.2"}).finish({"rtt_p50_us": 20.0, "rtt_p99_us": 40.0}, 2.0)
+    lat.detail["rows"] = rows + [
+        {"proto": "udp", "size_bytes": 1048576, "skipped": "UDP datagrams are at most 65507 bytes"}
+    ]
+    conn = new_result("connect", {"peer": "10.0.0.2"}).finish(
+        {"connect_per_s": 5000.0, "pooled_requests_per_s": 50000.0}, 2.0
+    )
+    conn.detail["rows"] = [
+        {"mode": "per_request", "part": "connect", "p50": 50.0, "p99": 200.0, "p999": 900.0},
+        {"mode": "pooled", "part": "request", "p50": 19.0, "p99": 25.0, "p999": 88.0},
+    ]
+    rdma = new_result("rdma", {"test": "write_bw", "peer": "10.0.0.3"}).finish(
+        {"throughput_gbps": 0.17, "msg_size_bytes": 8}, 1.0
+    )
+    rdma.detail["rows"] = [
+        {"size_bytes": s, "bw_average_gbps": b} for s, b in ((2, 0.04), (4, 0.08), (8, 0.17))
+    ]
+    failed = new_result("tcp", {"peer": "10.0.0.9"}).fail("connect to 10.0.0.9:5211: connection refused")
+    return [tcp, tcp2, lat, conn, rdma, failed]
+
+
+@pytest.fixture
+def stored(isolated_db) -> list[int]:
+    with Store.open(isolated_db) as store:
+        return [store.save(r) for r in _runs()]
+
+
+def test_render_contains_everything_and_escapes(stored: list[int], isolated_db) -> None:
+    with Store.open(isolated_db) as store:
+        runs = store.results(stored)
+    html = render_report(runs)
+    assert HOSTILE not in html and "&lt;script&gt;" in html
+    assert "<script" not in html.lower()  # no script at all
+    assert "default-src 'none'" in html  # CSP: the file can fetch nothing
+    for needle in (
+        'data-plot="throughput"',
+        'data-plot="latency"',
+        'data-plot="connect"',
+        'data-plot="rdma-sweep"',
+    ):
+        assert needle in html
+    assert "3,418" in html and "pause frames received" in html and "connection refused" in html
+    assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html
+
+
+def test_cli_report_with_auto_baseline(stored: list[int], tmp_path: Path) -> None:
+    out = tmp_path / "sub" / "report.html"
+    proc = run_cli("report", *map(str, stored), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    html = out.read_text()
+    assert 'data-plot="baseline"' in html  # run 2 against run 1 (same parameters)
+    assert "regression" in html
+    proc = run_cli("report", "1", "999", "-o", str(tmp_path / "x.html"))
+    assert proc.returncode == 2 and "no run with id 999" in proc.stderr and not (tmp_path / "x.html").exists()
+
+
+# ----- headless Chromium through chromedriver's W3C WebDriver API (no extra Python package) -----
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wd(base: str, method: str, path: str, body: dict | None = None) -> dict:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(
+        base + path, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return json.loads(resp.read() or b"{}")
+
+
+CHECK_PLOTS = """
+const plots = Array.from(document.querySelectorAll('svg.plot'));
+return plots.map(p => {
+  const box = p.getBoundingClientRect();
+  const marks = p.querySelectorAll('polyline, rect.bar, circle');
+  let drawn = 0;
+  marks.forEach(m => { const b = m.getBBox(); if (b.width > 0 || b.height > 0) drawn++; });
+  return {name: p.dataset.plot, width: box.width, height: box.height, marks: marks.length, drawn: drawn};
+});
+"""
+
+
+def test_report_renders_in_headless_chromium(stored: list[int], tmp_path: Path) -> None:
+    driver = shutil.which("chromedriver")
+    browser = next(
+        (
+            b
+            for b in (
+                "/usr/lib/chromium/chromium",
+                shutil.which("chromium"),
+                shutil.which("chromium-browser"),
+            )
+            if b and os.path.exists(b)
+        ),
+        None,
+    )
+    if not driver or not browser:
+        skip_unless_ci("headless Chromium needs the Debian packages chromium and chromium-driver")
+    out = tmp_path / "report.html"
+    assert run_cli("report", *map(str, stored), "-o", str(out)).returncode == 0
+    port = _free_port()
+    proc = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                if _wd(base, "GET", "/status").get("value", {}).get("ready"):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)
+        caps = {
+            "capabilities": {
+                "alwaysMatch": {
+                    "browserName": "chrome",
+                    "goog:chromeOptions": {
+                        "binary": browser,
+                        "args": [
+                            "--headless=new",
+                            "--no-sandbox",
+                            "--disable-gpu",
+                            "--disable-dev-shm-usage",
+                            "--window-size=1200,900",
+                        ],
+                    },
+                    "goog:loggingPrefs": {"browser": "ALL"},
+                }
+            }
+        }
+        session = _wd(base, "POST", "/session", caps)["value"]["sessionId"]
+        try:
+            _wd(base, "POST", f"/session/{session}/url", {"url": out.as_uri()})
+            plots = _wd(
+                base, "POST", f"/session/{session}/execute/sync", {"script": CHECK_PLOTS, "args": []}
+            )["value"]
+            title = _wd(base, "GET", f"/session/{session}/title")["value"]
+            logs = _wd(base, "POST", f"/session/{session}/se/log", {"type": "browser"}).get("value", [])
+        finally:
+            _wd(base, "DELETE", f"/session/{session}")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert title.startswith("fabricscope report")
+    names = {p["name"] for p in plots}
+    assert {"throughput", "baseline", "latency", "connect", "rdma-sweep"} <= names, plots
+    for plot in plots:
+        assert plot["width"] > 100 and plot["height"] > 100, plot
+        assert plot["marks"] > 0 and plot["drawn"] == plot["marks"], plot
+    errors = [entry for entry in logs if entry.get("level") == "SEVERE"]
+    assert not errors, errors
