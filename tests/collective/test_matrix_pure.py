@@ -9,7 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fabricscope.bench.matrix import analyze, confirm, heatmap_svg, pack_phases, phases, retest_flows, round_robin
+from fabricscope.bench.matrix import (
+    analyze,
+    confirm,
+    heatmap_svg,
+    pack_phases,
+    phases,
+    retest_flows,
+    round_robin,
+)
 
 HOSTS8 = [f"h{i}" for i in range(1, 9)]
 

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from fabricscope.bench.nccl_tests import NcclTestsError, parse_file, parse_json, parse_row, parse_text, to_bench_result
+from fabricscope.bench.nccl_tests import (
+    NcclTestsError,
+    parse_file,
+    parse_json,
+    parse_row,
+    parse_text,
+    to_bench_result,
+)
 from fabricscope.bench.result import BenchResult
 from tests.conftest import SAMPLES
 

@@ -7,12 +7,19 @@ import sys
 
 import pytest
 
-from fabricscope.lab.fabric import LabState, Labs, LinkSetting, _loss_rules
+from fabricscope.lab.fabric import Labs, LabState, LinkSetting, _loss_rules
 from fabricscope.lab.plan import build_plan, tbf_args
 from fabricscope.lab.procgroup import ProcSpec, run_group, worst_code
 from fabricscope.lab.run import host_specs
 from fabricscope.lab.runner import RecordingRunner
-from fabricscope.lab.spec import LabError, LabSpec, format_rate, parse_loss, parse_oversubscription, parse_rate
+from fabricscope.lab.spec import (
+    LabError,
+    LabSpec,
+    format_rate,
+    parse_loss,
+    parse_oversubscription,
+    parse_rate,
+)
 
 
 @pytest.mark.parametrize(
