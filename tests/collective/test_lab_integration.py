@@ -14,9 +14,14 @@ import time
 
 import pytest
 
-from tests.lab.conftest import fs, lab_dir, make_lab  # noqa: F401 - fixtures shared with tests/lab
+from tests.lab import conftest as lab_fixtures
+from tests.lab.conftest import fs
 
 pytestmark = pytest.mark.slow
+
+# the lab fixtures of tests/lab (private state directory, labs torn down after each test)
+lab_dir = lab_fixtures.lab_dir
+make_lab = lab_fixtures.make_lab
 
 MTU = 1500
 # TCP payload per Ethernet frame at MTU 1500 (tbf counts whole frames): 1448 / 1514
