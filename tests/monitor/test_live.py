@@ -20,3 +20,20 @@ def test_live_root() -> None:
     proc = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "", proc.stdout + proc.stderr
     exporter.stop()
+
+
+def test_runtime_reads_are_recorded_for_snapshots() -> None:
+    """Readers of host/runtime.py read through per-directory handles; a recording Root (used by
+    `fabricscope snapshot`) still sees every file and directory they read."""
+    from fabricscope.host.root import Recording
+    from fabricscope.host.runtime import read_port_status
+    from tests.conftest import FIXTURE_HOSTS
+
+    root = Root.at(FIXTURE_HOSTS / "ib-ndr-healthy")
+    root.recording = Recording()
+    status = read_port_status(root, "mlx5_0", 1)
+    assert status is not None and status.state_id == 4
+    base = "sys/class/infiniband/mlx5_0/ports/1"
+    assert root.recording.files[f"{base}/state"] == b"4: ACTIVE\n"
+    assert f"{base}/counters/port_xmit_data" in root.recording.files
+    assert f"{base}/counters" in root.recording.dirs

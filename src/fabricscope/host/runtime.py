@@ -124,10 +124,13 @@ class _Dir:
 
     def names(self) -> list[str]:
         try:
-            return sorted(os.listdir(self.fd))
+            names = sorted(os.listdir(self.fd))
         except OSError as exc:
             self.root.note(self.rel, f"cannot list: {exc.strerror or exc}")
             return []
+        if self.root.recording is not None:  # `fabricscope snapshot` keeps what was listed
+            self.root.recording.dirs.add(self.rel)
+        return names
 
     def read(self, name: str, *, required: bool = False) -> str | None:
         """Text of the file (trailing newlines stripped), or None as :meth:`Root.read` would."""
@@ -162,8 +165,11 @@ class _Dir:
         if total > _MAX_ATTR_BYTES:
             self.root.note(rel, f"larger than {_MAX_ATTR_BYTES} bytes: not a sysfs attribute")
             return None
+        data = b"".join(chunks)
+        if self.root.recording is not None:  # `fabricscope snapshot` keeps what was read
+            self.root.recording.files[rel] = data
         try:
-            text = b"".join(chunks).decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
             self.root.note(rel, "not UTF-8 text")
             return None
