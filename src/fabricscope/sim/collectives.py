@@ -197,16 +197,17 @@ def dbtree_parents(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _tree_depth(parents: np.ndarray) -> int:
+    """Longest root path, by walking every rank up at once (numpy pointer chasing)."""
+    cur = np.arange(len(parents))
     depth = 0
-    for r in range(len(parents)):
-        d, x = 0, r
-        while parents[x] >= 0:
-            x = parents[x]
-            d += 1
-            if d > len(parents):
-                raise AssertionError("cycle in tree")
-        depth = max(depth, d)
-    return depth
+    while True:
+        cur = parents[cur[cur >= 0]]
+        cur = cur[cur >= 0]
+        if not len(cur):
+            return depth
+        depth += 1
+        if depth > len(parents):
+            raise AssertionError("cycle in tree")
 
 
 def tree_phase(topo: Topology, groups: np.ndarray, size: float, key: str) -> Phase:

@@ -120,10 +120,15 @@ class Simulator:
     def pattern_id(pattern: Pattern) -> str:
         """Identity of a traffic pattern: its key plus a digest of its transfers, so that two
         patterns are solved once only when they really are the same."""
+        cached = getattr(pattern, "_id", None)
+        if cached is not None:
+            return cached
         h = hashlib.blake2b(digest_size=16)
         for a in (pattern.src_gpu, pattern.dst_gpu, pattern.src_nic, pattern.dst_nic, pattern.entropy):
             h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
-        return f"{pattern.key}:{len(pattern)}:{h.hexdigest()}"
+        pid = f"{pattern.key}:{len(pattern)}:{h.hexdigest()}"
+        pattern._id = pid  # type: ignore[attr-defined]
+        return pid
 
     def solve_pattern(self, pattern: Pattern) -> PatternResult:
         pid = self.pattern_id(pattern)
@@ -255,11 +260,17 @@ class Simulator:
         if r_min <= 0:
             raise FabricscopeError(f"phase {phase.name!r}: a transfer gets no bandwidth (a zero-capacity link?)")
         if phase.timing == "pipeline":
+            # The first slice crosses every hop paying latency and serialisation; the others
+            # follow at the bottleneck's pace, their latency hidden by the slices in flight.
             slices = max(1, math.ceil(b / self.slice_bytes))
-            bw = b / slices / r_min
-            lat_step = float(lat[moving].max())
-            step_s = lat_step + bw
+            t_slice = b / slices / r_min
+            lat_hop = float(lat[moving].max())
+            fill = phase.steps * (lat_hop + t_slice)
             n_steps = slices + phase.steps - 1
+            bw = (slices - 1 + phase.steps) * t_slice
+            lat_step = phase.steps * lat_hop / n_steps
+            step_s = (fill + (slices - 1) * t_slice) / n_steps
+            bw = bw / n_steps
             packets = b / slices / max(tr.payload_bytes, 1)
         elif phase.timing == "ring":
             # Pipelined ring (max-plus view): a step cannot be shorter than the slowest
