@@ -280,7 +280,10 @@ def _render_lint(findings, settings, inv, show_pass: bool) -> None:
         line.append(f"{f.id} ", style="bold")
         line.append(f"[{label.lower()}]", style=style)
         value = f.evidence.get("value")
-        line.append(f" {f.subject}" + (f"={value}" if value is not None else "") + f": {f.message}")
+        if f.message.startswith(f"{f.subject}="):
+            line.append(f" {f.message}")
+        else:
+            line.append(f" {f.subject}" + (f"={value}" if value is not None else "") + f": {f.message}")
         out.print(line)
         if f.fix and f.severity is not Severity.PASS:
             out.print(f"    [dim]fix:[/dim] {escape(f.fix)}")
