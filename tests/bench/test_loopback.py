@@ -115,3 +115,29 @@ def test_cli_latency_and_connect_human_output(peer: str) -> None:
     proc = run_cli("bench", "connect", "--peer", peer, "-t", "0.6")
     assert proc.returncode == 0, proc.stderr
     assert "per-request connections" in proc.stdout and "pooled connection" in proc.stdout
+
+
+def test_data_ports_stay_in_the_given_range() -> None:
+    import socket
+
+    from tests.bench.conftest import start_server
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        low = probe.getsockname()[1]
+    srv = start_server(data_ports=(low, low + 3))
+    seen: list[int] = []
+    original = srv._bound
+
+    def spy(kind):
+        sock = original(kind)
+        seen.append(sock.getsockname()[1])
+        return sock
+
+    srv._bound = spy
+    try:
+        result = _ok(run_tcp(TcpParams(peer=f"127.0.0.1:{srv.port}", duration_s=0.3, direction="bidir")))
+    finally:
+        srv.stop()
+    assert len(seen) == 2 and all(low <= p <= low + 3 for p in seen)
+    assert result.counters.sockets["tcp_bytes_sent"] > 0

@@ -175,7 +175,9 @@ def record_run(
     except PeerError as exc:
         result.counters = probe.after()
         return result.fail(str(exc), round(watch.elapsed_s(), 6))
+    sockets = result.counters.sockets  # filled by ``body`` from this run's own sockets
     result.counters = probe.after()
+    result.counters.sockets = sockets
     result.duration_s = round(watch.elapsed_s(), 6)
     return result
 

@@ -159,6 +159,16 @@ def build_tcp_metrics(
             result.intervals = merge_intervals(sinks, params.interval_s)
     metrics["throughput_gbps"] = total_gbps
     metrics["retransmits_count"] = retrans
+    senders = [r.get("tcp_info", {}) for r in everyone if r.get("role") == "source"]
+    result.counters.sockets = {
+        "tcp_total_retrans": sum(int(i.get("total_retrans", 0)) for i in senders),
+        "tcp_bytes_retrans": sum(int(i.get("bytes_retrans", 0)) for i in senders),
+        "tcp_bytes_sent": sum(int(i.get("bytes_sent", 0)) for i in senders),
+        "tcp_delivered_ce": sum(int(i.get("delivered_ce", 0)) for i in senders),  # ECN-marked deliveries
+        "tcp_rcv_ooopack": sum(
+            int(r.get("tcp_info", {}).get("rcv_ooopack", 0)) for r in everyone if r.get("role") == "sink"
+        ),
+    }
     wall = max((float(r.get("wall_s", 0.0)) for r in everyone), default=0.0)
     metrics["client_cpu_pct"] = cpu_pct(client, wall)
     metrics["server_cpu_pct"] = cpu_pct(server, wall)

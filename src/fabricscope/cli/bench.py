@@ -68,6 +68,32 @@ def _progress(label: str, expected_s: float, quiet: bool) -> Iterator[Callable[[
         yield tick
 
 
+def _with_ticks(func: Callable[[], object], tick: Callable[[float], None] | None):
+    """Run a blocking call (perftest) while the progress bar keeps moving."""
+    if tick is None:
+        return func()
+    import threading
+    import time
+
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = func()
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, daemon=True)
+    started = time.monotonic()
+    worker.start()
+    while worker.is_alive():
+        tick(time.monotonic() - started)
+        worker.join(0.2)
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["result"]
+
+
 def _finish(
     result, *, json_out: bool, store: bool, thresholds: list, render: Callable[[object], list[str]]
 ) -> None:
@@ -456,7 +482,9 @@ def rdma(
         typer.echo(
             f"fabricscope: waiting up to {wait:g} s for `bench rdma --peer` from the client side...", err=True
         )
-    result = run_rdma(params)
+    expected = float(duration or 5) * (30 if all_sizes else 1) + (wait if listen else 0)
+    with _progress(f"rdma {test}", expected, False) as tick:
+        result = _with_ticks(lambda: run_rdma(params), tick)
     thresholds = []
     if min_gbps is not None:
         thresholds.append(Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"))
