@@ -211,10 +211,13 @@ def test_use_cuda_picks_the_nearest_gpu(tmp_path: Path) -> None:
     assert "--use_cuda=3" in log.read_text() and result.detail["plan"]["gpu"] == "GPU 3 is PIX to mlx5_3"
 
 
-def test_cli_skip_exits_0_and_is_stored(isolated_db) -> None:
-    if os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband"):
-        pytest.skip("this machine has RDMA devices; the skip path needs a host without them")
-    proc = run_cli("bench", "rdma", "--peer", "192.0.2.1", "--json", timeout=60)
+def test_cli_skip_exits_0_and_is_stored(isolated_db, tmp_path: Path) -> None:
+    # An empty PATH: no perftest whatever this machine has; without RDMA devices the reason is that.
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    proc = run_cli("bench", "rdma", "--peer", "192.0.2.1", "--json", timeout=60, env={"PATH": str(empty)})
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["status"] == "skipped" and doc["kind"] == "rdma" and doc["run_id"] == 1
+    rdma_here = os.path.isdir("/sys/class/infiniband") and bool(os.listdir("/sys/class/infiniband"))
+    assert ("perftest is not installed" if rdma_here else "no RDMA device") in doc["reason"]
