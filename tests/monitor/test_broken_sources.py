@@ -167,3 +167,19 @@ def test_crashing_collector_is_a_metric(host_copy, monkeypatch: pytest.MonkeyPat
     result = success(exporter)
     assert result["pcie"] == 0 and result["tcp"] == 1
     assert problems(exporter, "pcie") == 1
+
+
+def test_failing_topology_refresh_marks_dependent_collectors(host_copy, monkeypatch: pytest.MonkeyPatch) -> None:
+    exporter = make_exporter(host_copy("roce-healthy"))
+
+    def broken(root):
+        raise OSError("nvidia-smi wedged")
+
+    monkeypatch.setattr("fabricscope.monitor.exporter.read_topology", broken)
+    exporter.topology_task.run_once()
+    result = success(exporter)
+    assert result["rdma"] == result["netdev"] == result["pcie"] == result["ethtool"] == 0
+    assert result["tcp"] == 1
+    # the last good topology still labels the series
+    parsed = samples(exporter.render().decode())
+    assert value(parsed, "fabricscope_rdma_port_info", device="mlx5_0", port="1", netdev="ens0np0", link_layer="Ethernet") == 1

@@ -7,6 +7,7 @@ with a runbook in every alert's annotations.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from dataclasses import dataclass
@@ -68,11 +69,18 @@ def write_assets(out_dir: Path, *, force: bool = False) -> list[Written]:
 
 
 def _atomic_write(target: Path, text: str) -> None:
+    """Write beside the target and rename over it: readers never see half a file."""
+    tmp: str | None = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
+        tmp = None
     except OSError as exc:
         raise FabricscopeError(f"{target}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

@@ -74,9 +74,8 @@ class Exporter:
         self.root = root
         self.options = options or ExporterOptions()
         opts = self.options
-        self.topology_task: Periodic[Topology] = Periodic(
-            "topology", lambda: read_topology(self.root), opts.topology_interval_s
-        )
+        self.topology_task: Periodic[Topology] = Periodic("topology", self._read_topology, opts.topology_interval_s)
+        self._topology_problems: tuple[str, ...] = ()
         self.ethtool_task: Periodic[EthtoolSnapshot] = Periodic(
             "ethtool", lambda: poll_ethtool(self.root, lambda: self.topology_task.outcome.value), opts.ethtool_interval_s
         )
@@ -139,6 +138,16 @@ class Exporter:
     def tasks(self) -> list[Periodic]:
         return [t for t in (self.topology_task, self.ethtool_task, self.doctor_task, self.nccl_task) if t is not None]
 
+    def _read_topology(self) -> Topology:
+        topology = read_topology(self.root)
+        problems = tuple(f"{p.source}: {p.reason}" for p in topology.problems)
+        if problems != self._topology_problems:
+            # Reported once per change: the doctor's host.sources finding lists them too.
+            if problems:
+                log.warning("topology: %d source(s) unreadable: %s", len(problems), "; ".join(problems[:5]))
+            self._topology_problems = problems
+        return topology
+
     # ----- scraping ---------------------------------------------------------------------------
     def render(self) -> bytes:
         """The exposition (Prometheus text format 0.0.4) of one scrape."""
@@ -159,6 +168,14 @@ class Exporter:
         out = Families()
         started = time.perf_counter()
         crashed: str | None = None
+        if getattr(collector, "uses_topology", False):
+            # Labels and the list of netdevs/PCI functions come from the topology: if its refresh
+            # fails or hangs, what this collector shows is stale.
+            task = self.topology_task
+            if task.outcome.error is not None:
+                scoped.note("topology", f"last refresh failed: {task.outcome.error}")
+            elif task.is_stale():
+                scoped.note("topology", f"last refreshed {task.age_s():.0f} s ago")
         try:
             collector.collect(ScrapeContext(scoped, topology), out)
         except Exception as exc:  # a bug or a surprise in one source must not fail the scrape

@@ -30,6 +30,7 @@ def poll_ethtool(root: Root, topology: Callable[[], Topology | None]) -> Ethtool
 
 class EthtoolCollector:
     name = "ethtool"
+    uses_topology = True
 
     def __init__(self, task: Periodic[EthtoolSnapshot]) -> None:
         self.task = task

@@ -11,6 +11,7 @@ MBPS_TO_BYTES_PER_S = 1e6 / 8
 
 class NetdevCollector:
     name = "netdev"
+    uses_topology = True
 
     def collect(self, ctx: ScrapeContext, out: Families) -> None:
         topo = ctx.topology

@@ -10,6 +10,7 @@ GTS = 1e9
 
 class PcieCollector:
     name = "pcie"
+    uses_topology = True
 
     def collect(self, ctx: ScrapeContext, out: Families) -> None:
         for target in ctx.topology.pcie:

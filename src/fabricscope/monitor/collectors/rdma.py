@@ -30,6 +30,7 @@ def _model_key(ctx: ScrapeContext, status: PortStatus) -> tuple[str, str]:
 
 class RdmaCollector:
     name = "rdma"
+    uses_topology = True
 
     def collect(self, ctx: ScrapeContext, out: Families) -> None:
         ports = list_rdma_ports(ctx.root)
