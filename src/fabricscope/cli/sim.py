@@ -103,6 +103,11 @@ def _fmt_time(s: float) -> str:
     return f"{s * 1e6:.1f} us"
 
 
+def _gb(x: float) -> str:
+    """GB/s as nccl-tests prints them, with more digits for lab-sized (sub-GB/s) numbers."""
+    return f"{x:.2f}" if x >= 10 else f"{x:.4g}"
+
+
 def _fmt_size(n: float) -> str:
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
@@ -144,6 +149,7 @@ def collective(
     algo: Annotated[str | None, typer.Option("--algo", help="ring, tree, hierarchical, halving-doubling, direct (default: ring; direct for alltoall/sendrecv).")] = None,
     size: Annotated[str, typer.Option("--size", help="Message size (1G = 1 GiB, as nccl-tests) or a sweep 1M:1G / list 1M,64M.")] = "1G",
     channels: Annotated[int | None, typer.Option("--channels", help="Ring channels (default: one per NIC, rail-aligned).")] = None,
+    node_order: Annotated[str | None, typer.Option("--node-order", help="Rank order of nodes, e.g. h1,h5,h2,h6 (lab host names) or 0,4,1,5; a subset makes a smaller communicator.")] = None,
     topology: Topo = "rail-optimized",
     topology_file: TopoFile = None,
     nodes: Nodes = 2,
@@ -197,8 +203,8 @@ def collective(
     typer.echo(f"{'size':>10}  {'time':>11}  {'algbw GB/s':>11}  {'busbw GB/s':>11}  limited by")
     for r in doc["results"]:
         typer.echo(
-            f"{_fmt_size(r['size_bytes']):>10}  {_fmt_time(r['time_s']):>11}  {r['algbw_GBps']:>11.2f}  "
-            f"{r['busbw_GBps']:>11.2f}  {r['limited_by']}"
+            f"{_fmt_size(r['size_bytes']):>10}  {_fmt_time(r['time_s']):>11}  {_gb(r['algbw_GBps']):>11}  "
+            f"{_gb(r['busbw_GBps']):>11}  {r['limited_by']}"
         )
     _print_bottlenecks(doc["bottlenecks"])
 

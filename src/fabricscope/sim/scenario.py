@@ -8,7 +8,6 @@ key of the same dict. Keeping one parser here means every command reads ``400G``
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from fabricscope.errors import FabricscopeError
@@ -61,6 +60,7 @@ DEFAULTS: dict[str, Any] = {
     "algo": None,
     "size": "1G",
     "channels": None,
+    "node_order": None,
 }
 
 INT_KEYS = {"nodes", "gpus_per_node", "nics_per_node", "hosts_per_leaf", "spines", "radix", "tiers",
@@ -181,10 +181,39 @@ def build_simulator(p: dict[str, Any], topo: Topology | None = None) -> Simulato
                      nvlink_efficiency=float(p["nvlink_efficiency"]))
 
 
-@dataclass
-class CollectiveRun:
-    sim: Simulator
-    results: list[Any]
+def parse_node_order(text: str | None, nodes: int) -> list[int] | None:
+    """``"h1,h5,h2"`` (lab host names, 1-based) or ``"0,4,1"`` (node indexes) -> node indexes.
+
+    The ring visits nodes in this order (a launcher's rank order); a subset makes a smaller
+    communicator on the same fabric."""
+    if text is None or str(text).strip() == "":
+        return None
+    out = []
+    for item in str(text).split(","):
+        item = item.strip()
+        try:
+            idx = int(item[1:]) - 1 if item[:1].lower() == "h" else int(item)
+        except ValueError:
+            raise FabricscopeError(f"--node-order: {item!r} is neither a node index nor a host name like h3") from None
+        if not 0 <= idx < nodes:
+            raise FabricscopeError(f"--node-order: {item!r} is outside the {nodes} node(s)")
+        out.append(idx)
+    if len(set(out)) != len(out):
+        raise FabricscopeError("--node-order lists a node twice")
+    if len(out) < 2:
+        raise FabricscopeError("--node-order needs at least two nodes")
+    return out
+
+
+def communicator(topo: Topology, node_order: str | None) -> Any:
+    """GPU ids of the communicator: every GPU in node order (default), or the nodes given."""
+    order = parse_node_order(node_order, topo.nodes)
+    if order is None:
+        return None
+    import numpy as np
+
+    G = topo.node.gpus_per_node
+    return (np.asarray(order, np.int64)[:, None] * G + np.arange(G)[None, :]).reshape(1, -1)
 
 
 def run_collective(params: dict[str, Any], sim: Simulator | None = None) -> dict[str, Any]:
@@ -193,7 +222,8 @@ def run_collective(params: dict[str, Any], sim: Simulator | None = None) -> dict
     p = normalise(params)
     sizes = parse_size_range(str(p["size"]))
     sim = sim or build_simulator(p)
-    results = [sim.collective(p["op"], p.get("algo"), s, channels=_opt_int(p, "channels")) for s in sizes]
+    groups = communicator(sim.topo, p.get("node_order"))
+    results = [sim.collective(p["op"], p.get("algo"), s, groups, channels=_opt_int(p, "channels")) for s in sizes]
     last = results[-1].to_dict()
     doc: dict[str, Any] = {
         "schema": SCHEMA,
