@@ -46,8 +46,7 @@ class PatternResult:
     path_lat_s: np.ndarray  # per transfer, sum of link latencies (coefficient-weighted)
     alpha_s: np.ndarray  # per transfer, endpoint latency of one message
     network: np.ndarray  # per transfer, crosses the network
-    timeout_p: np.ndarray  # per transfer, chance a message ends in a timeout (per step)
-    rto_s: np.ndarray
+    rto_s: np.ndarray  # per transfer, retransmission timeout (0 without loss)
     eff_cap: np.ndarray  # capacities the solver used (per link)
     adjustments: list[str] = field(default_factory=list)
     wall_s: float = 0.0
@@ -150,7 +149,6 @@ class Simulator:
         rtt = 2.0 * (lat + alpha)
         coef = routes.coef.copy()
         flow_cap = np.full(n, np.inf)
-        timeout_p = np.zeros(n)
         rto = np.zeros(n)
         adjustments: list[str] = []
         if network.any():
@@ -186,10 +184,7 @@ class Simulator:
                 flow_cap = np.minimum(flow_cap, victim_cap)
                 sol = max_min(n, routes.flow, routes.link, coef, cap_used, flow_cap)
                 adjustments.append(f"PFC head-of-line blocking slows {int(hit.sum())} victim flow(s)")
-        if tr.loss > 0 and network.any():
-            # packets per message are filled in per phase (bytes differ); keep per-packet p here
-            timeout_p = np.where(network, 1.0, 0.0)
-        res = PatternResult(pattern, routes, sol, lat, alpha, network, timeout_p, rto, cap_used, adjustments)
+        res = PatternResult(pattern, routes, sol, lat, alpha, network, rto, cap_used, adjustments)
         res.wall_s = time.perf_counter() - t0
         self._cache[pid] = res
         return res
