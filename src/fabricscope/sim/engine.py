@@ -200,45 +200,47 @@ class Simulator:
 
         An incast point is a saturated network link whose flows arrive over at least two
         different upstream links. Its queue fills and PFC pauses every upstream link feeding
-        it; a paused link stops all flows of that priority, so a flow sharing such an upstream
-        link without crossing the incast point is held to the rate of the paused flows
-        (one FIFO, served in arrival order). One pass; documented as an approximation.
+        it; a paused link stops all flows of that priority, so every flow crossing such an
+        upstream link is held to the pace of the flows paused at the incast point (one FIFO,
+        served in arrival order): cap(u) = min over the incast points e that u feeds of the
+        fastest rate through e. Flows that do cross e are at or below that rate already, so the
+        cap only binds the victims. One pass; documented as an approximation.
         """
         topo = self.topo
         caps = np.full(n, np.inf)
         k = topo.link_kind
         net = (k == KIND_ACCESS) | (k == KIND_FABRIC)
-        f, lk, st = routes.flow, routes.link, routes.stage
-        order = np.lexsort((st, f))
-        f, lk, st = f[order], lk[order], st[order]
-        prev = np.full(len(f), -1, np.int64)
+        order = np.lexsort((routes.stage, routes.flow))
+        f, lk = routes.flow[order], routes.link[order]
+        if len(f) < 2:
+            return caps
         same = np.r_[False, f[1:] == f[:-1]]
-        if len(f) > 1:
-            prev[1:][same[1:]] = lk[:-1][same[1:]]
-        # fan-in: distinct upstream links per link
+        prev = np.full(len(f), -1, np.int64)
+        prev[1:][same[1:]] = lk[:-1][same[1:]]
         sat_net = sol.saturated & net
         on = sat_net[lk] & (prev >= 0)
-        pairs = np.unique(np.stack([lk[on], prev[on]]), axis=1) if on.any() else np.zeros((2, 0), np.int64)
-        fan_in = np.bincount(pairs[0], minlength=topo.n_links)
-        incast = np.flatnonzero(fan_in >= 2)
-        if not len(incast):
+        if not on.any():
             return caps
-        link_flows: dict[int, np.ndarray] = {}
-        for e in incast:
-            through = np.unique(f[lk == e])
-            # upstream links of flows through e (stages before e's stage on their paths)
-            mask = np.isin(f, through)
-            e_stage = {int(ff): int(s) for ff, s in zip(f[mask & (lk == e)], st[mask & (lk == e)], strict=False)}
-            ups = set()
-            for ff, ll, ss in zip(f[mask], lk[mask], st[mask], strict=False):
-                if ss < e_stage[int(ff)] and net[ll]:
-                    ups.add(int(ll))
-            paced = float(sol.rate[through].max())
-            for u in ups:
-                if u not in link_flows:
-                    link_flows[u] = np.unique(f[lk == u])
-                victims = np.setdiff1d(link_flows[u], through)
-                caps[victims] = np.minimum(caps[victims], paced)
+        pairs = np.unique(np.stack([lk[on], prev[on]]), axis=1)
+        fan_in = np.bincount(pairs[0], minlength=topo.n_links)
+        incast = fan_in >= 2
+        at_e = np.flatnonzero(incast[lk])  # entries sitting on an incast link
+        if not len(at_e):
+            return caps
+        paced = np.zeros(topo.n_links)
+        np.maximum.at(paced, lk[at_e], sol.rate[f[at_e]])
+        # upstream entries of each incast entry: the same flow's earlier entries (sorted by stage)
+        first = np.r_[0, np.flatnonzero(~same[1:]) + 1]
+        start = first[np.searchsorted(first, at_e, side="right") - 1]
+        count = at_e - start
+        idx = np.repeat(start, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
+        e_of = np.repeat(lk[at_e], count)
+        up = lk[idx]
+        keep = net[up]
+        cap_link = np.full(topo.n_links, np.inf)
+        np.minimum.at(cap_link, up[keep], paced[e_of[keep]])
+        bound = np.isfinite(cap_link[lk])
+        np.minimum.at(caps, f[bound], cap_link[lk[bound]])
         return caps
 
     # ----------------------------------------------------------------------------- timing
