@@ -18,6 +18,7 @@ Usage:  python benchmarks/nccl_log_throughput.py [--size-mb 1024] [--ranks 4096]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import resource
@@ -117,6 +118,15 @@ def generate(path: str, size_bytes: int, ranks: int, seed: int = 7) -> None:
 
 
 def peak_rss_mib() -> float:
+    """This process's peak resident memory (VmHWM: reset by exec, unlike ru_maxrss which a child
+    inherits from the process that forked it)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
@@ -162,20 +172,26 @@ def main() -> int:
     with open(path, "rb") as fh:
         lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 22), b""))
 
-    # Flat memory: peak RSS of a fresh process that stops after 1/8 of the file, versus this one after all of it.
-    eighth = subprocess.run(
-        [sys.executable, "-c",
-         "import sys,resource; sys.path.insert(0, sys.argv[1]); import nccl_log_throughput as b; "
-         "b.measure_reader(sys.argv[2], int(sys.argv[3])); "
-         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)",
-         os.path.dirname(os.path.abspath(__file__)), path, str(total // 8)],
-        capture_output=True, text=True, check=True,
-    )
-    rss_eighth = float(eighth.stdout.strip())
+    # Each measurement runs in a fresh process, so neither the generator nor the other run is counted.
+    def run_reader(stop: int | None) -> dict:
+        code = (
+            "import json, sys, time; sys.path.insert(0, sys.argv[1]); import nccl_log_throughput as b; "
+            "stop = int(sys.argv[3]) or None; e, c, n, r = b.measure_reader(sys.argv[2], stop); "
+            "fails = sorted({f.id for f in r.findings if f.severity.value == 'fail'}); "
+            "print(json.dumps({'wall_s': e, 'cpu_s': c, 'bytes': n, 'peak_mib': b.peak_rss_mib(), "
+            "'ranks': len(r.ranks), 'hosts': r.summary['hosts'], 'findings': len(r.findings), 'fails': fails}))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code, os.path.dirname(os.path.abspath(__file__)), path, str(stop or 0)],
+            capture_output=True, text=True, check=True,
+        )
+        return json.loads(out.stdout.strip().splitlines()[-1])
 
     load_before = os.getloadavg()[0]
-    elapsed, cpu_s, nbytes, report = measure_reader(path)
-    rss_full = peak_rss_mib()
+    eighth = run_reader(total // 8)
+    full = run_reader(None)
+    rss_eighth, rss_full = eighth["peak_mib"], full["peak_mib"]
+    elapsed, cpu_s, nbytes = full["wall_s"], full["cpu_s"], full["bytes"]
     mb_s = nbytes / 1e6 / elapsed
     cpu_mb_s = nbytes / 1e6 / cpu_s
 
@@ -186,8 +202,7 @@ def main() -> int:
         subprocess.run([grep, "-c", "NCCL WARN", path], capture_output=True, check=False)
         grep_mb_s = total / 1e6 / (time.perf_counter() - t0)
 
-    fails = [f for f in report.findings if f.severity.value == "fail"]
-    print(f"log: {total / 1e6:.0f} MB, {lines:,} lines, {args.ranks} ranks, {report.summary['hosts']} hosts")
+    print(f"log: {total / 1e6:.0f} MB, {lines:,} lines, {args.ranks} ranks, {full['hosts']} hosts")
     print(f"fabricscope nccl log reader (one thread): {cpu_s:.1f} s of CPU = {cpu_mb_s:.1f} MB/s per core "
           f"({lines / cpu_s / 1e3:.0f} k lines/s); wall {elapsed:.1f} s = {mb_s:.1f} MB/s "
           f"(load average {load_before:.1f} on {os.cpu_count()} CPUs when it started)")
@@ -196,9 +211,8 @@ def main() -> int:
         print(f"  vs GNU grep -c 'NCCL WARN' on the same file: {grep_mb_s:.0f} MB/s wall (reader/grep = {mb_s / grep_mb_s:.3f})")
     print(f"peak RSS: {rss_eighth:.0f} MiB after 1/8 of the file, {rss_full:.0f} MiB after all of it "
           f"(ratio {rss_full / rss_eighth:.2f}; flat memory means ~1.0)")
-    print(f"verdicts: {len(report.findings)} findings, {len(fails)} fail ({', '.join(sorted({f.id for f in fails}))})")
-    ranks_seen = len(report.ranks)
-    assert ranks_seen == args.ranks, f"reader saw {ranks_seen} ranks, generator wrote {args.ranks}"
+    print(f"verdicts: {full['findings']} findings, {len(full['fails'])} fail ({', '.join(full['fails'])})")
+    assert full["ranks"] == args.ranks, f"reader saw {full['ranks']} ranks, generator wrote {args.ranks}"
     return 0
 
 

@@ -54,6 +54,10 @@ def test_ib_gdrdma_a100() -> None:
     assert mixed.severity.value == "warn" and "mlx5_16:1" in mixed.evidence["roce"]
     assert mixed.fix is not None and "NCCL_IB_HCA==" in mixed.fix and "mlx5_16" not in mixed.fix
     assert finding(report, "nccl_log.gdr").severity.value == "pass"
+    # Single node with P2P and SHM disabled: the log's env lines are linted (debug settings left in).
+    env = [f for f in report.findings if f.id == "nccl_log.env"]
+    assert {f.evidence["code"] for f in env} == {"NCCL062"}
+    assert {f.subject for f in env} == {"NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE"}
 
 
 def test_ib_gdrdma_h100_ibext_plugin_with_launcher_prefix() -> None:
@@ -121,6 +125,8 @@ def test_socket_fallback_with_ib_disabled() -> None:
     assert by_rank[15]["transports"] == {"NET/Socket": 2} and by_rank[15]["network"] == "Socket"
     assert by_rank[0]["transports"] == {"P2P/IPC": 2} and by_rank[0]["network"] == "Socket"
     assert by_rank[10]["transports"] == {"P2P/IPC": 2}
+    env = [f for f in report.findings if f.id == "nccl_log.env"]
+    assert [f.evidence["code"] for f in env] == ["NCCL060"]
 
 
 def test_expect_socket_turns_the_fallback_into_a_fact() -> None:

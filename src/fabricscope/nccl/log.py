@@ -583,6 +583,7 @@ class LogAggregator:
         self._pending_version: str | None = None
         self._info_lines = 0
         self._head_keys: dict[str, tuple | None] = {}  # header text -> (host, pid) or None
+        self._head_rank: dict[str, RankState | None] = {}  # header text -> its rank (channel lines)
 
     # ----- files ------------------------------------------------------------------------
     def begin_file(self, name: str) -> FileStats:
@@ -631,26 +632,33 @@ class LogAggregator:
         feed_line = self._feed_line
         plain = 0
         last_key = self._last_key
+        find, rfind, startswith, get = str.find, str.rfind, str.startswith, head_keys.get
+        channel = self._batch_channel
+        plain_channels = 0
         for line in lines:
-            idx = line.find(" NCCL INFO ")
+            idx = find(line, " NCCL INFO ")
             if idx > 0:
                 start = idx + 11
-                arrow = line.rfind(" -> ")
-                if not line.startswith(interesting, start) and (arrow < 0 or line.find(" ", start) != arrow):
-                    head = line[:idx]
-                    key = head_keys.get(head, _MISS)
-                    if key is _MISS:  # first line with this header: make sure its process exists
-                        header = _parse_header(head)
-                        key = (header[2], header[3]) if header is not None else None
-                        if key is not None and key not in processes:
-                            self._new_process(key)
-                        if len(head_keys) >= _CACHE_LIMIT:
-                            head_keys.clear()
-                        head_keys[head] = key
-                    if key is not None:
-                        plain += 1
-                        last_key = key
-                        continue
+                if not startswith(line, interesting, start):
+                    arrow = rfind(line, " -> ")
+                    if arrow < 0 or find(line, " ", start) != arrow:  # not a "file:line -> N" line
+                        head = line[:idx]
+                        key = get(head, _MISS)
+                        if key is _MISS:  # first line with this header: make sure its process exists
+                            header = _parse_header(head)
+                            key = (header[2], header[3]) if header is not None else None
+                            if key is not None and key not in processes:
+                                self._new_process(key)
+                            if len(head_keys) >= _CACHE_LIMIT:
+                                head_keys.clear()
+                            head_keys[head] = key
+                        if key is not None:
+                            plain += 1
+                            last_key = key
+                            continue
+                elif startswith(line, "Channel ", start) and channel(line, idx, start):
+                    plain_channels += 1
+                    continue
             if line and line[-1] == "\r":
                 line = line[:-1]
             self._last_key = last_key
@@ -658,7 +666,9 @@ class LogAggregator:
             last_key = self._last_key
         self._last_key = last_key
         self._info_lines += plain
-        stats.nccl_lines += plain
+        stats.nccl_lines += plain + plain_channels
+        if plain_channels:
+            self.events["channel"] = self.events.get("channel", 0) + plain_channels
 
     def _feed_line(self, line: str, stats: FileStats) -> None:
         split = _split(line)
@@ -684,6 +694,42 @@ class LogAggregator:
                 self._last_key = key
                 return
         self.feed_event(_event(header, level, msg, kind, data))
+
+    def _batch_channel(self, line: str, idx: int, start: int) -> bool:
+        """A channel line of the batch path: header and rank found through a per-header cache."""
+        head = line[:idx]
+        rank = self._head_rank.get(head, _MISS)
+        if rank is _MISS:
+            header = _parse_header(head)
+            if header is None:
+                return False
+            key = (header[2], header[3])
+            if key not in self.processes:
+                self._new_process(key)
+            rank = None
+            if header[5] is not None:
+                rkey = (header[2], header[3], header[5])
+                rank = self.ranks.get(rkey)
+                if rank is None:
+                    rank = self.ranks[rkey] = RankState(host=header[2], pid=header[3], cuda_dev=header[5])
+            if len(self._head_rank) >= _CACHE_LIMIT:
+                self._head_rank.clear()
+            self._head_rank[head] = rank
+        match = _CHANNEL.match(line, start)
+        if match is None:
+            return False
+        if rank is None:
+            return True
+        label, tclass, _net, net_dev, _gdr = classify_transport(match.group(8))
+        transports = rank.transports
+        transports[label] = transports.get(label, 0) + 1
+        tclasses = rank.tclasses
+        tclasses[tclass] = tclasses.get(tclass, 0) + 1
+        if net_dev is not None and net_dev not in rank.net_devs and len(rank.net_devs) < 64:
+            rank.net_devs.add(net_dev)
+        if rank.rank is None:
+            rank.rank = int(match.group(5) if match.group(7) == "receive" else match.group(3))
+        return True
 
     def _fast_channel(self, header: tuple, msg: str) -> bool:
         """A channel line straight into its rank's counters (the bulk of init output at scale)."""
