@@ -284,3 +284,42 @@ def test_fuzz_nccl_shaped_text_never_raises(text: str) -> None:
             "version", "network", "net_devices", "socket_devices", "no_device", "gdr", "channel", "comm", "connected",
             "env", "bootstrap", "qp", "retcode", "info", *WARN_KINDS,
         }
+
+
+def _sample_lines() -> list[str]:
+    from tests.conftest import SAMPLES
+
+    lines: list[str] = []
+    for path in sorted(SAMPLES.glob("nccl_log_*.txt")):
+        lines += path.read_text(errors="replace").splitlines()
+    return lines or ["h:1:2 [0] NCCL INFO Using network IB"]
+
+
+_LINES = _sample_lines()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.sampled_from(_LINES), st.sampled_from(_LINES).map(lambda s: s[: len(s) // 2]), st.text(max_size=80)),
+        max_size=60,
+    )
+)
+def test_property_batch_and_line_paths_agree_and_never_raise(lines: list[str]) -> None:
+    """Any mix of real, truncated and random lines: both aggregation paths give the same report."""
+    from fabricscope.nccl.log import LogAggregator
+
+    one = LogAggregator()
+    one.begin_file("x")
+    for line in lines:
+        one.feed(line)
+    one.end_file()
+    batch = LogAggregator()
+    stats = batch.begin_file("x")
+    stats.lines += len(lines)
+    stats.binary_lines += sum(1 for ln in lines if "\x00" in ln or "\ufffd" in ln)  # iter_line_batches counts these
+    batch.feed_batch([ln.rstrip("\r\n") for ln in lines], stats)
+    batch.end_file()
+    a, b = one.report(), batch.report()
+    assert a.ranks == b.ranks
+    assert [f.to_dict() for f in a.findings] == [f.to_dict() for f in b.findings]

@@ -98,8 +98,8 @@ def _socket_ifname(inv: Inventory, plan: EnvPlan) -> None:
     plan.set(
         "NCCL_SOCKET_IFNAME",
         f"={chosen.name}",
-        f"{role} over {chosen.name} (up, {address}{speed}); '=' makes it an exact name so {chosen.name}0.. or "
-        "docker/virtual interfaces are never picked",
+        f"{role} over {chosen.name} (up, {address}{speed}); '=' makes it an exact name, so no other interface "
+        f"starting with {chosen.name} is picked too",
     )
 
 

@@ -697,6 +697,9 @@ class LogAggregator:
 
     def _batch_channel(self, line: str, idx: int, start: int) -> bool:
         """A channel line of the batch path: header and rank found through a per-header cache."""
+        match = _CHANNEL.match(line, start)
+        if match is None:
+            return False
         head = line[:idx]
         rank = self._head_rank.get(head, _MISS)
         if rank is _MISS:
@@ -715,9 +718,6 @@ class LogAggregator:
             if len(self._head_rank) >= _CACHE_LIMIT:
                 self._head_rank.clear()
             self._head_rank[head] = rank
-        match = _CHANNEL.match(line, start)
-        if match is None:
-            return False
         if rank is None:
             return True
         label, tclass, _net, net_dev, _gdr = classify_transport(match.group(8))
