@@ -427,12 +427,10 @@ def _split(line: str) -> tuple[tuple, str, str] | None:
         return None
     rest = line[idx + 6 :]
     sp = rest.find(" ")
-    if sp < 0:
-        return None
-    level = rest[:sp]
+    level = rest if sp < 0 else rest[:sp]  # an empty message is still an NCCL line
     if level not in LEVELS:
         return None
-    return header, level, rest[sp + 1 :]
+    return header, level, "" if sp < 0 else rest[sp + 1 :]
 
 
 def _bare_version(line: str) -> LogEvent | None:
@@ -583,7 +581,7 @@ class LogAggregator:
         self._pending_version: str | None = None
         self._info_lines = 0
         self._head_keys: dict[str, tuple | None] = {}  # header text -> (host, pid) or None
-        self._head_rank: dict[str, RankState | None] = {}  # header text -> its rank (channel lines)
+        self._head_rank: dict[str, tuple] = {}  # header text -> ((host, pid), rank or None) for channel lines
 
     # ----- files ------------------------------------------------------------------------
     def begin_file(self, name: str) -> FileStats:
@@ -656,9 +654,12 @@ class LogAggregator:
                             plain += 1
                             last_key = key
                             continue
-                elif startswith(line, "Channel ", start) and channel(line, idx, start):
-                    plain_channels += 1
-                    continue
+                elif startswith(line, "Channel ", start):
+                    key = channel(line, idx, start)
+                    if key is not None:
+                        plain_channels += 1
+                        last_key = key
+                        continue
             if line and line[-1] == "\r":
                 line = line[:-1]
             self._last_key = last_key
@@ -695,17 +696,19 @@ class LogAggregator:
                 return
         self.feed_event(_event(header, level, msg, kind, data))
 
-    def _batch_channel(self, line: str, idx: int, start: int) -> bool:
-        """A channel line of the batch path: header and rank found through a per-header cache."""
+    def _batch_channel(self, line: str, idx: int, start: int) -> tuple | None:
+        """A channel line of the batch path: header and rank found through a per-header cache.
+
+        Returns the line's (host, pid), or None when the line is not a channel line after all."""
         match = _CHANNEL.match(line, start)
         if match is None:
-            return False
+            return None
         head = line[:idx]
-        rank = self._head_rank.get(head, _MISS)
-        if rank is _MISS:
+        cached = self._head_rank.get(head)
+        if cached is None:
             header = _parse_header(head)
             if header is None:
-                return False
+                return None
             key = (header[2], header[3])
             if key not in self.processes:
                 self._new_process(key)
@@ -717,9 +720,10 @@ class LogAggregator:
                     rank = self.ranks[rkey] = RankState(host=header[2], pid=header[3], cuda_dev=header[5])
             if len(self._head_rank) >= _CACHE_LIMIT:
                 self._head_rank.clear()
-            self._head_rank[head] = rank
+            cached = self._head_rank[head] = (key, rank)
+        key, rank = cached
         if rank is None:
-            return True
+            return key
         label, tclass, _net, net_dev, _gdr = classify_transport(match.group(8))
         transports = rank.transports
         transports[label] = transports.get(label, 0) + 1
@@ -729,7 +733,7 @@ class LogAggregator:
             rank.net_devs.add(net_dev)
         if rank.rank is None:
             rank.rank = int(match.group(5) if match.group(7) == "receive" else match.group(3))
-        return True
+        return key
 
     def _fast_channel(self, header: tuple, msg: str) -> bool:
         """A channel line straight into its rank's counters (the bulk of init output at scale)."""
