@@ -109,7 +109,8 @@ def test_formats_are_ready_to_paste(tmp_path) -> None:
     slurm = render(plan, "slurm")
     assert "#SBATCH --export=ALL" in slurm and "srun --export=ALL" in slurm
     k8s = render(plan, "k8s")
-    yaml = pytest.importorskip("yaml")
+    import yaml  # pyyaml: the sim extra, installed in CI
+
     parsed = yaml.safe_load(k8s)
     assert {e["name"]: e["value"] for e in parsed["env"]} == plan.as_environ()
     assert all(isinstance(e["value"], str) for e in parsed["env"])
