@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -23,20 +22,33 @@ TARGET_RSS_MB = 100.0
 HOSTS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "hosts"
 
 
+# Runs the CLI like the console script does, then reports the process's own peak RSS (VmHWM):
+# ru_maxrss of a child would also count what it inherited from this process at fork time.
+WRAPPER = """
+import atexit, sys
+def _hwm():
+    for line in open('/proc/self/status'):
+        if line.startswith('VmHWM:'):
+            sys.stderr.write('VMHWM_KB ' + line.split()[1] + '\\n')
+atexit.register(_hwm)
+sys.argv = ['fabricscope'] + sys.argv[1:]
+from fabricscope.cli.main import main
+main()
+"""
+
+
 def one_run(host: str) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of one doctor process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "fabricscope", "doctor", "--root", str(HOSTS / host), "--json"],
+        [sys.executable, "-c", WRAPPER, "doctor", "--root", str(HOSTS / host), "--json"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, timeout=60,
     )
     wall = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         raise SystemExit(f"doctor failed (rc {proc.returncode}): {proc.stderr.decode()[:200]}")
-    # ru_maxrss of children is the maximum over all waited-for children, in KiB on Linux.
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, max(peak, before) / 1024
+    hwm = [line.split()[1] for line in proc.stderr.decode().splitlines() if line.startswith("VMHWM_KB ")]
+    return wall, int(hwm[-1]) / 1024
 
 
 def main() -> None:
