@@ -63,8 +63,13 @@ def in_process(root: Path, count: int) -> dict[str, float]:
         times.append((time.perf_counter() - started) * 1000)
         size = len(body)
     samples = sum(1 for line in body.decode().splitlines() if line and not line.startswith("#"))
-    return {"median_ms": statistics.median(times), "p99_ms": percentile(times, 99), "max_ms": max(times),
-            "bytes": size, "samples": samples}
+    return {
+        "median_ms": statistics.median(times),
+        "p99_ms": percentile(times, 99),
+        "max_ms": max(times),
+        "bytes": size,
+        "samples": samples,
+    }
 
 
 def status_kb(pid: int, field: str) -> float:
@@ -77,9 +82,23 @@ def start_exporter(root: Path, log_dir: Path) -> tuple[subprocess.Popen, str, Pa
     err_path = log_dir / "exporter.err"
     err = open(err_path, "w")  # lives as long as the process
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fabricscope", "exporter", "--root", str(root), "--listen", "127.0.0.1:0",
-         "--nccl-log", str(log_dir / "*.log"), "--log-level", "info"],
-        stdout=subprocess.DEVNULL, stderr=err, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "fabricscope",
+            "exporter",
+            "--root",
+            str(root),
+            "--listen",
+            "127.0.0.1:0",
+            "--nccl-log",
+            str(log_dir / "*.log"),
+            "--log-level",
+            "info",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        cwd=REPO,
         env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO / "src")},
     )
     deadline = time.monotonic() + 60
@@ -147,23 +166,35 @@ def concurrent(url: str, scrapers: int, duration_s: float) -> dict[str, float]:
         t.join()
     elapsed = time.monotonic() - started
     return {
-        "scrapes": len(latencies), "errors": len(errors), "first_error": errors[0] if errors else "",
-        "scrapes_per_s": len(latencies) / elapsed, "median_ms": statistics.median(latencies) if latencies else float("nan"),
-        "p99_ms": percentile(latencies, 99), "max_ms": max(latencies) if latencies else float("nan"),
+        "scrapes": len(latencies),
+        "errors": len(errors),
+        "first_error": errors[0] if errors else "",
+        "scrapes_per_s": len(latencies) / elapsed,
+        "median_ms": statistics.median(latencies) if latencies else float("nan"),
+        "p99_ms": percentile(latencies, 99),
+        "max_ms": max(latencies) if latencies else float("nan"),
         "elapsed_s": elapsed,
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="fixture host (default: the 8-HCA ib-ndr-healthy)")
-    parser.add_argument("--scrapes", type=int, default=200, help="sequential scrapes (in process and over HTTP)")
+    parser.add_argument(
+        "--root", type=Path, default=DEFAULT_ROOT, help="fixture host (default: the 8-HCA ib-ndr-healthy)"
+    )
+    parser.add_argument(
+        "--scrapes", type=int, default=200, help="sequential scrapes (in process and over HTTP)"
+    )
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of concurrent scraping")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
 
-    hca = len([p for p in (args.root / "sys/class/infiniband").iterdir()]) if (args.root / "sys/class/infiniband").is_dir() else 0
+    hca = (
+        len([p for p in (args.root / "sys/class/infiniband").iterdir()])
+        if (args.root / "sys/class/infiniband").is_dir()
+        else 0
+    )
     local = in_process(args.root, args.scrapes)
     with tempfile.TemporaryDirectory(prefix="fabricscope-bench-") as tmp:
         log_dir = Path(tmp)
@@ -182,30 +213,53 @@ def main() -> int:
             proc.wait(30)
 
     figures = {
-        "root": str(args.root), "rdma_devices": hca, "cpus": os.cpu_count(),
-        "in_process": local, "http_sequential": http_seq, "concurrent": load,
-        "rss_warm_mb": rss_warm_mb, "rss_after_load_mb": rss_after_mb, "rss_peak_mb": hwm_mb,
+        "root": str(args.root),
+        "rdma_devices": hca,
+        "cpus": os.cpu_count(),
+        "in_process": local,
+        "http_sequential": http_seq,
+        "concurrent": load,
+        "rss_warm_mb": rss_warm_mb,
+        "rss_after_load_mb": rss_after_mb,
+        "rss_peak_mb": hwm_mb,
     }
     ok_scrape = local["p99_ms"] < TARGET_SCRAPE_MS and http_seq["p99_ms"] < TARGET_SCRAPE_MS
     ok_rss = hwm_mb < TARGET_RSS_MB
     ok_load = load["errors"] == 0 and load["scrapes"] > 0
-    figures["targets_met"] = {"scrape_under_50ms": ok_scrape, "rss_under_80mb": ok_rss, "no_errors_under_load": ok_load}
+    figures["targets_met"] = {
+        "scrape_under_50ms": ok_scrape,
+        "rss_under_80mb": ok_rss,
+        "no_errors_under_load": ok_load,
+    }
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
-        print(f"fixture host: {args.root.name} ({hca} RDMA devices, {local['samples']} samples, "
-              f"{local['bytes'] / 1024:.0f} KiB exposition); {os.cpu_count()} CPUs")
-        print(f"scrape, in process   : median {local['median_ms']:.1f} ms, p99 {local['p99_ms']:.1f} ms, "
-              f"max {local['max_ms']:.1f} ms  -> p99 is {local['p99_ms'] / TARGET_SCRAPE_MS:.2f}x the 50 ms target")
-        print(f"scrape, HTTP (gzip)  : median {http_seq['median_ms']:.1f} ms, p99 {http_seq['p99_ms']:.1f} ms, "
-              f"max {http_seq['max_ms']:.1f} ms  -> p99 is {http_seq['p99_ms'] / TARGET_SCRAPE_MS:.2f}x the 50 ms target")
-        print(f"{args.concurrency} concurrent scrapers, {load['elapsed_s']:.0f} s: {load['scrapes']} scrapes "
-              f"({load['scrapes_per_s']:.0f}/s), {load['errors']} errors, median {load['median_ms']:.0f} ms, "
-              f"p99 {load['p99_ms']:.0f} ms, max {load['max_ms']:.0f} ms (timeout {SCRAPE_TIMEOUT_S:.0f} s)"
-              + (f"; first error: {load['first_error']}" if load["errors"] else ""))
-        print(f"exporter RSS         : {rss_warm_mb:.1f} MB warm, {rss_after_mb:.1f} MB after load, "
-              f"peak {hwm_mb:.1f} MB -> {hwm_mb / TARGET_RSS_MB:.2f}x the 80 MB target")
-        print("targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in figures["targets_met"].items()))
+        print(
+            f"fixture host: {args.root.name} ({hca} RDMA devices, {local['samples']} samples, "
+            f"{local['bytes'] / 1024:.0f} KiB exposition); {os.cpu_count()} CPUs"
+        )
+        print(
+            f"scrape, in process   : median {local['median_ms']:.1f} ms, p99 {local['p99_ms']:.1f} ms, "
+            f"max {local['max_ms']:.1f} ms  -> p99 is {local['p99_ms'] / TARGET_SCRAPE_MS:.2f}x the 50 ms target"
+        )
+        print(
+            f"scrape, HTTP (gzip)  : median {http_seq['median_ms']:.1f} ms, p99 {http_seq['p99_ms']:.1f} ms, "
+            f"max {http_seq['max_ms']:.1f} ms  -> p99 is {http_seq['p99_ms'] / TARGET_SCRAPE_MS:.2f}x the 50 ms target"
+        )
+        print(
+            f"{args.concurrency} concurrent scrapers, {load['elapsed_s']:.0f} s: {load['scrapes']} scrapes "
+            f"({load['scrapes_per_s']:.0f}/s), {load['errors']} errors, median {load['median_ms']:.0f} ms, "
+            f"p99 {load['p99_ms']:.0f} ms, max {load['max_ms']:.0f} ms (timeout {SCRAPE_TIMEOUT_S:.0f} s)"
+            + (f"; first error: {load['first_error']}" if load["errors"] else "")
+        )
+        print(
+            f"exporter RSS         : {rss_warm_mb:.1f} MB warm, {rss_after_mb:.1f} MB after load, "
+            f"peak {hwm_mb:.1f} MB -> {hwm_mb / TARGET_RSS_MB:.2f}x the 80 MB target"
+        )
+        print(
+            "targets: "
+            + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in figures["targets_met"].items())
+        )
     return 0 if ok_scrape and ok_rss and ok_load else 1
 
 

@@ -83,7 +83,11 @@ def normalise(text: str) -> str:
         match = DYNAMIC.match(line)
         if match:
             line = f"{match.group(1)}{match.group(2) or ''} <dynamic>"
-        line = re.sub(r'fabricscope_exporter_build_info\{version="[^"]*"\}', 'fabricscope_exporter_build_info{version="<version>"}', line)
+        line = re.sub(
+            r'fabricscope_exporter_build_info\{version="[^"]*"\}',
+            'fabricscope_exporter_build_info{version="<version>"}',
+            line,
+        )
         lines.append(line)
     return "\n".join(lines) + "\n"
 

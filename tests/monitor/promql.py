@@ -5,14 +5,78 @@ from __future__ import annotations
 import re
 
 FUNCTIONS = {
-    "abs", "absent", "absent_over_time", "avg_over_time", "ceil", "changes", "clamp", "clamp_max", "clamp_min",
-    "count_over_time", "delta", "deriv", "exp", "floor", "histogram_quantile", "idelta", "increase", "irate",
-    "label_join", "label_replace", "label_values", "last_over_time", "ln", "log2", "log10", "max_over_time",
-    "min_over_time", "predict_linear", "quantile_over_time", "rate", "resets", "round", "scalar", "sgn", "sort",
-    "sort_desc", "sqrt", "stddev_over_time", "sum_over_time", "time", "timestamp", "vector",
+    "abs",
+    "absent",
+    "absent_over_time",
+    "avg_over_time",
+    "ceil",
+    "changes",
+    "clamp",
+    "clamp_max",
+    "clamp_min",
+    "count_over_time",
+    "delta",
+    "deriv",
+    "exp",
+    "floor",
+    "histogram_quantile",
+    "idelta",
+    "increase",
+    "irate",
+    "label_join",
+    "label_replace",
+    "label_values",
+    "last_over_time",
+    "ln",
+    "log2",
+    "log10",
+    "max_over_time",
+    "min_over_time",
+    "predict_linear",
+    "quantile_over_time",
+    "rate",
+    "resets",
+    "round",
+    "scalar",
+    "sgn",
+    "sort",
+    "sort_desc",
+    "sqrt",
+    "stddev_over_time",
+    "sum_over_time",
+    "time",
+    "timestamp",
+    "vector",
 }
-AGGREGATIONS = {"sum", "min", "max", "avg", "count", "stddev", "stdvar", "topk", "bottomk", "quantile", "count_values", "group"}
-KEYWORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "group_left", "group_right", "inf", "nan"}
+AGGREGATIONS = {
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "count",
+    "stddev",
+    "stdvar",
+    "topk",
+    "bottomk",
+    "quantile",
+    "count_values",
+    "group",
+}
+KEYWORDS = {
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "offset",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "inf",
+    "nan",
+}
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
 _MATCHERS = re.compile(r"\{[^{}]*\}")
@@ -22,7 +86,9 @@ _GROUPING = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([
 _VARIABLE = re.compile(r"\$\{?\w+\}?")
 _NUMBER = re.compile(r"(?<![A-Za-z_:])\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _IDENT = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
-_LABEL_VALUES = re.compile(r"^\s*label_values\(\s*([A-Za-z_:][A-Za-z0-9_:]*)?\s*(\{[^}]*\})?\s*,?\s*([A-Za-z_]\w*)\s*\)\s*$")
+_LABEL_VALUES = re.compile(
+    r"^\s*label_values\(\s*([A-Za-z_:][A-Za-z0-9_:]*)?\s*(\{[^}]*\})?\s*,?\s*([A-Za-z_]\w*)\s*\)\s*$"
+)
 
 
 class UnknownToken(ValueError):

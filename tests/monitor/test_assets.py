@@ -62,7 +62,9 @@ def rules() -> list[dict]:
 
 
 def test_promtool_check_rules() -> None:
-    proc = subprocess.run([promtool(), "check", "rules", str(ALERTS_FILE)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [promtool(), "check", "rules", str(ALERTS_FILE)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"SUCCESS: {len(rules())} rules found" in proc.stdout
 
@@ -73,11 +75,17 @@ def test_promtool_unit_tests_fire_and_stay_silent(tmp_path: Path) -> None:
     doc = yaml.safe_load(ALERTS_FILE.read_text())
     for group in doc["groups"]:
         for rule in group["rules"]:
-            rule.pop("annotations", None)  # promtool compares annotations verbatim; templates are checked above
+            rule.pop(
+                "annotations", None
+            )  # promtool compares annotations verbatim; templates are checked above
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(doc))
     (tmp_path / "alerts_unittest.yml").write_text((MONITOR_TESTS / "alerts_unittest.yml").read_text())
     proc = subprocess.run(
-        [promtool(), "test", "rules", "alerts_unittest.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [promtool(), "test", "rules", "alerts_unittest.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout
@@ -120,7 +128,9 @@ def test_alert_expressions_use_only_produced_metrics(produced: set[str]) -> None
 
 
 def test_shipped_dashboard_is_the_generated_one() -> None:
-    assert DASHBOARD_FILE.read_text() == dashboard.render(), "regenerate: python -m fabricscope.monitor.dashboard"
+    assert DASHBOARD_FILE.read_text() == dashboard.render(), (
+        "regenerate: python -m fabricscope.monitor.dashboard"
+    )
     assert asset_text(DASHBOARD) == DASHBOARD_FILE.read_text()
     assert asset_text(ALERTS) == ALERTS_FILE.read_text()
 
@@ -128,7 +138,9 @@ def test_shipped_dashboard_is_the_generated_one() -> None:
 def test_dashboard_is_importable_with_a_datasource_variable() -> None:
     doc = json.loads(DASHBOARD_FILE.read_text())
     variables = {v["name"]: v for v in doc["templating"]["list"]}
-    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    assert (
+        variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    )
     rows = [p["title"] for p in doc["panels"] if p["type"] == "row"]
     assert REQUIRED_ROWS <= set(rows)
     ids = [p["id"] for p in doc["panels"]]
@@ -155,8 +167,13 @@ def test_dashboard_queries_use_only_produced_metrics(produced: set[str]) -> None
         assert names <= produced, f"{query}: {names - produced}"
         used |= names
     # the dashboard shows every row's key families
-    for family in ("fabricscope_roce_cnp_ignored_total", "fabricscope_pfc_pause_frames_received_total",
-                   "fabricscope_pcie_link_width_lanes", "fabricscope_nccl_socket_fallbacks_total", "fabricscope_finding"):
+    for family in (
+        "fabricscope_roce_cnp_ignored_total",
+        "fabricscope_pfc_pause_frames_received_total",
+        "fabricscope_pcie_link_width_lanes",
+        "fabricscope_nccl_socket_fallbacks_total",
+        "fabricscope_finding",
+    ):
         assert family in used
 
 

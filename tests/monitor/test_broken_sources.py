@@ -15,7 +15,11 @@ from tests.monitor.conftest import make_exporter, samples, value
 
 def success(exporter) -> dict[str, float]:
     parsed = samples(exporter.render().decode())
-    return {dict(labels)["collector"]: v for (name, labels), v in parsed.items() if name == "fabricscope_collector_success"}
+    return {
+        dict(labels)["collector"]: v
+        for (name, labels), v in parsed.items()
+        if name == "fabricscope_collector_success"
+    }
 
 
 def problems(exporter, collector: str) -> float:
@@ -48,7 +52,10 @@ def test_vanished_port_state_fails_rdma_but_not_the_scrape(host_copy) -> None:
         assert value(after, "fabricscope_collector_success", collector="tcp") == 1
         # what could be read is still there: other ports, and this port's counters and rate
         assert value(after, "fabricscope_rdma_port_state_id", device="mlx5_0", port="1") == 4
-        assert ("fabricscope_rdma_port_state_id", frozenset({"device": "mlx5_3", "port": "1"}.items())) not in after
+        assert (
+            "fabricscope_rdma_port_state_id",
+            frozenset({"device": "mlx5_3", "port": "1"}.items()),
+        ) not in after
         assert value(after, "fabricscope_rdma_port_rate_bytes_per_second", device="mlx5_3", port="1") > 0
         state.write_text(saved)
         with urllib.request.urlopen(server.url, timeout=10) as response:
@@ -77,7 +84,12 @@ def test_garbled_rdma_file(host_copy, rel: str, content: str) -> None:
     target.write_bytes(content.encode("latin-1"))
     assert success(exporter)["rdma"] == 0
     assert problems(exporter, "rdma") == 1
-    assert {k: v for k, v in success(exporter).items() if k != "rdma"} == {"netdev": 1, "ethtool": 1, "pcie": 1, "tcp": 1}
+    assert {k: v for k, v in success(exporter).items() if k != "rdma"} == {
+        "netdev": 1,
+        "ethtool": 1,
+        "pcie": 1,
+        "tcp": 1,
+    }
     target.write_bytes(saved)
     assert all_ok(exporter)
 
@@ -93,7 +105,10 @@ def test_counter_replaced_by_symlink_is_not_followed(host_copy, tmp_path: Path) 
     target.symlink_to(secret)
     parsed = samples(exporter.render().decode())
     assert value(parsed, "fabricscope_collector_success", collector="rdma") == 0
-    assert ("fabricscope_rdma_port_link_downed_total", frozenset({"device": "mlx5_1", "port": "1"}.items())) not in parsed
+    assert (
+        "fabricscope_rdma_port_link_downed_total",
+        frozenset({"device": "mlx5_1", "port": "1"}.items()),
+    ) not in parsed
 
 
 def test_vanished_rdma_device_is_reported_until_topology_refresh(host_copy) -> None:
@@ -169,7 +184,9 @@ def test_crashing_collector_is_a_metric(host_copy, monkeypatch: pytest.MonkeyPat
     assert problems(exporter, "pcie") == 1
 
 
-def test_failing_topology_refresh_marks_dependent_collectors(host_copy, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failing_topology_refresh_marks_dependent_collectors(
+    host_copy, monkeypatch: pytest.MonkeyPatch
+) -> None:
     exporter = make_exporter(host_copy("roce-healthy"))
 
     def broken(root):
@@ -182,4 +199,14 @@ def test_failing_topology_refresh_marks_dependent_collectors(host_copy, monkeypa
     assert result["tcp"] == 1
     # the last good topology still labels the series
     parsed = samples(exporter.render().decode())
-    assert value(parsed, "fabricscope_rdma_port_info", device="mlx5_0", port="1", netdev="ens0np0", link_layer="Ethernet") == 1
+    assert (
+        value(
+            parsed,
+            "fabricscope_rdma_port_info",
+            device="mlx5_0",
+            port="1",
+            netdev="ens0np0",
+            link_layer="Ethernet",
+        )
+        == 1
+    )

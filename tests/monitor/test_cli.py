@@ -22,9 +22,14 @@ from tests.conftest import FIXTURE_HOSTS
 from tests.monitor.conftest import GOLDEN, normalise, promtool, samples, value
 
 
-def fabricscope(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def fabricscope(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "fabricscope", *args], capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", "fabricscope", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, **(env or {})},
     )
 
@@ -38,7 +43,9 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], pattern: str) 
 
 
 def test_once_prints_the_golden_exposition() -> None:
-    proc = fabricscope("exporter", "--once", "--root", str(FIXTURE_HOSTS / "ib-degraded"), "--doctor-interval", "0")
+    proc = fabricscope(
+        "exporter", "--once", "--root", str(FIXTURE_HOSTS / "ib-degraded"), "--doctor-interval", "0"
+    )
     assert proc.returncode == 0, proc.stderr
     assert normalise(proc.stdout) == (GOLDEN / "ib-degraded.prom").read_text()
 
@@ -63,7 +70,9 @@ def test_busy_port_is_exit_2() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc = fabricscope("exporter", "--root", str(FIXTURE_HOSTS / "cloud-tcp"), "--listen", f"127.0.0.1:{port}")
+        proc = fabricscope(
+            "exporter", "--root", str(FIXTURE_HOSTS / "cloud-tcp"), "--listen", f"127.0.0.1:{port}"
+        )
     assert_one_line_error(proc, f"cannot listen on 127.0.0.1:{port}")
 
 
@@ -71,9 +80,21 @@ def test_serves_until_sigterm(tmp_path: Path) -> None:
     err_path = tmp_path / "err"
     with open(err_path, "w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "fabricscope", "exporter", "--root", str(FIXTURE_HOSTS / "cloud-tcp"),
-             "--listen", "127.0.0.1:0", "--doctor-interval", "0"],
-            stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            [
+                sys.executable,
+                "-m",
+                "fabricscope",
+                "exporter",
+                "--root",
+                str(FIXTURE_HOSTS / "cloud-tcp"),
+                "--listen",
+                "127.0.0.1:0",
+                "--doctor-interval",
+                "0",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         try:
             url = None
@@ -126,10 +147,21 @@ def _result(kind: str, peer: str, metrics: dict, params: dict, status: str = "ok
 def test_history_export_textfile(tmp_path: Path) -> None:
     db = tmp_path / "history.sqlite3"
     with Store.open(db) as store:
-        store.save(_result("tcp", "10.0.0.2", {"throughput_gbps": 90.0, "retransmits_count": 12}, {"streams": 4}))
-        store.save(_result("tcp", "10.0.0.2", {"throughput_gbps": 94.5, "retransmits_count": 3}, {"streams": 4}))
+        store.save(
+            _result("tcp", "10.0.0.2", {"throughput_gbps": 90.0, "retransmits_count": 12}, {"streams": 4})
+        )
+        store.save(
+            _result("tcp", "10.0.0.2", {"throughput_gbps": 94.5, "retransmits_count": 3}, {"streams": 4})
+        )
         store.save(_result("tcp", "10.0.0.2", {"throughput_gbps": 40.0}, {"streams": 1}))
-        store.save(_result("latency", "10.0.0.2", {"rtt_p99_us": 41.0, "loss_pct": 0.5, "run_duration_s": 9.0}, {"size_bytes": 64}))
+        store.save(
+            _result(
+                "latency",
+                "10.0.0.2",
+                {"rtt_p99_us": 41.0, "loss_pct": 0.5, "run_duration_s": 9.0},
+                {"size_bytes": 64},
+            )
+        )
         store.save(_result("udp", "10.0.0.3", {}, {"rate": "5G"}, status="failed"))
     textfile_dir = tmp_path / "textfile"
     textfile_dir.mkdir()
@@ -138,10 +170,14 @@ def test_history_export_textfile(tmp_path: Path) -> None:
     doc = json.loads(proc.stdout)
     assert doc["series_groups"] == 4 and doc["runs_considered"] == 5
     text = (textfile_dir / "fabricscope_bench.prom").read_text()
-    check = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    check = subprocess.run(
+        [promtool(), "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
     assert check.returncode == 0 and check.stdout.strip() == "", check.stdout + check.stderr
     parsed = samples(text)
-    throughput = sorted(v for (name, _l), v in parsed.items() if name == "fabricscope_bench_throughput_bytes_per_second")
+    throughput = sorted(
+        v for (name, _l), v in parsed.items() if name == "fabricscope_bench_throughput_bytes_per_second"
+    )
     assert throughput == [40e9 / 8, 94.5e9 / 8]  # the latest 4-stream run, not the older one
     values = {name: v for (name, _labels), v in parsed.items()}
     assert values["fabricscope_bench_rtt_p99_seconds"] == pytest.approx(41e-6)
@@ -152,5 +188,6 @@ def test_history_export_textfile(tmp_path: Path) -> None:
     assert oks == [0.0, 1.0, 1.0, 1.0]
     assert not list(textfile_dir.glob("*.prom.*"))  # no temporary file left behind
     assert_one_line_error(
-        fabricscope("history", "export-textfile", str(tmp_path / "missing"), "--db", str(db)), "no such directory"
+        fabricscope("history", "export-textfile", str(tmp_path / "missing"), "--db", str(db)),
+        "no such directory",
     )

@@ -55,42 +55,60 @@ def test_units_are_converted() -> None:
     parsed = samples(make_exporter(root).render().decode())
     base = root / "sys/class/infiniband/mlx5_0/ports/1"
     words = int((base / "counters/port_xmit_data").read_text())
-    assert value(parsed, "fabricscope_rdma_port_transmitted_bytes_total", device="mlx5_0", port="1") == words * 4
+    assert (
+        value(parsed, "fabricscope_rdma_port_transmitted_bytes_total", device="mlx5_0", port="1") == words * 4
+    )
     rate_gbps = float((base / "rate").read_text().split()[0])
-    assert value(parsed, "fabricscope_rdma_port_rate_bytes_per_second", device="mlx5_0", port="1") == rate_gbps * 1e9 / 8
+    assert (
+        value(parsed, "fabricscope_rdma_port_rate_bytes_per_second", device="mlx5_0", port="1")
+        == rate_gbps * 1e9 / 8
+    )
     ethtool = next(p for p in (root / "cmd").iterdir() if p.name.endswith("ethtool_S_ens0np0")).read_text()
     stats = dict(line.strip().split(": ") for line in ethtool.splitlines() if ": " in line)
-    assert value(parsed, "fabricscope_pfc_pause_duration_received_seconds_total", netdev="ens0np0", priority="3") == pytest.approx(
-        int(stats["rx_prio3_pause_duration"]) * 1e-6
-    )
-    assert value(parsed, "fabricscope_pfc_pause_frames_transmitted_total", netdev="ens0np0", priority="3") == int(
-        stats["tx_prio3_pause"]
-    )
+    assert value(
+        parsed, "fabricscope_pfc_pause_duration_received_seconds_total", netdev="ens0np0", priority="3"
+    ) == pytest.approx(int(stats["rx_prio3_pause_duration"]) * 1e-6)
+    assert value(
+        parsed, "fabricscope_pfc_pause_frames_transmitted_total", netdev="ens0np0", priority="3"
+    ) == int(stats["tx_prio3_pause"])
     lifespan = int((base / "hw_counters/lifespan").read_text())
-    assert value(parsed, "fabricscope_rdma_hw_counters_lifespan_seconds", device="mlx5_0", port="1") == lifespan / 1000
+    assert (
+        value(parsed, "fabricscope_rdma_hw_counters_lifespan_seconds", device="mlx5_0", port="1")
+        == lifespan / 1000
+    )
 
 
 def test_degraded_host_shows_its_faults() -> None:
     """ib-degraded carries a slow port, a down port and a x8 NIC: the metrics make each an expression."""
     parsed = samples(make_exporter(FIXTURE_HOSTS / "ib-degraded").render().decode())
     rate = value(parsed, "fabricscope_rdma_port_rate_bytes_per_second", device="mlx5_3", port="1")
-    expected = value(parsed, "fabricscope_rdma_port_expected_rate_bytes_per_second", device="mlx5_3", port="1")
-    assert rate < expected == value(parsed, "fabricscope_rdma_port_rate_bytes_per_second", device="mlx5_0", port="1")
+    expected = value(
+        parsed, "fabricscope_rdma_port_expected_rate_bytes_per_second", device="mlx5_3", port="1"
+    )
+    assert (
+        rate
+        < expected
+        == value(parsed, "fabricscope_rdma_port_rate_bytes_per_second", device="mlx5_0", port="1")
+    )
     assert value(parsed, "fabricscope_rdma_port_state_id", device="mlx5_5", port="1") == 1
     labels = {"device": "mlx5_6", "kind": "nic", "pci_address": "0000:d4:00.0"}
-    assert value(parsed, "fabricscope_pcie_link_width_lanes", **labels) < value(parsed, "fabricscope_pcie_max_link_width_lanes", **labels)
+    assert value(parsed, "fabricscope_pcie_link_width_lanes", **labels) < value(
+        parsed, "fabricscope_pcie_max_link_width_lanes", **labels
+    )
     # the healthy twin has none of it
     healthy = samples(make_exporter(FIXTURE_HOSTS / "ib-ndr-healthy").render().decode())
     for device in ("mlx5_3", "mlx5_5"):
-        assert value(healthy, "fabricscope_rdma_port_rate_bytes_per_second", device=device, port="1") == value(
-            healthy, "fabricscope_rdma_port_expected_rate_bytes_per_second", device=device, port="1"
-        )
+        assert value(
+            healthy, "fabricscope_rdma_port_rate_bytes_per_second", device=device, port="1"
+        ) == value(healthy, "fabricscope_rdma_port_expected_rate_bytes_per_second", device=device, port="1")
 
 
 def test_roce_broken_congestion_and_qos() -> None:
     parsed = samples(make_exporter(FIXTURE_HOSTS / "roce-broken").render().decode())
     ignored = {
-        dict(labels)["device"]: v for (name, labels), v in parsed.items() if name == "fabricscope_roce_cnp_ignored_total"
+        dict(labels)["device"]: v
+        for (name, labels), v in parsed.items()
+        if name == "fabricscope_roce_cnp_ignored_total"
     }
     assert ignored["mlx5_6"] > 0 and ignored["mlx5_0"] == 0
     pfc = {
@@ -110,7 +128,9 @@ def test_doctor_findings_are_exported(host: str) -> None:
     parsed = samples(exporter.render().decode())
     for check_id, subject, severity in PLANTED[host]:
         assert value(parsed, "fabricscope_finding", id=check_id, severity=severity, subject=subject) == 1
-    counts = {dict(labels)["severity"]: v for (name, labels), v in parsed.items() if name == "fabricscope_findings"}
+    counts = {
+        dict(labels)["severity"]: v for (name, labels), v in parsed.items() if name == "fabricscope_findings"
+    }
     assert counts["fail"] == sum(1 for *_x, s in PLANTED[host] if s == "fail")
 
 

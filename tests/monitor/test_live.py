@@ -15,9 +15,13 @@ def test_live_root() -> None:
     text = exporter.render().decode()
     parsed = samples(text)
     assert value(parsed, "fabricscope_collector_success", collector="tcp") == 1
-    assert value(parsed, "fabricscope_collector_success", collector="rdma") == 1  # no RDMA devices is not a fault
+    assert (
+        value(parsed, "fabricscope_collector_success", collector="rdma") == 1
+    )  # no RDMA devices is not a fault
     assert value(parsed, "fabricscope_tcp_sent_segments_total") > 0
-    proc = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [promtool(), "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "", proc.stdout + proc.stderr
     exporter.stop()
 

@@ -141,11 +141,17 @@ def test_unreadable_file_is_a_problem(tmp_path: Path) -> None:
 def test_real_sample_logs() -> None:
     base = samples_dir()
     fallback = NcclLogTailer([str(base / "nccl_log_socket_fallback.txt")], from_start=True).poll()
-    expected = sum(1 for line in (base / "nccl_log_socket_fallback.txt").read_text().splitlines() if line.endswith("Using network Socket"))
+    expected = sum(
+        1
+        for line in (base / "nccl_log_socket_fallback.txt").read_text().splitlines()
+        if line.endswith("Using network Socket")
+    )
     assert fallback.socket_fallbacks == expected > 0
     qp = NcclLogTailer([str(base / "nccl_log_roce_modify_qp_error.txt")], from_start=True).poll()
     assert qp.socket_fallbacks == 0
     assert qp.warnings.get("verbs_error", 0) == 1
     assert sum(qp.warnings.values()) == sum(
-        1 for line in (base / "nccl_log_roce_modify_qp_error.txt").read_text().splitlines() if " NCCL WARN " in line
+        1
+        for line in (base / "nccl_log_roce_modify_qp_error.txt").read_text().splitlines()
+        if " NCCL WARN " in line
     )

@@ -70,13 +70,27 @@ class PromAPI:
         return float(result[0]["value"][1]) if result else None
 
 
-def start_exporter(root: Path, log_glob: str, err: IO[str], stderr_path: Path) -> tuple[subprocess.Popen, str]:
+def start_exporter(
+    root: Path, log_glob: str, err: IO[str], stderr_path: Path
+) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "fabricscope", "exporter", "--root", str(root), "--listen", "127.0.0.1:0",
-            "--nccl-log", log_glob, "--doctor-interval", "30",
+            sys.executable,
+            "-m",
+            "fabricscope",
+            "exporter",
+            "--root",
+            str(root),
+            "--listen",
+            "127.0.0.1:0",
+            "--nccl-log",
+            log_glob,
+            "--doctor-interval",
+            "30",
         ],
-        stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
 
     def url() -> str | None:
@@ -117,13 +131,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PromAPI, P
             port = free_port()
             prom = subprocess.Popen(
                 [
-                    prometheus, f"--config.file={config}", f"--storage.tsdb.path={work / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn",
+                    prometheus,
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={work / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    "--log.level=warn",
                 ],
-                stdout=subprocess.DEVNULL, stderr=prom_err,
+                stdout=subprocess.DEVNULL,
+                stderr=prom_err,
             )
             api = PromAPI(f"http://127.0.0.1:{port}")
-            wait_for("prometheus to be ready", lambda: urllib.request.urlopen(f"{api.base}/-/ready", timeout=2).status == 200)
+            wait_for(
+                "prometheus to be ready",
+                lambda: urllib.request.urlopen(f"{api.base}/-/ready", timeout=2).status == 200,
+            )
             yield api, log_dir / "rank0.log"
         finally:
             for proc in (prom, exporter):
@@ -148,7 +169,9 @@ def test_prometheus_scrapes_the_exporter(stack) -> None:
     assert api.scalar("scrape_samples_scraped") > 500
     wait_for(
         "the background doctor's findings",
-        lambda: api.scalar('fabricscope_finding{id="rdma.port_state",severity="fail",subject="mlx5_5/1"}') == 1,
+        lambda: (
+            api.scalar('fabricscope_finding{id="rdma.port_state",severity="fail",subject="mlx5_5/1"}') == 1
+        ),
     )
 
 
@@ -157,11 +180,17 @@ def test_rules_load_and_alerts_follow_the_faults(stack) -> None:
     wait_for("a successful scrape", lambda: api.scalar('up{job="fabricscope"}') == 1)
     groups = wait_for(
         "rule evaluation",
-        lambda: [g for g in api.get("/api/v1/rules")["data"]["groups"] if all(r.get("lastEvaluation", "").startswith("20") for r in g["rules"])],
+        lambda: [
+            g
+            for g in api.get("/api/v1/rules")["data"]["groups"]
+            if all(r.get("lastEvaluation", "").startswith("20") for r in g["rules"])
+        ],
     )
     rules = [r for g in groups for r in g["rules"]]
     assert len(rules) == 11
-    assert {r["health"] for r in rules} == {"ok"}, [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"]
+    assert {r["health"] for r in rules} == {"ok"}, [
+        (r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"
+    ]
 
     def alerts() -> dict[tuple[str, str], str]:
         found = {}
@@ -175,6 +204,7 @@ def test_rules_load_and_alerts_follow_the_faults(stack) -> None:
         ("FabricscopeRdmaLinkRateDegraded", "mlx5_3"),
         ("FabricscopePcieLinkDegraded", "mlx5_6"),
     }
+
     def all_expected() -> dict[tuple[str, str], str] | None:
         found = alerts()
         return found if expected <= set(found) else None
@@ -182,12 +212,16 @@ def test_rules_load_and_alerts_follow_the_faults(stack) -> None:
     state = wait_for("the degraded host's alerts", all_expected)
     assert all(state[key] == "pending" for key in expected)  # they have a `for:` clause
     # the healthy ports and collectors raise nothing
-    assert {name for name, _device in state} <= {name for name, _device in expected} | {"FabricscopeDoctorFailFinding"}
+    assert {name for name, _device in state} <= {name for name, _device in expected} | {
+        "FabricscopeDoctorFailFinding"
+    }
 
     # NCCL falls back to sockets on a node with active RDMA ports: fires (no `for:`)
     with open(log, "a") as handle:
         handle.write(SOCKET_LINE * 2)
-    wait_for("the socket-fallback counter", lambda: api.scalar("fabricscope_nccl_socket_fallbacks_total") == 2)
+    wait_for(
+        "the socket-fallback counter", lambda: api.scalar("fabricscope_nccl_socket_fallbacks_total") == 2
+    )
     wait_for(
         "FabricscopeNcclSocketFallback to fire",
         lambda: alerts().get(("FabricscopeNcclSocketFallback", "")) == "firing",
@@ -213,4 +247,6 @@ def test_every_dashboard_query_evaluates(stack) -> None:
             empty.append(query)
     # some panels are empty on an InfiniBand host by nature (RoCE, PFC, ENA, NCCL errors, ...);
     # the link-health and PCIe panels are not
-    assert not [q for q in empty if "fabricscope_rdma_port_state_id" in q or "fabricscope_pcie_link_width_lanes" in q]
+    assert not [
+        q for q in empty if "fabricscope_rdma_port_state_id" in q or "fabricscope_pcie_link_width_lanes" in q
+    ]

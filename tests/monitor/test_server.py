@@ -30,7 +30,9 @@ def test_parse_listen(text: str, expected: tuple[str, int]) -> None:
     assert parse_listen(text) == expected
 
 
-@pytest.mark.parametrize("text", ["9731", "127.0.0.1", "127.0.0.1:99999", "::1:9731", "[::1]9731", "example.com:9731", "1.2.3.4:x"])
+@pytest.mark.parametrize(
+    "text", ["9731", "127.0.0.1", "127.0.0.1:99999", "::1:9731", "[::1]9731", "example.com:9731", "1.2.3.4:x"]
+)
 def test_parse_listen_rejects(text: str) -> None:
     with pytest.raises(FabricscopeError):
         parse_listen(text)
@@ -50,7 +52,9 @@ def served():
     server.shutdown()
 
 
-def request(server: MetricsServer, method: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict, bytes]:
+def request(
+    server: MetricsServer, method: str, path: str, headers: dict[str, str] | None = None
+) -> tuple[int, dict, bytes]:
     host, port = server.address
     conn = http.client.HTTPConnection(host, port, timeout=5)
     try:

@@ -33,14 +33,30 @@ def _require_prom() -> None:
 
 @app.command()
 def exporter(
-    listen: str = typer.Option("127.0.0.1:9731", "--listen", help="ADDR:PORT to serve /metrics on (loopback by default; [::1]:PORT for IPv6, :PORT for every interface)."),
+    listen: str = typer.Option(
+        "127.0.0.1:9731",
+        "--listen",
+        help="ADDR:PORT to serve /metrics on (loopback by default; [::1]:PORT for IPv6, :PORT for every interface).",
+    ),
     root: str = typer.Option(None, "--root", help=ROOT_HELP),
-    nccl_log: list[str] = typer.Option([], "--nccl-log", help="Follow NCCL logs matching this GLOB (repeatable; rotation-safe)."),
-    nccl_from_start: bool = typer.Option(False, "--nccl-from-start", help="Count what the NCCL logs already hold, not only new lines."),
-    doctor_interval: float = typer.Option(300.0, "--doctor-interval", help="Run the doctor every SECONDS in the background (0: off)."),
-    ethtool_interval: float = typer.Option(5.0, "--ethtool-interval", help="Refresh ethtool -S statistics every SECONDS in the background."),
-    topology_interval: float = typer.Option(60.0, "--topology-interval", help="Re-read devices, netdevs, GPUs and QoS setup every SECONDS."),
-    once: bool = typer.Option(False, "--once", help="Print one scrape to stdout and exit (doctor run first when enabled)."),
+    nccl_log: list[str] = typer.Option(
+        [], "--nccl-log", help="Follow NCCL logs matching this GLOB (repeatable; rotation-safe)."
+    ),
+    nccl_from_start: bool = typer.Option(
+        False, "--nccl-from-start", help="Count what the NCCL logs already hold, not only new lines."
+    ),
+    doctor_interval: float = typer.Option(
+        300.0, "--doctor-interval", help="Run the doctor every SECONDS in the background (0: off)."
+    ),
+    ethtool_interval: float = typer.Option(
+        5.0, "--ethtool-interval", help="Refresh ethtool -S statistics every SECONDS in the background."
+    ),
+    topology_interval: float = typer.Option(
+        60.0, "--topology-interval", help="Re-read devices, netdevs, GPUs and QoS setup every SECONDS."
+    ),
+    once: bool = typer.Option(
+        False, "--once", help="Print one scrape to stdout and exit (doctor run first when enabled)."
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error (to stderr)."),
 ) -> None:
     """Serve the fabric's health as Prometheus metrics: ports, congestion, PFC/ECN, PCIe, TCP, findings, NCCL."""
@@ -125,7 +141,9 @@ def assets(
 @history_app.command("export-textfile")
 def export_textfile(
     directory: Path = typer.Argument(..., help="node_exporter's --collector.textfile.directory."),
-    db: Path = typer.Option(None, "--db", help="History database (default: $FABRICSCOPE_DB or the user data dir)."),
+    db: Path = typer.Option(
+        None, "--db", help="History database (default: $FABRICSCOPE_DB or the user data dir)."
+    ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Write the latest bench result of each kind/peer/parameters as fabricscope_bench.prom (atomically)."""

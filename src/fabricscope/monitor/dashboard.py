@@ -82,8 +82,14 @@ def _rows() -> list[Row]:
                     [
                         Query(f"fabricscope_rdma_port_state_id{{{D}}}", "state", instant=True),
                         Query(f"fabricscope_rdma_port_physical_state_id{{{D}}}", "phys", instant=True),
-                        Query(f"fabricscope_rdma_port_rate_bytes_per_second{{{D}}} * 8", "rate", instant=True),
-                        Query(f"fabricscope_rdma_port_expected_rate_bytes_per_second{{{D}}} * 8", "expected", instant=True),
+                        Query(
+                            f"fabricscope_rdma_port_rate_bytes_per_second{{{D}}} * 8", "rate", instant=True
+                        ),
+                        Query(
+                            f"fabricscope_rdma_port_expected_rate_bytes_per_second{{{D}}} * 8",
+                            "expected",
+                            instant=True,
+                        ),
                     ],
                     kind="table",
                     width=12,
@@ -93,8 +99,14 @@ def _rows() -> list[Row]:
                 Panel(
                     "RDMA throughput per port (bit/s)",
                     [
-                        Query(f"rate(fabricscope_rdma_port_transmitted_bytes_total{{{D}}}[$__rate_interval]) * 8", "{{instance}} {{device}}/{{port}} tx"),
-                        Query(f"-rate(fabricscope_rdma_port_received_bytes_total{{{D}}}[$__rate_interval]) * 8", "{{instance}} {{device}}/{{port}} rx"),
+                        Query(
+                            f"rate(fabricscope_rdma_port_transmitted_bytes_total{{{D}}}[$__rate_interval]) * 8",
+                            "{{instance}} {{device}}/{{port}} tx",
+                        ),
+                        Query(
+                            f"-rate(fabricscope_rdma_port_received_bytes_total{{{D}}}[$__rate_interval]) * 8",
+                            "{{instance}} {{device}}/{{port}} rx",
+                        ),
                     ],
                     unit="bps",
                     description="Transmit up, receive down (negated).",
@@ -102,10 +114,22 @@ def _rows() -> list[Row]:
                 Panel(
                     "Link errors (per interval)",
                     [
-                        Query(f"increase(fabricscope_rdma_port_symbol_errors_total{{{D}}}[$__rate_interval])", "{{device}}/{{port}} symbol errors"),
-                        Query(f"increase(fabricscope_rdma_port_link_downed_total{{{D}}}[$__rate_interval])", "{{device}}/{{port}} link downed"),
-                        Query(f"increase(fabricscope_rdma_port_link_error_recoveries_total{{{D}}}[$__rate_interval])", "{{device}}/{{port}} error recovery"),
-                        Query(f"increase(fabricscope_rdma_port_receive_errors_total{{{D}}}[$__rate_interval])", "{{device}}/{{port}} receive errors"),
+                        Query(
+                            f"increase(fabricscope_rdma_port_symbol_errors_total{{{D}}}[$__rate_interval])",
+                            "{{device}}/{{port}} symbol errors",
+                        ),
+                        Query(
+                            f"increase(fabricscope_rdma_port_link_downed_total{{{D}}}[$__rate_interval])",
+                            "{{device}}/{{port}} link downed",
+                        ),
+                        Query(
+                            f"increase(fabricscope_rdma_port_link_error_recoveries_total{{{D}}}[$__rate_interval])",
+                            "{{device}}/{{port}} error recovery",
+                        ),
+                        Query(
+                            f"increase(fabricscope_rdma_port_receive_errors_total{{{D}}}[$__rate_interval])",
+                            "{{device}}/{{port}} receive errors",
+                        ),
                     ],
                     description="Any steady increase means a cable, optics or switch-port problem.",
                 ),
@@ -116,32 +140,63 @@ def _rows() -> list[Row]:
             [
                 Panel(
                     "ECN-marked RoCE packets received /s",
-                    [Query(f"rate(fabricscope_roce_ecn_marked_packets_received_total{{{D}}}[$__rate_interval])", "{{instance}} {{device}}/{{port}}")],
+                    [
+                        Query(
+                            f"rate(fabricscope_roce_ecn_marked_packets_received_total{{{D}}}[$__rate_interval])",
+                            "{{instance}} {{device}}/{{port}}",
+                        )
+                    ],
                     unit="pps",
                     description="Switches marked congestion on packets arriving here (this port is the notification point).",
                 ),
                 Panel(
                     "CNPs sent, handled, ignored /s",
                     [
-                        Query(f"rate(fabricscope_roce_cnp_sent_total{{{D}}}[$__rate_interval])", "{{device}}/{{port}} sent"),
-                        Query(f"rate(fabricscope_roce_cnp_handled_total{{{D}}}[$__rate_interval])", "{{device}}/{{port}} handled"),
-                        Query(f"rate(fabricscope_roce_cnp_ignored_total{{{D}}}[$__rate_interval])", "{{device}}/{{port}} IGNORED"),
+                        Query(
+                            f"rate(fabricscope_roce_cnp_sent_total{{{D}}}[$__rate_interval])",
+                            "{{device}}/{{port}} sent",
+                        ),
+                        Query(
+                            f"rate(fabricscope_roce_cnp_handled_total{{{D}}}[$__rate_interval])",
+                            "{{device}}/{{port}} handled",
+                        ),
+                        Query(
+                            f"rate(fabricscope_roce_cnp_ignored_total{{{D}}}[$__rate_interval])",
+                            "{{device}}/{{port}} IGNORED",
+                        ),
                     ],
                     unit="pps",
                     description="Ignored CNPs mean congestion control is off on that priority (alert FabricscopeRoceCnpIgnored).",
                 ),
                 Panel(
                     "InfiniBand transmit wait (ticks/s)",
-                    [Query(f"rate(fabricscope_rdma_port_transmit_wait_total{{{D}}}[$__rate_interval])", "{{instance}} {{device}}/{{port}}")],
+                    [
+                        Query(
+                            f"rate(fabricscope_rdma_port_transmit_wait_total{{{D}}}[$__rate_interval])",
+                            "{{instance}} {{device}}/{{port}}",
+                        )
+                    ],
                     description="Ticks with data to send but no credits: the InfiniBand congestion signal.",
                 ),
                 Panel(
                     "RDMA retransmissions and timeouts /s",
                     [
-                        Query(f"rate(fabricscope_rdma_local_ack_timeouts_total{{{D}}}[$__rate_interval])", "{{device}}/{{port}} ack timeouts"),
-                        Query(f"rate(fabricscope_rdma_out_of_sequence_packets_received_total{{{D}}}[$__rate_interval])", "{{device}}/{{port}} out of sequence"),
-                        Query(f"rate(fabricscope_rdma_packet_sequence_errors_total{{{D}}}[$__rate_interval])", "{{device}}/{{port}} NAK seq errors"),
-                        Query(f"rate(fabricscope_roce_adaptive_retransmissions_total{{{D}}}[$__rate_interval])", "{{device}}/{{port}} adaptive retrans"),
+                        Query(
+                            f"rate(fabricscope_rdma_local_ack_timeouts_total{{{D}}}[$__rate_interval])",
+                            "{{device}}/{{port}} ack timeouts",
+                        ),
+                        Query(
+                            f"rate(fabricscope_rdma_out_of_sequence_packets_received_total{{{D}}}[$__rate_interval])",
+                            "{{device}}/{{port}} out of sequence",
+                        ),
+                        Query(
+                            f"rate(fabricscope_rdma_packet_sequence_errors_total{{{D}}}[$__rate_interval])",
+                            "{{device}}/{{port}} NAK seq errors",
+                        ),
+                        Query(
+                            f"rate(fabricscope_roce_adaptive_retransmissions_total{{{D}}}[$__rate_interval])",
+                            "{{device}}/{{port}} adaptive retrans",
+                        ),
                     ],
                     description="Loss shows up here first: timeouts are the precursor of NCCL completion status 12.",
                 ),
@@ -159,17 +214,35 @@ def _rows() -> list[Row]:
                 Panel(
                     "TCP timeouts and resets /s",
                     [
-                        Query(f"rate(fabricscope_tcp_timeouts_total{{{I}}}[$__rate_interval])", "{{instance}} timeouts"),
-                        Query(f"rate(fabricscope_tcp_resets_sent_total{{{I}}}[$__rate_interval])", "{{instance}} resets sent"),
-                        Query(f"rate(fabricscope_tcp_established_resets_total{{{I}}}[$__rate_interval])", "{{instance}} established resets"),
+                        Query(
+                            f"rate(fabricscope_tcp_timeouts_total{{{I}}}[$__rate_interval])",
+                            "{{instance}} timeouts",
+                        ),
+                        Query(
+                            f"rate(fabricscope_tcp_resets_sent_total{{{I}}}[$__rate_interval])",
+                            "{{instance}} resets sent",
+                        ),
+                        Query(
+                            f"rate(fabricscope_tcp_established_resets_total{{{I}}}[$__rate_interval])",
+                            "{{instance}} established resets",
+                        ),
                     ],
                 ),
                 Panel(
                     "Cloud NIC allowance exceeded /s (ENA)",
                     [
-                        Query(f"rate(fabricscope_nic_bw_in_allowance_exceeded_total{{{N}}}[$__rate_interval])", "{{instance}} {{netdev}} bw in"),
-                        Query(f"rate(fabricscope_nic_bw_out_allowance_exceeded_total{{{N}}}[$__rate_interval])", "{{instance}} {{netdev}} bw out"),
-                        Query(f"rate(fabricscope_nic_pps_allowance_exceeded_total{{{N}}}[$__rate_interval])", "{{instance}} {{netdev}} pps"),
+                        Query(
+                            f"rate(fabricscope_nic_bw_in_allowance_exceeded_total{{{N}}}[$__rate_interval])",
+                            "{{instance}} {{netdev}} bw in",
+                        ),
+                        Query(
+                            f"rate(fabricscope_nic_bw_out_allowance_exceeded_total{{{N}}}[$__rate_interval])",
+                            "{{instance}} {{netdev}} bw out",
+                        ),
+                        Query(
+                            f"rate(fabricscope_nic_pps_allowance_exceeded_total{{{N}}}[$__rate_interval])",
+                            "{{instance}} {{netdev}} pps",
+                        ),
                     ],
                     unit="pps",
                     width=24,
@@ -183,19 +256,35 @@ def _rows() -> list[Row]:
             [
                 Panel(
                     "PFC pause frames received /s (peer pauses us)",
-                    [Query(f"rate(fabricscope_pfc_pause_frames_received_total{{{N}}}[$__rate_interval])", "{{instance}} {{netdev}} prio {{priority}}")],
+                    [
+                        Query(
+                            f"rate(fabricscope_pfc_pause_frames_received_total{{{N}}}[$__rate_interval])",
+                            "{{instance}} {{netdev}} prio {{priority}}",
+                        )
+                    ],
                     unit="pps",
                 ),
                 Panel(
                     "PFC pause frames sent /s (we pause the peer)",
-                    [Query(f"rate(fabricscope_pfc_pause_frames_transmitted_total{{{N}}}[$__rate_interval])", "{{instance}} {{netdev}} prio {{priority}}")],
+                    [
+                        Query(
+                            f"rate(fabricscope_pfc_pause_frames_transmitted_total{{{N}}}[$__rate_interval])",
+                            "{{instance}} {{netdev}} prio {{priority}}",
+                        )
+                    ],
                     unit="pps",
                 ),
                 Panel(
                     "Share of time paused, per priority",
                     [
-                        Query(f"rate(fabricscope_pfc_pause_duration_received_seconds_total{{{N}}}[$__rate_interval])", "{{netdev}} prio {{priority}} paused by peer"),
-                        Query(f"rate(fabricscope_pfc_pause_duration_transmitted_seconds_total{{{N}}}[$__rate_interval])", "{{netdev}} prio {{priority}} pausing peer"),
+                        Query(
+                            f"rate(fabricscope_pfc_pause_duration_received_seconds_total{{{N}}}[$__rate_interval])",
+                            "{{netdev}} prio {{priority}} paused by peer",
+                        ),
+                        Query(
+                            f"rate(fabricscope_pfc_pause_duration_transmitted_seconds_total{{{N}}}[$__rate_interval])",
+                            "{{netdev}} prio {{priority}} pausing peer",
+                        ),
                     ],
                     unit="percentunit",
                     description="Above 50% for minutes is a pause storm in the making (alert FabricscopePfcPauseStorm).",
@@ -203,18 +292,39 @@ def _rows() -> list[Row]:
                 Panel(
                     "Pause storms and discards (per interval)",
                     [
-                        Query(f"increase(fabricscope_pfc_pause_storm_warning_events_total{{{N}}}[$__rate_interval])", "{{netdev}} storm warning"),
-                        Query(f"increase(fabricscope_pfc_pause_storm_error_events_total{{{N}}}[$__rate_interval])", "{{netdev}} storm ERROR"),
-                        Query(f"increase(fabricscope_prio_discards_total{{{N}}}[$__rate_interval])", "{{netdev}} prio {{priority}} discards"),
-                        Query(f"increase(fabricscope_prio_buffer_discards_total{{{N}}}[$__rate_interval])", "{{netdev}} prio {{priority}} buffer discards"),
-                        Query(f"increase(fabricscope_nic_phy_received_discards_total{{{N}}}[$__rate_interval])", "{{netdev}} rx discards (phy)"),
+                        Query(
+                            f"increase(fabricscope_pfc_pause_storm_warning_events_total{{{N}}}[$__rate_interval])",
+                            "{{netdev}} storm warning",
+                        ),
+                        Query(
+                            f"increase(fabricscope_pfc_pause_storm_error_events_total{{{N}}}[$__rate_interval])",
+                            "{{netdev}} storm ERROR",
+                        ),
+                        Query(
+                            f"increase(fabricscope_prio_discards_total{{{N}}}[$__rate_interval])",
+                            "{{netdev}} prio {{priority}} discards",
+                        ),
+                        Query(
+                            f"increase(fabricscope_prio_buffer_discards_total{{{N}}}[$__rate_interval])",
+                            "{{netdev}} prio {{priority}} buffer discards",
+                        ),
+                        Query(
+                            f"increase(fabricscope_nic_phy_received_discards_total{{{N}}}[$__rate_interval])",
+                            "{{netdev}} rx discards (phy)",
+                        ),
                     ],
                 ),
                 Panel(
                     "Traffic per priority (bit/s)",
                     [
-                        Query(f"rate(fabricscope_prio_transmitted_bytes_total{{{N}}}[$__rate_interval]) * 8", "{{netdev}} prio {{priority}} tx"),
-                        Query(f"-rate(fabricscope_prio_received_bytes_total{{{N}}}[$__rate_interval]) * 8", "{{netdev}} prio {{priority}} rx"),
+                        Query(
+                            f"rate(fabricscope_prio_transmitted_bytes_total{{{N}}}[$__rate_interval]) * 8",
+                            "{{netdev}} prio {{priority}} tx",
+                        ),
+                        Query(
+                            f"-rate(fabricscope_prio_received_bytes_total{{{N}}}[$__rate_interval]) * 8",
+                            "{{netdev}} prio {{priority}} rx",
+                        ),
                     ],
                     unit="bps",
                     description="RoCE traffic should sit on the PFC-enabled priority; traffic on priority 0 means no DSCP/PCP mapping is in effect.",
@@ -256,8 +366,16 @@ def _rows() -> list[Row]:
                     [
                         Query(f"fabricscope_pcie_link_width_lanes{{{I}}}", "width", instant=True),
                         Query(f"fabricscope_pcie_max_link_width_lanes{{{I}}}", "max width", instant=True),
-                        Query(f"fabricscope_pcie_link_speed_transfers_per_second{{{I}}} / 1e9", "GT/s", instant=True),
-                        Query(f"fabricscope_pcie_max_link_speed_transfers_per_second{{{I}}} / 1e9", "max GT/s", instant=True),
+                        Query(
+                            f"fabricscope_pcie_link_speed_transfers_per_second{{{I}}} / 1e9",
+                            "GT/s",
+                            instant=True,
+                        ),
+                        Query(
+                            f"fabricscope_pcie_max_link_speed_transfers_per_second{{{I}}} / 1e9",
+                            "max GT/s",
+                            instant=True,
+                        ),
                     ],
                     kind="table",
                     width=18,
@@ -265,9 +383,18 @@ def _rows() -> list[Row]:
                 Panel(
                     "NIC PCIe trouble (per interval)",
                     [
-                        Query(f"increase(fabricscope_nic_pcie_outbound_buffer_overflows_total{{{N}}}[$__rate_interval])", "{{netdev}} outbound buffer overflow"),
-                        Query(f"increase(fabricscope_nic_pcie_rx_signal_integrity_errors_total{{{N}}}[$__rate_interval])", "{{netdev}} rx signal integrity"),
-                        Query(f"increase(fabricscope_nic_pcie_tx_signal_integrity_errors_total{{{N}}}[$__rate_interval])", "{{netdev}} tx signal integrity"),
+                        Query(
+                            f"increase(fabricscope_nic_pcie_outbound_buffer_overflows_total{{{N}}}[$__rate_interval])",
+                            "{{netdev}} outbound buffer overflow",
+                        ),
+                        Query(
+                            f"increase(fabricscope_nic_pcie_rx_signal_integrity_errors_total{{{N}}}[$__rate_interval])",
+                            "{{netdev}} rx signal integrity",
+                        ),
+                        Query(
+                            f"increase(fabricscope_nic_pcie_tx_signal_integrity_errors_total{{{N}}}[$__rate_interval])",
+                            "{{netdev}} tx signal integrity",
+                        ),
                     ],
                     width=24,
                 ),
@@ -278,14 +405,24 @@ def _rows() -> list[Row]:
             [
                 Panel(
                     "NCCL fell back to sockets (per interval)",
-                    [Query(f"increase(fabricscope_nccl_socket_fallbacks_total{{{I}}}[$__rate_interval])", "{{instance}}")],
+                    [
+                        Query(
+                            f"increase(fabricscope_nccl_socket_fallbacks_total{{{I}}}[$__rate_interval])",
+                            "{{instance}}",
+                        )
+                    ],
                     kind="timeseries",
                     width=8,
                     description="Ranks that chose 'Using network Socket': TCP instead of RDMA.",
                 ),
                 Panel(
                     "NCCL WARNs by kind (per interval)",
-                    [Query(f"increase(fabricscope_nccl_warnings_total{{{I}}}[$__rate_interval]) > 0", "{{instance}} {{kind}}")],
+                    [
+                        Query(
+                            f"increase(fabricscope_nccl_warnings_total{{{I}}}[$__rate_interval]) > 0",
+                            "{{instance}} {{kind}}",
+                        )
+                    ],
                     width=8,
                 ),
                 Panel(
@@ -302,7 +439,10 @@ def _rows() -> list[Row]:
                 Panel(
                     "NCCL log lines read /s and files followed",
                     [
-                        Query(f"rate(fabricscope_nccl_log_lines_total{{{I}}}[$__rate_interval])", "{{instance}} lines/s"),
+                        Query(
+                            f"rate(fabricscope_nccl_log_lines_total{{{I}}}[$__rate_interval])",
+                            "{{instance}} lines/s",
+                        ),
                         Query(f"fabricscope_nccl_log_files{{{I}}}", "{{instance}} files"),
                     ],
                     width=24,
@@ -315,7 +455,13 @@ def _rows() -> list[Row]:
             [
                 Panel(
                     "Doctor findings by severity",
-                    [Query(f'sum by (severity) (fabricscope_findings{{{I},severity=~"warn|fail"}})', "{{severity}}", instant=True)],
+                    [
+                        Query(
+                            f'sum by (severity) (fabricscope_findings{{{I},severity=~"warn|fail"}})',
+                            "{{severity}}",
+                            instant=True,
+                        )
+                    ],
                     kind="stat",
                     width=6,
                     thresholds=[(None, "green"), (1, "orange")],
@@ -334,7 +480,13 @@ def _rows() -> list[Row]:
             [
                 Panel(
                     "Collector success",
-                    [Query(f"fabricscope_collector_success{{{I}}}", "{{instance}} {{collector}}", instant=True)],
+                    [
+                        Query(
+                            f"fabricscope_collector_success{{{I}}}",
+                            "{{instance}} {{collector}}",
+                            instant=True,
+                        )
+                    ],
                     kind="table",
                     width=8,
                     description="0: a source was missing, garbled or stale (see the exporter's log).",
@@ -414,7 +566,14 @@ def build_dashboard() -> dict[str, Any]:
     y = 0
     for row in _rows():
         panels.append(
-            {"id": pid, "type": "row", "title": row.title, "collapsed": False, "gridPos": {"h": 1, "w": WIDTH, "x": 0, "y": y}, "panels": []}
+            {
+                "id": pid,
+                "type": "row",
+                "title": row.title,
+                "collapsed": False,
+                "gridPos": {"h": 1, "w": WIDTH, "x": 0, "y": y},
+                "panels": [],
+            }
         )
         pid += 1
         y += 1
@@ -456,8 +615,16 @@ def build_dashboard() -> dict[str, Any]:
                     "hide": 0,
                 },
                 _variable("instance", "Node", "label_values(fabricscope_exporter_build_info, instance)"),
-                _variable("device", "RDMA device", 'label_values(fabricscope_rdma_port_info{instance=~"$instance"}, device)'),
-                _variable("netdev", "Interface", 'label_values(fabricscope_netdev_up{instance=~"$instance"}, netdev)'),
+                _variable(
+                    "device",
+                    "RDMA device",
+                    'label_values(fabricscope_rdma_port_info{instance=~"$instance"}, device)',
+                ),
+                _variable(
+                    "netdev",
+                    "Interface",
+                    'label_values(fabricscope_netdev_up{instance=~"$instance"}, netdev)',
+                ),
             ]
         },
         "panels": panels,

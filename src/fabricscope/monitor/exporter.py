@@ -74,10 +74,14 @@ class Exporter:
         self.root = root
         self.options = options or ExporterOptions()
         opts = self.options
-        self.topology_task: Periodic[Topology] = Periodic("topology", self._read_topology, opts.topology_interval_s)
+        self.topology_task: Periodic[Topology] = Periodic(
+            "topology", self._read_topology, opts.topology_interval_s
+        )
         self._topology_problems: tuple[str, ...] = ()
         self.ethtool_task: Periodic[EthtoolSnapshot] = Periodic(
-            "ethtool", lambda: poll_ethtool(self.root, lambda: self.topology_task.outcome.value), opts.ethtool_interval_s
+            "ethtool",
+            lambda: poll_ethtool(self.root, lambda: self.topology_task.outcome.value),
+            opts.ethtool_interval_s,
         )
         self.doctor_task: Periodic[DoctorResult] | None = None
         if opts.doctor_interval_s:
@@ -136,7 +140,11 @@ class Exporter:
             self.tailer.close()
 
     def tasks(self) -> list[Periodic]:
-        return [t for t in (self.topology_task, self.ethtool_task, self.doctor_task, self.nccl_task) if t is not None]
+        return [
+            t
+            for t in (self.topology_task, self.ethtool_task, self.doctor_task, self.nccl_task)
+            if t is not None
+        ]
 
     def _read_topology(self) -> Topology:
         topology = read_topology(self.root)
@@ -195,7 +203,9 @@ class Exporter:
             labels=["collector"],
         )
         duration = GaugeMetricFamily(
-            "fabricscope_collector_duration_seconds", "Time the collector took in this scrape.", labels=["collector"]
+            "fabricscope_collector_duration_seconds",
+            "Time the collector took in this scrape.",
+            labels=["collector"],
         )
         problems = GaugeMetricFamily(
             "fabricscope_collector_problems",
@@ -221,7 +231,9 @@ class Exporter:
         if age.samples:
             yield age
         info = GaugeMetricFamily(
-            "fabricscope_exporter_build_info", "The exporter's version; value is always 1.", labels=["version"]
+            "fabricscope_exporter_build_info",
+            "The exporter's version; value is always 1.",
+            labels=["version"],
         )
         info.add_metric([__version__], 1.0)
         yield info

@@ -34,47 +34,69 @@ PORT_COUNTERS: dict[str, CounterName] = {
         "Data octets received on all VLs (sysfs counts 4-byte words; multiplied by 4).",
         4.0,
     ),
-    "port_xmit_packets": CounterName("rdma_port_transmitted_packets_total", "Packets transmitted on all VLs, errors included."),
-    "port_rcv_packets": CounterName("rdma_port_received_packets_total", "Packets received on all VLs, errors included."),
-    "unicast_xmit_packets": CounterName("rdma_port_unicast_transmitted_packets_total", "Unicast packets transmitted."),
-    "unicast_rcv_packets": CounterName("rdma_port_unicast_received_packets_total", "Unicast packets received."),
-    "multicast_xmit_packets": CounterName("rdma_port_multicast_transmitted_packets_total", "Multicast packets transmitted."),
-    "multicast_rcv_packets": CounterName("rdma_port_multicast_received_packets_total", "Multicast packets received."),
+    "port_xmit_packets": CounterName(
+        "rdma_port_transmitted_packets_total", "Packets transmitted on all VLs, errors included."
+    ),
+    "port_rcv_packets": CounterName(
+        "rdma_port_received_packets_total", "Packets received on all VLs, errors included."
+    ),
+    "unicast_xmit_packets": CounterName(
+        "rdma_port_unicast_transmitted_packets_total", "Unicast packets transmitted."
+    ),
+    "unicast_rcv_packets": CounterName(
+        "rdma_port_unicast_received_packets_total", "Unicast packets received."
+    ),
+    "multicast_xmit_packets": CounterName(
+        "rdma_port_multicast_transmitted_packets_total", "Multicast packets transmitted."
+    ),
+    "multicast_rcv_packets": CounterName(
+        "rdma_port_multicast_received_packets_total", "Multicast packets received."
+    ),
     "symbol_error": CounterName(
         "rdma_port_symbol_errors_total",
         "Minor link errors on one or more physical lanes (cable or optics quality). 16-bit, saturates.",
     ),
     "link_error_recovery": CounterName(
-        "rdma_port_link_error_recoveries_total", "Times the link training state machine recovered from an error (a flap)."
+        "rdma_port_link_error_recoveries_total",
+        "Times the link training state machine recovered from an error (a flap).",
     ),
     "link_downed": CounterName(
         "rdma_port_link_downed_total", "Times the link failed to recover from an error and went down."
     ),
     "port_rcv_errors": CounterName("rdma_port_receive_errors_total", "Received packets containing an error."),
     "port_rcv_remote_physical_errors": CounterName(
-        "rdma_port_receive_remote_physical_errors_total", "Received packets marked with the End-of-Bad-Packet delimiter."
+        "rdma_port_receive_remote_physical_errors_total",
+        "Received packets marked with the End-of-Bad-Packet delimiter.",
     ),
     "port_rcv_switch_relay_errors": CounterName(
-        "rdma_port_receive_switch_relay_errors_total", "Received packets discarded because they could not be forwarded."
+        "rdma_port_receive_switch_relay_errors_total",
+        "Received packets discarded because they could not be forwarded.",
     ),
     "port_xmit_discards": CounterName(
-        "rdma_port_transmit_discards_total", "Outbound packets discarded because the port was down or congested."
+        "rdma_port_transmit_discards_total",
+        "Outbound packets discarded because the port was down or congested.",
     ),
-    "port_rcv_discards": CounterName("rdma_port_receive_discards_total", "Inbound packets discarded (driver specific)."),
+    "port_rcv_discards": CounterName(
+        "rdma_port_receive_discards_total", "Inbound packets discarded (driver specific)."
+    ),
     "port_xmit_constraint_errors": CounterName(
-        "rdma_port_transmit_constraint_errors_total", "Outbound packets dropped by partition or raw filtering."
+        "rdma_port_transmit_constraint_errors_total",
+        "Outbound packets dropped by partition or raw filtering.",
     ),
     "port_rcv_constraint_errors": CounterName(
         "rdma_port_receive_constraint_errors_total", "Inbound packets dropped by partition or raw filtering."
     ),
     "local_link_integrity_errors": CounterName(
-        "rdma_port_local_link_integrity_errors_total", "Times local physical errors exceeded the LocalPhyErrors threshold."
+        "rdma_port_local_link_integrity_errors_total",
+        "Times local physical errors exceeded the LocalPhyErrors threshold.",
     ),
     "excessive_buffer_overrun_errors": CounterName(
         "rdma_port_excessive_buffer_overrun_errors_total",
         "Consecutive flow-control update periods with an input buffer overrun.",
     ),
-    "VL15_dropped": CounterName("rdma_port_vl15_dropped_packets_total", "Subnet-management (VL15) packets dropped."),
+    "VL15_dropped": CounterName(
+        "rdma_port_vl15_dropped_packets_total", "Subnet-management (VL15) packets dropped."
+    ),
     "port_xmit_wait": CounterName(
         "rdma_port_transmit_wait_total",
         "Ticks in which the port had data to send but sent nothing (no credits): InfiniBand congestion.",
@@ -85,51 +107,82 @@ PORT_COUNTERS: dict[str, CounterName] = {
 HW_COUNTERS: dict[str, CounterName] = {
     # RoCE congestion control (DCQCN): NP = receiver of marked packets, RP = sender that throttles.
     "np_ecn_marked_roce_packets": CounterName(
-        "roce_ecn_marked_packets_received_total", "RoCEv2 packets received with ECN CE marking (fabric congestion)."
+        "roce_ecn_marked_packets_received_total",
+        "RoCEv2 packets received with ECN CE marking (fabric congestion).",
     ),
-    "np_cnp_sent": CounterName("roce_cnp_sent_total", "Congestion notification packets sent in reply to CE-marked packets."),
-    "rp_cnp_handled": CounterName("roce_cnp_handled_total", "Congestion notification packets received and acted on (rate cut)."),
+    "np_cnp_sent": CounterName(
+        "roce_cnp_sent_total", "Congestion notification packets sent in reply to CE-marked packets."
+    ),
+    "rp_cnp_handled": CounterName(
+        "roce_cnp_handled_total", "Congestion notification packets received and acted on (rate cut)."
+    ),
     "rp_cnp_ignored": CounterName(
         "roce_cnp_ignored_total",
         "Congestion notification packets received but ignored: congestion control is off for that priority.",
     ),
     # Retransmission and timeouts.
     "out_of_sequence": CounterName(
-        "rdma_out_of_sequence_packets_received_total", "Out-of-sequence packets received (loss upstream or reordering)."
+        "rdma_out_of_sequence_packets_received_total",
+        "Out-of-sequence packets received (loss upstream or reordering).",
     ),
-    "packet_seq_err": CounterName("rdma_packet_sequence_errors_total", "NAK sequence error packets received."),
-    "implied_nak_seq_err": CounterName("rdma_implied_nak_sequence_errors_total", "Implied NAK sequence errors detected."),
+    "packet_seq_err": CounterName(
+        "rdma_packet_sequence_errors_total", "NAK sequence error packets received."
+    ),
+    "implied_nak_seq_err": CounterName(
+        "rdma_implied_nak_sequence_errors_total", "Implied NAK sequence errors detected."
+    ),
     "local_ack_timeout_err": CounterName(
         "rdma_local_ack_timeouts_total", "QP ACK timer expirations at the sender (retransmission by timeout)."
     ),
-    "duplicate_request": CounterName("rdma_duplicate_requests_received_total", "Duplicate (retransmitted) requests received."),
+    "duplicate_request": CounterName(
+        "rdma_duplicate_requests_received_total", "Duplicate (retransmitted) requests received."
+    ),
     "rnr_nak_retry_err": CounterName("rdma_rnr_naks_received_total", "Receiver-not-ready NAKs received."),
     "req_transport_retries_exceeded": CounterName(
-        "rdma_transport_retries_exceeded_total", "QPs that exceeded the transport retry limit (fatal for the QP)."
+        "rdma_transport_retries_exceeded_total",
+        "QPs that exceeded the transport retry limit (fatal for the QP).",
     ),
     "req_rnr_retries_exceeded": CounterName(
         "rdma_rnr_retries_exceeded_total", "QPs that exceeded the RNR retry limit (fatal for the QP)."
     ),
-    "roce_adp_retrans": CounterName("roce_adaptive_retransmissions_total", "Adaptive retransmissions (RoCE)."),
+    "roce_adp_retrans": CounterName(
+        "roce_adaptive_retransmissions_total", "Adaptive retransmissions (RoCE)."
+    ),
     "roce_adp_retrans_to": CounterName(
         "roce_adaptive_retransmission_timeouts_total", "Adaptive retransmissions that timed out (RoCE)."
     ),
     "roce_slow_restart": CounterName("roce_slow_restarts_total", "Times slow restart was used (RoCE)."),
-    "roce_slow_restart_cnps": CounterName("roce_slow_restart_cnps_total", "CNPs generated by slow restart (RoCE)."),
-    "roce_slow_restart_trans": CounterName("roce_slow_restart_transitions_total", "Transitions to slow restart (RoCE)."),
+    "roce_slow_restart_cnps": CounterName(
+        "roce_slow_restart_cnps_total", "CNPs generated by slow restart (RoCE)."
+    ),
+    "roce_slow_restart_trans": CounterName(
+        "roce_slow_restart_transitions_total", "Transitions to slow restart (RoCE)."
+    ),
     "rx_icrc_encapsulated": CounterName("roce_icrc_errors_total", "RoCE packets received with ICRC errors."),
-    "out_of_buffer": CounterName("rdma_out_of_buffer_drops_total", "Packets dropped for lack of receive WQEs."),
+    "out_of_buffer": CounterName(
+        "rdma_out_of_buffer_drops_total", "Packets dropped for lack of receive WQEs."
+    ),
     # Completion errors.
     "req_cqe_error": CounterName("rdma_requester_cqe_errors_total", "Requester completions with error."),
     "resp_cqe_error": CounterName("rdma_responder_cqe_errors_total", "Responder completions with error."),
-    "req_cqe_flush_error": CounterName("rdma_requester_cqe_flush_errors_total", "Requester completions flushed (QP in error)."),
-    "resp_cqe_flush_error": CounterName("rdma_responder_cqe_flush_errors_total", "Responder completions flushed (QP in error)."),
-    "req_remote_access_errors": CounterName("rdma_requester_remote_access_errors_total", "Requester remote access errors."),
-    "resp_remote_access_errors": CounterName("rdma_responder_remote_access_errors_total", "Responder remote access errors."),
+    "req_cqe_flush_error": CounterName(
+        "rdma_requester_cqe_flush_errors_total", "Requester completions flushed (QP in error)."
+    ),
+    "resp_cqe_flush_error": CounterName(
+        "rdma_responder_cqe_flush_errors_total", "Responder completions flushed (QP in error)."
+    ),
+    "req_remote_access_errors": CounterName(
+        "rdma_requester_remote_access_errors_total", "Requester remote access errors."
+    ),
+    "resp_remote_access_errors": CounterName(
+        "rdma_responder_remote_access_errors_total", "Responder remote access errors."
+    ),
     "req_remote_invalid_request": CounterName(
         "rdma_requester_remote_invalid_requests_total", "Requester remote invalid request errors."
     ),
-    "resp_local_length_error": CounterName("rdma_responder_local_length_errors_total", "Responder local length errors."),
+    "resp_local_length_error": CounterName(
+        "rdma_responder_local_length_errors_total", "Responder local length errors."
+    ),
     # Requests received.
     "rx_read_requests": CounterName("rdma_read_requests_received_total", "RDMA READ requests received."),
     "rx_write_requests": CounterName("rdma_write_requests_received_total", "RDMA WRITE requests received."),
@@ -142,15 +195,19 @@ OTHER_HW_COUNTER = "rdma_hw_counter_total"  # unmapped hw_counters/* files, labe
 
 # ethtool -S per-priority statistics (mlx5 names ``rx_prio3_pause``), keyed by (direction, stat).
 PRIO_STATS: dict[tuple[str, str], CounterName] = {
-    ("rx", "bytes"): CounterName("prio_received_bytes_total", "Bytes received on this 802.1p priority (physical port)."),
+    ("rx", "bytes"): CounterName(
+        "prio_received_bytes_total", "Bytes received on this 802.1p priority (physical port)."
+    ),
     ("rx", "packets"): CounterName("prio_received_packets_total", "Packets received on this priority."),
     ("tx", "bytes"): CounterName("prio_transmitted_bytes_total", "Bytes transmitted on this priority."),
     ("tx", "packets"): CounterName("prio_transmitted_packets_total", "Packets transmitted on this priority."),
     ("rx", "pause"): CounterName(
-        "pfc_pause_frames_received_total", "PFC pause frames received: the peer asks us to stop sending on this priority."
+        "pfc_pause_frames_received_total",
+        "PFC pause frames received: the peer asks us to stop sending on this priority.",
     ),
     ("tx", "pause"): CounterName(
-        "pfc_pause_frames_transmitted_total", "PFC pause frames sent: this NIC cannot absorb what arrives on this priority."
+        "pfc_pause_frames_transmitted_total",
+        "PFC pause frames sent: this NIC cannot absorb what arrives on this priority.",
     ),
     ("rx", "pause_duration"): CounterName(
         "pfc_pause_duration_received_seconds_total",
@@ -165,10 +222,16 @@ PRIO_STATS: dict[tuple[str, str], CounterName] = {
     ("rx", "pause_transition"): CounterName(
         "pfc_pause_transitions_received_total", "XOFF to XON transitions of received pause on this priority."
     ),
-    ("rx", "buf_discard"): CounterName("prio_buffer_discards_total", "Packets discarded for lack of per-host buffer."),
-    ("rx", "cong_discard"): CounterName("prio_congestion_discards_total", "Packets discarded by per-host congestion."),
+    ("rx", "buf_discard"): CounterName(
+        "prio_buffer_discards_total", "Packets discarded for lack of per-host buffer."
+    ),
+    ("rx", "cong_discard"): CounterName(
+        "prio_congestion_discards_total", "Packets discarded by per-host congestion."
+    ),
     ("rx", "discards"): CounterName("prio_discards_total", "Packets discarded for lack of receive buffers."),
-    ("rx", "marked"): CounterName("prio_ecn_marked_packets_total", "Packets ECN-marked by the device on this priority."),
+    ("rx", "marked"): CounterName(
+        "prio_ecn_marked_packets_total", "Packets ECN-marked by the device on this priority."
+    ),
 }
 
 # ethtool -S port-level statistics (labels: netdev).
@@ -181,44 +244,66 @@ PORT_STATS: dict[str, CounterName] = {
         "Pause storms that reached the timeout: pause transmission was disabled (drops follow).",
     ),
     "rx_discards_phy": CounterName(
-        "nic_phy_received_discards_total", "Received packets dropped for lack of buffers on the physical port."
+        "nic_phy_received_discards_total",
+        "Received packets dropped for lack of buffers on the physical port.",
     ),
-    "tx_discards_phy": CounterName("nic_phy_transmitted_discards_total", "Transmitted packets dropped on the physical port."),
-    "rx_pause_ctrl_phy": CounterName("nic_phy_pause_frames_received_total", "Link-level pause frames received."),
-    "tx_pause_ctrl_phy": CounterName("nic_phy_pause_frames_transmitted_total", "Link-level pause frames transmitted."),
+    "tx_discards_phy": CounterName(
+        "nic_phy_transmitted_discards_total", "Transmitted packets dropped on the physical port."
+    ),
+    "rx_pause_ctrl_phy": CounterName(
+        "nic_phy_pause_frames_received_total", "Link-level pause frames received."
+    ),
+    "tx_pause_ctrl_phy": CounterName(
+        "nic_phy_pause_frames_transmitted_total", "Link-level pause frames transmitted."
+    ),
     "rx_crc_errors_phy": CounterName("nic_phy_crc_errors_total", "Frames received with a bad CRC."),
     "rx_symbol_err_phy": CounterName("nic_phy_symbol_errors_total", "Symbol errors on the physical port."),
-    "rx_corrected_bits_phy": CounterName("nic_phy_fec_corrected_errors_total", "Bit errors corrected by FEC (rx_corrected_bits_phy)."),
-    "link_down_events_phy": CounterName("nic_phy_link_down_events_total", "Times the physical link went down."),
+    "rx_corrected_bits_phy": CounterName(
+        "nic_phy_fec_corrected_errors_total", "Bit errors corrected by FEC (rx_corrected_bits_phy)."
+    ),
+    "link_down_events_phy": CounterName(
+        "nic_phy_link_down_events_total", "Times the physical link went down."
+    ),
     "rx_out_of_buffer": CounterName(
         "nic_rx_out_of_buffer_drops_total", "Packets dropped because a receive queue had no software buffer."
     ),
     "rx_buffer_passed_thres_phy": CounterName(
-        "nic_phy_receive_buffer_threshold_events_total", "Events where the port receive buffer was over 85% full."
+        "nic_phy_receive_buffer_threshold_events_total",
+        "Events where the port receive buffer was over 85% full.",
     ),
-    "dev_out_of_buffer": CounterName("nic_device_out_of_buffer_drops_total", "Packets dropped for lack of device buffer."),
+    "dev_out_of_buffer": CounterName(
+        "nic_device_out_of_buffer_drops_total", "Packets dropped for lack of device buffer."
+    ),
     "outbound_pci_buffer_overflow": CounterName(
-        "nic_pcie_outbound_buffer_overflows_total", "Packets dropped because the outbound PCIe buffer overflowed."
+        "nic_pcie_outbound_buffer_overflows_total",
+        "Packets dropped because the outbound PCIe buffer overflowed.",
     ),
-    "rx_pci_signal_integrity": CounterName("nic_pcie_rx_signal_integrity_errors_total", "PCIe physical-layer errors received."),
+    "rx_pci_signal_integrity": CounterName(
+        "nic_pcie_rx_signal_integrity_errors_total", "PCIe physical-layer errors received."
+    ),
     "tx_pci_signal_integrity": CounterName(
         "nic_pcie_tx_signal_integrity_errors_total", "PCIe physical-layer errors reported by the peer."
     ),
     # AWS ENA (cloud TCP nodes): packets queued or dropped because the instance exceeded an allowance.
     "bw_in_allowance_exceeded": CounterName(
-        "nic_bw_in_allowance_exceeded_total", "Packets queued or dropped: inbound bandwidth above the instance allowance (ENA)."
+        "nic_bw_in_allowance_exceeded_total",
+        "Packets queued or dropped: inbound bandwidth above the instance allowance (ENA).",
     ),
     "bw_out_allowance_exceeded": CounterName(
-        "nic_bw_out_allowance_exceeded_total", "Packets queued or dropped: outbound bandwidth above the instance allowance (ENA)."
+        "nic_bw_out_allowance_exceeded_total",
+        "Packets queued or dropped: outbound bandwidth above the instance allowance (ENA).",
     ),
     "pps_allowance_exceeded": CounterName(
-        "nic_pps_allowance_exceeded_total", "Packets queued or dropped: packet rate above the instance allowance (ENA)."
+        "nic_pps_allowance_exceeded_total",
+        "Packets queued or dropped: packet rate above the instance allowance (ENA).",
     ),
     "conntrack_allowance_exceeded": CounterName(
-        "nic_conntrack_allowance_exceeded_total", "Packets dropped: connection tracking above the instance allowance (ENA)."
+        "nic_conntrack_allowance_exceeded_total",
+        "Packets dropped: connection tracking above the instance allowance (ENA).",
     ),
     "linklocal_allowance_exceeded": CounterName(
-        "nic_linklocal_allowance_exceeded_total", "Packets dropped: traffic to link-local services above the allowance (ENA)."
+        "nic_linklocal_allowance_exceeded_total",
+        "Packets dropped: traffic to link-local services above the allowance (ENA).",
     ),
 }
 
@@ -229,17 +314,31 @@ TCP_COUNTERS: dict[str, CounterName] = {
     "Tcp.RetransSegs": CounterName("tcp_retransmitted_segments_total", "TCP segments retransmitted."),
     "Tcp.OutRsts": CounterName("tcp_resets_sent_total", "TCP segments sent with the RST flag."),
     "Tcp.EstabResets": CounterName("tcp_established_resets_total", "Established TCP connections reset."),
-    "Tcp.AttemptFails": CounterName("tcp_connection_attempt_failures_total", "Failed TCP connection attempts."),
+    "Tcp.AttemptFails": CounterName(
+        "tcp_connection_attempt_failures_total", "Failed TCP connection attempts."
+    ),
     "Tcp.InErrs": CounterName("tcp_receive_errors_total", "TCP segments received in error."),
     "TcpExt.TCPTimeouts": CounterName("tcp_timeouts_total", "TCP retransmission timeouts."),
     "TcpExt.TCPSynRetrans": CounterName("tcp_syn_retransmits_total", "SYN and SYN/ACK retransmissions."),
-    "TcpExt.TCPLostRetransmit": CounterName("tcp_lost_retransmits_total", "Retransmissions that were lost again."),
+    "TcpExt.TCPLostRetransmit": CounterName(
+        "tcp_lost_retransmits_total", "Retransmissions that were lost again."
+    ),
     "TcpExt.TCPFastRetrans": CounterName("tcp_fast_retransmits_total", "Fast retransmissions."),
-    "TcpExt.TCPSlowStartRetrans": CounterName("tcp_slow_start_retransmits_total", "Retransmissions in slow start."),
-    "TcpExt.TCPAbortOnTimeout": CounterName("tcp_aborts_on_timeout_total", "Connections aborted after too many timeouts."),
-    "TcpExt.TCPAbortOnData": CounterName("tcp_aborts_on_data_total", "Connections reset because of unexpected data."),
-    "TcpExt.TCPAbortOnClose": CounterName("tcp_aborts_on_close_total", "Connections reset at close with unread data."),
-    "TcpExt.ListenOverflows": CounterName("tcp_listen_overflows_total", "Connections dropped: listen queue full."),
+    "TcpExt.TCPSlowStartRetrans": CounterName(
+        "tcp_slow_start_retransmits_total", "Retransmissions in slow start."
+    ),
+    "TcpExt.TCPAbortOnTimeout": CounterName(
+        "tcp_aborts_on_timeout_total", "Connections aborted after too many timeouts."
+    ),
+    "TcpExt.TCPAbortOnData": CounterName(
+        "tcp_aborts_on_data_total", "Connections reset because of unexpected data."
+    ),
+    "TcpExt.TCPAbortOnClose": CounterName(
+        "tcp_aborts_on_close_total", "Connections reset at close with unread data."
+    ),
+    "TcpExt.ListenOverflows": CounterName(
+        "tcp_listen_overflows_total", "Connections dropped: listen queue full."
+    ),
     "TcpExt.ListenDrops": CounterName("tcp_listen_drops_total", "Connection requests dropped by listeners."),
 }
 TCP_REQUIRED = "Tcp.RetransSegs"

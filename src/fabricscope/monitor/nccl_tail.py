@@ -112,7 +112,9 @@ class NcclLogTailer:
                 problems.append((pattern, exc.strerror or str(exc)))
         paths = sorted(found)
         if len(paths) > self.max_files:
-            problems.append((self.patterns[0], f"{len(paths)} files match; following the first {self.max_files}"))
+            problems.append(
+                (self.patterns[0], f"{len(paths)} files match; following the first {self.max_files}")
+            )
             paths = paths[: self.max_files]
         return paths
 

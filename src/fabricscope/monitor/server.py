@@ -149,7 +149,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             accepts = self.headers.get("Accept-Encoding", "")
             if "gzip" in accepts.lower():
-                self._send(200, rendered.gzipped(), CONTENT_TYPE, head=head, extra={"Content-Encoding": "gzip"})
+                self._send(
+                    200, rendered.gzipped(), CONTENT_TYPE, head=head, extra={"Content-Encoding": "gzip"}
+                )
             else:
                 self._send(200, rendered.body, CONTENT_TYPE, head=head)
         elif path == "/":

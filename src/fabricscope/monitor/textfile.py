@@ -80,11 +80,17 @@ def bench_families(runs: Iterable[StoredRun]) -> list[Metric]:
         labels=[*base_labels, "status", "params"],
     )
     run_id = GaugeMetricFamily("fabricscope_bench_run_id", "History id of that run.", labels=base_labels)
-    ok = GaugeMetricFamily("fabricscope_bench_ok", "1 when that run completed (status ok), 0 otherwise.", labels=base_labels)
-    started = GaugeMetricFamily(
-        "fabricscope_bench_run_started_timestamp_seconds", "When that run started (Unix time).", labels=base_labels
+    ok = GaugeMetricFamily(
+        "fabricscope_bench_ok", "1 when that run completed (status ok), 0 otherwise.", labels=base_labels
     )
-    duration = GaugeMetricFamily("fabricscope_bench_run_duration_seconds", "How long that run took.", labels=base_labels)
+    started = GaugeMetricFamily(
+        "fabricscope_bench_run_started_timestamp_seconds",
+        "When that run started (Unix time).",
+        labels=base_labels,
+    )
+    duration = GaugeMetricFamily(
+        "fabricscope_bench_run_duration_seconds", "How long that run took.", labels=base_labels
+    )
     reserved = {f.name for f in (info, run_id, ok, started, duration)}
     metrics: dict[str, GaugeMetricFamily] = {}
     for run in runs:
@@ -107,7 +113,9 @@ def bench_families(runs: Iterable[StoredRun]) -> list[Metric]:
             done.add(prom_name)
             family = metrics.get(prom_name)
             if family is None:
-                family = GaugeMetricFamily(prom_name, f"Bench metric {name} of the latest run, in base units.", labels=base_labels)
+                family = GaugeMetricFamily(
+                    prom_name, f"Bench metric {name} of the latest run, in base units.", labels=base_labels
+                )
                 metrics[prom_name] = family
             family.add_metric(labels, float(value) * scale)
     families: list[Metric] = [info, run_id, ok, started, duration]

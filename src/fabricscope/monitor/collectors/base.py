@@ -29,7 +29,9 @@ class Families:
     def __init__(self) -> None:
         self._families: dict[str, tuple[Metric, tuple[str, ...]]] = {}
 
-    def _family(self, kind: str, name: str, help_text: str, labels: dict[str, str]) -> tuple[Metric, tuple[str, ...]]:
+    def _family(
+        self, kind: str, name: str, help_text: str, labels: dict[str, str]
+    ) -> tuple[Metric, tuple[str, ...]]:
         full = PREFIX + name
         entry = self._families.get(full)
         if entry is None:

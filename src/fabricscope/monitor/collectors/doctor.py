@@ -50,7 +50,12 @@ class DoctorCollector:
             {},
             result.finished_unix_s,
         )
-        out.gauge("doctor_run_duration_seconds", "How long the doctor run that produced them took.", {}, result.duration_s)
+        out.gauge(
+            "doctor_run_duration_seconds",
+            "How long the doctor run that produced them took.",
+            {},
+            result.duration_s,
+        )
         counts = dict.fromkeys((s.value for s in Severity), 0)
         seen: set[tuple[str, str, str]] = set()
         for finding in result.findings:

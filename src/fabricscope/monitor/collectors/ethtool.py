@@ -40,7 +40,9 @@ class EthtoolCollector:
         if outcome.error is not None:
             ctx.root.note("ethtool -S", f"last refresh failed: {outcome.error}")
         if self.task.is_stale():
-            ctx.root.note("ethtool -S", f"statistics are {self.task.age_s():.0f} s old (refresh stuck or failing)")
+            ctx.root.note(
+                "ethtool -S", f"statistics are {self.task.age_s():.0f} s old (refresh stuck or failing)"
+            )
         age = self.task.age_s()
         if age is not None:
             out.gauge(

@@ -8,10 +8,10 @@ from fabricscope.monitor.names import WC_STATUS_NAMES
 from fabricscope.monitor.nccl_tail import NcclCounts, NcclLogTailer
 
 WARN_HELP = "NCCL WARN lines by kind (completion_error, verbs_error, timeout, connection, ...)."
-FALLBACK_HELP = (
-    "Times an NCCL rank chose the Socket network ('Using network Socket'): TCP instead of RDMA."
+FALLBACK_HELP = "Times an NCCL rank chose the Socket network ('Using network Socket'): TCP instead of RDMA."
+COMPLETION_HELP = (
+    "NCCL 'Got completion ... with error' WARNs by ibv_wc_status (12: retry exceeded, 4: protection)."
 )
-COMPLETION_HELP = "NCCL 'Got completion ... with error' WARNs by ibv_wc_status (12: retry exceeded, 4: protection)."
 
 
 def _warn_kinds() -> tuple[str, ...]:
@@ -48,15 +48,23 @@ class NcclCollector:
                 COMPLETION_HELP,
                 {
                     "status": "unknown" if status is None else str(status),
-                    "status_name": WC_STATUS_NAMES.get(status, "UNKNOWN") if status is not None else "UNKNOWN",
+                    "status_name": WC_STATUS_NAMES.get(status, "UNKNOWN")
+                    if status is not None
+                    else "UNKNOWN",
                 },
                 counts.completion_errors.get(status, 0),
             )
         out.counter("nccl_log_lines_total", "Lines read from the NCCL logs followed.", {}, counts.lines)
         out.counter(
-            "nccl_log_rotations_total", "Followed NCCL logs that were rotated, replaced or truncated.", {}, counts.rotations
+            "nccl_log_rotations_total",
+            "Followed NCCL logs that were rotated, replaced or truncated.",
+            {},
+            counts.rotations,
         )
         out.counter(
-            "nccl_log_dropped_lines_total", "Lines dropped because they were longer than 64 KiB.", {}, counts.dropped_lines
+            "nccl_log_dropped_lines_total",
+            "Lines dropped because they were longer than 64 KiB.",
+            {},
+            counts.dropped_lines,
         )
         out.gauge("nccl_log_files", "NCCL log files being followed now.", {}, counts.files)

@@ -28,7 +28,12 @@ class NetdevCollector:
                     labels,
                     status.speed_mbps * MBPS_TO_BYTES_PER_S,
                 )
-            out.gauge("netdev_up", "1 when the interface's operational state is up.", labels, 1 if status.operstate == "up" else 0)
+            out.gauge(
+                "netdev_up",
+                "1 when the interface's operational state is up.",
+                labels,
+                1 if status.operstate == "up" else 0,
+            )
             for prio, enabled in sorted(status.ecn_np_enabled.items()):
                 out.gauge(
                     "roce_ecn_np_enabled",

@@ -33,6 +33,10 @@ class PcieCollector:
                     link.max_speed_gts * GTS,
                 )
             if link.current_width is not None:
-                out.gauge("pcie_link_width_lanes", "Current PCIe link width in lanes.", labels, link.current_width)
+                out.gauge(
+                    "pcie_link_width_lanes", "Current PCIe link width in lanes.", labels, link.current_width
+                )
             if link.max_width is not None:
-                out.gauge("pcie_max_link_width_lanes", "Maximum PCIe link width in lanes.", labels, link.max_width)
+                out.gauge(
+                    "pcie_max_link_width_lanes", "Maximum PCIe link width in lanes.", labels, link.max_width
+                )

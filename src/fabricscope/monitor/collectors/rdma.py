@@ -12,9 +12,7 @@ GBPS_TO_BYTES_PER_S = 1e9 / 8
 _TRAILING_DIGITS = re.compile(r"\d+$")
 
 STATE_HELP = "Port state (1 down, 2 init, 3 armed, 4 active, 5 active defer); 4 is the only usable state."
-PHYS_HELP = (
-    "Physical port state (1 sleep, 2 polling, 3 disabled, 4 training, 5 link up, 6 error recovery, 7 PHY test)."
-)
+PHYS_HELP = "Physical port state (1 sleep, 2 polling, 3 disabled, 4 training, 5 link up, 6 error recovery, 7 PHY test)."
 RATE_HELP = "Port rate (active width times lane speed) in bytes per second, as the port reports it."
 EXPECTED_HELP = (
     "The best rate among ports of the same model and link layer on this node, in bytes per second: "
@@ -39,7 +37,9 @@ class RdmaCollector:
             if dev not in present:
                 # Known a moment ago, gone now: a hot-unplug, a driver reload or a fatal firmware
                 # error. Reported until the next topology refresh forgets the device.
-                ctx.root.note(f"sys/class/infiniband/{dev}", "RDMA device vanished since the last topology refresh")
+                ctx.root.note(
+                    f"sys/class/infiniband/{dev}", "RDMA device vanished since the last topology refresh"
+                )
         statuses = [s for dev, port in ports if (s := read_port_status(ctx.root, dev, port)) is not None]
         best: dict[tuple[str, str], float] = {}
         for status in statuses:
@@ -67,13 +67,22 @@ class RdmaCollector:
             out.gauge(
                 "rdma_port_info",
                 "RDMA port identity: the netdev behind it and its link layer; value is always 1.",
-                {**labels, "netdev": ctx.topology.netdev_of(status.device, status.port), "link_layer": status.link_layer or ""},
+                {
+                    **labels,
+                    "netdev": ctx.topology.netdev_of(status.device, status.port),
+                    "link_layer": status.link_layer or "",
+                },
                 1,
             )
             out.gauge("rdma_port_state_id", STATE_HELP, labels, status.state_id)
             out.gauge("rdma_port_physical_state_id", PHYS_HELP, labels, status.phys_state_id)
             if status.rate_gbps is not None:
-                out.gauge("rdma_port_rate_bytes_per_second", RATE_HELP, labels, status.rate_gbps * GBPS_TO_BYTES_PER_S)
+                out.gauge(
+                    "rdma_port_rate_bytes_per_second",
+                    RATE_HELP,
+                    labels,
+                    status.rate_gbps * GBPS_TO_BYTES_PER_S,
+                )
                 expected = best.get(_model_key(ctx, status))
                 out.gauge(
                     "rdma_port_expected_rate_bytes_per_second",

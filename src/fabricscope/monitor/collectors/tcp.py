@@ -19,4 +19,9 @@ class TcpCollector:
             if key in counters:
                 out.counter(mapped.name, mapped.help, {}, counters[key] * mapped.scale)
         if "Tcp.CurrEstab" in counters:
-            out.gauge("tcp_established_connections", "TCP connections currently established.", {}, counters["Tcp.CurrEstab"])
+            out.gauge(
+                "tcp_established_connections",
+                "TCP connections currently established.",
+                {},
+                counters["Tcp.CurrEstab"],
+            )
