@@ -10,6 +10,7 @@ from fabricscope.bench.collective import (
     CollectiveRun,
     bus_factor,
     find_straggler,
+    format_entries,
     format_table,
     layout,
     parse_sizes,
@@ -93,14 +94,40 @@ def _run(op="all_reduce", n=4) -> CollectiveRun:
 
 
 def test_bench_result_document() -> None:
-    result, doc = to_bench_result(_run())
+    result = to_bench_result(_run())
+    doc = result.to_json_dict()  # what --json prints is the stored result
     again = BenchResult.from_json(result.to_json())
     assert again.kind == "collective" and again.metrics["busbw_avg_GBps"] == pytest.approx(result.metrics["busbw_avg_GBps"])
+    assert again.to_json_dict() == doc  # entries, ranks and stragglers survive the round trip
     assert doc["schema"] == "fabricscope.bench/v1" and doc["kind"] == "collective"
     entry = doc["entries"][0]
-    for key in ("size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "wrong"):
+    for key in ("size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "wrong", "per_rank_time_s", "straggler_rank"):
         assert key in entry
+    assert entry["algbw_GBps"] == pytest.approx(entry["size_bytes"] / entry["time_s"] / 1e9)
     assert [r["host"] for r in doc["ranks"]] == ["h1", "h2", "h3", "h4"]
+    # per size: busbw (baselines and compare judge it) and time (sim calibrate fits it); the rest is in entries
+    per_size = sorted(k for k in result.metrics if k.startswith("size_"))
+    assert per_size == ["size_1048576_busbw_GBps", "size_1048576_time_s", "size_2097152_busbw_GBps", "size_2097152_time_s"]
+
+
+def test_straggler_and_stored_table() -> None:
+    run = _run(n=3)
+    run.sizes[1].straggler_rank, run.sizes[1].straggler_reason = 2, "rank 2 arrives late"
+    result = to_bench_result(run)
+    assert [(s.rank, s.host, s.sizes_bytes) for s in result.stragglers] == [(2, "h3", [2097152])]
+    text = format_entries(BenchResult.from_json(result.to_json()))
+    row = next(ln for ln in text.splitlines() if ln.strip().startswith("2097152"))
+    assert row.split()[:5] == ["2097152", "524288", "float", "sum", "-1"] and row.split()[-2:] == ["rank", "2"]
+    assert "# straggler: rank 2 (h3) at 2097152 B" in text and "# Out of bounds values : 0 OK" in text
+
+
+def test_entries_refuse_nonsense() -> None:
+    base = {"kind": "collective", "entries": [{"size_bytes": 8, "time_s": 1e-6, "algbw_GBps": 0.008, "busbw_GBps": 0.012}]}
+    assert BenchResult.model_validate(base).entries[0].wrong is None  # not checked
+    for bad in ({"busbw_GBps": -1.0}, {"time_s": float("nan")}, {"surprise": 1}):
+        doc = {**base, "entries": [{**base["entries"][0], **bad}]}
+        with pytest.raises(ValueError):
+            BenchResult.model_validate(doc)
 
 
 def test_table_looks_like_nccl_tests() -> None:

@@ -50,9 +50,11 @@ def test_multinode_tail_sample_footer_and_ranks() -> None:
     parsed = parse_file(sample("nccl_tests_all_reduce_multinode_tail.txt"))
     assert len(parsed.rows) == 6 and parsed.out_of_bounds == 0 and parsed.avg_busbw_GBps == pytest.approx(84.8558)
     assert parsed.ranks == 24  # 95.75 / 49.96 = 1.9165 = 2 * 23 / 24
-    result, doc = to_bench_result(parsed, source="tail.txt")
-    assert BenchResult.from_json(result.to_json()).metrics["file_avg_busbw_GBps"] == pytest.approx(84.8558)
-    assert doc["entries"][0]["busbw_GBps"] == 95.75
+    result = to_bench_result(parsed, source="tail.txt")
+    again = BenchResult.from_json(result.to_json())
+    assert again.metrics["file_avg_busbw_GBps"] == pytest.approx(84.8558)
+    assert result.to_json_dict()["entries"][0]["busbw_GBps"] == 95.75
+    assert again.entries[0].in_place.busbw_GBps == 95.92 and again.entries[0].type == "float"
 
 
 def test_row_variants() -> None:
@@ -119,7 +121,9 @@ def test_cli_import_stores_in_history(tmp_path) -> None:
 
     with Store.open(db) as store:
         stored = store.get(doc["run_id"]).result
-    assert stored.metrics["size_133169160_busbw_GBps"] == 95.74
+    assert stored.metrics["size_133169160_busbw_GBps"] == 95.74  # per-size busbw: compared and baselined
+    assert [e.size_bytes for e in stored.entries] == [e["size_bytes"] for e in doc["entries"]]  # entries stored
+    assert stored.to_json_dict()["entries"] == doc["entries"]
 
 
 def test_cli_import_bad_file_one_line_exit_2(tmp_path) -> None:

@@ -6,16 +6,22 @@ baseline median by more than ``threshold_pct`` percent *and* by more than ``mad_
 standard deviations (``1.4826 * MAD``, the normal-consistent scale); with a spread of zero (one
 run, or identical runs) only the percentage applies. "Worse" depends on the metric: lower is
 better for times, loss, errors and CPU; higher is better for rates.
+
+Collective runs are judged per message size through their ``size_<N>_busbw_GBps`` metrics
+(:func:`size_changes` groups them by size); matrix runs also by their suspects
+(:func:`suspect_changes`: a host or link that is a confirmed suspect now and was none in any
+baseline run is a regression).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from fabricscope.bench.result import BenchResult, Status
+from fabricscope.bench.result import BenchResult, MatrixSuspect, Status
 from fabricscope.bench.stats import mad, median
 
 MAD_SCALE = 1.4826
@@ -28,6 +34,8 @@ HIGHER_IS_BETTER = ("_gbps", "_GBps", "_per_s", "_mpps", "speedup_ratio", "_util
 LOWER_IS_BETTER = ("_us", "_ms", "_ns", "loss_pct", "cpu_pct", "_count")
 NEUTRAL = (
     "_bytes",
+    "hosts_count",
+    "ranks_count",
     "samples_count",
     "requests_count",
     "connections_count",
@@ -42,13 +50,19 @@ HEADLINE: dict[str, tuple[str, ...]] = {
     "latency": ("rtt_p50_us", "rtt_p99_us"),
     "connect": ("connect_per_s", "pooled_requests_per_s"),
     "rdma": ("throughput_gbps", "lat_typical_us"),
+    "collective": ("busbw_max_GBps", "busbw_avg_GBps"),
+    "matrix": ("matrix_median_gbps", "suspects_count"),
 }
+
+_SIZE_NAME = re.compile(r"^size_(\d+)_([A-Za-z_]+)$")
 
 
 def better_direction(metric: str) -> Better | None:
     """Which way is good for ``metric``; None for descriptive numbers (sizes, sample counts)."""
     if metric.endswith(NEUTRAL) or metric.endswith("_samples_count"):
         return None
+    if (m := _SIZE_NAME.match(metric)) and m.group(2) in ("algbw_GBps", "max_rank_time_s"):
+        return None  # older runs stored these per size; busbw of the same size judges it
     if metric.endswith(HIGHER_IS_BETTER):
         return "higher"
     if metric.endswith(LOWER_IS_BETTER):
@@ -153,6 +167,96 @@ def compare(
         )
     order = {"regression": 0, "improvement": 1, "same": 2, "info": 3, "new": 4, "missing": 5}
     return sorted(changes, key=lambda c: (order[c.verdict], c.name))
+
+
+@dataclass(frozen=True)
+class SizeChange:
+    """busbw at one message size against the baseline's median at that size."""
+
+    size_bytes: int
+    change: MetricChange
+
+
+def size_changes(changes: Sequence[MetricChange]) -> tuple[list[SizeChange], list[MetricChange]]:
+    """Split a collective comparison into busbw per size (by size) and every other metric.
+
+    Other per-size metrics (times; algbw and #wrong of older runs) are left out unless they
+    regressed: the per-size busbw says the same, and ``compare``'s full list still has them.
+    """
+    sizes, others = [], []
+    for c in changes:
+        m = _SIZE_NAME.match(c.name)
+        if m is None:
+            others.append(c)
+        elif m.group(2) == "busbw_GBps":
+            sizes.append(SizeChange(int(m.group(1)), c))
+        elif c.verdict == "regression":  # e.g. #wrong at one size of an older run: never hidden
+            others.append(c)
+    return sorted(sizes, key=lambda s: s.size_bytes), others
+
+
+SuspectStatus = Literal["new", "persisting", "resolved", "unknown"]
+
+
+@dataclass(frozen=True)
+class SuspectChange:
+    """A suspect of the run or of its baseline, and how it changed."""
+
+    transport: str
+    kind: str
+    host: str
+    peer: str | None
+    reason: str | None
+    confirmed: bool | None
+    status: SuspectStatus  # unknown: no baseline run recorded its suspects
+    baseline_runs: int  # in how many baseline runs it was a suspect
+    regression: bool  # a confirmed (or unretested) suspect that no baseline run had
+
+    @property
+    def label(self) -> str:
+        return self.host if self.kind == "host" else f"{self.host} <-> {self.peer}"
+
+
+def suspect_changes(run: BenchResult, baseline: Sequence[BenchResult]) -> list[SuspectChange]:
+    """The run's matrix suspects against the baseline runs' (same transport, host or link).
+
+    Baseline runs that recorded no suspects (stored before they were kept) do not count. A
+    link is the same link whichever end is named first.
+    """
+
+    def key(s: MatrixSuspect) -> tuple[str, str, str, str | None]:
+        transport, kind, host, peer = s.transport, s.kind, s.host, s.peer
+        if kind == "link" and peer is not None and peer < host:
+            host, peer = peer, host
+        return transport, kind, host, peer
+
+    known = [b for b in baseline if b.status == Status.OK and b.suspects is not None]
+    seen: dict[tuple[str, str, str, str | None], int] = {}
+    for b in known:
+        for k in {key(s) for s in b.suspects or []}:
+            seen[k] = seen.get(k, 0) + 1
+    out: list[SuspectChange] = []
+    current = set()
+    for s in run.suspects or []:
+        k = key(s)
+        current.add(k)
+        count = seen.get(k, 0)
+        if not known:
+            status: SuspectStatus = "unknown"
+        else:
+            status = "persisting" if count else "new"
+        out.append(
+            SuspectChange(
+                s.transport, s.kind, s.host, s.peer, s.reason, s.confirmed, status, count,
+                regression=status == "new" and s.confirmed is not False,
+            )
+        )  # fmt: skip
+    for k, count in sorted(seen.items()):
+        if k not in current and run.suspects is not None:
+            transport, kind, host, peer = k
+            out.append(SuspectChange(transport, kind, host, peer, None, None, "resolved", count, False))
+    order = {"new": 0, "persisting": 1, "unknown": 2, "resolved": 3}
+    return sorted(out, key=lambda c: (order[c.status], c.transport, c.host))
 
 
 def _f(value: float | int | None) -> float | None:

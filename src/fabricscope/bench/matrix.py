@@ -1,4 +1,4 @@
-"""``bench matrix``: pairwise TCP bandwidth between every host of a job, and who is to blame.
+"""``bench matrix``: pairwise TCP (and RDMA) bandwidth between every host of a job, and who is to blame.
 
 Scheduling: the circle method splits all pairs into rounds of disjoint pairs (N-1 rounds for
 even N); each round runs twice, once per direction, so every measured flow has both of its
@@ -13,6 +13,12 @@ low pair whose hosts are both fine points at the link between them. TCP retransm
 read from each sending socket's TCP_INFO, are judged the same way, so a lossy host that still
 reaches line rate on a short-RTT fabric is found too. Suspects are retested against the
 best-scoring hosts before they are reported.
+
+RDMA: where every host has an RDMA device and perftest, the same rounds run again with
+perftest (:mod:`fabricscope.bench.matrix_rdma`; device, port and GID from each host's
+inventory by the rule of ``bench rdma``), and the RDMA matrix is judged the same way (by
+bandwidth; perftest reports no retransmissions). Where any host lacks them, the result says
+RDMA was skipped and why.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import html
 import json
 import os
 import secrets
+import shutil
 import socket
 import statistics
 import struct
@@ -29,13 +36,25 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fabricscope.bench import matrix_rdma
 from fabricscope.bench.launch import DistEnv
-from fabricscope.bench.result import BenchResult, new_result
+from fabricscope.bench.result import (
+    BenchResult,
+    Cutoffs,
+    MatrixRdma,
+    MatrixRetest,
+    MatrixSuspect,
+    RankInfo,
+    RdmaEndpoint,
+    Status,
+    new_result,
+)
 from fabricscope.errors import FabricscopeError
+from fabricscope.host import Root
 
 CHUNK_BYTES = 256 << 10
 HEADER_MAX = 512
@@ -56,6 +75,11 @@ class MatrixParams(BaseModel):
     retx_floor_pct: float = Field(default=0.5, ge=0, le=100)
     timeout_s: float = Field(default=120.0, gt=0, le=86400)
     bind: str | None = None
+    rdma: bool = True  # also measure RDMA with perftest where every host has it
+    rdma_test: Literal["write_bw", "read_bw", "send_bw"] = "write_bw"
+    rdma_device: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
+    rdma_port: int = Field(default=18515, ge=1024, le=60000)  # + the receiver's index: one port per host
+    root: str | None = None  # read the RDMA inventory here instead of the live machine
 
 
 # ----- schedule -----------------------------------------------------------------------------
@@ -111,6 +135,7 @@ class Suspect:
     kind: str  # host | link
     reason: str
     peer: str | None = None
+    transport: str = "tcp"  # tcp | rdma
     score_gbps: float | None = None
     fleet_median_gbps: float | None = None
     retransmit_pct: float | None = None
@@ -180,12 +205,15 @@ def analyze(
     *,
     rel_margin: float = 0.2,
     retx_floor_pct: float = 0.5,
+    transport: str = "tcp",
 ) -> Verdict:
     """Rank suspects: hosts whose row and column are low (or lossy), then links.
 
     A host is the suspect when more than half of its 2(N-1) transfers are low: its partners
     each have only the transfers with it low (2 of 2(N-1), at most half even at N=3).
+    ``transport`` labels the suspects (and prefixes RDMA reasons).
     """
+    prefix = "RDMA: " if transport == "rdma" else ""
     n = len(hosts)
     vals = _offdiag(matrix_gbps)
     if n < 2 or not vals:
@@ -234,7 +262,8 @@ def analyze(
                 Suspect(
                     host=hosts[h],
                     kind="host",
-                    reason="; ".join(parts),
+                    reason=prefix + "; ".join(parts),
+                    transport=transport,
                     score_gbps=scores[h],
                     fleet_median_gbps=med,
                     retransmit_pct=rscores[h],
@@ -265,7 +294,8 @@ def analyze(
                         host=hosts[i],
                         peer=hosts[j],
                         kind="link",
-                        reason=f"link {hosts[i]} <-> {hosts[j]}: " + "; ".join(parts),
+                        reason=f"{prefix}link {hosts[i]} <-> {hosts[j]}: " + "; ".join(parts),
+                        transport=transport,
                         score_gbps=min(pair) if pair else None,
                         fleet_median_gbps=med,
                         retransmit_pct=max(rpair) if rpair else None,
@@ -352,10 +382,12 @@ def heatmap_svg(
     *,
     title: str | None = None,
     cell: int = 44,
+    name: str | None = None,
 ) -> str:
     """An N x N heat map (sender rows, receiver columns), coloured by fraction of the median.
 
-    Self-contained SVG for the HTML report; no plotting library needed.
+    Self-contained SVG for the HTML report; no plotting library needed. With ``name`` the
+    SVG is marked as a report plot (``class="plot" data-plot=NAME``); cells are ``rect.cell``.
     """
     n = len(hosts)
     vals = _offdiag(matrix_gbps)
@@ -364,10 +396,13 @@ def heatmap_svg(
     top = 30 + label_w
     width = label_w + n * cell + 20
     height = top + n * cell + 40
+    title = title or "pairwise TCP bandwidth (Gbit/s), rows send to columns"
+    marker = f' class="plot" data-plot="{html.escape(name)}" role="img"' if name else ""
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg"{marker} width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
         'font-family="sans-serif" font-size="11">',
-        f'<text x="4" y="16" font-size="13">{html.escape(title or "pairwise TCP bandwidth (Gbit/s), rows send to columns")}</text>',
+        f"<title>{html.escape(title)}</title>",
+        f'<text x="4" y="16" font-size="13">{html.escape(title)}</text>',
     ]
     for j, h in enumerate(hosts):
         x = label_w + j * cell + cell / 2
@@ -388,7 +423,7 @@ def heatmap_svg(
                 f"{hosts[i]} -> {hosts[j]}: {v:.3f} Gbit/s" if v is not None else f"{hosts[i]} -> {hosts[j]}"
             )
             out.append(
-                f'<rect x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" fill="{fill}" stroke="#999999" stroke-width="0.5">'
+                f'<rect class="cell" x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" fill="{fill}" stroke="#999999" stroke-width="0.5">'
                 f"<title>{html.escape(tip)}</title></rect>"
             )
             if v is not None:
@@ -405,96 +440,177 @@ def heatmap_svg(
 
 # ----- results ------------------------------------------------------------------------------
 @dataclass
-class MatrixRun:
-    params: MatrixParams
-    hosts: list[str]
-    ranks: list[int]
+class Survey:
+    """One transport's matrix over the job, judged and retested (rank 0 only)."""
+
+    transport: str  # tcp | rdma
     matrix_gbps: list[list[float | None]]
-    retransmit_pct: list[list[float | None]]
+    retransmit_pct: list[list[float | None]] | None
     verdict: Verdict
     suspects: list[Suspect]
     cleared: list[Suspect]
     retests: list[dict[str, Any]]
-    launcher: str
-    duration_s: float
     failures: list[str] = field(default_factory=list)
 
 
-def to_bench_result(run: MatrixRun) -> tuple[BenchResult, dict[str, Any]]:
+@dataclass
+class RdmaPart:
+    """What became of RDMA in this run: measured (``survey``), skipped or failed, and why."""
+
+    status: str  # ok | skipped | failed
+    reason: str | None = None
+    test: str | None = None
+    duration_s: int | None = None
+    endpoints: list[dict[str, Any]] = field(default_factory=list)
+    survey: Survey | None = None
+
+
+@dataclass
+class MatrixRun:
+    params: MatrixParams
+    hosts: list[str]
+    ranks: list[int]
+    tcp: Survey
+    rdma: RdmaPart
+    launcher: str
+    duration_s: float
+
+    @property
+    def matrix_gbps(self) -> list[list[float | None]]:
+        return self.tcp.matrix_gbps
+
+    @property
+    def suspects(self) -> list[Suspect]:
+        return self.tcp.suspects + (self.rdma.survey.suspects if self.rdma.survey else [])
+
+    @property
+    def failures(self) -> list[str]:
+        return self.tcp.failures + (self.rdma.survey.failures if self.rdma.survey else [])
+
+
+def _suspect_model(s: Suspect) -> MatrixSuspect:
+    return MatrixSuspect.model_validate(s.to_dict())
+
+
+def _retest_models(survey: Survey) -> list[MatrixRetest]:
+    return [MatrixRetest.model_validate({**r, "transport": survey.transport}) for r in survey.retests]
+
+
+def _summary(prefix: str, matrix: list[list[float | None]], failures: list[str]) -> dict[str, float | int | None]:
+    vals = _offdiag(matrix)
+    return {
+        f"{prefix}matrix_median_gbps": statistics.median(vals) if vals else None,
+        f"{prefix}matrix_min_gbps": min(vals) if vals else None,
+        f"{prefix}matrix_max_gbps": max(vals) if vals else None,
+        f"{prefix}failed_pairs_count": len(failures),
+    }
+
+
+def to_bench_result(run: MatrixRun) -> BenchResult:
+    """The result as printed (``--json``) and stored: summary metrics, matrices, suspects.
+
+    Per-pair figures live in ``matrix_gbps`` only (host names are not metric names: the hosts
+    of two jobs differ, and the matrix keeps every pair anyway).
+    """
     params = run.params.model_dump(mode="json")
-    params.update(hosts=run.hosts, launcher=run.launcher, transport="tcp")
+    params.update(hosts=run.hosts, launcher=run.launcher, transport="tcp+rdma" if run.rdma.survey else "tcp")
     result = new_result("matrix", params)
-    vals = _offdiag(run.matrix_gbps)
     metrics: dict[str, float | int | None] = {
-        "matrix_median_gbps": statistics.median(vals) if vals else None,
-        "matrix_min_gbps": min(vals) if vals else None,
-        "matrix_max_gbps": max(vals) if vals else None,
+        **_summary("", run.tcp.matrix_gbps, run.tcp.failures),
         "hosts_count": len(run.hosts),
         "suspects_count": len(run.suspects),
-        "failed_pairs_count": len(run.failures),
     }
-    for i, a in enumerate(run.hosts):
-        for j, b in enumerate(run.hosts):
-            if i != j:
-                metrics[f"pair_{a}_to_{b}_gbps"] = run.matrix_gbps[i][j]
+    rdma_survey = run.rdma.survey
+    if rdma_survey is not None:
+        metrics.update(_summary("rdma_", rdma_survey.matrix_gbps, rdma_survey.failures))
     result.finish(metrics, duration_s=run.duration_s)
-    doc = result.to_json_dict()
-    doc.update(
-        hosts=run.hosts,
-        ranks=run.ranks,
-        matrix_gbps=run.matrix_gbps,
-        retransmit_pct=run.retransmit_pct,
-        suspects=[s.to_dict() for s in run.suspects],
-        cleared=[s.to_dict() for s in run.cleared],
-        retests=run.retests,
-        thresholds_gbps={
-            "fleet_median": run.verdict.fleet_median_gbps,
-            "low": run.verdict.low_threshold_gbps,
-        },
-        thresholds_retransmit_pct={
-            "fleet_median": run.verdict.fleet_retransmit_pct,
-            "high": run.verdict.high_retransmit_pct,
-        },
-        failures=run.failures,
+    v = run.tcp.verdict
+    result.hosts = list(run.hosts)
+    result.ranks = [RankInfo(rank=r, host=h) for r, h in zip(run.ranks, run.hosts)]
+    result.matrix_gbps = run.tcp.matrix_gbps
+    result.retransmit_pct = run.tcp.retransmit_pct
+    surveys = [run.tcp] + ([rdma_survey] if rdma_survey else [])
+    result.suspects = [_suspect_model(s) for sv in surveys for s in sv.suspects]
+    result.cleared = [_suspect_model(s) for sv in surveys for s in sv.cleared]
+    result.retests = [r for sv in surveys for r in _retest_models(sv)]
+    result.thresholds_gbps = Cutoffs(fleet_median=v.fleet_median_gbps, low=v.low_threshold_gbps)
+    result.thresholds_retransmit_pct = Cutoffs(fleet_median=v.fleet_retransmit_pct, high=v.high_retransmit_pct)
+    result.failures = list(run.tcp.failures)
+    rdma = MatrixRdma(
+        status=Status(run.rdma.status),
+        reason=run.rdma.reason,
+        test=run.rdma.test,
+        duration_s=run.rdma.duration_s,
+        endpoints=[RdmaEndpoint.model_validate(e) for e in run.rdma.endpoints],
     )
-    return result, doc
+    if rdma_survey is not None:
+        rv = rdma_survey.verdict
+        rdma.matrix_gbps = rdma_survey.matrix_gbps
+        rdma.thresholds_gbps = Cutoffs(fleet_median=rv.fleet_median_gbps, low=rv.low_threshold_gbps)
+        rdma.failures = list(rdma_survey.failures)
+    result.rdma = rdma
+    return result
 
 
-def format_matrix(run: MatrixRun) -> str:
-    n = len(run.hosts)
-    w = max(7, max((len(h) for h in run.hosts), default=2) + 1)
-    lines = [
-        f"pairwise TCP bandwidth, Gbit/s (row sends to column), {n} hosts, {run.params.duration_s:g} s per flow"
-    ]
-    lines.append(" " * w + "".join(f"{h:>{w}}" for h in run.hosts))
-    for i, h in enumerate(run.hosts):
+def _matrix_lines(hosts: Sequence[str], matrix: Sequence[Sequence[float | None]]) -> list[str]:
+    n = len(hosts)
+    w = max(7, max((len(h) for h in hosts), default=2) + 1)
+    lines = [" " * w + "".join(f"{h:>{w}}" for h in hosts)]
+    for i, h in enumerate(hosts):
         cells = []
         for j in range(n):
-            v = run.matrix_gbps[i][j]
+            v = matrix[i][j]
             cells.append(f"{'-':>{w}}" if i == j else (f"{'fail':>{w}}" if v is None else f"{v:>{w}.3f}"))
         lines.append(f"{h:<{w}}" + "".join(cells))
-    med = run.verdict.fleet_median_gbps
-    if med is not None:
-        lines.append(
-            f"median {med:.3f} Gbit/s; low below {run.verdict.low_threshold_gbps:.3f}"
-            + (
-                f"; retransmits median {run.verdict.fleet_retransmit_pct:.2f}%, high above {run.verdict.high_retransmit_pct:.2f}%"
-                if run.verdict.high_retransmit_pct is not None
-                else ""
-            )
+    return lines
+
+
+def format_matrix(result: BenchResult) -> str:
+    """A matrix result (live or stored) for the terminal: the matrices, cut-offs and suspects."""
+    hosts = result.hosts or []
+    p = result.params
+    lines = [
+        f"pairwise TCP bandwidth, Gbit/s (row sends to column), {len(hosts)} hosts, "
+        f"{p.get('duration_s', '?')} s per flow"
+    ]
+    if result.matrix_gbps is not None:
+        lines += _matrix_lines(hosts, result.matrix_gbps)
+    t, r = result.thresholds_gbps, result.thresholds_retransmit_pct
+    if t is not None and t.fleet_median is not None:
+        line = f"median {t.fleet_median:.3f} Gbit/s; low below {t.low:.3f}" if t.low is not None else ""
+        if r is not None and r.high is not None and r.fleet_median is not None:
+            line += f"; retransmits median {r.fleet_median:.2f}%, high above {r.high:.2f}%"
+        lines.append(line)
+    rdma = result.rdma
+    if rdma is not None and rdma.matrix_gbps is not None:
+        where = ", ".join(
+            f"{e.host} {e.device}/{e.port}" + (f" GID {e.gid_index}" if e.gid_index is not None else "")
+            for e in rdma.endpoints
         )
-    if run.suspects:
+        lines.append(
+            f"pairwise RDMA bandwidth (ib_{rdma.test}), Gbit/s, {rdma.duration_s} s per flow; {where}"
+        )
+        lines += _matrix_lines(hosts, rdma.matrix_gbps)
+        if rdma.thresholds_gbps is not None and rdma.thresholds_gbps.fleet_median is not None:
+            lines.append(
+                f"median {rdma.thresholds_gbps.fleet_median:.3f} Gbit/s; low below {rdma.thresholds_gbps.low:.3f}"
+            )
+    elif rdma is not None:
+        lines.append(f"RDMA {rdma.status.value}: {rdma.reason or 'no reason recorded'}")
+    if result.suspects is None:
+        lines.append("suspects: not recorded (stored before fabricscope kept them)")
+    elif result.suspects:
         lines.append("suspects:")
-        for s in run.suspects:
+        for s in result.suspects:
             conf = {True: "confirmed on retest", False: "cleared", None: "not retested"}[s.confirmed]
-            name = s.host if s.kind == "host" else f"{s.host} <-> {s.peer}"
-            lines.append(f"  {s.kind} {name}: {s.reason} ({conf})")
+            tag = " [rdma]" if s.transport == "rdma" else ""
+            lines.append(f"  {s.kind} {s.label}{tag}: {s.reason} ({conf})")
     else:
         lines.append("suspects: none")
-    for s in run.cleared:
-        name = s.host if s.kind == "host" else f"{s.host} <-> {s.peer}"
-        lines.append(f"  cleared {name}: did not reproduce against good peers ({s.retest_gbps:.3g} Gbit/s)")
-    for f in run.failures:
+    for s in result.cleared or []:
+        again = f" ({s.retest_gbps:.3g} Gbit/s)" if s.retest_gbps is not None else ""
+        lines.append(f"  cleared {s.label}: did not reproduce against good peers{again}")
+    for f in (result.failures or []) + (rdma.failures if rdma is not None else []):
         lines.append(f"  failed: {f}")
     return "\n".join(lines) + "\n"
 
@@ -637,7 +753,11 @@ class _Coordinator:
 
 
 def run_worker(
-    params: MatrixParams, env: DistEnv, progress: Callable[[str], None] | None = None
+    params: MatrixParams,
+    env: DistEnv,
+    progress: Callable[[str], None] | None = None,
+    *,
+    which: Callable[[str], str | None] = shutil.which,
 ) -> MatrixRun | None:
     """Every rank runs this; rank 0 returns the run, the others None."""
     try:
@@ -666,8 +786,8 @@ def run_worker(
     participant = env.local_rank == 0 or rank == 0 or env.host_label is not None
     server = None
     try:
+        addr = params.bind or local_address_towards(env.master_addr, env.master_port)
         if participant:
-            addr = params.bind or local_address_towards(env.master_addr, env.master_port)
             family = socket.AF_INET6 if ":" in addr else socket.AF_INET
             server = socket.socket(family, socket.SOCK_STREAM)
             server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -689,15 +809,71 @@ def run_worker(
         eps = [all_ranks.get(f"ep/{r}") for r in range(env.world_size)]
         members = [r for r in range(env.world_size) if eps[r] is not None]
         hosts = _unique_labels([eps[r]["host"] for r in members], members)
+        n = len(members)
+        if params.rdma and params.rdma_port + n - 1 > 65535:
+            raise MatrixError(f"--rdma-port {params.rdma_port} + {n} hosts runs past port 65535")
         if not participant:
-            _leave(all_ranks)
+            _leave(all_ranks, expected_s=_expected_s(params, n))
             return None
         me = members.index(rank)
-        co = _Coordinator(store, len(members), params.timeout_s)
-        n = len(members)
+        co = _Coordinator(store, n, params.timeout_s)
         flow_deadline = params.duration_s + 30.0
+        rdma_s = matrix_rdma.flow_seconds(params.duration_s)
+        ready: matrix_rdma.Readiness | None = None
 
-        def run_phases(tag: str, plan: list[list[tuple[int, int]]]) -> None:
+        def tcp_send(tag: str, k: int, a: int, b: int) -> dict[str, Any]:
+            ep = eps[members[b]]
+            try:
+                return _send(
+                    (ep["addr"], ep["port"]),
+                    {"token": token, "phase": f"{tag}/{k}", "src": a},
+                    params.duration_s,
+                    flow_deadline,
+                )
+            except (OSError, MatrixError) as exc:
+                return {"error": f"{hosts[a]} -> {hosts[b]}: send failed: {_short(exc)}"}
+
+        def tcp_receive(tag: str, k: int, a: int, b: int) -> dict[str, Any]:
+            assert server is not None
+            try:
+                return _receive(
+                    server,
+                    {"token": token, "phase": f"{tag}/{k}", "src": a, "src_host": hosts[a]},
+                    params.duration_s,
+                    params.warmup_s,
+                    flow_deadline,
+                )
+            except (OSError, MatrixError) as exc:
+                return {"error": f"{hosts[a]} -> {hosts[b]}: receive failed: {_short(exc)}"}
+
+        def rdma_send(tag: str, k: int, a: int, b: int) -> dict[str, Any]:
+            assert ready is not None
+            co.get(f"rdma-up/{tag}/{k}/{b}")  # the receiver started its perftest server
+            argv = matrix_rdma.client_argv(
+                ready, params.rdma_test, rdma_s, params.rdma_port + b, eps[members[b]]["addr"]
+            )
+            res = matrix_rdma.send_flow(argv, rdma_s)
+            if "error" in res:
+                res["error"] = f"{hosts[a]} -> {hosts[b]}: {res['error']}"
+            return res
+
+        def rdma_receive(tag: str, k: int, a: int, b: int) -> dict[str, Any]:
+            assert ready is not None
+            argv = matrix_rdma.server_argv(ready, params.rdma_test, rdma_s, params.rdma_port + b)
+            res = matrix_rdma.serve_flow(
+                argv,
+                rdma_s,
+                started=lambda: co.put(f"rdma-up/{tag}/{k}/{b}", True),
+                sender_done=lambda: bool(store.check([f"res/{tag}/{k}/{a}/{b}/send"])),
+            )
+            if "error" in res:
+                res["error"] = f"{hosts[a]} -> {hosts[b]}: {res['error']}"
+            return res
+
+        flows = {"tcp": (tcp_send, tcp_receive), "rdma": (rdma_send, rdma_receive)}
+
+        def run_phases(transport: str, tag: str, plan: list[list[tuple[int, int]]]) -> None:
+            send, receive = flows[transport]
             for k, phase in enumerate(plan):
                 co.barrier(f"{tag}/{k}")
                 if progress and me == 0:
@@ -706,30 +882,9 @@ def run_worker(
                     )
                 for a, b in phase:
                     if a == me:
-                        ep = eps[members[b]]
-                        try:
-                            res = _send(
-                                (ep["addr"], ep["port"]),
-                                {"token": token, "phase": f"{tag}/{k}", "src": a},
-                                params.duration_s,
-                                flow_deadline,
-                            )
-                        except (OSError, MatrixError) as exc:
-                            res = {"error": f"{hosts[a]} -> {hosts[b]}: send failed: {_short(exc)}"}
-                        co.put(f"res/{tag}/{k}/{a}/{b}/send", res)
+                        co.put(f"res/{tag}/{k}/{a}/{b}/send", send(tag, k, a, b))
                     elif b == me:
-                        assert server is not None
-                        try:
-                            res = _receive(
-                                server,
-                                {"token": token, "phase": f"{tag}/{k}", "src": a, "src_host": hosts[a]},
-                                params.duration_s,
-                                params.warmup_s,
-                                flow_deadline,
-                            )
-                        except (OSError, MatrixError) as exc:
-                            res = {"error": f"{hosts[a]} -> {hosts[b]}: receive failed: {_short(exc)}"}
-                        co.put(f"res/{tag}/{k}/{a}/{b}/recv", res)
+                        co.put(f"res/{tag}/{k}/{a}/{b}/recv", receive(tag, k, a, b))
 
         def collect(tag: str, plan: list[list[tuple[int, int]]]) -> dict[tuple[int, int], dict[str, Any]]:
             out = {}
@@ -737,66 +892,87 @@ def run_worker(
                 for a, b in phase:
                     recv = co.get(f"res/{tag}/{k}/{a}/{b}/recv")
                     send = co.get(f"res/{tag}/{k}/{a}/{b}/send")
-                    out[(a, b)] = {**send, **recv, "error": recv.get("error") or send.get("error")}
+                    # the sender's error first: for RDMA the client says why a flow failed
+                    out[(a, b)] = {**send, **recv, "error": send.get("error") or recv.get("error")}
             return out
 
-        main_plan = phases(n)
-        run_phases("main", main_plan)
-        if me == 0:
-            results = collect("main", main_plan)
-            mat: list[list[float | None]] = [[None] * n for _ in range(n)]
-            retx: list[list[float | None]] = [[None] * n for _ in range(n)]
-            failures = []
-            for (a, b), r in results.items():
-                if r.get("error"):
-                    failures.append(r["error"])
-                    continue
-                mat[a][b] = r.get("gbps")
-                retx[a][b] = r.get("retx_pct")
-            verdict = analyze(
-                hosts, mat, retx, rel_margin=params.rel_margin, retx_floor_pct=params.retx_floor_pct
-            )
-            plan_by_suspect = retest_flows(hosts, verdict, params.retest_peers) if params.retest else {}
-            flows = [f for fl in plan_by_suspect.values() for f in fl]
-            co.put("plan/retest", pack_phases(flows))
-        retest_plan = [[tuple(f) for f in ph] for ph in co.get("plan/retest")]
-        if retest_plan:
-            run_phases("retest", retest_plan)
-        if me != 0:
-            _leave(all_ranks)
-            return None
-        retests: list[dict[str, Any]] = []
-        if params.retest and verdict.suspects:
-            rres = collect("retest", retest_plan)
-            confirmed, cleared = confirm(verdict, plan_by_suspect, rres)
-            retests = [
-                {
-                    "from": hosts[a],
-                    "to": hosts[b],
-                    "gbps": r.get("gbps"),
-                    "retransmit_pct": r.get("retx_pct"),
-                    "error": r.get("error"),
-                }
-                for (a, b), r in rres.items()
-            ]
+        def survey(transport: str) -> Survey | None:
+            """Every pair in both directions, then retests of the suspects; rank 0 gets the verdict."""
+            main_plan = phases(n)
+            run_phases(transport, transport, main_plan)
+            if me == 0:
+                results = collect(transport, main_plan)
+                mat: list[list[float | None]] = [[None] * n for _ in range(n)]
+                retx: list[list[float | None]] = [[None] * n for _ in range(n)]
+                failures = []
+                for (a, b), r in results.items():
+                    if r.get("error"):
+                        failures.append(r["error"])
+                        continue
+                    mat[a][b] = r.get("gbps")
+                    retx[a][b] = r.get("retx_pct")
+                retx_or_none = retx if transport == "tcp" else None
+                verdict = analyze(
+                    hosts,
+                    mat,
+                    retx_or_none,
+                    rel_margin=params.rel_margin,
+                    retx_floor_pct=params.retx_floor_pct,
+                    transport=transport,
+                )
+                plan_by_suspect = retest_flows(hosts, verdict, params.retest_peers) if params.retest else {}
+                co.put(
+                    f"plan/{transport}-retest", pack_phases([f for fl in plan_by_suspect.values() for f in fl])
+                )
+            retest_plan = [[(int(a), int(b)) for a, b in ph] for ph in co.get(f"plan/{transport}-retest")]
+            if retest_plan:
+                run_phases(transport, f"{transport}-retest", retest_plan)
+            if me != 0:
+                return None
+            retests: list[dict[str, Any]] = []
+            if params.retest and verdict.suspects:
+                rres = collect(f"{transport}-retest", retest_plan)
+                confirmed, cleared = confirm(verdict, plan_by_suspect, rres)
+                retests = [
+                    {
+                        "from": hosts[a],
+                        "to": hosts[b],
+                        "gbps": r.get("gbps"),
+                        "retransmit_pct": r.get("retx_pct"),
+                        "error": r.get("error"),
+                    }
+                    for (a, b), r in rres.items()
+                ]
+            else:
+                confirmed, cleared = verdict.suspects, []
+            return Survey(transport, mat, retx_or_none, verdict, confirmed, cleared, retests, failures)
+
+        tcp = survey("tcp")
+        if not params.rdma:
+            rdma = RdmaPart("skipped", "not asked (--no-rdma)")
         else:
-            confirmed, cleared = verdict.suspects, []
+            root = Root.at(params.root) if params.root else Root.live()
+            ready = matrix_rdma.readiness(
+                params.rdma_test, root=root, address=eps[rank]["addr"], device=params.rdma_device, which=which
+            )
+            co.put(f"rdma-ready/{me}", ready.public())
+            public = [co.get(f"rdma-ready/{i}") for i in range(n)]
+            endpoints = [e for e in (matrix_rdma.endpoint_dict(h, p) for h, p in zip(hosts, public)) if e]
+            why = matrix_rdma.skip_reason(hosts, public)
+            if why is not None:
+                rdma = RdmaPart("skipped", why, params.rdma_test, None, endpoints)
+            else:
+                rsurvey = survey("rdma")
+                rdma = RdmaPart("ok", None, params.rdma_test, rdma_s, endpoints, rsurvey)
+                if rsurvey is not None and not _offdiag(rsurvey.matrix_gbps):
+                    rdma.status, rdma.reason = "failed", f"every RDMA flow failed; first: {rsurvey.failures[0]}"
+        if me != 0:
+            _leave(all_ranks, expected_s=params.timeout_s)
+            return None
+        assert tcp is not None
         all_ranks.put("done", True)
         _wait_for_leavers(store, env.world_size - 1)  # rank 0 hosts the store: outlive its readers
-        return MatrixRun(
-            params,
-            hosts,
-            members,
-            mat,
-            retx,
-            verdict,
-            confirmed,
-            cleared,
-            retests,
-            env.launcher,
-            time.monotonic() - t_start,
-            failures,
-        )
+        return MatrixRun(params, hosts, members, tcp, rdma, env.launcher, time.monotonic() - t_start)
     except MatrixError:
         raise
     except Exception as exc:  # store timeouts (a peer died) and socket errors
@@ -809,8 +985,18 @@ def run_worker(
                 server.close()
 
 
-def _leave(co: _Coordinator) -> None:
-    co.get("done")
+def _expected_s(params: MatrixParams, n: int) -> float:
+    """A generous bound on a whole run, for ranks that only wait for its end."""
+    flows = len(phases(n)) * 2  # main rounds and, at most as many again, retests
+    per_flow = params.duration_s + params.warmup_s + 5.0
+    if params.rdma:
+        per_flow += matrix_rdma.flow_seconds(params.duration_s) + 10.0
+    return flows * per_flow + params.timeout_s
+
+
+def _leave(co: _Coordinator, expected_s: float) -> None:
+    """Wait for rank 0's "done" (the end of the run), then say so; rank 0 keeps the store up till then."""
+    co.store.wait(["done"], timedelta(seconds=max(expected_s, co.timeout.total_seconds())))
     co.store.add("left", 1)
 
 

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fabricscope.bench.collective import bus_factor
-from fabricscope.bench.result import BenchResult, new_result
+from pydantic import ValidationError
+
+from fabricscope.bench.collective import bus_factor, size_metrics
+from fabricscope.bench.result import BenchResult, CollectiveEntry, new_result
 from fabricscope.errors import FabricscopeError
 
 MAX_FILE_BYTES = 64 << 20
@@ -399,7 +401,8 @@ def parse_file(path: Path, *, op: str | None = None, ranks: int | None = None) -
         raise NcclTestsError(f"{path}: {exc}") from None
 
 
-def to_bench_result(parsed: Parsed, *, source: str) -> tuple[BenchResult, dict[str, Any]]:
+def to_bench_result(parsed: Parsed, *, source: str) -> BenchResult:
+    """The imported run as printed and stored: summary metrics plus typed per-size entries."""
     params = {
         "source": source,
         "tool": "nccl-tests",
@@ -417,6 +420,12 @@ def to_bench_result(parsed: Parsed, *, source: str) -> tuple[BenchResult, dict[s
     result = new_result("collective", params)
     busbws = [r.busbw_GBps for r in parsed.rows]
     wrongs = [r.wrong for r in parsed.rows if r.wrong is not None]
+    try:
+        entries = [CollectiveEntry.model_validate(r.to_dict()) for r in parsed.rows]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise NcclTestsError(f"{source}: a result row is out of range ({where}: {first.get('msg')})") from None
     metrics: dict[str, float | int | None] = {
         "busbw_avg_GBps": sum(busbws) / len(busbws),
         "busbw_max_GBps": max(busbws),
@@ -425,16 +434,9 @@ def to_bench_result(parsed: Parsed, *, source: str) -> tuple[BenchResult, dict[s
         "ranks_count": parsed.ranks,
         "file_avg_busbw_GBps": parsed.avg_busbw_GBps,
         "file_out_of_bounds_count": parsed.out_of_bounds,
+        **size_metrics(entries),
     }
-    for r in parsed.rows:
-        key = f"size_{r.size_bytes}"
-        metrics[f"{key}_time_s"] = r.time_s
-        metrics[f"{key}_algbw_GBps"] = r.algbw_GBps
-        metrics[f"{key}_busbw_GBps"] = r.busbw_GBps
-        if r.wrong is not None:
-            metrics[f"{key}_wrong_count"] = r.wrong
     result.finish(metrics)
-    doc = result.to_json_dict()
-    doc["entries"] = [r.to_dict() for r in parsed.rows]
-    doc["notes"] = parsed.notes
-    return result, doc
+    result.entries = entries
+    result.notes = list(parsed.notes)
+    return result

@@ -16,6 +16,21 @@ Rules the model enforces, because consumers rely on them:
 
 Build one with :func:`new_result` (fills ``host`` and ``started``) and finish it with
 :meth:`BenchResult.finish` / :meth:`BenchResult.fail` / :meth:`BenchResult.skip`.
+
+Multi-host kinds carry their structured data in optional, typed top-level fields (added
+within v1; absent from the JSON of other kinds, so older documents stay valid):
+
+* ``collective`` (``bench collective`` and ``bench import nccl-tests``): ``entries`` (one
+  :class:`CollectiveEntry` per message size: ``size_bytes``, ``time_s``, ``algbw_GBps``,
+  ``busbw_GBps``, ``wrong``, per-rank times and the straggler), ``ranks``, ``stragglers``,
+  ``skipped_sizes_bytes``, ``notes``;
+* ``matrix`` (``bench matrix``): ``hosts``, ``matrix_gbps`` (N x N, rows send to columns,
+  ``null`` diagonal), ``retransmit_pct``, ``suspects`` / ``cleared`` (:class:`MatrixSuspect`,
+  at least ``host`` and ``reason``), ``retests``, ``thresholds_gbps``,
+  ``thresholds_retransmit_pct``, ``failures`` and ``rdma`` (the perftest matrix, or why it
+  was skipped).
+
+The printed ``--json`` document of these kinds is exactly the stored result.
 """
 
 from __future__ import annotations
@@ -29,7 +44,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fabricscope import __version__
 
@@ -107,6 +122,180 @@ class CounterDeltas(BaseModel):
     unavailable: list[str] = Field(default_factory=list)  # sources that could not be read, and why
 
 
+# ----- structured data of multi-host kinds ------------------------------------------------------
+class InPlaceEntry(BaseModel):
+    """nccl-tests' in-place columns of one size (imported runs)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    time_s: float | None = None
+    algbw_GBps: float | None = None
+    busbw_GBps: float | None = None
+    wrong: int | None = None
+
+
+class CollectiveEntry(BaseModel):
+    """One message size of a collective run, as nccl-tests reports it (out-of-place columns).
+
+    ``time_s`` is the mean over ranks of each rank's mean iteration time; ``wrong`` is None when
+    the buffers were not checked. Per-rank fields exist for runs fabricscope measured itself.
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    size_bytes: int = Field(ge=0)
+    count: int | None = Field(default=None, ge=0)
+    type: str | None = None  # nccl-tests' data type column (imported runs)
+    redop: str | None = None
+    root: int | None = None
+    time_s: float = Field(ge=0)
+    max_rank_time_s: float | None = Field(default=None, ge=0)  # the slowest rank's mean time
+    algbw_GBps: float = Field(ge=0)
+    busbw_GBps: float = Field(ge=0)
+    wrong: int | None = Field(default=None, ge=0)
+    per_rank_time_s: list[float] | None = None
+    per_rank_lag_s: list[float] | None = None
+    straggler_rank: int | None = Field(default=None, ge=0)
+    straggler_reason: str | None = None
+    in_place: InPlaceEntry | None = None
+
+
+class RankInfo(BaseModel):
+    """One rank of a multi-host run: where it ran. A bare integer reads as ``{"rank": n}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rank: int = Field(ge=0)
+    host: str | None = None
+    pid: int | None = None
+    device: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_rank(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return {"rank": value}
+        return value
+
+
+class Straggler(BaseModel):
+    """A rank the others waited for, and at which sizes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rank: int = Field(ge=0)
+    host: str | None = None
+    sizes_bytes: list[int] = Field(default_factory=list)
+
+
+class MatrixSuspect(BaseModel):
+    """A host (or the link between ``host`` and ``peer``) the pairwise matrix blames."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    host: str
+    reason: str
+    kind: Literal["host", "link"] = "host"
+    peer: str | None = None
+    transport: Literal["tcp", "rdma"] = "tcp"
+    score_gbps: float | None = None
+    fleet_median_gbps: float | None = None
+    retransmit_pct: float | None = None
+    confirmed: bool | None = None  # None: not retested
+    retest_gbps: float | None = None
+    retest_retransmit_pct: float | None = None
+
+    @property
+    def label(self) -> str:
+        return self.host if self.kind == "host" else f"{self.host} <-> {self.peer}"
+
+
+class MatrixRetest(BaseModel):
+    """One retest flow of a suspect against a known-good peer."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+
+    from_: str = Field(alias="from")
+    to: str
+    transport: Literal["tcp", "rdma"] = "tcp"
+    gbps: float | None = None
+    retransmit_pct: float | None = None
+    error: str | None = None
+
+
+class Cutoffs(BaseModel):
+    """The fleet median the blame used and the cut below (``low``) or above (``high``) it."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    fleet_median: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+
+class RdmaEndpoint(BaseModel):
+    """The RDMA device, port and GID a host used for perftest (picked by the same rule everywhere)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    host: str
+    device: str
+    port: int
+    gid_index: int | None = None
+    gid_ip: str | None = None
+    link_layer: str | None = None
+    netdev: str | None = None
+    rate_gbps: float | None = None
+
+
+class MatrixRdma(BaseModel):
+    """The RDMA (perftest) part of a matrix run: the matrix, or why it was skipped or failed."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    status: Status
+    reason: str | None = None
+    test: str | None = None  # perftest test, e.g. write_bw
+    duration_s: float | None = None  # per flow
+    endpoints: list[RdmaEndpoint] = Field(default_factory=list)
+    matrix_gbps: list[list[float | None]] | None = None
+    thresholds_gbps: Cutoffs | None = None
+    failures: list[str] = Field(default_factory=list)
+
+
+Matrix = list[list[float | None]]
+
+# Kind-specific top-level fields: left out of the JSON when unset.
+KIND_FIELDS: tuple[str, ...] = (
+    "entries",
+    "ranks",
+    "stragglers",
+    "skipped_sizes_bytes",
+    "notes",
+    "hosts",
+    "matrix_gbps",
+    "retransmit_pct",
+    "suspects",
+    "cleared",
+    "retests",
+    "thresholds_gbps",
+    "thresholds_retransmit_pct",
+    "failures",
+    "rdma",
+)
+
+
+def _check_square(name: str, matrix: Matrix | None, n: int) -> None:
+    if matrix is None:
+        return
+    if len(matrix) != n or any(len(row) != n for row in matrix):
+        raise ValueError(f"{name} must be {n} x {n} (one row and column per host)")
+    for row in matrix:
+        for value in row:
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"{name} holds a value that is not finite")
+
+
 class BenchResult(BaseModel):
     """One benchmark run. Serialise with :meth:`to_json_dict` (``schema`` key included)."""
 
@@ -127,6 +316,24 @@ class BenchResult(BaseModel):
     detail: dict[str, Any] = Field(default_factory=dict)  # per-stream / per-size tables, tool versions
     run_id: int | None = None  # set by the store when saved (None when --no-store)
 
+    # collective
+    entries: list[CollectiveEntry] | None = None
+    ranks: list[RankInfo] | None = None
+    stragglers: list[Straggler] | None = None
+    skipped_sizes_bytes: list[int] | None = None
+    notes: list[str] | None = None
+    # matrix
+    hosts: list[str] | None = None
+    matrix_gbps: Matrix | None = None
+    retransmit_pct: Matrix | None = None
+    suspects: list[MatrixSuspect] | None = None
+    cleared: list[MatrixSuspect] | None = None
+    retests: list[MatrixRetest] | None = None
+    thresholds_gbps: Cutoffs | None = None
+    thresholds_retransmit_pct: Cutoffs | None = None
+    failures: list[str] | None = None
+    rdma: MatrixRdma | None = None
+
     @field_validator("metrics")
     @classmethod
     def _units(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -145,6 +352,17 @@ class BenchResult(BaseModel):
         if value is not None and len(value) > MAX_REASON_CHARS:
             return value[: MAX_REASON_CHARS - 3] + "..."
         return value
+
+    @model_validator(mode="after")
+    def _matrix_shapes(self) -> BenchResult:
+        matrices = (self.matrix_gbps, self.retransmit_pct, self.rdma.matrix_gbps if self.rdma else None)
+        if any(m is not None for m in matrices):
+            if self.hosts is None:
+                raise ValueError("a matrix needs hosts (its rows and columns)")
+            _check_square("matrix_gbps", self.matrix_gbps, len(self.hosts))
+            _check_square("retransmit_pct", self.retransmit_pct, len(self.hosts))
+            _check_square("rdma.matrix_gbps", matrices[2], len(self.hosts))
+        return self
 
     # ----- lifecycle helpers ---------------------------------------------------------------
     def finish(self, metrics: dict[str, float | int | None], duration_s: float | None = None) -> BenchResult:
@@ -171,10 +389,13 @@ class BenchResult(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         """The documented JSON shape: ``schema`` first, datetimes as ISO 8601 strings."""
-        return self.model_dump(mode="json", by_alias=True)
+        return self.model_dump(mode="json", by_alias=True, exclude=self._unset_kind_fields())
 
     def to_json(self) -> str:
-        return self.model_dump_json(by_alias=True)
+        return self.model_dump_json(by_alias=True, exclude=self._unset_kind_fields())
+
+    def _unset_kind_fields(self) -> set[str]:
+        return {name for name in KIND_FIELDS if getattr(self, name) is None}
 
     @classmethod
     def from_json(cls, text: str | bytes) -> BenchResult:
@@ -232,13 +453,23 @@ def _check_metrics(value: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
+    "KIND_FIELDS",
     "SCHEMA",
     "UNIT_SUFFIXES",
     "BenchResult",
+    "CollectiveEntry",
     "CounterDeltas",
+    "Cutoffs",
     "HostInfo",
+    "InPlaceEntry",
     "Interval",
+    "MatrixRdma",
+    "MatrixRetest",
+    "MatrixSuspect",
+    "RankInfo",
+    "RdmaEndpoint",
     "Status",
+    "Straggler",
     "Stopwatch",
     "metric_unit_ok",
     "new_result",

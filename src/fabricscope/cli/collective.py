@@ -131,21 +131,20 @@ def collective(
         os._exit(2)  # torch's background threads must not keep a failed rank alive
     if run is None:  # not rank 0: rank 0 reports
         return
-    result, doc = to_bench_result(run)
+    result = to_bench_result(run)
     if min_busbw is not None:
         passed = run.avg_busbw_GBps >= min_busbw
         result.thresholds = {"min_busbw_GBps": min_busbw, "passed": passed}
-        doc["thresholds"] = result.thresholds
     if store:
-        doc["run_id"] = _store(result)
+        _store(result)
     if json_out:
-        print_json(doc)
+        print_json(result.to_json_dict())
     else:
         from fabricscope.bench.collective import format_table
 
         sys.stdout.write(format_table(run))
-        if doc.get("run_id"):
-            sys.stdout.write(f"# stored as run {doc['run_id']}\n")
+        if result.run_id:
+            sys.stdout.write(f"# stored as run {result.run_id} (fabricscope history show {result.run_id})\n")
     bad = bool(run.wrong_total) or (min_busbw is not None and run.avg_busbw_GBps < min_busbw)
     raise typer.Exit(1 if bad else 0)
 
@@ -180,12 +179,18 @@ def matrix(
     master_addr: str = typer.Option(None, "--master-addr", help="Host of rank 0 (default MASTER_ADDR; needed under mpirun)."),
     master_port: int = typer.Option(None, "--master-port", help="Port of rank 0's store (default MASTER_PORT or 29500)."),
     svg: Path = typer.Option(None, "--svg", help="Also write the heat map as an SVG file (rank 0)."),
+    rdma: bool = typer.Option(True, "--rdma/--no-rdma", help="Also measure RDMA with perftest where every host has an RDMA device and perftest (else the result says why not)."),
+    rdma_test: str = typer.Option("write_bw", "--rdma-test", help="perftest bandwidth test: write_bw, read_bw or send_bw."),
+    rdma_device: str = typer.Option(None, "--rdma-device", help="RDMA device on every host (default: the port on the interface that reaches rank 0, else the first active port)."),
+    rdma_port: int = typer.Option(18515, "--rdma-port", min=1024, max=60000, help="perftest handshake port; host i listens on PORT + i."),
+    root: str = typer.Option(None, "--root", help="Read the RDMA inventory (devices, ports, GIDs) from this snapshot or mounted host filesystem instead of the live machine."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     store: bool = typer.Option(True, "--store/--no-store", help="Save the result in the history."),
 ) -> None:
-    """Pairwise TCP bandwidth between all hosts in rounds of disjoint pairs; names the bad host or link.
+    """Pairwise TCP (and RDMA, with perftest where present) bandwidth between all hosts in rounds of
+    disjoint pairs; names the bad host or link.
 
-    Exit 1 when a suspect is confirmed.
+    Exit 1 when a suspect is confirmed, 2 when a pair could not be measured.
     """
     from fabricscope.bench.matrix import (
         MatrixError,
@@ -203,9 +208,26 @@ def matrix(
             args += ["--svg", str(svg.resolve())]
         if json_out:
             args.append("--json")
+        args += ["--rdma" if rdma else "--no-rdma", "--rdma-test", rdma_test, "--rdma-port", str(rdma_port)]
+        if rdma_device:
+            args += ["--rdma-device", rdma_device]
+        if root:
+            args += ["--root", str(Path(root).resolve())]
         _launch(launch, args, timeout_s=timeout * 3 + 600, master_port=master_port)
     env = _dist_env(master_addr, master_port)
-    params = MatrixParams(duration_s=duration, warmup_s=warmup, retest=retest, rel_margin=margin, timeout_s=timeout, bind=bind)
+    try:
+        params = MatrixParams(duration_s=duration, warmup_s=warmup, retest=retest, rel_margin=margin, timeout_s=timeout,
+                              bind=bind, rdma=rdma, rdma_test=rdma_test, rdma_device=rdma_device, rdma_port=rdma_port,
+                              root=root)
+    except ValueError as exc:
+        die(_first_error(exc))
+    if root:
+        from fabricscope.host import Root, RootError
+
+        try:
+            Root.at(root)
+        except RootError as exc:
+            die(str(exc))
     try:
         progress = (lambda what: sys.stderr.write(f"# {what}\n")) if sys.stderr.isatty() and not json_out else None
         run = run_worker(params, env, progress=progress)
@@ -216,18 +238,20 @@ def matrix(
         os._exit(2)
     if run is None:
         return
-    result, doc = to_bench_result(run)
+    result = to_bench_result(run)
     if svg:
         try:
             svg.write_text(heatmap_svg(run.hosts, run.matrix_gbps))
         except OSError as exc:
             typer.echo(f"fabricscope: warning: cannot write {svg}: {exc.strerror or exc}", err=True)
     if store:
-        doc["run_id"] = _store(result)
+        _store(result)
     if json_out:
-        print_json(doc)
+        print_json(result.to_json_dict())
     else:
-        sys.stdout.write(format_matrix(run))
+        sys.stdout.write(format_matrix(result))
+        if result.run_id:
+            sys.stdout.write(f"stored as run {result.run_id} (fabricscope history show {result.run_id})\n")
     if run.failures:
         raise typer.Exit(2)
     raise typer.Exit(1 if run.suspects else 0)
@@ -248,18 +272,21 @@ def import_nccl_tests(
         parsed = parse_file(file, op=op, ranks=ranks)
     except NcclTestsError as exc:
         die(str(exc))
-    result, doc = to_bench_result(parsed, source=str(file))
+    try:
+        result = to_bench_result(parsed, source=str(file))
+    except NcclTestsError as exc:
+        die(str(exc))
     if store:
-        doc["run_id"] = _store(result)
+        _store(result)
     if json_out:
-        print_json(doc)
+        print_json(result.to_json_dict())
         return
-    _print_import(parsed, doc)
+    _print_import(parsed, result)
 
 
-def _print_import(parsed: Any, doc: dict) -> None:
-    typer.echo(f"{parsed.op} from {doc['params']['source']}: {len(parsed.rows)} sizes, {parsed.ranks or '?'} ranks"
-               + (f", stored as run {doc['run_id']}" if doc.get("run_id") else ""))
+def _print_import(parsed: Any, result: Any) -> None:
+    typer.echo(f"{parsed.op} from {result.params['source']}: {len(parsed.rows)} sizes, {parsed.ranks or '?'} ranks"
+               + (f", stored as run {result.run_id}" if result.run_id else ""))
     typer.echo(f"{'size (B)':>12}  {'time (us)':>10}  {'algbw':>7}  {'busbw':>7}  {'#wrong':>6}")
     for r in parsed.rows:
         wrong = "N/A" if r.wrong is None else str(r.wrong)

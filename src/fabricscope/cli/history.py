@@ -5,6 +5,7 @@ Other modules add commands with ``from fabricscope.cli.history import history_ap
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import typer
@@ -143,13 +144,17 @@ def show(
     if r.reason:
         out.print(f"  reason: {escape(r.reason)}")
     out.print("  params: " + escape(", ".join(f"{k}={v}" for k, v in r.params.items())))
-    if r.metrics:
+    structured = _structured_text(r)
+    metrics = {k: v for k, v in r.metrics.items() if not (structured and _per_item_metric(k))}
+    if metrics:
         table = Table(box=None, pad_edge=False, header_style="bold")
         table.add_column("metric")
         table.add_column("value", justify="right")
-        for name, value in r.metrics.items():
+        for name, value in metrics.items():
             table.add_row(escape(name), _fmt(value))
         out.print(table)
+    if structured:
+        out.print(escape(structured), end="", soft_wrap=True, highlight=False)
     for line in counter_lines(r):
         out.print(f"  {escape(line)}")
     if r.thresholds.get("checks"):
@@ -157,6 +162,24 @@ def show(
             out.print(
                 f"  threshold {escape(check['option'])} {check['limit']}: {'pass' if check['passed'] else 'FAIL'} ({check['value']})"
             )
+
+
+def _per_item_metric(name: str) -> bool:
+    """Per-size (collective) and per-pair (older matrix runs) metrics: the tables show them."""
+    return bool(re.match(r"^size_\d+_", name)) or (name.startswith("pair_") and name.endswith("_gbps"))
+
+
+def _structured_text(r) -> str:
+    """The nccl-tests-like table of a collective run, or the matrices and suspects of a matrix run."""
+    if r.kind == "collective" and r.entries:
+        from fabricscope.bench.collective import format_entries
+
+        return format_entries(r)
+    if r.kind == "matrix" and r.hosts and r.matrix_gbps is not None:
+        from fabricscope.bench.matrix import format_matrix
+
+        return format_matrix(r)
+    return ""
 
 
 def _baseline_for(store, run, baseline: str | None, against: int | None, last: int):
@@ -214,7 +237,7 @@ def compare_cmd(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Each metric's change against a baseline; exit 1 when any metric regressed."""
-    from fabricscope.bench.history import baseline_stats, compare
+    from fabricscope.bench.history import baseline_stats, compare, size_changes, suspect_changes
 
     with _open(db) as store:
         try:
@@ -228,51 +251,108 @@ def compare_cmd(
         )
     stats = baseline_stats(base_runs)
     changes = compare(run.result, stats, threshold_pct=threshold_pct, mad_k=mad_k)
-    regressions = [c for c in changes if c.verdict == "regression"]
+    kind = run.result.kind
+    sizes, others = size_changes(changes) if kind == "collective" else ([], changes)
+    suspects = suspect_changes(run.result, base_runs) if kind == "matrix" else []
+    regressions = [c.name for c in changes if c.verdict == "regression"]
+    regressions += [f"new suspect {s.label}" + (" (rdma)" if s.transport == "rdma" else "") for s in suspects if s.regression]
     if json_out:
-        print_json(
-            {
-                "schema": "fabricscope.compare/v1",
-                "run_id": run_id,
-                "baseline": label,
-                "threshold_pct": threshold_pct,
-                "mad_k": mad_k,
-                "regressions": len(regressions),
-                "changes": [c.__dict__ for c in changes],
-            }
-        )
+        doc: dict[str, Any] = {
+            "schema": "fabricscope.compare/v1",
+            "run_id": run_id,
+            "kind": kind,
+            "baseline": label,
+            "threshold_pct": threshold_pct,
+            "mad_k": mad_k,
+            "regressions": len(regressions),
+            "regressed": regressions,
+            "changes": [c.__dict__ for c in changes],
+        }
+        if kind == "collective":
+            doc["sizes"] = [
+                {
+                    "size_bytes": s.size_bytes,
+                    "baseline_busbw_GBps": s.change.baseline,
+                    "mad_GBps": s.change.spread,
+                    "busbw_GBps": s.change.value,
+                    "change_pct": s.change.change_pct,
+                    "robust_z": s.change.robust_z,
+                    "verdict": s.change.verdict,
+                }
+                for s in sizes
+            ]
+        if kind == "matrix":
+            doc["suspects"] = [{**s.__dict__, "label": s.label} for s in suspects]
+        print_json(doc)
     else:
         out = _console()
         out.print(
-            f"[bold]run {run_id}[/bold] ({run.result.kind}) against {escape(label)}; regression = worse by > {threshold_pct:g} % and > {mad_k:g} sigma"
+            f"[bold]run {run_id}[/bold] ({kind}) against {escape(label)}; regression = worse by > {threshold_pct:g} % and > {mad_k:g} sigma"
         )
+        if sizes:
+            table = Table(box=None, pad_edge=False, header_style="bold", title="busbw by message size", title_justify="left")
+            for col in ("size (B)", "baseline GB/s", "MAD", "run GB/s", "change", "verdict"):
+                table.add_column(col, justify="left" if col == "verdict" else "right")
+            for s in sizes:
+                c = s.change
+                table.add_row(str(s.size_bytes), _fmt(c.baseline), _fmt(c.spread), _fmt(c.value), _change(c), _verdict(c.verdict))
+            out.print(table)
         table = Table(box=None, pad_edge=False, header_style="bold")
         for col in ("metric", "baseline", "MAD", "run", "change", "verdict"):
             table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
-        styles = {
-            "regression": "bold red",
-            "improvement": "green",
-            "same": "dim",
-            "info": "dim",
-            "new": "cyan",
-            "missing": "yellow",
-        }
-        for c in changes:
-            change = "-" if c.change_pct is None else f"{c.change_pct:+.1f} %"
-            table.add_row(
-                escape(c.name),
-                _fmt(c.baseline),
-                _fmt(c.spread),
-                _fmt(c.value),
-                change,
-                f"[{styles[c.verdict]}]{c.verdict}[/{styles[c.verdict]}]",
-            )
+        for c in others:
+            table.add_row(escape(c.name), _fmt(c.baseline), _fmt(c.spread), _fmt(c.value), _change(c), _verdict(c.verdict))
         out.print(table)
+        if kind == "matrix":
+            _print_suspects(out, run.result, suspects)
         out.print(
             f"{len(regressions)} regression(s)"
-            + (": " + ", ".join(escape(c.name) for c in regressions) if regressions else "")
+            + (": " + ", ".join(escape(name) for name in regressions) if regressions else "")
         )
     raise typer.Exit(1 if regressions else 0)
+
+
+_STYLES = {
+    "regression": "bold red",
+    "improvement": "green",
+    "same": "dim",
+    "info": "dim",
+    "new": "cyan",
+    "missing": "yellow",
+}
+
+
+def _change(c) -> str:
+    return "-" if c.change_pct is None else f"{c.change_pct:+.1f} %"
+
+
+def _verdict(verdict: str) -> str:
+    return f"[{_STYLES[verdict]}]{verdict}[/{_STYLES[verdict]}]"
+
+
+def _print_suspects(out, result, suspects) -> None:
+    if result.suspects is None:
+        out.print("suspects: not recorded for this run (stored before fabricscope kept them)")
+        return
+    if not suspects:
+        out.print("suspects: none in this run or its baseline")
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold", title="suspects", title_justify="left")
+    for col in ("status", "transport", "suspect", "in baseline runs", "retest", "reason"):
+        table.add_column(col, justify="right" if col == "in baseline runs" else "left")
+    style = {"new": "bold red", "persisting": "yellow", "resolved": "green", "unknown": "dim"}
+    for s in suspects:
+        status = "new" if s.status == "new" and not s.regression else s.status
+        retest = {True: "confirmed", False: "cleared", None: "-"}[s.confirmed]
+        table.add_row(
+            f"[{style[status]}]{status}[/{style[status]}]",
+            s.transport,
+            f"{s.kind} {escape(s.label)}",
+            str(s.baseline_runs),
+            retest,
+            escape(s.reason or ""),
+        )
+    out.print(table)
 
 
 @baseline_app.command("set")

@@ -2,12 +2,15 @@
 
 No network access is needed to view it (inline CSS and SVG; a Content-Security-Policy forbids
 fetching anything), and no script runs in it. Every value that came from a user or a peer is
-escaped.
+escaped. Collective runs get an nccl-tests-like table and busbw against message size (with
+the baseline's median per size); matrix runs get heat maps (TCP, and RDMA where measured) and
+their suspects.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from html import escape
@@ -16,6 +19,7 @@ from typing import Any
 from fabricscope import __version__
 from fabricscope.bench.counters import HIGHLIGHT_TEXT
 from fabricscope.bench.history import MetricStat, compare, headline, headline_text
+from fabricscope.bench.matrix import heatmap_svg
 from fabricscope.bench.result import BenchResult
 from fabricscope.report.plots import Series, bar_chart, line_chart
 from fabricscope.store import StoredRun
@@ -35,6 +39,7 @@ svg.plot{display:block;margin:.5em 0 1.5em 0;max-width:100%;height:auto}
 svg .grid{stroke:#eee}svg .axis{stroke:#555}svg .tick{font-size:11px;fill:#444}
 svg .label{font-size:12px;fill:#222}svg .legend{font-size:11px;fill:#222}svg .ptitle{font-size:14px;font-weight:600;fill:#222}
 svg .err{stroke:#000;stroke-width:1.5}
+.matrix svg{display:block;margin:.5em 0 1.5em 0;max-width:100%;height:auto}
 details{margin:.3em 0 1em 0}summary{cursor:pointer;color:#0969da}
 code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em}
 pre{background:#f6f8fa;padding:.6em;overflow-x:auto}
@@ -168,6 +173,152 @@ def rdma_plot(run: StoredRun) -> str:
     )
 
 
+def _busbw_points(result: BenchResult) -> list[tuple[float, float]]:
+    return sorted((float(e.size_bytes), float(e.busbw_GBps)) for e in result.entries or [] if e.size_bytes > 0)
+
+
+def collective_plot(run: StoredRun, base: tuple[str, dict[str, MetricStat]] | None = None) -> str:
+    """busbw (and algbw) against message size, like nccl-tests' curve; the baseline's median per size."""
+    entries = [e for e in run.result.entries or [] if e.size_bytes > 0]
+    if not entries:
+        return ""
+    series = [Series("busbw", _busbw_points(run.result))]
+    series.append(Series("algbw", sorted((float(e.size_bytes), float(e.algbw_GBps)) for e in entries)))
+    if base is not None:
+        pts = [
+            (float(e.size_bytes), base[1][f"size_{e.size_bytes}_busbw_GBps"].median)
+            for e in entries
+            if f"size_{e.size_bytes}_busbw_GBps" in base[1]
+        ]
+        if pts:
+            series.append(Series("baseline busbw (median)", sorted(pts)))
+    op = run.result.params.get("op", "collective")
+    return line_chart(
+        series,
+        f"{op} bandwidth by message size, run {run.id}",
+        "message size (bytes)",
+        "GB/s",
+        name="collective-busbw",
+        log_x=True,
+    )
+
+
+def collectives_overview(runs: Sequence[StoredRun]) -> str:
+    """busbw by size of every collective run in the report, one line each (two or more runs)."""
+    members = [r for r in runs if r.result.kind == "collective" and r.result.entries]
+    if len(members) < 2:
+        return ""
+    series = [Series(f"run {r.id} {r.result.params.get('op', '')}".strip(), _busbw_points(r.result)) for r in members]
+    return line_chart(
+        series, "Collective busbw by message size", "message size (bytes)", "GB/s",
+        name="collective-overview", log_x=True,
+    )  # fmt: skip
+
+
+def _entries_html(run: StoredRun, base: tuple[str, dict[str, MetricStat]] | None) -> str:
+    r = run.result
+    op = str(r.params.get("op", ""))
+    changes = {c.name: c for c in compare(r, base[1])} if base is not None else {}
+    headers = ["size (B)", "count", "type", "redop", "root", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong",
+               "slowest rank (us)", "straggler"]  # fmt: skip
+    if base is not None:
+        headers += [f"baseline busbw ({base[0]})", "change", "verdict"]
+    rows = []
+    for e in r.entries or []:
+        row: list[Any] = [
+            e.size_bytes,
+            e.count,
+            e.type or r.params.get("dtype"),
+            e.redop or ("sum" if op in ("all_reduce", "reduce_scatter") else "none"),
+            e.root if e.root is not None else (r.params.get("root", 0) if op == "broadcast" else -1),
+            e.time_s * 1e6,
+            e.algbw_GBps,
+            e.busbw_GBps,
+            "N/A" if e.wrong is None else e.wrong,
+            e.max_rank_time_s * 1e6 if e.max_rank_time_s is not None else None,
+            f"rank {e.straggler_rank}" if e.straggler_rank is not None else "-",
+        ]
+        if base is not None:
+            c = changes.get(f"size_{e.size_bytes}_busbw_GBps")
+            row += [
+                c.baseline if c else None,
+                f"{c.change_pct:+.1f} %" if c and c.change_pct is not None else "-",
+                c.verdict if c else "-",
+            ]
+        rows.append(row)
+    table = _mark_verdicts(_table(headers, rows))
+    parts = [f"<h4>Results by message size (nccl-tests columns, out of place)</h4>{table}"]
+    for s in r.stragglers or []:
+        parts.append(
+            f"<p>Straggler: rank {s.rank} ({escape(s.host or '?')}) at {escape(', '.join(map(str, s.sizes_bytes)))} B: "
+            "the other ranks waited for it.</p>"
+        )
+    if r.skipped_sizes_bytes:
+        parts.append(
+            f"<p class='meta'>Sizes too small for the rank count, not run: {escape(', '.join(map(str, r.skipped_sizes_bytes)))}</p>"
+        )
+    for note in r.notes or []:
+        parts.append(f"<p class='meta'>{escape(note)}</p>")
+    return "".join(parts)
+
+
+def _matrix_html(run: StoredRun) -> str:
+    r = run.result
+    hosts = r.hosts or []
+    parts = []
+    if r.matrix_gbps is not None:
+        parts.append(
+            "<h4>Pairwise TCP bandwidth</h4><div class='matrix'>"
+            + heatmap_svg(hosts, r.matrix_gbps, title=f"TCP Gbit/s, rows send to columns, run {run.id}", name="matrix-tcp")
+            + "</div>"
+        )
+    rdma = r.rdma
+    if rdma is not None and rdma.matrix_gbps is not None:
+        where = "; ".join(
+            f"{e.host}: {e.device}/{e.port}" + (f" GID {e.gid_index} ({e.gid_ip})" if e.gid_index is not None else "")
+            for e in rdma.endpoints
+        )
+        parts.append(
+            f"<h4>Pairwise RDMA bandwidth (perftest ib_{escape(rdma.test or '?')}, {rdma.duration_s} s per flow)</h4>"
+            f"<p class='meta'>{escape(where)}</p><div class='matrix'>"
+            + heatmap_svg(hosts, rdma.matrix_gbps, title=f"RDMA Gbit/s, rows send to columns, run {run.id}", name="matrix-rdma")
+            + "</div>"
+        )
+    if rdma is not None and (rdma.status.value != "ok" or rdma.reason):
+        parts.append(f"<p><b>RDMA {escape(rdma.status.value)}:</b> {escape(rdma.reason or '')}</p>")
+    if r.suspects is None:
+        parts.append("<p class='meta'>Suspects were not recorded for this run (stored before fabricscope kept them).</p>")
+    elif r.suspects:
+        rows = [
+            (s.transport, s.kind, s.label, {True: "confirmed", False: "cleared", None: "not retested"}[s.confirmed],
+             s.score_gbps, s.retest_gbps, s.retransmit_pct, s.reason)
+            for s in r.suspects
+        ]  # fmt: skip
+        parts.append(
+            "<h4>Suspects</h4>"
+            + _table(["transport", "kind", "suspect", "retest", "score (Gbit/s)", "retest (Gbit/s)", "retransmits (%)", "reason"], rows)
+        )
+    else:
+        parts.append("<p>No suspect: every host and link is within the fleet's spread.</p>")
+    if r.cleared:
+        rows = [(s.transport, s.label, s.retest_gbps, s.reason) for s in r.cleared]
+        parts.append("<h4>Cleared on retest</h4>" + _table(["transport", "suspect", "retest (Gbit/s)", "first reason"], rows))
+    failures = (r.failures or []) + (rdma.failures if rdma is not None else [])
+    if failures:
+        parts.append("<h4>Pairs that could not be measured</h4><ul>" + "".join(f"<li>{escape(f)}</li>" for f in failures) + "</ul>")
+    return "".join(parts)
+
+
+def _mark_verdicts(table: str) -> str:
+    for verdict in ("regression", "improvement"):
+        table = table.replace(f"<td>{verdict}</td>", f'<td class="{verdict}">{verdict}</td>')
+    return table
+
+
+def _per_item_metric(name: str) -> bool:
+    return bool(re.match(r"^size_\d+_", name)) or (name.startswith("pair_") and name.endswith("_gbps"))
+
+
 def baseline_plots(runs: Sequence[StoredRun], baselines: Baselines) -> list[str]:
     """Per kind and headline metric: each run's value next to its baseline median (MAD bars)."""
     charts = []
@@ -253,12 +404,15 @@ def _run_section(run: StoredRun, baselines: Baselines) -> str:
     parts.append(
         "<h4>Parameters</h4>" + _table(["parameter", "value"], [(k, v) for k, v in r.params.items()])
     )
-    if r.metrics:
+    # per-size / per-pair metrics are shown by the entries table and the heat map instead
+    structured = bool(r.entries) or r.matrix_gbps is not None
+    metrics = {k: v for k, v in r.metrics.items() if not (structured and _per_item_metric(k))}
+    if metrics:
         rows = []
         base = baselines.get(run.id)
         if base is not None:
             changes = {c.name: c for c in compare(r, base[1])}
-            for name, value in r.metrics.items():
+            for name, value in metrics.items():
                 c = changes.get(name)
                 rows.append(
                     [
@@ -269,16 +423,12 @@ def _run_section(run: StoredRun, baselines: Baselines) -> str:
                         c.verdict if c else "-",
                     ]
                 )
-            table = _table(["metric", "value", f"baseline ({base[0]})", "change", "verdict"], rows)
-            for verdict in ("regression", "improvement"):
-                table = table.replace(f"<td>{verdict}</td>", f'<td class="{verdict}">{verdict}</td>')
+            table = _mark_verdicts(_table(["metric", "value", f"baseline ({base[0]})", "change", "verdict"], rows))
             parts.append("<h4>Metrics</h4>" + table)
         else:
-            parts.append(
-                "<h4>Metrics</h4>" + _table(["metric", "value"], [(k, v) for k, v in r.metrics.items()])
-            )
-        if len(r.metrics) > 16:  # long per-size tables: the rows table and the plot say it better
-            parts[-1] = f"<details><summary>all {len(r.metrics)} metrics</summary>{parts[-1]}</details>"
+            parts.append("<h4>Metrics</h4>" + _table(["metric", "value"], [(k, v) for k, v in metrics.items()]))
+        if len(metrics) > 16:  # long per-size tables: the rows table and the plot say it better
+            parts[-1] = f"<details><summary>all {len(metrics)} metrics</summary>{parts[-1]}</details>"
     if r.thresholds.get("checks"):
         rows = [
             (c["option"], c["limit"], c["value"], "pass" if c["passed"] else "FAIL")
@@ -289,9 +439,14 @@ def _run_section(run: StoredRun, baselines: Baselines) -> str:
         latency_plot(run) if r.kind == "latency" else "",
         connect_plot(run) if r.kind == "connect" else "",
         rdma_plot(run) if r.kind == "rdma" else "",
+        collective_plot(run, baselines.get(run.id)) if r.kind == "collective" else "",
     ):
         if chart:
             parts.append(chart)
+    if r.kind == "collective" and r.entries:
+        parts.append(_entries_html(run, baselines.get(run.id)))
+    if r.kind == "matrix" and (r.matrix_gbps is not None or r.rdma is not None):
+        parts.append(_matrix_html(run))
     parts.append(_counters_html(r))
     parts.append(_detail_tables(r))
     return "<section>" + "".join(parts) + "</section>"
@@ -320,7 +475,7 @@ def render_report(
     summary = _table(["run", "kind", "status", "started", "peer", "result", "baseline"], summary_rows)
     for status in ("ok", "failed", "skipped"):
         summary = summary.replace(f"<td>{status}</td>", f'<td class="{status}">{status}</td>')
-    overview = [c for c in [throughput_plot(runs), *baseline_plots(runs, baselines)] if c]
+    overview = [c for c in [throughput_plot(runs), collectives_overview(runs), *baseline_plots(runs, baselines)] if c]
     body = [
         f"<h1>fabricscope bench report</h1><p class='meta'>{len(runs)} run(s); generated {escape(generated.isoformat(timespec='seconds'))} "
         f"by fabricscope {escape(__version__)}</p>",

@@ -132,7 +132,11 @@ class Store:
                 # Re-read inside the write lock: another process may have migrated meanwhile.
                 current = cur.execute("PRAGMA user_version").fetchone()[0]
                 for number in range(current, SCHEMA_VERSION):
-                    for statement in MIGRATIONS[number].split(";"):
+                    migration = MIGRATIONS[number]
+                    if callable(migration):
+                        migration(cur)
+                        continue
+                    for statement in migration.split(";"):
                         if statement.strip():
                             cur.execute(statement)
                 if current < SCHEMA_VERSION:
