@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from fabricscope.bench.collective import CollectiveParams, CollectiveRun, layout, size_result
+from fabricscope.bench.collective import to_bench_result as collective_result
+from fabricscope.bench.matrix import MatrixParams, MatrixRun, RdmaPart, Survey, analyze
+from fabricscope.bench.matrix import to_bench_result as matrix_result
 from fabricscope.bench.result import BenchResult, Interval, new_result
 from fabricscope.report.html import render_report
 from fabricscope.store import Store
@@ -64,7 +68,39 @@ def _runs() -> list[BenchResult]:
         {"size_bytes": s, "bw_average_gbps": b} for s, b in ((2, 0.04), (4, 0.08), (8, 0.17))
     ]
     failed = new_result("tcp", {"peer": "10.0.0.9"}).fail("connect to 10.0.0.9:5211: connection refused")
-    return [tcp, tcp2, lat, conn, rdma, failed]
+    return [tcp, tcp2, lat, conn, rdma, failed, _collective(1.0), _collective(0.5, straggler=True), _matrix()]
+
+
+def _collective(slow_big: float, straggler: bool = False) -> BenchResult:
+    """A collective run through the real result path; ``slow_big`` scales busbw at the largest size."""
+    n, op = 4, "all_reduce"
+    params = CollectiveParams(op=op, sizes=[1 << 20, 4 << 20, 16 << 20], iters=2, warmup=1)
+    sizes = []
+    for size in params.sizes:
+        t = 1e-4 + size / 10e9 / (slow_big if size == 16 << 20 else 1.0)
+        sizes.append(size_result(op, n, layout(op, size, n, 4), [[t, t * 1.01]] * n, 0))
+    if straggler:
+        sizes[0].straggler_rank, sizes[0].straggler_reason = 2, "rank 2 arrives late"
+    ranks = [{"rank": r, "host": f"gpu{r + 1}", "pid": 100 + r, "device": "cpu"} for r in range(n)]
+    return collective_result(CollectiveRun(params, n, "torchrun", ranks, sizes, [], 2.0))
+
+
+def _matrix() -> BenchResult:
+    """A matrix run through the real analysis: h3 slow over TCP, "<h4>" slow over RDMA."""
+    hosts = ["h1", "h2", "h3", HOSTILE]
+    tcp = [[None if i == j else (0.25 if 2 in (i, j) else 1.0) for j in range(4)] for i in range(4)]
+    rdma = [[None if i == j else (20.0 if 3 in (i, j) else 90.0) for j in range(4)] for i in range(4)]
+    tv, rv = analyze(hosts, tcp), analyze(hosts, rdma, transport="rdma")
+    for s in tv.suspects + rv.suspects:
+        s.confirmed = True
+    endpoints = [{"host": h, "device": "mlx5_0", "port": 1, "gid_index": 3, "gid_ip": f"10.20.0.{i + 11}"} for i, h in enumerate(hosts)]
+    run = MatrixRun(
+        MatrixParams(duration_s=1.0), hosts, [0, 1, 2, 3],
+        Survey("tcp", tcp, None, tv, tv.suspects, [], []),
+        RdmaPart("ok", None, "write_bw", 1, endpoints, Survey("rdma", rdma, None, rv, rv.suspects, [], [])),
+        "torchrun", 20.0,
+    )  # fmt: skip
+    return matrix_result(run)
 
 
 @pytest.fixture
@@ -85,9 +121,32 @@ def test_render_contains_everything_and_escapes(stored: list[int], isolated_db) 
         'data-plot="latency"',
         'data-plot="connect"',
         'data-plot="rdma-sweep"',
+        'data-plot="collective-busbw"',
+        'data-plot="collective-overview"',
+        'data-plot="matrix-tcp"',
+        'data-plot="matrix-rdma"',
     ):
         assert needle in html
     assert "3,418" in html and "pause frames received" in html and "connection refused" in html
+    # collective: the nccl-tests table (per-size metrics are not repeated as a metric list)
+    assert "Results by message size" in html and "<td>sum</td>" in html and "Straggler: rank 2 (gpu3)" in html
+    assert "size_16777216_busbw_GBps" not in html
+    # matrix: suspects per transport, the RDMA devices, hostile host names escaped in the heat map
+    assert "RDMA: its transfers" in html and "mlx5_0/1 GID 3 (10.20.0.11)" in html
+    assert html.count("&lt;script&gt;alert") >= 3
+
+
+def test_collective_compared_per_size_with_its_baseline(stored: list[int], isolated_db) -> None:
+    from fabricscope.bench.history import baseline_stats
+
+    with Store.open(isolated_db) as store:
+        first, second = store.results(stored[6:8])
+    html = render_report([second], {second.id: ("run 7", baseline_stats([first.result]))})
+    assert "baseline busbw (median)" in html  # the baseline line in the busbw plot
+    big = html[html.index("<td class=\"num\">16,777,216</td>") :]
+    assert big.split("</tr>")[0].endswith('<td class="regression">regression</td>')  # only the slow size
+    small = html[html.index("<td class=\"num\">1,048,576</td>") :]
+    assert "regression" not in small.split("</tr>")[0]
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html
 
 
@@ -122,7 +181,7 @@ CHECK_PLOTS = """
 const plots = Array.from(document.querySelectorAll('svg.plot'));
 return plots.map(p => {
   const box = p.getBoundingClientRect();
-  const marks = p.querySelectorAll('polyline, rect.bar, circle');
+  const marks = p.querySelectorAll('polyline, rect.bar, circle, rect.cell');
   let drawn = 0;
   marks.forEach(m => { const b = m.getBBox(); if (b.width > 0 || b.height > 0) drawn++; });
   return {name: p.dataset.plot, width: box.width, height: box.height, marks: marks.length, drawn: drawn};
@@ -192,7 +251,10 @@ def test_report_renders_in_headless_chromium(stored: list[int], tmp_path: Path) 
         proc.wait(10)
     assert title.startswith("fabricscope report")
     names = {p["name"] for p in plots}
-    assert {"throughput", "baseline", "latency", "connect", "rdma-sweep"} <= names, plots
+    assert {"throughput", "baseline", "latency", "connect", "rdma-sweep", "collective-busbw", "collective-overview",
+            "matrix-tcp", "matrix-rdma"} <= names, plots  # fmt: skip
+    heat = [p for p in plots if p["name"].startswith("matrix-")]
+    assert all(p["marks"] == 16 for p in heat), heat  # 4 x 4 cells each
     for plot in plots:
         assert plot["width"] > 100 and plot["height"] > 100, plot
         assert plot["marks"] > 0 and plot["drawn"] == plot["marks"], plot

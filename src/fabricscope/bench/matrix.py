@@ -383,15 +383,19 @@ def heatmap_svg(
     title: str | None = None,
     cell: int = 44,
     name: str | None = None,
+    reference_gbps: float | None = None,
 ) -> str:
     """An N x N heat map (sender rows, receiver columns), coloured by fraction of the median.
 
     Self-contained SVG for the HTML report; no plotting library needed. With ``name`` the
     SVG is marked as a report plot (``class="plot" data-plot=NAME``); cells are ``rect.cell``.
+    ``reference_gbps`` (the blame's fleet median, from the pairs among the better hosts) is
+    what the colours compare with; without it, the median of all pairs, which a bad host drags
+    down in a small fleet.
     """
     n = len(hosts)
     vals = _offdiag(matrix_gbps)
-    med = statistics.median(vals) if vals else None
+    med = reference_gbps if reference_gbps else (statistics.median(vals) if vals else None)
     label_w = max(40, 8 * max((len(h) for h in hosts), default=2) + 10)
     top = 30 + label_w
     width = label_w + n * cell + 20
@@ -432,7 +436,8 @@ def heatmap_svg(
                 )
     if med is not None:
         out.append(
-            f'<text x="4" y="{height - 12}">median {med:.3g} Gbit/s; red = far below the median, green = at or above it</text>'
+            f'<text x="4" y="{height - 12}">{"fleet median" if reference_gbps else "median"} {med:.3g} Gbit/s; '
+            "red = far below it, green = at or above it</text>"
         )
     out.append("</svg>")
     return "\n".join(out) + "\n"
@@ -588,7 +593,7 @@ def format_matrix(result: BenchResult) -> str:
             for e in rdma.endpoints
         )
         lines.append(
-            f"pairwise RDMA bandwidth (ib_{rdma.test}), Gbit/s, {rdma.duration_s} s per flow; {where}"
+            f"pairwise RDMA bandwidth (ib_{rdma.test}), Gbit/s, {rdma.duration_s or 0:g} s per flow; {where}"
         )
         lines += _matrix_lines(hosts, rdma.matrix_gbps)
         if rdma.thresholds_gbps is not None and rdma.thresholds_gbps.fleet_median is not None:
@@ -603,8 +608,7 @@ def format_matrix(result: BenchResult) -> str:
         lines.append("suspects:")
         for s in result.suspects:
             conf = {True: "confirmed on retest", False: "cleared", None: "not retested"}[s.confirmed]
-            tag = " [rdma]" if s.transport == "rdma" else ""
-            lines.append(f"  {s.kind} {s.label}{tag}: {s.reason} ({conf})")
+            lines.append(f"  {s.kind} {s.label}: {s.reason} ({conf})")  # RDMA reasons start with "RDMA: "
     else:
         lines.append("suspects: none")
     for s in result.cleared or []:

@@ -241,7 +241,7 @@ def matrix(
     result = to_bench_result(run)
     if svg:
         try:
-            svg.write_text(heatmap_svg(run.hosts, run.matrix_gbps))
+            svg.write_text(heatmap_svg(run.hosts, run.matrix_gbps, reference_gbps=run.tcp.verdict.fleet_median_gbps))
         except OSError as exc:
             typer.echo(f"fabricscope: warning: cannot write {svg}: {exc.strerror or exc}", err=True)
     if store:

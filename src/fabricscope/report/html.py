@@ -269,7 +269,8 @@ def _matrix_html(run: StoredRun) -> str:
     if r.matrix_gbps is not None:
         parts.append(
             "<h4>Pairwise TCP bandwidth</h4><div class='matrix'>"
-            + heatmap_svg(hosts, r.matrix_gbps, title=f"TCP Gbit/s, rows send to columns, run {run.id}", name="matrix-tcp")
+            + heatmap_svg(hosts, r.matrix_gbps, title=f"TCP Gbit/s, rows send to columns, run {run.id}", name="matrix-tcp",
+                          reference_gbps=r.thresholds_gbps.fleet_median if r.thresholds_gbps else None)
             + "</div>"
         )
     rdma = r.rdma
@@ -279,9 +280,10 @@ def _matrix_html(run: StoredRun) -> str:
             for e in rdma.endpoints
         )
         parts.append(
-            f"<h4>Pairwise RDMA bandwidth (perftest ib_{escape(rdma.test or '?')}, {rdma.duration_s} s per flow)</h4>"
+            f"<h4>Pairwise RDMA bandwidth (perftest ib_{escape(rdma.test or '?')}, {rdma.duration_s or 0:g} s per flow)</h4>"
             f"<p class='meta'>{escape(where)}</p><div class='matrix'>"
-            + heatmap_svg(hosts, rdma.matrix_gbps, title=f"RDMA Gbit/s, rows send to columns, run {run.id}", name="matrix-rdma")
+            + heatmap_svg(hosts, rdma.matrix_gbps, title=f"RDMA Gbit/s, rows send to columns, run {run.id}", name="matrix-rdma",
+                          reference_gbps=rdma.thresholds_gbps.fleet_median if rdma.thresholds_gbps else None)
             + "</div>"
         )
     if rdma is not None and (rdma.status.value != "ok" or rdma.reason):
@@ -353,6 +355,8 @@ def baseline_plots(runs: Sequence[StoredRun], baselines: Baselines) -> list[str]
 # ----- sections -------------------------------------------------------------------------------
 def _counters_html(result: BenchResult) -> str:
     c = result.counters
+    if c.window_s is None and not (c.highlights or c.netstat or c.ports or c.ethtool or c.unavailable):
+        return ""  # nothing was read around this run (collective, matrix, imported runs)
     parts = []
     if c.highlights:
         rows = [(HIGHLIGHT_TEXT.get(n, n), n, v) for n, v in sorted(c.highlights.items())]

@@ -50,8 +50,10 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     start = math.floor(low / step) * step
     ticks = []
     value = start
-    while value <= high + step * 0.5 and len(ticks) < 50:
+    while len(ticks) < 50:  # up to the first tick at or above ``high``: no value is drawn off the axis
         ticks.append(round(value, 12))
+        if value >= high - step * 1e-9:
+            break
         value += step
     return ticks
 
