@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fabricscope.bench.history import baseline_stats, better_direction, compare, format_metric, headline_text
-from fabricscope.bench.result import BenchResult, new_result
+from fabricscope.bench.result import BenchResult, MatrixSuspect, new_result
 from fabricscope.store import Store
 from tests.bench.conftest import run_cli
 
@@ -132,3 +132,96 @@ def test_unreadable_database_is_one_line(tmp_path) -> None:
     proc = run_cli("history", "list", "--db", str(bad))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "not a database" in proc.stderr
     assert bad.read_bytes() == b"garbage" * 1000  # nothing was overwritten
+
+
+# ----- collective and matrix runs ------------------------------------------------------------------
+def _coll(busbw_big: float) -> BenchResult:
+    """A collective run via the real result path: busbw at 1 MiB fixed, at 64 MiB ``busbw_big``."""
+    from fabricscope.bench.collective import (
+        CollectiveParams,
+        CollectiveRun,
+        layout,
+        size_result,
+        to_bench_result,
+    )
+
+    n, op = 4, "all_reduce"
+    params = CollectiveParams(op=op, sizes=[1 << 20, 64 << 20], iters=2, warmup=1)
+    sizes = []
+    for size, busbw in ((1 << 20, 5.0), (64 << 20, busbw_big)):
+        t = size / (busbw / 1.5 * 1e9)  # busbw = algbw x 2(n-1)/n = 1.5 algbw at n = 4
+        sizes.append(size_result(op, n, layout(op, size, n, 4), [[t, t]] * n, 0))
+    ranks = [{"rank": r, "host": f"gpu{r}", "pid": r, "device": "cpu"} for r in range(n)]
+    return to_bench_result(CollectiveRun(params, n, "torchrun", ranks, sizes, [], 1.0))
+
+
+def _mat(slow: tuple[str, ...], hosts=("h1", "h2", "h3", "h4")) -> BenchResult:
+    from fabricscope.bench.matrix import MatrixParams, MatrixRun, RdmaPart, Survey, analyze, to_bench_result
+
+    m = [[None if a == b else (0.25 if {a, b} & set(slow) else 1.0) for b in hosts] for a in hosts]
+    verdict = analyze(list(hosts), m)
+    for s in verdict.suspects:
+        s.confirmed = True
+    tcp = Survey("tcp", m, None, verdict, verdict.suspects, [], [])
+    run = MatrixRun(MatrixParams(), list(hosts), list(range(len(hosts))), tcp, RdmaPart("skipped", "no RDMA device"), "lab:x", 5.0)
+    return to_bench_result(run)
+
+
+def test_collective_compare_is_per_message_size(isolated_db) -> None:
+    with Store.open(isolated_db) as store:
+        for busbw in (9.0, 9.1, 8.9):
+            store.save(_coll(busbw))
+        store.save(_coll(4.5))  # 4: half the busbw at 64 MiB only
+    proc = run_cli("history", "compare", "4", "--json")
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    sizes = {s["size_bytes"]: s for s in doc["sizes"]}
+    assert sizes[1 << 20]["verdict"] == "same" and sizes[1 << 20]["baseline_busbw_GBps"] == pytest.approx(5.0)
+    assert sizes[64 << 20]["verdict"] == "regression" and sizes[64 << 20]["change_pct"] == pytest.approx(-50.0)
+    assert "size_67108864_busbw_GBps" in doc["regressed"] and "size_67108864_time_s" not in doc["regressed"]
+    text = run_cli("history", "compare", "4").stdout
+    assert "busbw by message size" in text and "67108864" in text
+    assert "size_67108864_time_s" not in text  # the per-size table says it; the metric list does not repeat it
+    show = run_cli("history", "show", "4").stdout
+    assert "all_reduce over gloo, 4 ranks" in show and "Avg bus bandwidth" in show
+    row = next(ln for ln in show.splitlines() if ln.strip().startswith("67108864"))
+    assert row.split()[2:5] == ["float", "sum", "-1"] and "size_67108864_busbw_GBps" not in show
+
+
+def test_matrix_compare_flags_new_suspects(isolated_db) -> None:
+    with Store.open(isolated_db) as store:
+        store.save(_mat(("h3",)))  # 1: h3 was already slow
+        store.save(_mat(("h3",)))  # 2
+        store.save(_mat(("h3",)))  # 3: the same
+        store.save(_mat(("h2",)))  # 4: h3 fixed, h2 now slow
+    proc = run_cli("history", "compare", "3", "--json")
+    assert proc.returncode == 0, proc.stdout  # a known suspect is no regression
+    doc = json.loads(proc.stdout)
+    assert [(s["host"], s["status"], s["baseline_runs"]) for s in doc["suspects"]] == [("h3", "persisting", 2)]
+    proc = run_cli("history", "compare", "4", "--json")
+    assert proc.returncode == 1
+    doc = json.loads(proc.stdout)
+    assert [(s["host"], s["status"], s["regression"]) for s in doc["suspects"]] == [
+        ("h2", "new", True), ("h3", "resolved", False)
+    ]
+    assert "new suspect h2" in doc["regressed"]
+    text = run_cli("history", "compare", "4").stdout
+    assert "suspects" in text and "new" in text and "resolved" in text
+    show = run_cli("history", "show", "4").stdout
+    assert "pairwise TCP bandwidth" in show and "host h2: its transfers" in show and "RDMA skipped: no RDMA device" in show
+    assert "hosts_count" in show  # summary metrics stay; neutral in comparisons
+    assert better_direction("hosts_count") is None and better_direction("ranks_count") is None
+
+
+def test_suspects_against_runs_that_never_recorded_them() -> None:
+    from fabricscope.bench.history import suspect_changes
+
+    old = _mat(())
+    old.suspects = None  # stored before suspects were kept (see store migration 3)
+    changes = suspect_changes(_mat(("h2",)), [old])
+    assert [(c.host, c.status, c.regression) for c in changes] == [("h2", "unknown", False)]
+    link = _mat(())
+    link.suspects = [MatrixSuspect(host="h2", peer="h1", kind="link", reason="x", confirmed=True)]
+    again = _mat(())
+    again.suspects = [MatrixSuspect(host="h1", peer="h2", kind="link", reason="x", confirmed=True)]
+    assert [c.status for c in suspect_changes(again, [link])] == ["persisting"]  # either end named first
