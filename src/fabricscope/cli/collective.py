@@ -201,6 +201,19 @@ def matrix(
         to_bench_result,
     )
 
+    try:
+        params = MatrixParams(duration_s=duration, warmup_s=warmup, retest=retest, rel_margin=margin, timeout_s=timeout,
+                              bind=bind, rdma=rdma, rdma_test=rdma_test, rdma_device=rdma_device, rdma_port=rdma_port,
+                              root=root)  # checked before any rank starts
+    except ValueError as exc:
+        die(_first_error(exc))
+    if root:
+        from fabricscope.host import Root, RootError
+
+        try:
+            Root.at(root)
+        except RootError as exc:
+            die(str(exc))
     if launch:
         args = ["bench", "matrix", "--duration", str(duration), "--warmup", str(warmup), "--retest" if retest else "--no-retest",
                 "--margin", str(margin), "--timeout", str(timeout), "--store" if store else "--no-store"]
@@ -215,19 +228,6 @@ def matrix(
             args += ["--root", str(Path(root).resolve())]
         _launch(launch, args, timeout_s=timeout * 3 + 600, master_port=master_port)
     env = _dist_env(master_addr, master_port)
-    try:
-        params = MatrixParams(duration_s=duration, warmup_s=warmup, retest=retest, rel_margin=margin, timeout_s=timeout,
-                              bind=bind, rdma=rdma, rdma_test=rdma_test, rdma_device=rdma_device, rdma_port=rdma_port,
-                              root=root)
-    except ValueError as exc:
-        die(_first_error(exc))
-    if root:
-        from fabricscope.host import Root, RootError
-
-        try:
-            Root.at(root)
-        except RootError as exc:
-            die(str(exc))
     try:
         progress = (lambda what: sys.stderr.write(f"# {what}\n")) if sys.stderr.isatty() and not json_out else None
         run = run_worker(params, env, progress=progress)
