@@ -46,7 +46,9 @@ def test_every_op_is_correct_and_stored(op: str, tmp_path) -> None:
     from fabricscope.store import Store
 
     with Store.open(tmp_path / "h.db") as store:
-        assert store.get(doc["run_id"]).result.metrics["wrong_count"] == 0
+        stored = store.get(doc["run_id"]).result
+    assert stored.metrics["wrong_count"] == 0
+    assert stored.to_json_dict()["entries"] == doc["entries"] and stored.to_json_dict()["ranks"] == doc["ranks"]
 
 
 @pytest.mark.parametrize("dtype", ["half", "bfloat16", "uint8"])
@@ -89,11 +91,20 @@ def test_missing_peer_ends_with_error_within_timeout(tmp_path) -> None:
 
 
 def test_matrix_on_loopback(tmp_path) -> None:
+    from tests.conftest import FIXTURE_HOSTS
+
     proc = fs("bench", "matrix", "--launch", "local:3", "--duration", "0.3", "--warmup", "0.05", "--json",
-              "--svg", str(tmp_path / "m.svg"), db=tmp_path / "h.db", timeout=180)
+              "--svg", str(tmp_path / "m.svg"), "--root", str(FIXTURE_HOSTS / "cloud-tcp"), db=tmp_path / "h.db", timeout=180)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
     assert doc["kind"] == "matrix" and doc["hosts"] == ["local0", "local1", "local2"]
     m = doc["matrix_gbps"]
     assert all(m[i][i] is None for i in range(3)) and all(m[i][j] > 0 for i in range(3) for j in range(3) if i != j)
     assert isinstance(doc["suspects"], list) and (tmp_path / "m.svg").read_text().startswith("<svg")
+    assert doc["rdma"]["status"] == "skipped"  # a cloud host: no RDMA device, not an error
+    assert doc["rdma"]["reason"] == "no RDMA device (/sys/class/infiniband is empty) on local0, local1, local2"
+    from fabricscope.bench.result import BenchResult
+    from fabricscope.store import Store
+
+    with Store.open(tmp_path / "h.db") as store:  # the history holds what was printed
+        assert store.get(doc["run_id"]).result.to_json_dict() == BenchResult.model_validate(doc).to_json_dict()
