@@ -102,7 +102,8 @@ def link_layer_mix(ctx: CheckContext) -> Iterator[Finding]:
         if port.is_active and port.link_layer:
             layers[port.link_layer].append(port.name)
     if len(layers) > 1:
-        ib = ",".join(f"={n.replace('/', ':')}" if i == 0 else n.replace("/", ":") for i, n in enumerate(layers.get("InfiniBand", [])))
+        ib_ports = [n.replace("/", ":") for n in layers.get("InfiniBand", [])]
+        ib = "=" + ",".join(ib_ports) if ib_ports else ""
         yield Finding(
             "rdma.link_layer_mix",
             Severity.WARN,
