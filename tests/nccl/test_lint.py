@@ -294,3 +294,20 @@ def test_env_file_and_precedence() -> None:
     assert merged.get("NCCL_IB_TIMEOUT") == "20"  # NCCL_CONF_FILE beats /etc/nccl.conf
     shadow = codes(lint(merged))
     assert shadow["NCCL005"] == "info"
+
+
+def test_socket_ifname_prefix_trap(host_copy) -> None:
+    # A cloud host copy with eth1 and eth10 laid out as sysfs does (class symlink into /sys/devices).
+    root = host_copy("cloud-tcp")
+    for name in ("eth1", "eth10"):
+        dev = root / "sys/devices/virtual/net" / name
+        dev.mkdir(parents=True)
+        for attr, value in {"mtu": "1500", "operstate": "up", "type": "1", "address": "02:00:00:00:00:01"}.items():
+            (dev / attr).write_text(value + "\n")
+        (root / "sys/class/net" / name).symlink_to(f"../../devices/virtual/net/{name}")
+    inv = read_inventory(Root.at(root))
+    found = lint(merge([from_environ({"NCCL_SOCKET_IFNAME": "eth1"})]), inv)
+    trap = next(f for f in found if f.id == "NCCL022")
+    assert trap.severity.value == "warn" and trap.evidence["also_matches"] == ["eth10"]
+    assert "=eth1" in (trap.fix or "")
+    assert not [f for f in lint(merge([from_environ({"NCCL_SOCKET_IFNAME": "=eth1"})]), inv) if f.id == "NCCL022"]
