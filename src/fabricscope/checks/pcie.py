@@ -18,6 +18,12 @@ def _nics(ctx: CheckContext) -> list[tuple[str, str]]:
     return nics
 
 
+def _link_text(width: int | None, speed_gts: float | None) -> str:
+    """"x16 32 GT/s", leaving out what sysfs did not say."""
+    parts = [f"x{width}" if width is not None else "", f"{speed_gts:g} GT/s" if speed_gts is not None else ""]
+    return " ".join(p for p in parts if p) or "unknown"
+
+
 @check("pcie.link", "PCIe links trained at their maximum")
 def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
     """A NIC or GPU whose PCIe link trained below its maximum width (x8 instead of x16) or speed
@@ -40,8 +46,8 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
         }
         narrow = dev.current_link_width is not None and dev.max_link_width is not None and 0 < dev.current_link_width < dev.max_link_width
         slow = dev.current_link_speed_gts is not None and dev.max_link_speed_gts is not None and dev.current_link_speed_gts < dev.max_link_speed_gts
-        link = f"x{dev.current_link_width} {dev.current_link_speed_gts:g} GT/s" if dev.current_link_speed_gts else f"x{dev.current_link_width}"
-        best = f"x{dev.max_link_width} {dev.max_link_speed_gts:g} GT/s" if dev.max_link_speed_gts else f"x{dev.max_link_width}"
+        link = _link_text(dev.current_link_width, dev.current_link_speed_gts)
+        best = _link_text(dev.max_link_width, dev.max_link_speed_gts)
         fix = f"reseat the {kind} or its riser, check the slot in the BIOS (bifurcation, Gen setting); `lspci -vv -s {addr} | grep LnkSta`"
         if narrow or (slow and kind == "NIC"):
             yield Finding("pcie.link", Severity.FAIL, f"{name} ({addr})", f"{kind} PCIe link at {link}, capable of {best}", evidence, fix)
