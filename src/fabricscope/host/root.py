@@ -72,6 +72,7 @@ class Root:
     label: str
     problems: list[Problem] = field(default_factory=list)
     recording: Recording | None = None
+    _real_dirs: dict[Path, str] = field(default_factory=dict, repr=False)
     _commands: dict[tuple[str, ...], tuple[str, int]] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -205,8 +206,19 @@ class Root:
         return str(PurePosixPath(inside))
 
     def _inside(self, target: Path) -> bool:
+        """Whether ``target``, with every symlink resolved, stays inside the snapshot."""
+        name = target.name
+        if name in ("", ".", "..") or os.path.islink(target):
+            real = os.path.realpath(target)
+        else:
+            # Resolve each directory once: a port has ~50 counter files in one directory, and a
+            # full realpath costs an lstat per path component.
+            parent = self._real_dirs.get(target.parent)
+            if parent is None:
+                parent = self._real_dirs[target.parent] = os.path.realpath(target.parent)
+            real = os.path.join(parent, name)
         try:
-            Path(os.path.realpath(target)).relative_to(self.path)
+            Path(real).relative_to(self.path)
             return True
         except ValueError:
             return False
