@@ -92,6 +92,10 @@ def test_inventory_json_and_table() -> None:
     port = doc["rdma_devices"][0]["ports"][0]
     assert port["rate_gbps"] == 400.0 and port["link_layer"] == "Ethernet"
     assert [g["index"] for g in port["gids"]] == [0, 1, 2, 3]
+    assert port["netdev"] == "ens0np0"
+    assert port["gids"][3] == {"index": 3, "gid": "0000:0000:0000:0000:0000:ffff:0a14:000b", "type": "RoCE v2",
+                               "netdev": "ens0np0", "ipv4": "10.20.0.11", "roce_version": 2}
+    assert {"nvidia_peermem", "mlx5_ib"} <= set(doc["kernel"]["modules"])
     assert doc["affinity"][0] == {"gpu_index": 0, "gpu_pci": "0000:13:00.0", "nic": "mlx5_0", "distance": "PIX", "gpu_numa": 0, "nic_numa": 0}
     table = fabricscope("inventory", "--root", str(FIXTURE_HOSTS / "roce-healthy"), check=True).stdout
     assert "mlx5_7/1" in table and "10.20.7.11" in table and "PIX" in table

@@ -70,7 +70,15 @@ class Inventory:
         return self.pci.get(address) if address else None
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(self)
+        """JSON form; ports also carry their netdev and GIDs their IPv4 (derived, as show_gids prints)."""
+        doc = _jsonable(self)
+        for dev_doc, dev in zip(doc["rdma_devices"], self.rdma_devices):
+            for port_doc, port in zip(dev_doc["ports"], dev.ports):
+                port_doc["netdev"] = self.port_netdev(port)
+                for gid_doc, gid in zip(port_doc["gids"], port.gids):
+                    gid_doc["ipv4"] = gid.ipv4
+                    gid_doc["roce_version"] = gid.roce_version
+        return doc
 
 
 def _jsonable(value: Any) -> Any:
