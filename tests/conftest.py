@@ -43,3 +43,11 @@ def samples_dir() -> Path:
     if not SAMPLES.is_dir():
         skip_unless_ci(f"shared samples not found at {SAMPLES}")
     return SAMPLES
+
+
+def require_torch() -> None:
+    """torch (the `torch` extra) with torch.distributed: skip outside CI, fail inside it."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        skip_unless_ci("torch is not installed (pip install 'fabricscope[torch]')")

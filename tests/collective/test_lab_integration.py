@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from tests.conftest import require_torch
 from tests.lab import conftest as lab_fixtures
 from tests.lab.conftest import fs
 
@@ -27,6 +28,12 @@ MTU = 1500
 # TCP payload per Ethernet frame at MTU 1500 (tbf counts whole frames): 1448 / 1514
 GOODPUT = 1448 / 1514
 
+
+
+@pytest.fixture(autouse=True)
+def _needs_torch() -> None:
+    """These tests run `bench collective` (torch.distributed) in the lab."""
+    require_torch()
 
 def _collective(launch: str, sizes: str, iters: int = 3, extra: tuple[str, ...] = ()) -> dict:
     proc = fs("bench", "collective", "--launch", launch, "--sizes", sizes, "--iters", str(iters), "--warmup", "1",

@@ -14,6 +14,7 @@ import json
 import pytest
 
 from fabricscope.sim.scenario import run_collective
+from tests.conftest import require_torch
 from tests.lab import conftest as lab_fixtures
 from tests.lab.conftest import fs
 
@@ -22,6 +23,12 @@ pytestmark = pytest.mark.slow
 lab_dir = lab_fixtures.lab_dir
 make_lab = lab_fixtures.make_lab
 
+
+
+@pytest.fixture(autouse=True)
+def _needs_torch() -> None:
+    """These tests run `bench collective` (torch.distributed) in the lab."""
+    require_torch()
 
 def measured_busbw(launch: str, size: str) -> float:
     proc = fs("bench", "collective", "--launch", launch, "--sizes", size, "--iters", "3", "--warmup", "1",
