@@ -29,11 +29,11 @@ MTU = 1500
 GOODPUT = 1448 / 1514
 
 
-
 @pytest.fixture(autouse=True)
 def _needs_torch() -> None:
     """These tests run `bench collective` (torch.distributed) in the lab."""
     require_torch()
+
 
 def _collective(launch: str, sizes: str, iters: int = 3, extra: tuple[str, ...] = ()) -> dict:
     proc = fs("bench", "collective", "--launch", launch, "--sizes", sizes, "--iters", str(iters), "--warmup", "1",

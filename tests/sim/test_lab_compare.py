@@ -24,11 +24,11 @@ lab_dir = lab_fixtures.lab_dir
 make_lab = lab_fixtures.make_lab
 
 
-
 @pytest.fixture(autouse=True)
 def _needs_torch() -> None:
     """These tests run `bench collective` (torch.distributed) in the lab."""
     require_torch()
+
 
 def measured_busbw(launch: str, size: str) -> float:
     proc = fs("bench", "collective", "--launch", launch, "--sizes", size, "--iters", "3", "--warmup", "1",
