@@ -129,10 +129,7 @@ def show(
     from fabricscope.bench.counters import counter_lines
 
     with _open(db) as store:
-        try:
-            run = store.get(run_id)
-        except FabricscopeError as exc:
-            raise _err(str(exc)) from None
+        run = store.get(run_id)
     r = run.result
     if json_out:
         print_json(r.to_json_dict())
@@ -240,11 +237,8 @@ def compare_cmd(
     from fabricscope.bench.history import baseline_stats, compare, size_changes, suspect_changes
 
     with _open(db) as store:
-        try:
-            run = store.get(run_id)
-            base_runs, label = _baseline_for(store, run, baseline, against, last)
-        except FabricscopeError as exc:
-            raise _err(str(exc)) from None
+        run = store.get(run_id)
+        base_runs, label = _baseline_for(store, run, baseline, against, last)
     if run.result.status.value != "ok":
         raise _err(
             f"run {run_id} did not complete ({run.result.status.value}: {run.result.reason}); nothing to compare"
@@ -372,19 +366,16 @@ def baseline_set(
     from fabricscope.bench.history import baseline_stats
 
     with _open(db) as store:
-        try:
-            if last is not None:
-                if run_ids:
-                    raise _err("give run ids or --last, not both")
-                if kind is None:
-                    raise _err("--last needs --kind")
-                run_ids = [r.id for r in store.list(kind=kind, status="ok", peer=peer, limit=last)]
-            if not run_ids:
-                raise _err("no runs given (run ids, or --last N --kind K)")
-            saved = store.save_baseline(name, run_ids, note=note)
-            stats = baseline_stats([r.result for r in store.results(saved.run_ids)])
-        except FabricscopeError as exc:
-            raise _err(str(exc)) from None
+        if last is not None:
+            if run_ids:
+                raise _err("give run ids or --last, not both")
+            if kind is None:
+                raise _err("--last needs --kind")
+            run_ids = [r.id for r in store.list(kind=kind, status="ok", peer=peer, limit=last)]
+        if not run_ids:
+            raise _err("no runs given (run ids, or --last N --kind K)")
+        saved = store.save_baseline(name, run_ids, note=note)
+        stats = baseline_stats([r.result for r in store.results(saved.run_ids)])
     _print_baseline(saved, stats, json_out)
 
 
@@ -398,11 +389,8 @@ def baseline_show(
     from fabricscope.bench.history import baseline_stats
 
     with _open(db) as store:
-        try:
-            saved = store.get_baseline(name)
-            stats = baseline_stats([r.result for r in store.results(saved.run_ids)])
-        except FabricscopeError as exc:
-            raise _err(str(exc)) from None
+        saved = store.get_baseline(name)
+        stats = baseline_stats([r.result for r in store.results(saved.run_ids)])
     _print_baseline(saved, stats, json_out)
 
 
