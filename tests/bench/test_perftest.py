@@ -1,4 +1,4 @@
-"""perftest parsers on the real captures in ../shared/samples, plus JSON and broken output."""
+"""perftest parsers on the real captures in tests/data/samples, plus JSON and broken output."""
 
 from __future__ import annotations
 

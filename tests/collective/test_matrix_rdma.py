@@ -3,7 +3,7 @@
 perftest is replaced by a stand-in executable (as in tests/bench/test_rdma.py) that behaves
 like it where the matrix depends on it: the server listens on ``-p``, the client connects to
 ``HOST -p`` and fails at once ("Couldn't connect") when nobody listens yet, both print
-perftest's real header (from a capture in ../shared/samples) and a result row in perftest's
+perftest's real header (from a capture in tests/data/samples) and a result row in perftest's
 ``--report_gbits`` format. Its bandwidth is min(rate of the client's host, rate of the
 server's host) from a table the test writes, so a slow host can be planted. The inventory
 (device, port, GID) comes from the fixture hosts. What this cannot show: that real perftest

@@ -1,4 +1,4 @@
-"""Pure parsers of the host model, on real captured outputs from ../shared/samples/."""
+"""Pure parsers of the host model, on real captured outputs from tests/data/samples/."""
 
 from __future__ import annotations
 

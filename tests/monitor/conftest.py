@@ -26,7 +26,7 @@ DYNAMIC = re.compile(
     r"|fabricscope_doctor_last_run_timestamp_seconds|fabricscope_doctor_run_duration_seconds)(\{[^}]*\})? .*$"
 )
 
-# NCCL log lines that exercise every NCCL metric family (formats as in ../shared/samples and NCCL 2.30).
+# NCCL log lines that exercise every NCCL metric family (formats as in tests/data/samples and NCCL 2.30).
 NCCL_LINES = [
     "node1:852750:852802 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.",
     "node1:852750:852802 [0] NCCL INFO NET/Socket : Using [0]ibs85f0:192.168.1.14<0>",

@@ -1,4 +1,4 @@
-"""Each real NCCL log in ../shared/samples/ read with the right network, transports and verdicts."""
+"""Each real NCCL log in tests/data/samples/ read with the right network, transports and verdicts."""
 
 from __future__ import annotations
 

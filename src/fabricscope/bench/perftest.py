@@ -1,6 +1,6 @@
 """Parsers for perftest (ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat, ib_send_lat) output.
 
-Pure functions of text, tested on real captures (../shared/samples/perftest_*.txt). Units as
+Pure functions of text, tested on real captures (tests/data/samples/perftest_*.txt). Units as
 perftest computes them (src/perftest_parameters.c, ``format_factor``): ``MB/sec`` and
 ``MiB/sec`` are 2^20 bytes per second, ``Gb/sec`` (``--report_gbits``) is 10^9 bits per second;
 latency columns are microseconds (perftest's ``*_lat`` report one-way time, half a round trip).
