@@ -229,6 +229,24 @@ def test_bad_options_are_one_line_exit_2(args: list[str]) -> None:
     assert "Traceback" not in proc.stderr and proc.stderr.strip()
 
 
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["bench", "udp", "--peer", "127.0.0.1", "--rate", "25Gbps"], "megaBYTES"),
+        (["bench", "udp", "--peer", "127.0.0.1", "--rate", "-1G"], "negative"),
+        (["bench", "latency", "--peer", "127.0.0.1", "--sizes", "64,\u00b2"], "cannot read size"),
+        (["bench", "latency", "--peer", "127.0.0.1", "--sizes", ""], "no size"),
+        (["bench", "collective", "--sizes", "16G"], "larger than 8G"),
+        (["bench", "collective", "--sizes", "1e999"], "larger than"),
+    ],
+)
+def test_bad_sizes_and_rates_are_one_line_exit_2(args: list[str], match: str) -> None:
+    proc = run_cli(*args, timeout=30)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and match in lines[0], proc.stderr
+
+
 def test_peer_error_messages_are_plain() -> None:
     err = PeerError("connect to x: connection refused")
     assert str(err).count("\n") == 0

@@ -13,7 +13,6 @@ from fabricscope.bench.collective import (
     format_entries,
     format_table,
     layout,
-    parse_sizes,
     pattern_modulus,
     size_result,
     to_bench_result,
@@ -30,15 +29,6 @@ def test_bus_factors_match_nccl_tests() -> None:
     assert bus_factor("broadcast", 16) == 1.0 and bus_factor("sendrecv", 16) == 1.0
     with pytest.raises(CollectiveError):
         bus_factor("reduce", 2)
-
-
-def test_parse_sizes() -> None:
-    assert parse_sizes("1K:8K") == [1024, 2048, 4096, 8192]
-    assert parse_sizes("1M:64M:4") == [1 << 20, 4 << 20, 16 << 20, 64 << 20]
-    assert parse_sizes("1M,64M") == [1 << 20, 64 << 20]
-    for bad in ("", "8K:1K", "1K:1M:1", "1X", "0", "16G", "1K:2K:x"):
-        with pytest.raises(CollectiveError):
-            parse_sizes(bad)
 
 
 def test_layout_rounds_like_nccl_tests() -> None:

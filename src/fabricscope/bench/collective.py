@@ -68,71 +68,7 @@ class CollectiveError(FabricscopeError):
     """A collective run could not complete (a peer died, a timeout, bad parameters)."""
 
 
-# ----- sizes, factors, layout ---------------------------------------------------------------
-_SIZE_RE_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1 << 10,
-    "kb": 1 << 10,
-    "kib": 1 << 10,
-    "m": 1 << 20,
-    "mb": 1 << 20,
-    "mib": 1 << 20,
-    "g": 1 << 30,
-    "gb": 1 << 30,
-    "gib": 1 << 30,
-}
-
-
-def parse_size(text: str) -> int:
-    """``64M`` -> 67108864. Binary prefixes, as nccl-tests reads -b/-e."""
-    raw = text.strip().lower()
-    num = raw.rstrip("kmgib")
-    unit = raw[len(num) :]
-    try:
-        value = float(num)
-    except ValueError:
-        raise CollectiveError(f"size {text!r}: write bytes with an optional K/M/G suffix, e.g. 64M") from None
-    if unit not in _SIZE_RE_UNITS:
-        raise CollectiveError(f"size {text!r}: unknown unit {unit!r}")
-    size = int(value * _SIZE_RE_UNITS[unit])
-    if not 1 <= size <= MAX_SIZE:
-        raise CollectiveError(f"size {text!r} must be 1 byte .. 8G")
-    return size
-
-
-def parse_sizes(text: str) -> list[int]:
-    """``1K:1G`` (doubling), ``1M:64M:4`` (factor 4) or a list ``1M,4M,64M``."""
-    text = text.strip()
-    if ":" in text:
-        parts = text.split(":")
-        if len(parts) not in (2, 3):
-            raise CollectiveError(f"--sizes {text!r}: write MIN:MAX or MIN:MAX:FACTOR")
-        lo, hi = parse_size(parts[0]), parse_size(parts[1])
-        try:
-            factor = int(parts[2]) if len(parts) == 3 else 2
-        except ValueError:
-            raise CollectiveError(f"--sizes {text!r}: FACTOR must be an integer >= 2") from None
-        if factor < 2:
-            raise CollectiveError(f"--sizes {text!r}: FACTOR must be an integer >= 2")
-        if lo > hi:
-            raise CollectiveError(f"--sizes {text!r}: MIN is larger than MAX")
-        sizes = []
-        size = lo
-        while size <= hi:
-            sizes.append(size)
-            size *= factor
-        if len(sizes) > 64:
-            raise CollectiveError(f"--sizes {text!r}: more than 64 sizes")
-        return sizes
-    sizes = [parse_size(p) for p in text.split(",") if p.strip()]
-    if not sizes:
-        raise CollectiveError("--sizes is empty")
-    if len(sizes) > 64:
-        raise CollectiveError("--sizes: more than 64 sizes")
-    return sizes
-
-
+# ----- factors, layout ----------------------------------------------------------------------
 def bus_factor(op: str, n: int) -> float:
     """busbw / algbw, as nccl-tests' PERFORMANCE.md defines it."""
     if op == "all_reduce":
@@ -717,13 +653,3 @@ def _measure(
         wrong = _count_wrong(torch, params, lay, n, rank, send, recv, m, device, dtype)
     del send, recv
     return times, wrong
-
-
-def describe_sizes(sizes: Sequence[int]) -> str:
-    def one(b: int) -> str:
-        for unit, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-            if b >= f and b % f == 0:
-                return f"{b // f}{unit}"
-        return str(b)
-
-    return ",".join(one(s) for s in sizes)

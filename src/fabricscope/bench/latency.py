@@ -15,27 +15,11 @@ from fabricscope.bench.client import Peer, Tick, offset_tick, record_run, run_so
 from fabricscope.bench.procs import WorkerSet
 from fabricscope.bench.result import BenchResult
 from fabricscope.bench.wire import MAX_UDP_PAYLOAD, RR_HEADER_BYTES
+from fabricscope.units import size_label
 
 DEFAULT_SIZES = (64, 1024, 16384, 65536, 1048576)
 MAX_SIZE = 1024 * 1024
 PERCENTILES = ("min", "p50", "p90", "p99", "p999", "max", "mean")
-
-
-def parse_size(text: str) -> int:
-    """``64``, ``4K``, ``1M``, ``64KiB`` -> bytes (K/M/G are powers of 1024 here, as for buffers)."""
-    value = text.strip().lower().removesuffix("ib").removesuffix("b")
-    factor = 1
-    for suffix, mult in (("k", 1024), ("m", 1024**2), ("g", 1024**3)):
-        if value.endswith(suffix):
-            value, factor = value[:-1], mult
-            break
-    try:
-        number = int(float(value) * factor)
-    except ValueError:
-        raise ValueError(f"size {text!r}: use bytes with an optional K/M suffix") from None
-    if number <= 0:
-        raise ValueError(f"size {text!r} must be positive")
-    return number
 
 
 class LatencyParams(BaseModel):
@@ -69,13 +53,6 @@ class LatencyParams(BaseModel):
             else:
                 plan.append((proto, list(self.sizes), []))
         return plan
-
-
-def size_label(size: int) -> str:
-    for unit, mult in (("MiB", 1024**2), ("KiB", 1024)):
-        if size >= mult and size % mult == 0:
-            return f"{size // mult}{unit}"
-    return f"{size}B"
 
 
 def metric_name(proto: str, size: int, stat: str) -> str:

@@ -16,24 +16,16 @@ from fabricscope.bench.procs import WorkerSet
 from fabricscope.bench.result import BenchResult
 from fabricscope.bench.tcp import merge_intervals
 from fabricscope.bench.wire import MAX_UDP_PAYLOAD, UDP_HEADER_BYTES
+from fabricscope.units import parse_rate
 
-_UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+MAX_RATE_BPS = 1e12
 
 
-def parse_rate(text: str) -> float:
-    """``5G``, ``500M``, ``1.5g``, ``100000`` (bit/s) or ``max``/``0`` (unlimited) -> bit/s."""
-    value = text.strip().lower().removesuffix("bps").removesuffix("bit/s").removesuffix("b")
-    if value in ("max", "0", "unlimited"):
+def parse_offered_rate(text: str) -> float:
+    """``5G``, ``500M``, ``1gbit`` (bit/s, :mod:`fabricscope.units`) or ``max``/``0`` (unlimited) -> bit/s."""
+    if text.strip().lower() in ("max", "0", "unlimited"):
         return 0.0
-    unit = value[-1:] if value[-1:] in _UNITS else ""
-    number = value[: -len(unit)] if unit else value
-    try:
-        rate = float(number) * _UNITS[unit]
-    except ValueError:
-        raise ValueError(f"rate {text!r}: use a number with an optional k/M/G/T suffix, or 'max'") from None
-    if not rate >= 0 or rate == float("inf"):
-        raise ValueError(f"rate {text!r} must be a positive number")
-    return rate
+    return parse_rate(text, maximum=MAX_RATE_BPS)
 
 
 class UdpParams(BaseModel):
@@ -45,7 +37,7 @@ class UdpParams(BaseModel):
     streams: int = Field(default=1, ge=1, le=128)
     duration_s: float = Field(default=10.0, gt=0, le=3600)
     size_bytes: int = Field(default=1472, ge=UDP_HEADER_BYTES, le=MAX_UDP_PAYLOAD)
-    rate_bps: float = Field(default=1e9, ge=0, le=1e12)  # total over all streams; 0 = as fast as possible
+    rate_bps: float = Field(default=1e9, ge=0, le=MAX_RATE_BPS)  # total over all streams; 0 = as fast as possible
     interval_s: float = Field(default=1.0, ge=0.05, le=60)
     timeout_s: float = Field(default=10.0, gt=0, le=300)
 

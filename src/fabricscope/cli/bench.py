@@ -20,6 +20,7 @@ from rich.markup import escape
 from fabricscope.cli.common import JSON_HELP, print_json
 from fabricscope.cli.main import app
 from fabricscope.errors import FabricscopeError
+from fabricscope.units import parse_sizes
 
 bench_app = typer.Typer(
     name="bench",
@@ -308,11 +309,11 @@ def udp(
 ) -> None:
     """UDP at an offered rate: delivered Gb/s, loss %, out-of-order datagrams, jitter."""
     from fabricscope.bench.thresholds import Threshold
-    from fabricscope.bench.udp import UdpParams, parse_rate, run_udp, summary_line
+    from fabricscope.bench.udp import UdpParams, parse_offered_rate, run_udp, summary_line
 
     _check_peer(peer)
     try:
-        rate_bps = parse_rate(rate)
+        rate_bps = parse_offered_rate(rate)
     except ValueError as exc:
         raise _err(f"--rate: {exc}") from None
     params = _params(
@@ -346,7 +347,7 @@ def latency(
     peer: str = typer.Option(..., "--peer", help=PEER_HELP),
     proto: str = typer.Option("both", "--proto", help="tcp, udp or both."),
     sizes: str = typer.Option(
-        "64,1K,16K,64K,1M", "--sizes", help="Comma-separated message sizes (K/M = KiB/MiB)."
+        "64,1K,16K,64K,1M", "--sizes", help="Message sizes: a list 64,1K,1M or a sweep 64:1M (K/M = KiB/MiB)."
     ),
     duration: float = typer.Option(
         10.0, "--duration", "-t", min=0.1, max=3600, help="Seconds for all sizes and protocols together."
@@ -360,7 +361,7 @@ def latency(
     no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
 ) -> None:
     """Request/response round trips over TCP and UDP: p50, p99, p99.9 and max per message size."""
-    from fabricscope.bench.latency import LatencyParams, parse_size, run_latency, summary_lines
+    from fabricscope.bench.latency import MAX_SIZE, LatencyParams, run_latency, summary_lines
     from fabricscope.bench.thresholds import Threshold
 
     _check_peer(peer)
@@ -368,7 +369,7 @@ def latency(
     if protos is None:
         raise _err("--proto takes tcp, udp or both")
     try:
-        size_list = tuple(parse_size(s) for s in sizes.split(",") if s.strip())
+        size_list = tuple(parse_sizes(sizes, maximum=MAX_SIZE))
     except ValueError as exc:
         raise _err(f"--sizes: {exc}") from None
     params = _params(

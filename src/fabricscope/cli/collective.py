@@ -13,6 +13,7 @@ from fabricscope.bench.launch import DistEnv, LaunchError, detect, lab_specs, lo
 from fabricscope.cli.bench import bench_app
 from fabricscope.cli.common import JSON_HELP, die, print_json
 from fabricscope.errors import FabricscopeError
+from fabricscope.units import parse_sizes, size_token
 
 LAUNCH_HELP = (
     "Start the job here instead of joining one: local:N (N processes on this machine) or "
@@ -92,14 +93,14 @@ def collective(
     store: bool = typer.Option(True, "--store/--no-store", help="Save the result in the history."),
 ) -> None:
     """nccl-tests' algbw, busbw and #wrong over torch.distributed; per-rank times name a straggler."""
-    from fabricscope.bench.collective import CollectiveError, CollectiveParams, describe_sizes, parse_sizes
+    from fabricscope.bench.collective import MAX_SIZE, CollectiveError, CollectiveParams
 
     try:
-        size_list = parse_sizes(sizes)
+        size_list = parse_sizes(sizes, maximum=MAX_SIZE)
     except FabricscopeError as exc:
-        die(str(exc))
+        die(f"--sizes: {exc}")
     if launch:
-        args = ["bench", "collective", "--op", op, "--sizes", describe_sizes(size_list), "--dtype", dtype,
+        args = ["bench", "collective", "--op", op, "--sizes", ",".join(map(size_token, size_list)), "--dtype", dtype,
                 "--warmup", str(warmup), "--iters", str(iters), "--backend", backend, "--root", str(root),
                 "--timeout", str(timeout), "--check" if check else "--no-check", "--store" if store else "--no-store"]
         if json_out:

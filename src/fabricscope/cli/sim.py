@@ -15,6 +15,7 @@ import typer
 
 from fabricscope.cli.common import JSON_HELP, die, print_json
 from fabricscope.cli.main import app
+from fabricscope.units import format_size
 
 sim_app = typer.Typer(
     name="sim",
@@ -108,13 +109,6 @@ def _gb(x: float) -> str:
     return f"{x:.2f}" if x >= 10 else f"{x:.4g}"
 
 
-def _fmt_size(n: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:g} {unit}"
-    return f"{int(n)} B"
-
-
 def _print_bottlenecks(bott: list[dict[str, Any]]) -> None:
     if not bott:
         return
@@ -203,7 +197,7 @@ def collective(
     typer.echo(f"{'size':>10}  {'time':>11}  {'algbw GB/s':>11}  {'busbw GB/s':>11}  limited by")
     for r in doc["results"]:
         typer.echo(
-            f"{_fmt_size(r['size_bytes']):>10}  {_fmt_time(r['time_s']):>11}  {_gb(r['algbw_GBps']):>11}  "
+            f"{format_size(r['size_bytes']):>10}  {_fmt_time(r['time_s']):>11}  {_gb(r['algbw_GBps']):>11}  "
             f"{_gb(r['busbw_GBps']):>11}  {r['limited_by']}"
         )
     _print_bottlenecks(doc["bottlenecks"])
@@ -355,7 +349,7 @@ def infer(
     w = doc["workload"]
     typer.echo(
         f"{w['params'] / 1e9:g}B parameters, tp {w['tp']}, batch {w['batch']}, prompt {w['prompt_tokens']} tokens, "
-        f"KV cache {_fmt_size(doc['kv_cache_bytes'])} per batch"
+        f"KV cache {format_size(doc['kv_cache_bytes'])} per batch"
     )
     typer.echo(
         f"time per output token {_fmt_time(doc['time_per_output_token_s'])}: decode {_fmt_time(doc['decode_step_s'])} "

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fabricscope import units
 from fabricscope.errors import FabricscopeError
 
 PREFIX = "fsl-"  # every namespace a lab creates starts with this
@@ -24,39 +25,13 @@ class LabError(FabricscopeError):
     """The lab cannot be built, changed or found; the message names what and why."""
 
 
-_RATE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
-_RATE_UNITS = {
-    "": 1,
-    "bit": 1,
-    "k": 10**3,
-    "kbit": 10**3,
-    "m": 10**6,
-    "mbit": 10**6,
-    "g": 10**9,
-    "gbit": 10**9,
-    "t": 10**12,
-    "tbit": 10**12,
-}
-
-
 def parse_rate(text: str) -> int:
-    """``"1gbit"``, ``"250mbit"``, ``"100k"`` -> bits per second (decimal prefixes, as tc reads them).
-
-    Byte units (``mbps``, ``MB/s``) are refused: tc reads ``mbps`` as megaBYTES per second, a
-    factor-8 trap that network engineers reading "Mbps" as megabits fall into.
-    """
-    match = _RATE_RE.match(str(text))
-    if not match:
-        raise LabError(f"rate {text!r}: write a number and a unit, e.g. 1gbit, 250mbit, 100kbit")
-    number, unit = float(match.group(1)), match.group(2).lower()
-    if unit.endswith("bps") or unit.endswith("b/s"):
-        raise LabError(f"rate {text!r}: byte-or-bit ambiguous unit {unit!r}; write bits as kbit, mbit or gbit")
-    if unit not in _RATE_UNITS:
-        raise LabError(f"rate {text!r}: unknown unit {unit!r} (use bit, kbit, mbit, gbit, tbit)")
-    bps = int(round(number * _RATE_UNITS[unit]))
-    if not MIN_RATE_BPS <= bps <= MAX_RATE_BPS:
-        raise LabError(f"rate {text!r} is outside {format_rate(MIN_RATE_BPS)} .. {format_rate(MAX_RATE_BPS)}")
-    return bps
+    """``"1gbit"``, ``"250mbit"``, ``"10G"`` -> bits per second, in :mod:`fabricscope.units`' grammar
+    (tc's spellings; byte rates such as ``mbps``, which tc reads as megaBYTES/s, are refused)."""
+    try:
+        return int(round(units.parse_rate(text, minimum=MIN_RATE_BPS, maximum=MAX_RATE_BPS)))
+    except units.UnitError as exc:
+        raise LabError(str(exc)) from None
 
 
 def format_rate(bps: int | None) -> str:

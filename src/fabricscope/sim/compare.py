@@ -9,7 +9,8 @@ from typing import Any
 
 from fabricscope.errors import FabricscopeError
 from fabricscope.sim.engine import SCHEMA
-from fabricscope.sim.units import parse_size_range
+from fabricscope.sim.scenario import MAX_SIZES
+from fabricscope.units import parse_sizes
 
 
 def run_grid(workload: str, base: dict[str, Any], vary: dict[str, list[str]],
@@ -23,7 +24,7 @@ def run_grid(workload: str, base: dict[str, Any], vary: dict[str, list[str]],
         raise FabricscopeError("--vary at least one parameter")
     keys = list(vary)
     rows: list[dict[str, Any]] = []
-    sweep = workload == "collective" and len(parse_size_range(str(base.get("size", "1G")))) > 1
+    sweep = workload == "collective" and len(parse_sizes(str(base.get("size", "1G")), max_count=MAX_SIZES)) > 1
     if workload == "collective":
         columns = ["time_s", "algbw_GBps", "busbw_GBps"]
     else:

@@ -51,7 +51,7 @@ from fabricscope.sim.topology import (
     _access_arrays,
     build,
 )
-from fabricscope.sim.units import parse_rate_bps, parse_ratio
+from fabricscope.units import parse_rate, parse_ratio
 
 MAX_SWITCHES = 20_000
 MAX_LINKS = 500_000
@@ -226,9 +226,10 @@ def _node_rates(doc: dict[str, Any]) -> dict[int, float]:
     out = {}
     for k, v in raw.items():
         try:
-            out[int(k)] = parse_rate_bps(str(v))
+            node = int(k)
         except ValueError:
             raise FabricscopeError(f"topology file: node_nic_rate key {k!r} is not a node index") from None
+        out[node] = parse_rate(str(v))
     return out
 
 
@@ -272,20 +273,20 @@ def load_topology(path: str | Path, overrides: dict[str, Any] | None = None) -> 
         nodes=_int(doc, "nodes", 2) or 2,
         gpus_per_node=_int(doc, "gpus_per_node", 8) or 8,
         nics_per_node=_int(doc, "nics_per_node", None),
-        nic_rate_bps=parse_rate_bps(str(doc.get("nic_rate", "400G"))),
+        nic_rate_bps=parse_rate(str(doc.get("nic_rate", "400G"))),
         gpu=str(doc.get("gpu", "h100")),
         nvlink_GBps=_float(doc, "nvlink_GBps", None),
         pcie_GBps=_float(doc, "pcie_GBps", None),
         oversubscription=parse_ratio(str(doc.get("oversubscription", "1:1"))),
         hosts_per_leaf=_int(doc, "hosts_per_leaf", None),
         spines=_int(doc, "spines", None),
-        uplink_rate_bps=parse_rate_bps(str(doc["uplink_rate"])) if doc.get("uplink_rate") else None,
+        uplink_rate_bps=parse_rate(str(doc["uplink_rate"])) if doc.get("uplink_rate") else None,
         radix=_int(doc, "radix", None, lo=4),
         tiers=_int(doc, "tiers", None),
         hosts_per_router=_int(doc, "hosts_per_router", None),
         routers_per_group=_int(doc, "routers_per_group", None),
         global_links_per_router=_int(doc, "global_links_per_router", None),
-        global_rate_bps=parse_rate_bps(str(doc["global_rate"])) if doc.get("global_rate") else None,
+        global_rate_bps=parse_rate(str(doc["global_rate"])) if doc.get("global_rate") else None,
         link_latency_s=(_float(doc, "link_latency_us", 0.25) or 0.0) * 1e-6,
         node_nic_rate_bps=_node_rates(doc),
     )
@@ -311,7 +312,7 @@ def _graph_topology(doc: dict[str, Any]) -> Topology:
         nvlink_GBps=_float(doc, "nvlink_GBps", None), pcie_GBps=_float(doc, "pcie_GBps", None),
     )
     N = node.nics_per_node
-    nic_bps = parse_rate_bps(str(doc.get("nic_rate", "400G")))
+    nic_bps = parse_rate(str(doc.get("nic_rate", "400G")))
     lat_s = (_float(doc, "link_latency_us", 0.25) or 0.0) * 1e-6
     switches = doc.get("switches")
     if not isinstance(switches, list) or not switches or not all(isinstance(s, str) and s for s in switches):
@@ -333,7 +334,7 @@ def _graph_topology(doc: dict[str, Any]) -> Topology:
         a, b = item["a"], item["b"]
         if a not in index or b not in index or a == b:
             raise FabricscopeError(f"topology file: links[{i}] joins unknown or identical switches ({a!r}, {b!r})")
-        rate = parse_rate_bps(str(item.get("rate", doc.get("nic_rate", "400G")))) / 8
+        rate = parse_rate(str(item.get("rate", doc.get("nic_rate", "400G")))) / 8
         lat = _float(item, "latency_us", lat_s * 1e6) or 0.0
         count = _int(item, "count", 1) or 1
         for _ in range(count):

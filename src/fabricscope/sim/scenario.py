@@ -14,13 +14,9 @@ from fabricscope.errors import FabricscopeError
 from fabricscope.sim.engine import NVLINK_EFFICIENCY, SCHEMA, Simulator
 from fabricscope.sim.topology import Topology, TopologyOptions, build
 from fabricscope.sim.transport import make_transport
-from fabricscope.sim.units import (
-    format_rate_bps,
-    parse_probability,
-    parse_rate_bps,
-    parse_ratio,
-    parse_size_range,
-)
+from fabricscope.units import format_rate, parse_probability, parse_rate, parse_ratio, parse_sizes
+
+MAX_SIZES = 40  # sizes in one sweep: each is a full solve of the model
 
 DEFAULTS: dict[str, Any] = {
     "topology": "rail-optimized",
@@ -121,9 +117,10 @@ def _node_rates(items: Any) -> dict[int, float]:
             raise FabricscopeError(f"--node-nic-rate takes NODE=RATE (e.g. 3=250mbit), got {item!r}")
         n, r = str(item).split("=", 1)
         try:
-            out[int(n)] = parse_rate_bps(r)
+            node = int(n)
         except ValueError:
             raise FabricscopeError(f"--node-nic-rate: {n!r} is not a node index") from None
+        out[node] = parse_rate(r)
     return out
 
 
@@ -137,20 +134,20 @@ def build_topology(p: dict[str, Any]) -> Topology:
         nodes=int(p["nodes"]),
         gpus_per_node=int(p["gpus_per_node"]),
         nics_per_node=_opt_int(p, "nics_per_node"),
-        nic_rate_bps=parse_rate_bps(p["nic_rate"]),
+        nic_rate_bps=parse_rate(p["nic_rate"]),
         gpu=str(p["gpu"]),
         nvlink_GBps=p.get("nvlink_GBps"),
         pcie_GBps=p.get("pcie_GBps"),
         oversubscription=parse_ratio(p["oversubscription"]),
         hosts_per_leaf=_opt_int(p, "hosts_per_leaf"),
         spines=_opt_int(p, "spines"),
-        uplink_rate_bps=parse_rate_bps(p["uplink_rate"]) if p.get("uplink_rate") else None,
+        uplink_rate_bps=parse_rate(p["uplink_rate"]) if p.get("uplink_rate") else None,
         radix=_opt_int(p, "radix"),
         tiers=_opt_int(p, "tiers"),
         hosts_per_router=_opt_int(p, "hosts_per_router"),
         routers_per_group=_opt_int(p, "routers_per_group"),
         global_links_per_router=_opt_int(p, "global_links_per_router"),
-        global_rate_bps=parse_rate_bps(p["global_rate"]) if p.get("global_rate") else None,
+        global_rate_bps=parse_rate(p["global_rate"]) if p.get("global_rate") else None,
         link_latency_s=float(p["link_latency_us"]) * 1e-6,
         node_nic_rate_bps=_node_rates(p.get("node_nic_rate")),
     )
@@ -220,7 +217,7 @@ def run_collective(params: dict[str, Any], sim: Simulator | None = None) -> dict
     """The ``fabricscope.sim/v1`` document of ``sim collective``: one result per size; the
     top-level time/algbw/busbw/bottlenecks are those of the largest size."""
     p = normalise(params)
-    sizes = parse_size_range(str(p["size"]))
+    sizes = parse_sizes(str(p["size"]), max_count=MAX_SIZES)
     sim = sim or build_simulator(p)
     groups = communicator(sim.topo, p.get("node_order"))
     results = [sim.collective(p["op"], p.get("algo"), s, groups, channels=_opt_int(p, "channels")) for s in sizes]
@@ -251,6 +248,6 @@ def summary_line(sim: Simulator) -> str:
         extra = f", {d['oversubscription']:g}:1 oversubscribed"
     return (
         f"{t.kind}: {t.nodes} node(s) x {t.node.gpus_per_node} GPU(s), {t.node.nics_per_node} NIC(s)/node at "
-        f"{format_rate_bps(t.nic_rate_Bps * 8)}b/s{extra}; transport {sim.transport.name} "
+        f"{format_rate(t.nic_rate_Bps * 8)}b/s{extra}; transport {sim.transport.name} "
         f"(efficiency {sim.transport.efficiency:.3f}, alpha {sim.transport.alpha_s * 1e6:g} us), routing {sim.routing}"
     )

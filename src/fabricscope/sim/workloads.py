@@ -32,7 +32,7 @@ from fabricscope.sim import collectives
 from fabricscope.sim.engine import SCHEMA, Simulator
 from fabricscope.sim.scenario import build_simulator, build_topology, normalise
 from fabricscope.sim.transport import make_transport
-from fabricscope.sim.units import parse_probability, parse_size_bytes
+from fabricscope.units import parse_probability, parse_size
 
 TRAIN_DEFAULTS: dict[str, Any] = {
     "params": 70e9, "gpus": None, "tp": 8, "pp": 1, "dp": None, "gpu_tflops": 400.0,
@@ -226,7 +226,7 @@ def run_infer(params: dict[str, Any]) -> dict[str, Any]:
     wb, ab = _num(raw, "weight_bytes", 0.5), _num(raw, "act_bytes", 1)
     L, h = shape_of(P, raw.get("layers"), raw.get("hidden"))
     kv_tok = raw.get("kv_bytes_per_token")
-    kv_tok = float(parse_size_bytes(kv_tok)) if kv_tok is not None else 2 * L * (h / 8) * ab  # K and V, GQA 8:1
+    kv_tok = float(parse_size(kv_tok, minimum=0)) if kv_tok is not None else 2 * L * (h / 8) * ab  # K and V, GQA 8:1
     sim_params = {k: v for k, v in raw.items() if k not in INFER_DEFAULTS and k != "workload"}
     sp = normalise(sim_params)
     G = int(sp["gpus_per_node"])
