@@ -10,6 +10,7 @@ from typing import Any
 from fabricscope.host.ethtool import EthtoolData, read_ethtool, read_ethtool_stats
 from fabricscope.host.gpu import Gpu, read_gpus
 from fabricscope.host.infiniband import RdmaDevice, RdmaPort, read_port_counters, read_rdma_devices
+from fabricscope.host.lldp import LldpNeighbor, read_lldp
 from fabricscope.host.netclass import NetDevice, read_net_devices
 from fabricscope.host.pci import DISTANCES, PciDevice, pcie_distance, read_pci_devices
 from fabricscope.host.procfs import KernelState, read_kernel_state, read_netstat
@@ -44,6 +45,7 @@ class Inventory:
     qos: dict[str, QosConfig]  # per RoCE netdev where mlnx_qos/dcb answered
     nccl_conf: str | None
     problems: tuple[Problem, ...] = field(default=())
+    lldp: tuple[LldpNeighbor, ...] | None = None  # None: no lldpd answered on this node
 
     # ----- lookups -----------------------------------------------------------------------
     @property
@@ -141,6 +143,7 @@ def read_inventory(root: Root) -> Inventory:
         if cfg is not None:
             qos[name] = cfg
     hostname = root.read("proc/sys/kernel/hostname")
+    lldp = read_lldp(root, quiet=True)  # recorded by snapshots, read back by `topology discover lldp --root`
     return Inventory(
         hostname=hostname.strip() if hostname else None,
         root_label=root.label,
@@ -155,6 +158,7 @@ def read_inventory(root: Root) -> Inventory:
         qos=qos,
         nccl_conf=root.read(NCCL_CONF),
         problems=tuple(root.problems),
+        lldp=lldp,
     )
 
 
