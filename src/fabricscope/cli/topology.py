@@ -195,7 +195,7 @@ def show(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Print the tree (switch tiers, hosts per leaf, capacity down and up) and draw it."""
-    from fabricscope.topology.view import load_view, summary_lines, switch_loads
+    from fabricscope.topology.view import load_view, summary_lines, switch_loads, uneven_uplinks
 
     pairs = []
     for item in highlight:
@@ -228,6 +228,7 @@ def show(
                 for s in switch_loads(view)
             ],
             "links": [{"a": x.a, "b": x.b, "rate_gbps": x.rate_bps / 1e9, "count": x.count} for x in view.links],
+            "notes": uneven_uplinks(view),
         })
         return
     sys.stdout.write("\n".join(summary_lines(view, show_hosts=hosts)) + "\n")
