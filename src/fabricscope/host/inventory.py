@@ -10,6 +10,7 @@ from typing import Any
 from fabricscope.host.ethtool import EthtoolData, read_ethtool, read_ethtool_stats
 from fabricscope.host.gpu import Gpu, read_gpus
 from fabricscope.host.infiniband import RdmaDevice, RdmaPort, read_port_counters, read_rdma_devices
+from fabricscope.host.lldp import LldpNeighbor, read_lldp
 from fabricscope.host.netclass import NetDevice, read_net_devices
 from fabricscope.host.pci import DISTANCES, PciDevice, pcie_distance, read_pci_devices
 from fabricscope.host.procfs import KernelState, read_kernel_state, read_netstat
@@ -46,6 +47,7 @@ class Inventory:
     nccl_conf: str | None
     problems: tuple[Problem, ...] = field(default=())
     versions: SoftwareVersions = field(default_factory=SoftwareVersions)  # kernel, drivers, rdma-core, NCCL
+    lldp: tuple[LldpNeighbor, ...] | None = None  # None: no lldpd answered on this node
 
     # ----- lookups -----------------------------------------------------------------------
     @property
@@ -145,6 +147,7 @@ def read_inventory(root: Root) -> Inventory:
     hostname = root.read("proc/sys/kernel/hostname")
     drivers = tuple(sorted({n.driver for n in netdevs if n.driver and n.is_physical}))
     versions = read_versions(root, drivers)
+    lldp = read_lldp(root, quiet=True)  # recorded by snapshots, read back by `topology discover lldp --root`
     return Inventory(
         hostname=hostname.strip() if hostname else None,
         root_label=root.label,
@@ -160,6 +163,7 @@ def read_inventory(root: Root) -> Inventory:
         nccl_conf=root.read(NCCL_CONF),
         problems=tuple(root.problems),
         versions=versions,
+        lldp=lldp,
     )
 
 
