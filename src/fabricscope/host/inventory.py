@@ -16,6 +16,7 @@ from fabricscope.host.pci import DISTANCES, PciDevice, pcie_distance, read_pci_d
 from fabricscope.host.procfs import KernelState, read_kernel_state, read_netstat
 from fabricscope.host.qos import QosConfig, read_qos
 from fabricscope.host.root import Problem, Root
+from fabricscope.host.versions import SoftwareVersions, read_versions
 
 NCCL_CONF = "etc/nccl.conf"
 
@@ -45,6 +46,7 @@ class Inventory:
     qos: dict[str, QosConfig]  # per RoCE netdev where mlnx_qos/dcb answered
     nccl_conf: str | None
     problems: tuple[Problem, ...] = field(default=())
+    versions: SoftwareVersions = field(default_factory=SoftwareVersions)  # kernel, drivers, rdma-core, NCCL
     lldp: tuple[LldpNeighbor, ...] | None = None  # None: no lldpd answered on this node
 
     # ----- lookups -----------------------------------------------------------------------
@@ -143,6 +145,8 @@ def read_inventory(root: Root) -> Inventory:
         if cfg is not None:
             qos[name] = cfg
     hostname = root.read("proc/sys/kernel/hostname")
+    drivers = tuple(sorted({n.driver for n in netdevs if n.driver and n.is_physical}))
+    versions = read_versions(root, drivers)
     lldp = read_lldp(root, quiet=True)  # recorded by snapshots, read back by `topology discover lldp --root`
     return Inventory(
         hostname=hostname.strip() if hostname else None,
@@ -158,6 +162,7 @@ def read_inventory(root: Root) -> Inventory:
         qos=qos,
         nccl_conf=root.read(NCCL_CONF),
         problems=tuple(root.problems),
+        versions=versions,
         lldp=lldp,
     )
 
