@@ -100,6 +100,8 @@ def _discovery(source: str, roots: list[str], capture: Path | None, switch_lldp:
             root = Root.at(roots[0]) if roots else Root.live()
         except RootError as exc:
             die(str(exc))
+        if root.is_live and sys.stderr.isatty():
+            typer.echo("# running ibnetdiscover (a sweep of a large subnet takes minutes)", err=True)
         if capture is None:
             return sources.ib_from_root(root)
         from fabricscope.host.root import Recording
