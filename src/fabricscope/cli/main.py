@@ -50,6 +50,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "sim": ("fabricscope.cli.sim",),
     "exporter": ("fabricscope.cli.exporter",),
     "monitoring": ("fabricscope.cli.exporter",),
+    "fleet": ("fabricscope.cli.fleet",),
     "topology": ("fabricscope.cli.topology",),
 }
 
