@@ -64,8 +64,11 @@ def test_show_prints_the_tree_and_draws(tmp_path: Path) -> None:
                                 "on", "16", "cable(s),", "1.12:1"] for line in lines)
     drawing = svg.read_text()
     assert drawing.startswith('<svg class="topology"') and drawing.count('class="cable suspect"') == 1
+    # the capture's leaves do not all have their 18 uplinks: show names the ones short of cables
+    assert "note: A09-P1-IBLEAF-01-02 has 14 uplink cable(s) where 17 of the 28 tier-1 switches have 18" in lines
     view = json.loads(fs("topology", "show", str(out), "--json").stdout)
     assert view["schema"] == "fabricscope.topology-view/v1" and len(view["switches"]) == 37
+    assert len(view["notes"]) == 11
 
 
 @pytest.mark.parametrize(

@@ -150,3 +150,24 @@ def test_report_carries_every_port() -> None:
     rep = report(doc, disc)
     assert rep["schema"] == "fabricscope.topology/v1"
     assert rep["attachments"] == [{"host": "h3", "nic": "eth0", "switch": "leaf2", "switch_port": "h3", "rate_gbps": 0.1}]
+
+
+def test_a_lab_plan_simulates_like_the_built_in_leaf_spine(tmp_path) -> None:
+    """The file written for a lab gives the simulator's own leaf-spine answer (docs/sim.md, the lab table)."""
+    from fabricscope.lab.fabric import LabState
+    from fabricscope.lab.spec import LabSpec
+    from fabricscope.sim.scenario import run_collective
+    from fabricscope.topology.lab import from_lab
+
+    spec = LabSpec(name="ls", topology="leaf-spine", hosts=8, hosts_per_leaf=4, link_rate_bps=200_000_000, oversubscription=4.0)
+    disc = from_lab(LabState(spec))
+    doc = build_document(disc)
+    assert doc["attach"] == {"leaf1": ["0-3"], "leaf2": ["4-7"]} and doc["nic_rate"] == "200M"
+    f = tmp_path / "ls.yaml"
+    f.write_text(to_yaml(doc, disc))
+    common = {"gpus_per_node": 1, "gpu": "none", "nic_rate": "200mbit", "transport": "tcp", "framing": "tbf",
+              "size": "4M", "node_order": "h1,h5,h2,h6,h3,h7,h4,h8"}
+    found = run_collective({**common, "topology_file": str(f)})
+    built_in = run_collective({**common, "topology": "leaf-spine", "nodes": 8, "hosts_per_leaf": 4, "oversubscription": "4:1"})
+    assert found["busbw_GBps"] == pytest.approx(built_in["busbw_GBps"], rel=1e-9)
+    assert found["busbw_GBps"] == pytest.approx(0.00598, rel=0.01)  # the model column of docs/sim.md's lab table

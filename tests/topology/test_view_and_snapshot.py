@@ -88,3 +88,26 @@ def test_ibnetdiscover_capture_reads_back_the_same(tmp_path) -> None:
         assert any(m.name.endswith("cmd/index.json") for m in tar.getmembers())
     again = sources.ib_from_root(Root.at(out))
     assert again.attachments == first.attachments and again.cables == first.cables
+
+
+def test_a_ranks_reading_travels_whole(tmp_path) -> None:
+    from fabricscope.bench.launch import DistEnv
+    from fabricscope.topology.gather import from_wire, gather, local_reading, to_wire
+
+    host = _fake_host(tmp_path, {("lldpctl", "-u", "/run/x/h3.sock", "-f", "json"): body("lldpctl_json_lab_host_h1.txt")})
+    speed = host / "sys/class/net/eth0"
+    speed.mkdir(parents=True)
+    (speed / "speed").write_text("100000\n")
+    reading = local_reading(Root.at(host), "h3", "/run/x/h3.sock")
+    assert reading.nic_speeds_bps == {"eth0": 100e9} and reading.neighbors[0].switch == "leaf1"
+    assert from_wire(json.loads(json.dumps(to_wire(reading)))) == reading
+    alone = DistEnv(0, 1, 0, "127.0.0.1", 29500, "single")
+    assert gather(alone, reading, 5.0) == [reading]
+
+
+def test_a_node_without_lldpd_is_one_clear_error(tmp_path) -> None:
+    from fabricscope.topology.gather import local_reading
+    from fabricscope.topology.model import TopologyError
+
+    with pytest.raises(TopologyError, match="h3: no LLDP reading"):
+        local_reading(Root.at(_fake_host(tmp_path, {})), "h3")

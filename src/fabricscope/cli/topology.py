@@ -64,6 +64,14 @@ def _launch(launch: str, child_args: list[str], timeout_s: float, master_port: i
     raise typer.Exit(0 if result.worst == 0 else 2)
 
 
+def _absolute(item: str) -> str:
+    """``SWITCH=FILE`` or ``FILE`` with the file made absolute (ranks may start elsewhere)."""
+    if item.startswith("lab:"):
+        return item
+    name, sep, path = item.partition("=") if "=" in item and not Path(item).exists() else ("", "", item)
+    return f"{name}{sep}{Path(path).resolve()}"
+
+
 def _lldp_nodes(lldp_socket: str | None, timeout: float, master_addr: str | None, master_port: int | None):
     """This rank's reading, gathered to rank 0 (None on the other ranks)."""
     from fabricscope.bench.launch import detect
@@ -92,6 +100,8 @@ def _discovery(source: str, roots: list[str], capture: Path | None, switch_lldp:
             root = Root.at(roots[0]) if roots else Root.live()
         except RootError as exc:
             die(str(exc))
+        if root.is_live and sys.stderr.isatty():
+            typer.echo("# running ibnetdiscover (a sweep of a large subnet takes minutes)", err=True)
         if capture is None:
             return sources.ib_from_root(root)
         from fabricscope.host.root import Recording
@@ -142,12 +152,19 @@ def discover(
     from fabricscope.topology.model import BuildOptions, build_document, report, to_yaml
 
     if launch:
-        if not source.startswith("lldp") or ":" in source:
-            die("--launch gathers live LLDP readings: use it with the source lldp")
-        args = ["topology", *sys.argv[sys.argv.index("discover"):]] if "discover" in sys.argv else ["topology", "discover", source]
-        cut = [a for i, a in enumerate(args) if not (a == "--launch" or (i and args[i - 1] == "--launch") or a.startswith("--launch="))]
-        out = [str(Path(a).resolve()) if i and cut[i - 1] in ("-o", "--output") else a for i, a in enumerate(cut)]
-        _launch(launch, out, timeout_s=timeout * 2 + 60, master_port=master_port)
+        if source != "lldp" or root:
+            die("--launch gathers live LLDP readings: use it with the source lldp and without --root")
+        args = ["topology", "discover", "lldp", "--timeout", str(timeout), "--gpu", gpu]
+        for flag, value in (("--output", str(output.resolve()) if output else None), ("--lldp-socket", lldp_socket),
+                            ("--name", name), ("--nic-rate", nic_rate), ("--uplink-rate", uplink_rate),
+                            ("--nics-per-node", nics_per_node), ("--gpus-per-node", gpus_per_node)):
+            if value is not None:
+                args += [flag, str(value)]
+        for item in switch_lldp:
+            args += ["--switch-lldp", _absolute(item)]
+        if json_out:
+            args.append("--json")
+        _launch(launch, args, timeout_s=timeout * 2 + 60, master_port=master_port)
     opts = BuildOptions(gpus_per_node=gpus_per_node, gpu=gpu, nics_per_node=nics_per_node,
                         nic_rate_bps=_rate(nic_rate, "--nic-rate"), uplink_rate_bps=_rate(uplink_rate, "--uplink-rate"))
     try:
@@ -195,7 +212,7 @@ def show(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Print the tree (switch tiers, hosts per leaf, capacity down and up) and draw it."""
-    from fabricscope.topology.view import load_view, summary_lines, switch_loads
+    from fabricscope.topology.view import load_view, summary_lines, switch_loads, uneven_uplinks
 
     pairs = []
     for item in highlight:
@@ -228,6 +245,7 @@ def show(
                 for s in switch_loads(view)
             ],
             "links": [{"a": x.a, "b": x.b, "rate_gbps": x.rate_bps / 1e9, "count": x.count} for x in view.links],
+            "notes": uneven_uplinks(view),
         })
         return
     sys.stdout.write("\n".join(summary_lines(view, show_hosts=hosts)) + "\n")

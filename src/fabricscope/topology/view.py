@@ -8,7 +8,7 @@ cabling to show; family files (``kind: fat-tree``) describe none.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,6 +151,23 @@ def switch_loads(view: FabricView) -> list[SwitchLoad]:
     ]
 
 
+def uneven_uplinks(view: FabricView) -> list[str]:
+    """Switches with fewer uplink cables than most of their tier: a cable missing or down."""
+    loads = [load for load in switch_loads(view) if load.up_cables]
+    notes = []
+    for tier in sorted({load.tier for load in loads}):
+        row = [load for load in loads if load.tier == tier]
+        counts = Counter(load.up_cables for load in row)
+        usual, seen = counts.most_common(1)[0]
+        if seen * 2 <= len(row):
+            continue  # no majority: a design, not a missing cable
+        notes += [
+            f"{load.switch} has {load.up_cables} uplink cable(s) where {seen} of the {len(row)} tier-{tier} switches have {usual}"
+            for load in row if load.up_cables < usual
+        ]
+    return notes
+
+
 def _host_list(names: list[str], limit: int = 6) -> str:
     names = sorted(set(names), key=natural_key)
     return ", ".join(names) if len(names) <= limit else f"{', '.join(names[:3])} ... {names[-1]}"
@@ -182,4 +199,5 @@ def summary_lines(view: FabricView, *, show_hosts: bool = True) -> list[str]:
                 parts.append(f"up {format_rate(load.up_bps)} on {load.up_cables} cable(s)")
                 parts.append(f"{load.ratio:.2f}:1" if load.ratio is not None else "")
             lines.append(f"  {s:<{width}}  " + ", ".join(p for p in parts if p))
+    lines += [f"note: {n}" for n in uneven_uplinks(view)]
     return lines
