@@ -87,7 +87,7 @@ def generate(dest: Path, n: int) -> dict[str, set[str]]:
 def one_run(directory: Path) -> tuple[float, float, dict]:
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", WRAPPER, "fleet", "doctor", "--from", str(directory), "--json"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False, timeout=600)
+                          capture_output=True, check=False, timeout=600)
     wall = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         raise SystemExit(f"fleet doctor failed (rc {proc.returncode}): {proc.stderr.decode()[:300]}")
