@@ -51,7 +51,8 @@ def firmware_behind(root: Path) -> None:
 
 
 def gid_index_5(root: Path) -> None:
-    """An IPv6 ULA address added before the IPv4 one: its GIDs take indices 2/3, IPv4 moves to 4/5."""
+    """An IPv6 address added before the IPv4 one: its GIDs take indices 2/3, IPv4 moves to 4/5 (as in
+    tests/data/samples/show_gids_cx6_ipv6_and_ipv4.txt, a real show_gids with the IPv4 v2 GID at 5)."""
     for i in range(NICS):
         base = f"sys/class/infiniband/mlx5_{i}/ports/1"
         v4 = (root / base / "gids" / "3").read_text().strip()

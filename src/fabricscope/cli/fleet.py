@@ -93,11 +93,11 @@ def fleet_doctor(
 
 
 def _write_html(report, target: Path) -> None:
-    from fabricscope.fleet.collect import _write_atomic
+    from fabricscope.fleet.collect import write_atomic
     from fabricscope.report.fleet import render_fleet_html
 
     try:
-        _write_atomic(target.expanduser(), render_fleet_html(report).encode("utf-8"))
+        write_atomic(target.expanduser(), render_fleet_html(report).encode("utf-8"))
     except OSError as exc:
         die(f"cannot write {target}: {exc.strerror or exc}")
 
@@ -166,7 +166,7 @@ def fleet_baseline(
 ) -> None:
     """Write the expected-hardware manifest a healthy fleet meets: the value most nodes have, per entry."""
     from fabricscope.fleet.baseline import baseline_yaml
-    from fabricscope.fleet.collect import _write_atomic
+    from fabricscope.fleet.collect import write_atomic
     from fabricscope.fleet.manifest import parse_manifest
 
     target = output.expanduser()
@@ -176,7 +176,7 @@ def fleet_baseline(
     text = baseline_yaml(nodes)
     parse_manifest(text, str(target))  # what we write must be what --expect reads
     try:
-        _write_atomic(target, text.encode("utf-8"))
+        write_atomic(target, text.encode("utf-8"))
     except OSError as exc:
         die(f"cannot write {output}: {exc.strerror or exc}")
     typer.echo(f"wrote {target} from {len(nodes)} node(s):")

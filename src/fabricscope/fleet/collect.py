@@ -31,7 +31,7 @@ class Collected:
     source: str
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
     try:
@@ -48,7 +48,7 @@ def store_document(out_dir: Path, node: str, document: dict[str, Any]) -> Path:
     """Write one node's doctor document as ``out_dir/<node>.json``."""
     target = out_dir / f"{safe_file_name(node)}.json"
     try:
-        _write_atomic(target, (json.dumps(document, indent=1) + "\n").encode("utf-8"))
+        write_atomic(target, (json.dumps(document, indent=1) + "\n").encode("utf-8"))
     except OSError as exc:
         raise FabricscopeError(f"cannot write {target}: {exc.strerror or exc}") from None
     return target
