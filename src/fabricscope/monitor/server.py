@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from fabricscope.errors import FabricscopeError
+from fabricscope.units import parse_port
 
 log = logging.getLogger("fabricscope.exporter")
 
@@ -49,14 +50,16 @@ def parse_listen(text: str) -> tuple[str, int]:
             raise FabricscopeError(f"--listen {text!r}: expected ADDR:PORT, e.g. 127.0.0.1:9731")
         if ":" in host:
             raise FabricscopeError(f"--listen {text!r}: write IPv6 addresses in brackets, e.g. [::1]:9731")
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise FabricscopeError(f"--listen {text!r}: port must be a number from 0 to 65535")
+    try:
+        port = parse_port(port_text, minimum=0)
+    except ValueError:
+        raise FabricscopeError(f"--listen {text!r}: port must be a number from 0 to 65535") from None
     if host not in ("", "localhost"):
         try:
             ipaddress.ip_address(host)
         except ValueError:
             raise FabricscopeError(f"--listen {text!r}: {host!r} is not an IP address") from None
-    return ("127.0.0.1" if host == "localhost" else host), int(port_text)
+    return ("127.0.0.1" if host == "localhost" else host), port
 
 
 class Rendered:
