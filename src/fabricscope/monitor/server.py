@@ -25,6 +25,7 @@ import io
 import ipaddress
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -268,6 +269,14 @@ class _Server(ThreadingHTTPServer):
         self._flushed = time.monotonic()
         self.log_limiter: RepeatLimiter | None = None
         super().__init__(address, _Handler)
+
+    def handle_error(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
+        """A client that leaves mid-response is no error of ours; anything else is logged, limited."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            log.debug("connection from %s ended: %s", _source(client_address), exc)
+        else:
+            log.error("internal error serving %s", _source(client_address), exc_info=exc)
 
     def service_actions(self) -> None:
         """Called by ``serve_forever`` between polls: say what the log limiter held back."""
