@@ -214,7 +214,9 @@ def test_collective_launcher_signalled_ends_every_rank(tmp_path: Path, scratch: 
         time.sleep(1.0)
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        assert _ended(proc, sent) == 128 + signal.SIGTERM
+        rc = _ended(proc, sent)
+        assert proc.stderr is not None
+        assert rc == 128 + signal.SIGTERM, proc.stderr.read()[-3000:]
         assert wait_gone(mark, timeout_s=5) == [], "ranks outlived the launcher's SIGTERM"
         assert _leftovers(scratch) == []
     finally:
