@@ -56,6 +56,7 @@ def up(
     loss: str = typer.Option(None, "--loss", help="Random loss per direction on host links, e.g. 0.1%."),
     loss_on: str = typer.Option(None, "--loss-on", help="Apply --loss only to these hosts (comma-separated, e.g. h3)."),
     mtu: int = typer.Option(1500, "--mtu", help="MTU of every lab interface."),
+    lldp: bool = typer.Option(False, "--lldp", help="Run lldpd on every switch and host (real LLDP for `topology discover lldp`; Debian package lldpd)."),
     replace: bool = typer.Option(False, "--replace", help="Rebuild even if a lab of this name exists with other options."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -73,6 +74,7 @@ def up(
             loss_pct=parse_loss(loss) if loss else 0.0,
             loss_on=tuple(h.strip() for h in loss_on.split(",") if h.strip()) if loss_on else (),
             mtu=mtu,
+            lldp=lldp,
         )
         labs = Labs()
         result = labs.up(spec, replace=replace)

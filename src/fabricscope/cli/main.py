@@ -50,7 +50,9 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lab": ("fabricscope.cli.lab",),
     "sim": ("fabricscope.cli.sim",),
     "exporter": ("fabricscope.cli.exporter",),
-    "monitoring": ("fabricscope.cli.exporter",),
+    "monitoring": ("fabricscope.cli.exporter", "fabricscope.cli.k8s"),
+    "fleet": ("fabricscope.cli.fleet",),
+    "topology": ("fabricscope.cli.topology",),
 }
 
 

@@ -10,11 +10,13 @@ from typing import Any
 from fabricscope.host.ethtool import EthtoolData, ethtool_commands, read_ethtool, read_ethtool_stats
 from fabricscope.host.gpu import NVIDIA_SMI_QUERY, Gpu, read_gpus
 from fabricscope.host.infiniband import RdmaDevice, RdmaPort, read_port_counters, read_rdma_devices
+from fabricscope.host.lldp import LldpNeighbor, lldpctl_argv, read_lldp
 from fabricscope.host.netclass import IP_ADDR, NetDevice, physical_netdev_names, read_net_devices
 from fabricscope.host.pci import DISTANCES, PciDevice, pcie_distance, read_pci_devices
 from fabricscope.host.procfs import KernelState, read_kernel_state, read_netstat
 from fabricscope.host.qos import QosConfig, qos_commands, read_qos
 from fabricscope.host.root import Problem, Root
+from fabricscope.host.versions import DPKG_QUERY, RPM_QUERY, SoftwareVersions, read_versions
 
 NCCL_CONF = "etc/nccl.conf"
 
@@ -44,6 +46,8 @@ class Inventory:
     qos: dict[str, QosConfig]  # per RoCE netdev where mlnx_qos/dcb answered
     nccl_conf: str | None
     problems: tuple[Problem, ...] = field(default=())
+    versions: SoftwareVersions = field(default_factory=SoftwareVersions)  # kernel, drivers, rdma-core, NCCL
+    lldp: tuple[LldpNeighbor, ...] | None = None  # None: no lldpd answered on this node
 
     # ----- lookups -----------------------------------------------------------------------
     @property
@@ -139,7 +143,7 @@ def _commands_ahead(root: Root, rdma: list[RdmaDevice]) -> list[list[str]]:
     """Every command :func:`read_inventory` will (or may) run, known from sysfs before any runs."""
     if not root.is_live:
         return []
-    commands = [list(IP_ADDR), list(NVIDIA_SMI_QUERY)]
+    commands = [list(c) for c in (IP_ADDR, NVIDIA_SMI_QUERY, DPKG_QUERY, RPM_QUERY, lldpctl_argv())]
     commands += [c for n in sorted(_ethtool_netdevs(rdma, physical_netdev_names(root))) for c in ethtool_commands(n)]
     return commands + [c for n in sorted(_roce_netdevs(rdma)) for c in qos_commands(n)]
 
@@ -147,9 +151,9 @@ def _commands_ahead(root: Root, rdma: list[RdmaDevice]) -> list[list[str]]:
 def read_inventory(root: Root, command_timeout_s: float | None = None) -> Inventory:
     """Read everything once. Never raises for bad data; problems are listed in the result.
 
-    On a live node the optional commands (ip, nvidia-smi, ethtool, mlnx_qos/dcb) all start at
-    once and share one deadline (``command_timeout_s``, default the root's), so hung tools cost
-    one timeout, not one each.
+    On a live node the optional commands (ip, nvidia-smi, ethtool, mlnx_qos/dcb, dpkg-query/rpm,
+    lldpctl) start at once and share one deadline (``command_timeout_s``, default the root's), so
+    hung tools cost one timeout, not one each.
     """
     rdma = read_rdma_devices(root)
     with root.commands_ahead(_commands_ahead(root, rdma), command_timeout_s):
@@ -163,6 +167,9 @@ def read_inventory(root: Root, command_timeout_s: float | None = None) -> Invent
             cfg = read_qos(root, name)
             if cfg is not None:
                 qos[name] = cfg
+        drivers = tuple(sorted({n.driver for n in netdevs if n.driver and n.is_physical}))
+        versions = read_versions(root, drivers)
+        lldp = read_lldp(root, quiet=True)  # recorded by snapshots, read back by `topology discover lldp --root`
     hostname = root.read("proc/sys/kernel/hostname")
     return Inventory(
         hostname=hostname.strip() if hostname else None,
@@ -178,6 +185,8 @@ def read_inventory(root: Root, command_timeout_s: float | None = None) -> Invent
         qos=qos,
         nccl_conf=root.read(NCCL_CONF),
         problems=tuple(root.problems),
+        versions=versions,
+        lldp=lldp,
     )
 
 
