@@ -15,7 +15,7 @@ import pytest
 from fabricscope.host import Root, command, read_inventory
 from fabricscope.host.tempfiles import PREFIX, atomic_write, private_dir
 from tests.conftest import FIXTURE_HOSTS
-from tests.proctools import wait_for, wait_gone, write_hanging_tool
+from tests.proctools import pids_with, wait_for, wait_gone, write_hanging_tool
 
 # Every optional command the inventory may run; a fake of each hangs (a hung driver does that).
 INVENTORY_TOOLS = ("ethtool", "ip", "nvidia-smi", "mlnx_qos", "dcb")
@@ -42,16 +42,29 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path, proc_marker: str)
     assert command.running() == []
 
 
-def test_leftovers_of_a_finished_command_are_ended(tmp_path: Path, proc_marker: str) -> None:
-    """A leader that exits but leaves a child holding its pipes: done after the linger, child gone."""
-    sleep = write_hanging_tool(tmp_path, "bg", proc_marker).read_text().split()[1]
+def _leaves_child(tmp_path: Path, marker: str) -> Path:
+    """A command that prints, leaves a child running (holding its stdout) and exits 0."""
+    sleep = write_hanging_tool(tmp_path, "bg", marker).read_text().split()[1]
     script = tmp_path / "leaves-child"
-    script.write_text(f"#!/bin/sh\n{sleep} {proc_marker} &\necho done\n")
+    script.write_text(f"#!/bin/sh\n{sleep} {marker} &\necho done\n")
     script.chmod(0o755)
-    outcome = command.run([str(script)], timeout_s=20.0)
+    return script
+
+
+def test_leftovers_of_a_finished_probe_are_ended(tmp_path: Path, proc_marker: str) -> None:
+    """A leader that exits but leaves a child holding its pipes: done after the linger, child gone."""
+    outcome = command.run([str(_leaves_child(tmp_path, proc_marker))], timeout_s=20.0, kill_leftovers=True)
     assert outcome.rc == 0 and outcome.stdout_text.strip() == "done"
     assert outcome.seconds < command.LINGER_S + 2.0
     assert wait_gone(proc_marker) == []
+
+
+def test_a_child_left_running_on_purpose_keeps_running(tmp_path: Path, proc_marker: str) -> None:
+    """By default a finished command's leftovers are its business (lab daemons such as lldpd)."""
+    outcome = command.run([str(_leaves_child(tmp_path, proc_marker))], timeout_s=20.0)
+    assert outcome.rc == 0 and outcome.stdout_text.strip() == "done"
+    assert outcome.seconds < command.LINGER_S + 2.0
+    assert len(pids_with(proc_marker)) == 1  # the fixture ends it
 
 
 def test_output_is_capped_and_an_endless_printer_is_stopped() -> None:

@@ -3,11 +3,14 @@ the whole session ended when its deadline passes.
 
 Killing only the direct child is not enough: a hung ``ethtool`` or ``nvidia-smi`` may have forked
 helpers that then live on as orphans, one more per timeout. So each child is a session leader
-(``setsid``), and ending it means signalling its whole process group. The leader is not reaped
-until the group has been signalled, so its process-group id cannot be reused by an unrelated
-process meanwhile. Output is read with a cap: a command that prints forever is stopped, not
-buffered. Processes still running when fabricscope exits (an exception, SIGTERM turned into an
-exit by the CLI) are ended by :func:`stop_all`, which the CLI calls and ``atexit`` repeats.
+(``setsid``), and ending it (deadline, output cap, cancel, fabricscope exiting) means signalling
+its whole process group. A leader that finished on its own is only reaped, unless the caller
+asks for its leftovers to be killed too (probes do; a lab starting a daemon does not). The leader
+is not reaped until its group has been signalled, so the group id cannot be reused by an
+unrelated process meanwhile. Output is read with a cap: a command that prints forever is
+stopped, not buffered. Processes still running when fabricscope exits (an exception, SIGTERM
+turned into an exit by the CLI) are ended by :func:`stop_all`, which the CLI calls and
+``atexit`` repeats.
 """
 
 from __future__ import annotations
@@ -147,17 +150,22 @@ class Process:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, sig)
 
-    def stop(self, grace_s: float = 0.0) -> int:
-        """End the group: SIGTERM and ``grace_s`` to exit, then SIGKILL; reap; the leader's status.
+    def stop(self, grace_s: float = 0.0, *, kill_leftovers: bool = False) -> int:
+        """End the group if the leader still runs: SIGTERM and ``grace_s`` to exit, then SIGKILL to
+        the whole group; reap; the leader's exit status.
 
-        Called after a normal exit too: whatever the leader left behind in its group is killed.
+        A leader that has already exited is only reaped: what it left running may be meant to run
+        on (a daemon that did not call setsid, such as lldpd started for a lab). Pass
+        ``kill_leftovers`` for probes, whose leftovers can only be leaks.
         """
-        if grace_s > 0 and not self.exited():
+        running = not self.exited()
+        if grace_s > 0 and running:
             self.signal_group(signal.SIGTERM)
             self.wait_exit(grace_s)
         with self._reap_lock:  # stop_all (main thread) and collect (a worker) may race here
             if not self._reaped:
-                self.signal_group(signal.SIGKILL)  # leftovers of a finished leader, or one past its grace
+                if running or kill_leftovers:
+                    self.signal_group(signal.SIGKILL)  # before reaping: the group id is still ours
                 self.proc.wait()
                 self._reaped = True
                 if self._exit_fd is not None:
@@ -175,9 +183,10 @@ class Process:
         max_output_bytes: int = MAX_OUTPUT_BYTES,
         grace_s: float = 0.0,
         cancel: threading.Event | None = None,
+        kill_leftovers: bool = False,
     ) -> Outcome:
         """Read stdout/stderr (each capped) until the leader exits and the pipes close, or
-        ``deadline`` (time.monotonic()) passes, or ``cancel`` is set; then stop the group."""
+        ``deadline`` (time.monotonic()) passes, or ``cancel`` is set; then :meth:`stop`."""
         reader = _Reader(self.proc, input_bytes, max_output_bytes)
         timed_out = cancelled = False
         exited_at: float | None = None
@@ -204,7 +213,7 @@ class Process:
                 reader.pump(wait, self._exit_fd if exited_at is None else None)
         finally:
             reader.close()
-            rc = self.stop(grace_s)
+            rc = self.stop(grace_s, kill_leftovers=kill_leftovers)
         stopped = timed_out or cancelled or (reader.overflowed and exited_at is None)
         return Outcome(
             argv=self.argv,
@@ -319,6 +328,7 @@ def run(
     max_output_bytes: int = MAX_OUTPUT_BYTES,
     grace_s: float = 0.0,
     cancel: threading.Event | None = None,
+    kill_leftovers: bool = False,
 ) -> Outcome:
     """Run ``argv`` to completion or its deadline; raises OSError when it cannot be started."""
     proc = Process(argv, stdin=PIPE if input_bytes else DEVNULL, env=env, cwd=cwd)
@@ -328,6 +338,7 @@ def run(
         max_output_bytes=max_output_bytes,
         grace_s=grace_s,
         cancel=cancel,
+        kill_leftovers=kill_leftovers,
     )
 
 

@@ -333,7 +333,8 @@ def _run_live(key: tuple[str, ...], deadline: float, cancel: threading.Event | N
     timeout_s = max(0.0, deadline - time.monotonic())
     try:
         outcome = command.run(
-            [exe, *key[1:]], timeout_s, env={**os.environ, "LC_ALL": "C"}, max_output_bytes=MAX_READ_BYTES, cancel=cancel
+            [exe, *key[1:]], timeout_s, env={**os.environ, "LC_ALL": "C"}, max_output_bytes=MAX_READ_BYTES, cancel=cancel,
+            kill_leftovers=True,  # a probe leaves nothing running on purpose
         )
     except OSError as exc:
         return CommandResult(key, available=False, reason=f"cannot run: {exc.strerror or exc}")
