@@ -17,8 +17,15 @@ from tests.conftest import FIXTURE_HOSTS
 NICS = 8
 
 
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another filesystem (a tmpfs /tmp): copy instead
+        shutil.copy2(src, dst)
+
+
 def _copy(src: Path, dest: Path) -> None:
-    shutil.copytree(src, dest, symlinks=True, copy_function=os.link)
+    shutil.copytree(src, dest, symlinks=True, copy_function=_link_or_copy)
 
 
 def write(root: Path, rel: str, content: str) -> None:

@@ -111,3 +111,30 @@ def test_without_scontrol_a_dry_run_still_plans_and_apply_fails_cleanly(planted_
     assert len(dry) == 7 and "node states unknown" in dry[0]["detail"]
     with pytest.raises(FabricscopeError, match="scontrol show node failed"):
         plan_and_run(report, Severity.FAIL, drain=True, resume=False, taint=None, label=None, apply=True, runner=missing)
+
+
+def test_cli_drain_runs_scontrol_without_a_shell(planted_fleet, tmp_path: Path) -> None:
+    """The real subprocess runner, with a stand-in `scontrol` first on PATH that answers `show node`
+    in Slurm 22.05's format and records every argv it gets (one argument per line)."""
+    import os
+    import subprocess
+    import sys
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "calls"
+    show = tmp_path / "show.txt"
+    show.write_text("".join(f"NodeName=node-{i:02d} Arch=x86_64 CoresPerSocket=1 \n   State=IDLE ThreadsPerCore=1 TmpDisk=0\n\n" for i in range(1, 11)))
+    fake = bindir / "scontrol"
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = show ]; then cat {show}; exit 0; fi\nprintf "%s\\n" "$@" >> {calls}\necho --- >> {calls}\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "FABRICSCOPE_ACTION_LOG": str(tmp_path / "log"), "COLUMNS": "200"}
+    run = lambda *extra: subprocess.run([sys.executable, "-m", "fabricscope", "fleet", "doctor", "--from", str(planted_fleet[1]),  # noqa: E731
+                                         "--slurm-drain", *extra], capture_output=True, text=True, timeout=120, env=env)
+    dry = run("--json")
+    assert dry.returncode == 1 and not calls.exists()
+    assert [a["node"] for a in json.loads(dry.stdout)["actions"]] == ["node-02", "node-04", "node-05", "node-06", "node-08", "node-09", "node-10"]
+    applied = run("--apply")
+    assert applied.returncode == 1 and applied.stdout.count(" done      scontrol update NodeName=") == 7
+    first = calls.read_text().split("---\n")[0].splitlines()
+    assert first == ["update", "NodeName=node-02", "State=DRAIN", "Reason=fabricscope: fleet.gid_index ens0np0"]

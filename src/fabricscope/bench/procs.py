@@ -91,10 +91,13 @@ class WorkerSet:
         cookie: bytes,
         cfg: dict[str, Any],
         sync: bool = False,
+        mailbox: tuple[socket.socket, socket.socket] | None = None,
     ) -> int:
         """Start worker ``name``; a socket endpoint is inherited, an address is connected to.
 
-        ``sync``: the worker reports ready and waits for :meth:`go` (client side).
+        ``sync``: the worker reports ready and waits for :meth:`go` (client side). ``mailbox``:
+        the socket pair through which the workers of one listener hand connections to each other
+        (:class:`fabricscope.bench.dataport.Mailbox`), inherited too.
         """
         fds: tuple[int, ...] = ()
         if isinstance(endpoint, socket.socket):
@@ -102,6 +105,9 @@ class WorkerSet:
             fds = (endpoint.fileno(),)
         else:
             ep = {"host": endpoint[0], "port": int(endpoint[1])}
+        if mailbox is not None:
+            ep["mailbox"] = [sock.fileno() for sock in mailbox]
+            fds += tuple(ep["mailbox"])
         job = {"name": name, "endpoint": ep, "cookie": cookie.hex(), "cfg": cfg, "sync": sync}
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in [_package_parent(), env.get("PYTHONPATH", "")] if p)
