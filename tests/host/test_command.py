@@ -51,6 +51,15 @@ def _leaves_child(tmp_path: Path, marker: str) -> Path:
     return script
 
 
+def test_without_pidfd_exit_is_polled(tmp_path: Path, proc_marker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels before 5.3 have no pidfd: the same behaviour, found by polling."""
+    monkeypatch.setattr(command, "_pidfd", lambda pid: None)
+    assert command.run([sys.executable, "-c", "print('hi')"], timeout_s=30).stdout_text == "hi\n"
+    outcome = command.run([str(write_hanging_tool(tmp_path, "hang", proc_marker))], timeout_s=0.5)
+    assert outcome.timed_out and outcome.seconds < 3.0
+    assert wait_gone(proc_marker) == []
+
+
 def test_leftovers_of_a_finished_probe_are_ended(tmp_path: Path, proc_marker: str) -> None:
     """A leader that exits but leaves a child holding its pipes: done after the linger, child gone."""
     outcome = command.run([str(_leaves_child(tmp_path, proc_marker))], timeout_s=20.0, kill_leftovers=True)
