@@ -224,9 +224,10 @@ def serve(
         server.start()
     except FabricscopeError as exc:
         raise _err(str(exc)) from None
-    typer.echo(f"fabricscope bench serve: listening on {bind} port {server.port}", err=True)
-    signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: server.stop())
     try:
+        typer.echo(f"fabricscope bench serve: listening on {bind} port {server.port}", err=True)
         server.serve_forever()
     except KeyboardInterrupt:
         server.stop()

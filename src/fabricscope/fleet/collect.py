@@ -11,14 +11,13 @@ nothing already stored. The launched mode (one rank per node, rank 0 gathering) 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fabricscope.errors import FabricscopeError
 from fabricscope.fleet.inputs import SNAPSHOT_SUFFIXES, expand_sources, is_snapshot_dir, safe_file_name
+from fabricscope.host.tempfiles import atomic_write
 
 SNAPSHOT_DIR = "snapshots"
 
@@ -32,16 +31,9 @@ class Collected:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
+    """Create the directory, then :func:`fabricscope.host.tempfiles.atomic_write`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, data)
 
 
 def store_document(out_dir: Path, node: str, document: dict[str, Any]) -> Path:

@@ -11,11 +11,11 @@ cuts reasons to 20 characters (tests/data/samples/sinfo_R_default.txt).
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from fabricscope.errors import FabricscopeError
+from fabricscope.host import command
 
 REASON_PREFIX = "fabricscope:"
 MAX_REASON_CHARS = 120
@@ -32,12 +32,16 @@ def subprocess_runner(timeout_s: float = DEFAULT_TIMEOUT_S) -> Runner:
 
     def run(argv: list[str]) -> tuple[int, str, str]:
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
+            proc = command.run(argv, timeout_s)
         except FileNotFoundError:
             return 127, "", f"{argv[0]}: not installed"
-        except subprocess.TimeoutExpired:
+        except OSError as exc:
+            return 126, "", f"{argv[0]}: cannot run: {exc.strerror or exc}"
+        if proc.timed_out:
             return 124, "", f"{argv[0]}: no answer within {timeout_s:g} s"
-        return proc.returncode, proc.stdout, proc.stderr
+        if proc.rc is None:
+            return 125, proc.stdout_text, f"{argv[0]}: {proc.why_stopped}"
+        return proc.rc, proc.stdout_text, proc.stderr_text
 
     return run
 
