@@ -14,11 +14,9 @@ stream the work is the kernel's copy, as in iperf3.
 from __future__ import annotations
 
 import errno
-import hmac
 import json
 import os
 import resource
-import select
 import socket
 import struct
 import sys
@@ -28,10 +26,10 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from fabricscope.bench.dataport import COOKIE_TIMEOUT_S, CookieGate, Mailbox
 from fabricscope.bench.stats import latency_summary
 from fabricscope.bench.tcpinfo import read_tcp_info
 from fabricscope.bench.wire import (
-    COOKIE_BYTES,
     GO_BYTE,
     MAX_RR_BYTES,
     RR_CLOSE,
@@ -92,6 +90,9 @@ def main() -> None:
         )
         cookie = bytes.fromhex(job["cookie"])
         cfg = job["cfg"]
+        if "mailbox" in ep:  # server side: connections handed between this listener's workers
+            outbox, inbox = (socket.socket(fileno=int(fd)) for fd in ep["mailbox"])
+            cfg["mailbox"] = Mailbox(outbox, inbox)
     except (ValueError, KeyError, TypeError, OSError) as exc:
         channel.send({"error": f"bad worker job: {exc}"})
         return
@@ -149,43 +150,16 @@ def set_kernel_timeouts(sock: socket.socket, timeout_s: float) -> None:
 _set_timeouts = set_kernel_timeouts
 
 
-def _recv_exact_blocking(sock: socket.socket, count: int) -> bytes:
-    data = bytearray()
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        if not chunk:
-            raise WorkerError("peer closed the connection early")
-        data += chunk
-    return bytes(data)
-
-
 def _open_stream(endpoint: Endpoint, cookie: bytes, cfg: dict[str, Any]) -> socket.socket:
     """Connected data socket: connect and send the cookie (client), or accept and check it (server)."""
     timeout_s = float(cfg["timeout_s"])
     if isinstance(endpoint, socket.socket):
-        endpoint.setblocking(False)  # shared by several workers: never block in accept()
-        deadline = time.monotonic() + float(cfg.get("accept_timeout_s", timeout_s))
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise WorkerError("no data connection from the client in time")
-            ready, _, _ = select.select([endpoint], [], [], left)
-            if not ready:
-                continue
-            try:
-                sock, _ = endpoint.accept()
-            except BlockingIOError:
-                continue  # another worker took it
-            sock.settimeout(min(5.0, timeout_s))
-            try:
-                got = _recv_exact_blocking(sock, COOKIE_BYTES)
-            except (OSError, WorkerError):
-                sock.close()
-                continue
-            if not hmac.compare_digest(got, cookie):
-                sock.close()  # someone else's connection: ignore it, keep waiting for ours
-                continue
-            break
+        gate = _gate(endpoint, cookie, cfg)
+        found = gate.accept(time.monotonic() + float(cfg.get("accept_timeout_s", timeout_s)))
+        gate.close()
+        if found is None:
+            raise WorkerError("no data connection from the client in time")
+        sock = found
     else:
         host, port = endpoint
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -200,6 +174,17 @@ def _open_stream(endpoint: Endpoint, cookie: bytes, cfg: dict[str, Any]) -> sock
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(window))
     _set_timeouts(sock, timeout_s)
     return sock
+
+
+def _gate(listener: socket.socket, cookie: bytes, cfg: dict[str, Any]) -> CookieGate:
+    """Server side: who may connect (the control peer), and how long a cookie may take."""
+    return CookieGate(
+        listener,
+        cookie,
+        allowed_peer=cfg.get("peer_ip"),
+        cookie_timeout_s=float(cfg.get("cookie_timeout_s", COOKIE_TIMEOUT_S)),
+        mailbox=cfg.get("mailbox"),
+    )
 
 
 def _ready_and_wait(pipe: Channel, start: Any, cfg: dict[str, Any]) -> None:
@@ -479,32 +464,16 @@ def rr_responder(
     connections = 0
     rejected = 0
     cpu0 = _cpu_s()
-    listener.setblocking(False)
+    gate = _gate(listener, cookie, cfg)
     while not stop.is_set() and time.monotonic() < deadline:
-        ready, _, _ = select.select([listener], [], [], 0.1)
-        if not ready:
-            continue
-        try:
-            conn, _ = listener.accept()
-        except BlockingIOError:
+        conn = gate.accept(deadline, stop)
+        if conn is None:
             continue
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         _set_timeouts(conn, timeout_s)
         try:
-            have = 0
-            while have < COOKIE_BYTES:
-                n = conn.recv_into(view[have:], MAX_RR_BYTES - have)
-                if not n:
-                    break
-                have += n
-            if have < COOKIE_BYTES or not hmac.compare_digest(bytes(view[:COOKIE_BYTES]), cookie):
-                rejected += 1
-                conn.close()
-                continue
             connections += 1
-            # Bytes after the cookie already belong to the first message.
-            view[: have - COOKIE_BYTES] = view[COOKIE_BYTES:have]
-            have -= COOKIE_BYTES
+            have = 0  # the gate read exactly the cookie: what follows is the first message
             while True:
                 while have < RR_HEADER_BYTES:
                     n = conn.recv_into(view[have:], MAX_RR_BYTES - have)
@@ -533,12 +502,13 @@ def rr_responder(
             pass
         finally:
             conn.close()
+    gate.close()
     listener.close()
     return {
         "role": "rr_responder",
         "served": served,
         "connections": connections,
-        "rejected": rejected,
+        "rejected": rejected + gate.rejected,
         "cpu_s": _cpu_s() - cpu0,
     }
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import typer
@@ -10,6 +9,7 @@ import typer
 from fabricscope.cli.common import JSON_HELP, die, print_json
 from fabricscope.cli.main import app
 from fabricscope.errors import FabricscopeError
+from fabricscope.host.command import Process
 from fabricscope.lab.fabric import Labs, require_root
 from fabricscope.lab.procgroup import run_group
 from fabricscope.lab.run import DEFAULT_MASTER_PORT, host_specs
@@ -180,11 +180,17 @@ def exec_(
         ns = state.plan.host(host).namespace
     except FabricscopeError as exc:
         die(str(exc), exc.exit_code)
+    try:  # its own session: at the deadline (or on Ctrl-C/SIGTERM here) it ends with all its children
+        proc = Process(["ip", "netns", "exec", ns, *command], stdin=None, stdout=None, stderr=None)
+    except OSError as exc:
+        die(f"cannot run ip netns exec: {exc.strerror or exc}")
     try:
-        rc = subprocess.call(["ip", "netns", "exec", ns, *command], timeout=timeout)
-    except subprocess.TimeoutExpired:
+        finished = proc.wait_exit(timeout)
+    finally:
+        rc = proc.stop(grace_s=3.0)
+    if not finished:
         typer.echo(f"fabricscope: error: {host}: command still running after {timeout:g} s; ended", err=True)
-        raise typer.Exit(124) from None
+        raise typer.Exit(124)
     raise typer.Exit(rc if rc >= 0 else 128 - rc)
 
 

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from fabricscope.host.tempfiles import atomic_write
 from fabricscope.lab import lldp
 from fabricscope.lab.plan import HostPlan, Plan, Port, Uplink, build_plan, tbf_args
 from fabricscope.lab.runner import CommandError, Runner, package_for
@@ -138,10 +139,8 @@ class Labs:
 
     def _save(self, state: LabState) -> None:
         path = self._state_path(state.spec.name)
-        tmp = path.with_suffix(".json.tmp")
         try:
-            tmp.write_text(json.dumps(state.to_dict(), indent=2) + "\n")
-            os.replace(tmp, path)
+            atomic_write(path, (json.dumps(state.to_dict(), indent=2) + "\n").encode())
         except OSError as exc:
             raise LabError(f"cannot write lab state {path}: {exc.strerror or exc}") from None
 
