@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from fabricscope.checks.registry import CheckContext, check
+from fabricscope.checks.registry import CheckContext, check, not_evaluated
 from fabricscope.findings import Finding, Severity
 from fabricscope.host.infiniband import RdmaPort
 from fabricscope.host.inventory import Inventory
@@ -68,6 +68,7 @@ def roce_mtu(ctx: CheckContext) -> Iterator[Finding]:
     for netdev_name in roce_netdevs(ctx.inventory):
         netdev = ctx.inventory.netdev(netdev_name)
         if netdev is None or netdev.mtu_bytes is None:
+            yield not_evaluated("roce.mtu", netdev_name, f"MTU of {netdev_name} unreadable", fix=f"ip link show {netdev_name}")
             continue
         if netdev.mtu_bytes < MIN_NETDEV_MTU_FOR_4K:
             rdma_mtu = 2048 if netdev.mtu_bytes >= 2048 + 100 else 1024
@@ -142,6 +143,10 @@ def roce_trust(ctx: CheckContext) -> Iterator[Finding]:
         qos = inv.qos.get(netdev)
         trust = (qos.trust if qos else None) or (inv.netdev(netdev).qos_trust if inv.netdev(netdev) else None)
         if trust is None:
+            yield not_evaluated(
+                "roce.trust", netdev, "trust mode not visible (no mlnx_qos, dcb or /sys/class/net/<if>/qos/trust)",
+                fix=f"install iproute2's dcb or MLNX_OFED's mlnx_qos: `mlnx_qos -i {netdev}` shows the trust mode",
+            )
             continue
         prios = qos.pfc_priorities if qos else []
         dscp_marked = any(p != 0 for p in prios) or "NCCL_IB_TC" in (inv.nccl_conf or "")
@@ -197,6 +202,10 @@ def cnp_ignored(ctx: CheckContext) -> Iterator[Finding]:
     for port, _netdev in roce_ports(ctx.inventory):
         total = port.hw_counters.get("rp_cnp_ignored")
         if total is None:
+            yield not_evaluated(
+                "roce.cnp_ignored", port.name, "no rp_cnp_ignored counter in hw_counters (the driver does not expose it)",
+                fix=f"`rdma statistic show link {port.device}/{port.port}` lists the counters this driver has",
+            )
             continue
         rising = None
         if ctx.rates is not None:
