@@ -249,16 +249,12 @@ def phase_bench(src: Path, port: int, log: Path, seconds: float, attacked: bool)
     outcomes = loop(lambda: handshake(port), seconds)
     runner.join(120)
     lines1, bytes1 = count_lines(log)
-    opened = None
-    if attacker:
-        out, _ = attacker.communicate(timeout=60)
-        opened = json.loads(out.strip().splitlines()[-1])["connections_opened"]
     return {
         "handshakes": summary(outcomes, seconds),
         "bench_runs": {"attempts": len(runs), "ok": sum(runs)},
         "log_lines": lines1 - lines0,
         "log_bytes": bytes1 - bytes0,
-        "attacker_connections": opened,
+        "attacker_connections": attacker_result(attacker),
     }
 
 
@@ -267,27 +263,41 @@ def phase_exporter(src: Path, port: int, seconds: float, attacked: bool) -> dict
     if attacker:
         time.sleep(1.5)
     outcomes = loop(lambda: scrape(port), seconds, 0.05)
-    opened = None
-    if attacker:
-        out, _ = attacker.communicate(timeout=60)
-        opened = json.loads(out.strip().splitlines()[-1])["connections_opened"]
-    return {"scrapes": summary(outcomes, seconds), "attacker_connections": opened}
+    return {"scrapes": summary(outcomes, seconds), "attacker_connections": attacker_result(attacker)}
 
 
 def ratio(a: float, b: float) -> str:
     return f"{a / b:.3f}" if b else "n/a"
 
 
+def compare(hit: dict, base: dict, rate_digits: int, ms_digits: int) -> str:
+    """One line: successes, rate and latency under attack against the baseline, and their ratios."""
+
+    def side(x: dict) -> str:
+        return (
+            f"{x['ok']}/{x['attempts']} ({x['ok_per_s']:.{rate_digits}f}/s, p50 {x['p50_ms']:.{ms_digits}f} ms, "
+            f"p99 {x['p99_ms']:.{ms_digits}f} ms)"
+        )
+
+    return (
+        f"ok: {side(hit)} under attack vs {side(base)} without: rate ratio "
+        f"{ratio(hit['ok_per_s'], base['ok_per_s'])}, p50 ratio {ratio(hit['p50_ms'], base['p50_ms'])}"
+        + (f"; not ok: {', '.join(hit['not_ok'])}" if hit["not_ok"] else "")
+    )
+
+
+def attacker_result(attacker: subprocess.Popen | None) -> int | None:
+    """How many connections the attacker process opened (None: no attack)."""
+    if attacker is None:
+        return None
+    out, _ = attacker.communicate(timeout=60)
+    return json.loads(out.strip().splitlines()[-1])["connections_opened"]
+
+
 def report_bench(base: dict, hit: dict, seconds: float) -> bool:
     hb, ha = base["handshakes"], hit["handshakes"]
     print(f"bench serve --token, {seconds:g} s each, attack: 20 slow connections from {ATTACKER}")
-    print(
-        f"  authenticated handshakes ok: {ha['ok']}/{ha['attempts']} under attack ({ha['ok_per_s']:.0f}/s, "
-        f"p50 {ha['p50_ms']:.2f} ms, p99 {ha['p99_ms']:.2f} ms) vs {hb['ok']}/{hb['attempts']} without "
-        f"({hb['ok_per_s']:.0f}/s, p50 {hb['p50_ms']:.2f} ms, p99 {hb['p99_ms']:.2f} ms): "
-        f"rate ratio {ratio(ha['ok_per_s'], hb['ok_per_s'])}, p50 ratio {ratio(ha['p50_ms'], hb['p50_ms'])}"
-        + (f"; not ok: {', '.join(ha['not_ok'])}" if ha["not_ok"] else "")
-    )
+    print(f"  authenticated handshakes {compare(ha, hb, rate_digits=0, ms_digits=2)}")
     rb, ra = base["bench_runs"], hit["bench_runs"]
     print(
         f"  bench tcp runs ok: {ra['ok']}/{ra['attempts']} under attack vs {rb['ok']}/{rb['attempts']} without"
@@ -305,12 +315,7 @@ def report_exporter(base: dict, hit: dict, seconds: float) -> bool:
     sb, sa = base["scrapes"], hit["scrapes"]
     print(f"exporter, {seconds:g} s each, attack: 130 connections from {ATTACKER}, one header line every 5 s")
     print(
-        f"  scrapes ok: {sa['ok']}/{sa['attempts']} under attack ({sa['ok_per_s']:.1f}/s, p50 {sa['p50_ms']:.1f} ms, "
-        f"p99 {sa['p99_ms']:.1f} ms) vs {sb['ok']}/{sb['attempts']} without ({sb['ok_per_s']:.1f}/s, "
-        f"p50 {sb['p50_ms']:.1f} ms, p99 {sb['p99_ms']:.1f} ms): rate ratio {ratio(sa['ok_per_s'], sb['ok_per_s'])}, "
-        f"p50 ratio {ratio(sa['p50_ms'], sb['p50_ms'])}"
-        + (f"; not ok: {', '.join(sa['not_ok'])}" if sa["not_ok"] else "")
-        + f" ({hit['attacker_connections']} attacker connections)"
+        f"  scrapes {compare(sa, sb, rate_digits=1, ms_digits=1)} ({hit['attacker_connections']} attacker connections)"
     )
     return sa["ok_share"] >= MIN_SUCCESS
 

@@ -25,19 +25,9 @@ from fabricscope.bench.result import Status
 from fabricscope.bench.server import BenchServer
 from fabricscope.bench.tcp import TcpParams, run_tcp
 from tests.bench.conftest import run_cli
-from tests.conftest import skip_unless_ci
+from tests.loopback_attacker import Recorder, attacker_address
 
-ATTACKER = "127.0.0.2"
 TOKEN = "s3cret-token"
-
-
-def _attacker_address() -> str:
-    try:
-        with socket.socket() as probe:
-            probe.bind((ATTACKER, 0))
-    except OSError:
-        skip_unless_ci(f"{ATTACKER} is not a local address here (Linux has all of 127/8 on lo)")
-    return ATTACKER
 
 
 class SlowLoris:
@@ -102,7 +92,7 @@ def serving(**kwargs) -> Iterator[BenchServer]:
 
 
 def test_slowloris_from_another_host_leaves_authenticated_clients_served() -> None:
-    source = _attacker_address()
+    source = attacker_address()
     with serving(token=TOKEN) as server, SlowLoris(server.port, source, 20):
         peer = f"127.0.0.1:{server.port}"
         for _ in range(2):
@@ -112,7 +102,7 @@ def test_slowloris_from_another_host_leaves_authenticated_clients_served() -> No
 
 
 def test_unauthenticated_connections_are_capped_per_source() -> None:
-    source = _attacker_address()
+    source = attacker_address()
     with serving(token=TOKEN) as server, SlowLoris(server.port, source, 20) as attack:
         time.sleep(0.5)
         # Refused ones come back at once: far more connections than the per-source cap were opened,
@@ -122,14 +112,8 @@ def test_unauthenticated_connections_are_capped_per_source() -> None:
 
 
 def test_an_attack_does_not_flood_the_log() -> None:
-    source = _attacker_address()
-    records: list[logging.LogRecord] = []
-
-    class Count(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record)
-
-    handler = Count(level=logging.INFO)
+    source = attacker_address()
+    handler = Recorder(logging.INFO)
     logger = logging.getLogger("fabricscope.bench.server")
     logger.addHandler(handler)
     old_level = logger.level
@@ -143,7 +127,7 @@ def test_an_attack_does_not_flood_the_log() -> None:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(old_level)
-    lines = [r.getMessage() for r in records]
+    lines = [r.getMessage() for r in handler.records]
     assert refused > 200, "the attack was too weak to show anything"
     assert len(lines) < 40, f"{len(lines)} log lines for {refused} refused connections"
     assert any("suppressed" in line for line in lines), lines[-5:]
@@ -209,7 +193,7 @@ class PortSquatter:
 
 @pytest.mark.parametrize("stranger", ["other-host", "same-host"])
 def test_a_stranger_on_the_data_ports_does_not_break_a_test(stranger: str) -> None:
-    source = _attacker_address() if stranger == "other-host" else "127.0.0.1"
+    source = attacker_address() if stranger == "other-host" else "127.0.0.1"
     ports = _free_port_range(6)
     with serving(token=TOKEN, data_ports=ports) as server, PortSquatter(ports, source):
         peer = f"127.0.0.1:{server.port}"
@@ -285,3 +269,40 @@ def test_hostile_options_are_one_line_exit_2(args: list[str], match: str) -> Non
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert match in lines[0] and "internal error" not in lines[0], lines[0]
+
+
+def test_udp_data_ports_answer_only_the_control_peer() -> None:
+    """Even with the session id, a datagram from another host is neither echoed nor counted."""
+    from fabricscope.bench.wire import UDP_HEADER, UDP_RR_HEADER
+    from fabricscope.bench.workers import udp_echo, udp_sink
+
+    source = attacker_address()
+    cookie = bytes(range(16))
+    cfg = {"duration_s": 2, "timeout_s": 1, "peer_ip": "127.0.0.1", "interval_s": 1.0}
+
+    def run(worker, payload: bytes) -> tuple[dict, dict[str, bytes | None]]:
+        server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        server.bind(("127.0.0.1", 0))
+        stop = threading.Event()
+        box: dict = {}
+        thread = threading.Thread(target=lambda: box.update(worker(None, server, cookie, cfg, None, stop)))
+        thread.start()
+        replies: dict[str, bytes | None] = {}
+        for name, addr in (("stranger", source), ("peer", "127.0.0.1")):
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+                sender.bind((addr, 0))
+                sender.settimeout(0.5)
+                sender.sendto(payload, server.getsockname())
+                try:
+                    replies[name] = sender.recv(2048)
+                except TimeoutError:
+                    replies[name] = None
+        stop.set()
+        thread.join(5)
+        return box, replies
+
+    echo, replies = run(udp_echo, UDP_RR_HEADER.pack(cookie[:8], 1) + b"x" * 32)
+    assert replies == {"stranger": None, "peer": UDP_RR_HEADER.pack(cookie[:8], 1) + b"x" * 32}
+    assert echo["served"] == 1 and echo["foreign"] == 1
+    sink, _ = run(udp_sink, UDP_HEADER.pack(cookie[:8], 0, 0, time.monotonic_ns()) + b"y" * 100)
+    assert sink["received"] == 1 and sink["foreign"] == 1

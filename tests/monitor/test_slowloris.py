@@ -15,18 +15,7 @@ import time
 import pytest
 
 from fabricscope.monitor.server import MetricsServer
-from tests.conftest import skip_unless_ci
-
-ATTACKER = "127.0.0.2"
-
-
-def _attacker_address() -> str:
-    try:
-        with socket.socket() as probe:
-            probe.bind((ATTACKER, 0))
-    except OSError:
-        skip_unless_ci(f"{ATTACKER} is not a local address here (Linux has all of 127/8 on lo)")
-    return ATTACKER
+from tests.loopback_attacker import Recorder, attacker_address
 
 
 class HeaderTrickle:
@@ -93,7 +82,7 @@ def exporter():
 
 
 def test_scrapes_succeed_during_a_slowloris_from_another_host(exporter: MetricsServer) -> None:
-    source = _attacker_address()
+    source = attacker_address()
     with HeaderTrickle(exporter.address, source, 130, every_s=1.0):
         statuses = [_scrape(exporter) for _ in range(5)]
         time.sleep(1.2)
@@ -118,15 +107,9 @@ def test_a_request_must_arrive_whole_within_its_deadline() -> None:
 
 
 def test_refusals_do_not_flood_the_log(exporter: MetricsServer) -> None:
-    source = _attacker_address()
-    records: list[logging.LogRecord] = []
-
-    class Count(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record)
-
+    source = attacker_address()
     logger = logging.getLogger("fabricscope.exporter")
-    handler = Count(level=logging.DEBUG)
+    handler = Recorder()
     logger.addHandler(handler)
     refused = 0
     try:
@@ -144,7 +127,7 @@ def test_refusals_do_not_flood_the_log(exporter: MetricsServer) -> None:
             sock.close()
     finally:
         logger.removeHandler(handler)
-    warnings = [r for r in records if r.levelno >= logging.WARNING]
+    warnings = [r for r in handler.records if r.levelno >= logging.WARNING]
     assert refused > 100
     assert len(warnings) < 20, f"{len(warnings)} warnings for {refused} refused connections"
 

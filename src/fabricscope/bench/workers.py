@@ -26,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from fabricscope.bench.dataport import COOKIE_TIMEOUT_S, CookieGate, Mailbox
+from fabricscope.bench.dataport import COOKIE_TIMEOUT_S, CookieGate, Mailbox, same_host
 from fabricscope.bench.stats import latency_summary
 from fabricscope.bench.tcpinfo import read_tcp_info
 from fabricscope.bench.wire import (
@@ -306,19 +306,22 @@ def tcp_source(
 def udp_sink(
     pipe: Channel, sock: socket.socket, cookie: bytes, cfg: dict[str, Any], start: Any, stop: Any
 ) -> dict[str, Any]:
-    """Count datagrams of this session until ``stop``: loss, reordering and RFC 3550 jitter."""
+    """Count datagrams of this session until ``stop``: loss, reordering and RFC 3550 jitter.
+
+    Until the first datagram of the session arrives, each sender's address is checked against
+    the control connection's host; then the socket is connected to that sender, so the kernel
+    drops everyone else's datagrams and the hot loop stays a plain ``recv_into``.
+    """
     session = cookie[:8]
     sock.settimeout(None)
     _set_timeouts_rcv(sock, 0.2)
     buf = bytearray(65536)
-    recv_into = sock.recv_into
+    recv_first, peer_ip = _SenderAware(sock), cfg.get("peer_ip")
+    recv_into: Callable[[bytearray], int] = recv_first
     unpack = UDP_HEADER.unpack_from
     clock = time.monotonic_ns
     interval_ns = int(float(cfg.get("interval_s", 1.0)) * 1e9)
-    received = 0
-    nbytes = 0
-    foreign = 0
-    out_of_order = 0
+    received = nbytes = foreign = out_of_order = 0
     max_seq = -1
     jitter_ns = 0.0
     last_transit: int | None = None
@@ -339,12 +342,14 @@ def udp_sink(
             foreign += 1
             continue
         sess, _stream, seq, sent_ns = unpack(buf)
-        if sess != session:
+        if sess != session or (recv_into is recv_first and not _from_peer(recv_first.sender, peer_ip)):
             foreign += 1
             continue
         if received == 0:
             t_first = now
             next_mark = now + interval_ns
+            sock.connect(recv_first.sender)
+            recv_into = sock.recv_into
         received += 1
         nbytes += n
         t_last = now
@@ -377,6 +382,23 @@ def udp_sink(
         "marks": marks,
         "cpu_s": cpu,
     }
+
+
+class _SenderAware:
+    """``recv_into`` that remembers each datagram's sender (until the socket is connected)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.sender: Any = None
+
+    def __call__(self, into: bytearray) -> int:
+        count, self.sender = self.sock.recvfrom_into(into)
+        return count
+
+
+def _from_peer(addr: Any, peer_ip: str | None) -> bool:
+    """True when a datagram's sender is the control connection's host (or none is known)."""
+    return peer_ip is None or addr[0] == peer_ip or same_host(str(addr[0]), peer_ip)
 
 
 def _set_timeouts_rcv(sock: socket.socket, timeout_s: float) -> None:
@@ -516,8 +538,9 @@ def rr_responder(
 def udp_echo(
     pipe: Channel, sock: socket.socket, cookie: bytes, cfg: dict[str, Any], start: Any, stop: Any
 ) -> dict[str, Any]:
-    """Echo datagrams of this session back to their sender until ``stop``."""
+    """Echo datagrams of this session from the control connection's host until ``stop``."""
     session = cookie[:8]
+    peer_ip = cfg.get("peer_ip")
     _set_timeouts_rcv(sock, 0.1)
     buf = bytearray(65536)
     view = memoryview(buf)
@@ -529,8 +552,8 @@ def udp_echo(
             n, addr = sock.recvfrom_into(buf)
         except (BlockingIOError, TimeoutError):
             continue
-        if n < UDP_RR_HEADER.size or buf[:8] != session:
-            foreign += 1
+        if n < UDP_RR_HEADER.size or buf[:8] != session or not _from_peer(addr, peer_ip):
+            foreign += 1  # never echo to a stranger: the port must not become a reflector
             continue
         try:
             sock.sendto(view[:n], addr)
