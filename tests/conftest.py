@@ -51,3 +51,14 @@ def require_torch() -> None:
 
     if importlib.util.find_spec("torch") is None:
         skip_unless_ci("torch is not installed (pip install 'fabricscope[torch]')")
+
+
+@pytest.fixture
+def proc_marker():
+    """A marker for the argv of processes a test starts (tests/proctools.py); whatever still
+    carries it when the test ends is killed, so a failing test leaks nothing."""
+    from tests.proctools import kill_leftovers, new_marker
+
+    mark = new_marker()
+    yield mark
+    kill_leftovers(mark)

@@ -55,6 +55,7 @@ MAX_TEXT = 64
 _NUMBER = r"(?P<num>(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?)"
 _QUANTITY_RE = re.compile(rf"{_NUMBER}\s*(?P<unit>[A-Za-z/]*)", re.ASCII)
 _INTEGER_RE = re.compile(r"[0-9]{1,6}", re.ASCII)
+_PORT_RE = re.compile(r"[0-9]{1,5}", re.ASCII)
 
 _BINARY = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
 _RATE_PREFIX = {
@@ -200,6 +201,14 @@ def parse_probability(text: str | float | int) -> float:
     if not math.isfinite(value) or not 0.0 <= value < 1.0:
         raise UnitError(f"loss probability must be in [0, 1), got {text!r}")
     return value
+
+
+def parse_port(text: str, *, minimum: int = 1) -> int:
+    """A TCP/UDP port in ASCII digits, ``minimum``..65535 (``"²"`` passes ``str.isdigit``, not this)."""
+    if not _PORT_RE.fullmatch(text) or not minimum <= int(text) <= 65535:
+        shown = text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "..."
+        raise UnitError(f"port must be a number from {minimum} to 65535, not {shown!r}")
+    return int(text)
 
 
 def format_size(n: float) -> str:

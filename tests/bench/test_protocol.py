@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from fabricscope.bench.protocol import (
     MAX_FRAME_BYTES,
+    MAX_JSON_DEPTH,
     ConnectSpec,
     Hello,
     LatencySpec,
@@ -23,6 +24,7 @@ from fabricscope.bench.protocol import (
     decode_length,
     encode_frame,
     parse_peer,
+    parse_rendezvous,
     parse_request,
 )
 
@@ -177,7 +179,60 @@ def test_parse_peer(text: str, expected: tuple[str, int]) -> None:
     assert parse_peer(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "host:0", "host:70000", "host:abc", "[::1", ":80"])
+@pytest.mark.parametrize(
+    "text", ["", "host:0", "host:70000", "host:abc", "[::1", ":80", "host:\u00b2", "[::1]:\u0661"]
+)
 def test_parse_peer_rejects(text: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="port must be|missing|no host|empty"):
         parse_peer(text)
+
+
+@pytest.mark.parametrize("body", [b"[" * 30000 + b"]" * 30000, b'{"a":' * 10000 + b"1" + b"}" * 10000])
+def test_deep_nesting_is_refused_before_decoding(body: bytes) -> None:
+    """A 60 KB nested hello used to reach json.loads and raise RecursionError (a logged traceback)."""
+    assert len(body) <= MAX_FRAME_BYTES
+    with pytest.raises(ProtocolError, match="nests deeper"):
+        decode_body(body)
+
+
+def test_nesting_limit_counts_structure_not_strings() -> None:
+    inside_strings = json.dumps({"op": "hello", "token": "[{" * 500 + '\\"[', "x": ["]]]"]}).encode()
+    assert decode_body(inside_strings)["op"] == "hello"
+    at_limit = b"[" * (MAX_JSON_DEPTH - 2) + b"{}" + b"]" * (MAX_JSON_DEPTH - 2)
+    assert decode_body(b'{"a":' + at_limit + b"}")["a"]
+    with pytest.raises(ProtocolError):
+        decode_body(b'{"a":' + b"[" + at_limit + b"]" + b"}")
+
+
+GOOD_COOKIE = "00" * 16
+
+
+@pytest.mark.parametrize(
+    ("reply", "spec"),
+    [
+        ({"cookie": GOOD_COOKIE, "ports": "abc"}, {"kind": "tcp"}),
+        ({"cookie": GOOD_COOKIE, "ports": {"to_server": "abc"}}, {"kind": "tcp"}),
+        ({"cookie": GOOD_COOKIE, "ports": {"to_server": 0}}, {"kind": "tcp"}),
+        ({"cookie": GOOD_COOKIE, "ports": {"to_server": 70000}}, {"kind": "tcp"}),
+        ({"cookie": GOOD_COOKIE, "ports": {"to_server": True}}, {"kind": "tcp"}),
+        ({"cookie": GOOD_COOKIE, "ports": {"to_server": 5300}}, {"kind": "tcp", "direction": "bidir"}),
+        ({"cookie": GOOD_COOKIE, "ports": {"udp": [5300]}}, {"kind": "udp", "streams": 2}),
+        ({"cookie": GOOD_COOKIE, "ports": {"udp": ["x"]}}, {"kind": "udp"}),
+        ({"cookie": GOOD_COOKIE, "ports": {}}, {"kind": "latency"}),
+        ({"cookie": "zz" * 16, "ports": {"rr": 5300}}, {"kind": "connect"}),
+        ({"cookie": GOOD_COOKIE + "\n", "ports": {"rr": 5300}}, {"kind": "connect"}),
+        ({"ports": {"rr": 5300}}, {"kind": "connect"}),
+    ],
+)
+def test_a_malformed_test_reply_is_a_protocol_error(reply: dict, spec: dict) -> None:
+    with pytest.raises(ProtocolError, match="malformed test reply"):
+        parse_rendezvous(reply, spec)
+
+
+def test_a_valid_test_reply_passes() -> None:
+    got = parse_rendezvous(
+        {"ok": True, "cookie": GOOD_COOKIE, "ports": {"to_server": 5300, "from_server": 5301}, "new": 1},
+        {"kind": "tcp", "direction": "bidir"},
+    )
+    assert got.ports.to_server == 5300 and got.ports.from_server == 5301
+    assert parse_rendezvous({"cookie": GOOD_COOKIE, "ports": {"udp": [1, 2]}}, {"kind": "udp", "streams": 2})

@@ -31,7 +31,18 @@ def test_parse_listen(text: str, expected: tuple[str, int]) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["9731", "127.0.0.1", "127.0.0.1:99999", "::1:9731", "[::1]9731", "example.com:9731", "1.2.3.4:x"]
+    "text",
+    [
+        "9731",
+        "127.0.0.1",
+        "127.0.0.1:99999",
+        "::1:9731",
+        "[::1]9731",
+        "example.com:9731",
+        "1.2.3.4:x",
+        "127.0.0.1:\u00b2",  # str.isdigit() is True, int() raises
+        "[::1]:\u0669\u0667\u0663\u0661",  # Arabic-Indic digits: int() reads them as 9731
+    ],
 )
 def test_parse_listen_rejects(text: str) -> None:
     with pytest.raises(FabricscopeError):

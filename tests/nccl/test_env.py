@@ -75,11 +75,12 @@ def test_roce_host_traffic_class_from_qos() -> None:
 def test_broken_roce_host_leaves_out_what_would_misbehave() -> None:
     plan = plan_env(inventory("roce-broken"))
     excluded = dict(plan.excluded)
-    assert set(excluded) == {"mlx5_1:1", "mlx5_3:1", "mlx5_4:1", "mlx5_5:1"}
+    assert set(excluded) == {"mlx5_1:1", "mlx5_3:1", "mlx5_4:1", "mlx5_5:1", "mlx5_7:1"}
     assert "IPv4" in excluded["mlx5_1:1"] and "pcp" in excluded["mlx5_3:1"]
+    assert "IPv4" in excluded["mlx5_7:1"]  # its RoCE v2 GIDs are IPv6 only: NCCL would take index 0
     assert "ECN" in excluded["mlx5_4:1"] and "PFC" in excluded["mlx5_5:1"]
     env = plan.as_environ()
-    assert env["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_2:1,mlx5_6:1,mlx5_7:1"
+    assert env["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_2:1,mlx5_6:1"
     assert env["NCCL_IB_TC"] == "106"
     assert any("nvidia_peermem" in n for n in plan.notes)
 

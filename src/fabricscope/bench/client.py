@@ -13,7 +13,13 @@ from pydantic import BaseModel
 from fabricscope.bench.counters import CounterProbe
 from fabricscope.bench.netio import PeerError, connect, recv_frame, send_frame
 from fabricscope.bench.procs import WorkerSet
-from fabricscope.bench.protocol import DEFAULT_PORT, PROTOCOL_VERSION, ProtocolError, parse_peer
+from fabricscope.bench.protocol import (
+    DEFAULT_PORT,
+    PROTOCOL_VERSION,
+    ProtocolError,
+    parse_peer,
+    parse_rendezvous,
+)
 from fabricscope.bench.result import BenchResult, Stopwatch, new_result
 
 Tick = Callable[[float], None]  # called with elapsed seconds while a run is in progress
@@ -120,11 +126,11 @@ def run_socket_test(
     try:
         reply = session.open(spec)
         try:
-            cookie = bytes.fromhex(str(reply.get("cookie", "")))
-        except ValueError:
-            cookie = b""
-        if len(cookie) != 16 or not isinstance(reply.get("ports"), dict):
-            raise PeerError(f"server {peer} sent a malformed test reply")
+            rendezvous = parse_rendezvous(reply, spec)
+        except ProtocolError as exc:
+            raise PeerError(f"server {peer} spoke garbage: {exc}") from None
+        cookie = bytes.fromhex(rendezvous.cookie)
+        reply = {**reply, "ports": rendezvous.ports.model_dump(exclude_none=True)}
         with WorkerSet() as workers:
             spawn_clients(workers, session.peer_ip, reply, cookie)
             problem = workers.wait_ready(timeout_s + 5)

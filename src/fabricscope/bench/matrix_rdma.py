@@ -18,7 +18,6 @@ process has a deadline; argv lists only, never a shell.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any
 from fabricscope.bench.counters import netdev_for_address
 from fabricscope.bench.perftest import PerftestParseError, failure_reason, metrics_from, parse_text
 from fabricscope.bench.rdma import (
+    STOP_GRACE_S,
     CommandOutcome,
     PortChoice,
     RdmaParams,
@@ -34,9 +34,10 @@ from fabricscope.bench.rdma import (
     Runner,
     build_argv,
     choose_port,
+    from_outcome,
     subprocess_runner,
 )
-from fabricscope.host import Root, read_inventory
+from fabricscope.host import Root, command, read_inventory
 
 CONNECT_WINDOW_S = 20.0  # how long a sender retries a refused perftest handshake
 SERVER_GRACE_S = 5.0  # after the sender reported, how long the server may take to exit
@@ -132,32 +133,20 @@ class BackgroundCommand:
         self.argv = argv
         self.error: str | None = None
         try:
-            self.proc: subprocess.Popen[str] | None = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                errors="replace",
-            )
+            self.proc: command.Process | None = command.Process(argv)
         except OSError as exc:
             self.proc = None
             self.error = f"{argv[0]}: {exc.strerror or exc}"
 
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.proc is not None and not self.proc.exited()
 
     def finish(self, timeout_s: float) -> CommandOutcome:
-        """Wait up to ``timeout_s`` for it to exit; kill it after that."""
+        """Wait up to ``timeout_s`` for it to exit; stop it (and its process group) after that."""
         if self.proc is None:
             return CommandOutcome(rc=127, stdout="", stderr=self.error or "could not start")
-        try:
-            out, err = self.proc.communicate(timeout=max(0.01, timeout_s))
-            return CommandOutcome(rc=self.proc.returncode, stdout=out, stderr=err)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, err = self.proc.communicate()
-            return CommandOutcome(rc=None, stdout=out, stderr=err, timed_out=True)
+        deadline = time.monotonic() + max(0.01, timeout_s)
+        return from_outcome(self.proc.collect(deadline, grace_s=STOP_GRACE_S))
 
 
 def outcome_to_flow(outcome: CommandOutcome, tool: str, budget_s: float) -> dict[str, Any]:

@@ -12,20 +12,22 @@ import json
 import os
 import selectors
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+from fabricscope.host import command
 
 WORKER_MODULE = "fabricscope.bench.workers"
 MAX_REPORT_BYTES = 16 * 1024 * 1024
 
 
 class _Worker:
-    def __init__(self, index: int, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, index: int, process: command.Process) -> None:
         self.index = index
-        self.proc = proc
+        self.process = process  # its own session: stopping it ends anything it started too
+        self.proc = process.proc
         self.buffer = bytearray()
         self.messages: list[dict[str, Any]] = []
         self.eof = False
@@ -89,10 +91,13 @@ class WorkerSet:
         cookie: bytes,
         cfg: dict[str, Any],
         sync: bool = False,
+        mailbox: tuple[socket.socket, socket.socket] | None = None,
     ) -> int:
         """Start worker ``name``; a socket endpoint is inherited, an address is connected to.
 
-        ``sync``: the worker reports ready and waits for :meth:`go` (client side).
+        ``sync``: the worker reports ready and waits for :meth:`go` (client side). ``mailbox``:
+        the socket pair through which the workers of one listener hand connections to each other
+        (:class:`fabricscope.bench.dataport.Mailbox`), inherited too.
         """
         fds: tuple[int, ...] = ()
         if isinstance(endpoint, socket.socket):
@@ -100,23 +105,19 @@ class WorkerSet:
             fds = (endpoint.fileno(),)
         else:
             ep = {"host": endpoint[0], "port": int(endpoint[1])}
+        if mailbox is not None:
+            ep["mailbox"] = [sock.fileno() for sock in mailbox]
+            fds += tuple(ep["mailbox"])
         job = {"name": name, "endpoint": ep, "cookie": cookie.hex(), "cfg": cfg, "sync": sync}
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in [_package_parent(), env.get("PYTHONPATH", "")] if p)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", WORKER_MODULE],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=fds,
-            close_fds=True,
-            env=env,
-        )
+        process = command.Process([sys.executable, "-m", WORKER_MODULE], stdin=command.PIPE, pass_fds=fds, env=env)
+        proc = process.proc
         assert proc.stdin is not None and proc.stdout is not None
         os.set_blocking(proc.stdout.fileno(), False)
         proc.stdin.write((json.dumps(job) + "\n").encode())
         proc.stdin.flush()
-        worker = _Worker(len(self.workers), proc)
+        worker = _Worker(len(self.workers), process)
         self.workers.append(worker)
         return worker.index
 
@@ -221,16 +222,9 @@ class WorkerSet:
                     pass
         deadline = time.monotonic() + 1.0
         for worker in self.workers:
-            try:
-                worker.proc.wait(max(0.01, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                worker.proc.terminate()
+            worker.process.wait_exit(deadline - time.monotonic())
+        command.stop_many([w.process for w in self.workers], grace_s=2.0)
         for worker in self.workers:
-            try:
-                worker.proc.wait(2.0)
-            except subprocess.TimeoutExpired:
-                worker.proc.kill()
-                worker.proc.wait()
             for stream in (worker.proc.stdout, worker.proc.stderr):
                 if stream is not None:
                     stream.close()

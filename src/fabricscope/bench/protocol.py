@@ -18,6 +18,7 @@ Any error is ``{"ok": false, "error": "one line"}``. Every spec is validated by 
 from __future__ import annotations
 
 import json
+import re
 import struct
 from typing import Annotated, Any, Literal
 
@@ -29,6 +30,7 @@ from fabricscope.bench.wire import (
     RR_HEADER_BYTES,
     UDP_HEADER_BYTES,
 )
+from fabricscope.units import parse_port
 
 PROTOCOL_VERSION = 1
 DEFAULT_PORT = 5211
@@ -37,7 +39,11 @@ MAX_MSG_BYTES = 16 * 1024 * 1024
 MAX_STREAMS = 128
 MAX_DURATION_S = 3600.0
 
+MAX_JSON_DEPTH = 32  # real frames nest 4 levels (a result's reports and their intervals)
+MAX_TOKEN_CHARS = 256  # the longest token a hello may carry, so the longest a server may require
+
 _LEN = struct.Struct("!I")
+_JSON_SPECIAL = re.compile(rb'[\[\]{}"\\]')
 
 
 class ProtocolError(Exception):
@@ -60,13 +66,45 @@ def decode_length(header: bytes) -> int:
 
 
 def decode_body(body: bytes) -> dict[str, Any]:
+    if _nesting_depth(body) > MAX_JSON_DEPTH:
+        raise ProtocolError(f"frame nests deeper than {MAX_JSON_DEPTH} levels")
     try:
         message = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise ProtocolError("frame is not UTF-8 JSON") from None
     if not isinstance(message, dict):
         raise ProtocolError("frame is not a JSON object")
     return message
+
+
+def _nesting_depth(body: bytes) -> int:
+    """Deepest ``[``/``{`` nesting outside JSON strings, in one linear pass over the frame.
+
+    Checked before decoding: a 60 KB ``[[[[...`` would otherwise make ``json.loads`` recurse
+    thousands of levels deep. A frame with at most that many brackets skips the scan.
+    """
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+        return 0
+    depth = deepest = 0
+    in_string = False
+    escaped_at = -1
+    for match in _JSON_SPECIAL.finditer(body):
+        pos, char = match.start(), match.group()
+        if in_string:
+            if pos == escaped_at:
+                continue
+            if char == b"\\":
+                escaped_at = pos + 1
+            elif char == b'"':
+                in_string = False
+        elif char == b'"':
+            in_string = True
+        elif char in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in (b"]", b"}"):
+            depth -= 1
+    return deepest
 
 
 # ----- requests -------------------------------------------------------------------------------
@@ -77,7 +115,7 @@ class _Strict(BaseModel):
 class Hello(_Strict):
     op: Literal["hello"]
     version: int = Field(ge=1, le=1000)
-    token: str | None = Field(default=None, max_length=256)
+    token: str | None = Field(default=None, max_length=MAX_TOKEN_CHARS)
 
 
 class TcpSpec(_Strict):
@@ -159,6 +197,56 @@ class Done(_Strict):
 _REQUEST = TypeAdapter(Hello | RunRequest | Done)
 
 
+Port = Annotated[int, Field(ge=1, le=65535, strict=True)]
+
+
+class RendezvousPorts(BaseModel):
+    """Where the server's data plane waits for this test (which keys depend on the test kind)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    to_server: Port | None = None
+    from_server: Port | None = None
+    rr: Port | None = None
+    udp: list[Port] | None = Field(default=None, max_length=MAX_STREAMS)
+
+
+class Rendezvous(BaseModel):
+    """The server's answer to a test request, as the client checks it before opening data sockets."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    cookie: str = Field(pattern=r"^[0-9a-f]{32}$", max_length=32)
+    ports: RendezvousPorts
+
+
+_SPEC = TypeAdapter(RunSpec)
+
+
+def parse_rendezvous(reply: dict[str, Any], spec: dict[str, Any]) -> Rendezvous:
+    """Validate the server's test reply against the request ``spec``; :class:`ProtocolError` if not.
+
+    A server (or whoever answers on its port) could send any JSON: ports as text, out of range,
+    missing for the direction asked. Checked here, once, so the test kinds only see valid ports.
+    """
+    try:
+        rendezvous = Rendezvous.model_validate(reply)
+    except ValidationError as exc:
+        raise ProtocolError(f"malformed test reply: {_first_error(exc)}") from None
+    asked = _SPEC.validate_python(spec)
+    ports = rendezvous.ports
+    if isinstance(asked, TcpSpec):
+        needed = {"send": ("to_server",), "recv": ("from_server",), "bidir": ("to_server", "from_server")}
+        missing = [key for key in needed[asked.direction] if getattr(ports, key) is None]
+    elif isinstance(asked, UdpSpec):
+        missing = [] if ports.udp is not None and len(ports.udp) == asked.streams else ["udp"]
+    else:
+        missing = [] if ports.rr is not None else ["rr"]
+    if missing:
+        raise ProtocolError(f"malformed test reply: no valid ports.{missing[0]} for a {asked.kind} test")
+    return rendezvous
+
+
 class ServerLimits(_Strict):
     """What a server lets any client ask for; protects the host the server runs on."""
 
@@ -229,7 +317,8 @@ def parse_peer(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]:
     if not host:
         raise ValueError(f"peer {text!r}: no host")
     if port_text:
-        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-            raise ValueError(f"peer {text!r}: port must be 1..65535")
-        return host, int(port_text)
+        try:
+            return host, parse_port(port_text)
+        except ValueError:
+            raise ValueError(f"peer {text!r}: port must be 1..65535") from None
     return host, default_port

@@ -11,8 +11,6 @@ lowest-index routable RoCE v2 IPv6 GID; on InfiniBand no ``-x`` (perftest uses t
 from __future__ import annotations
 
 import shutil
-import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,8 +29,9 @@ from fabricscope.bench.perftest import (
     parse_text,
 )
 from fabricscope.bench.result import BenchResult, Stopwatch, new_result
-from fabricscope.host import Inventory, Root, read_inventory
+from fabricscope.host import Inventory, Root, command, read_inventory
 from fabricscope.host.infiniband import Gid, RdmaPort
+from fabricscope.host.tempfiles import private_dir
 
 TestName = Literal["write_bw", "read_bw", "send_bw", "write_lat", "send_lat"]
 PERFTEST_DEFAULT_PORT = 18515
@@ -234,21 +233,20 @@ class CommandOutcome:
 
 
 Runner = Callable[[list[str], float], CommandOutcome]
+STOP_GRACE_S = 2.0  # perftest releases its QPs on SIGTERM; SIGKILL after this
 
 
 def subprocess_runner(argv: list[str], timeout_s: float) -> CommandOutcome:
-    """Run perftest with a deadline; kill it (and report) when the deadline passes."""
+    """Run perftest with a deadline; stop it and its process group (and report) when it passes."""
     try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout_s, check=False, errors="replace"
-        )
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        return CommandOutcome(rc=None, stdout=out, stderr=err, timed_out=True)
+        done = command.run(argv, timeout_s, grace_s=STOP_GRACE_S)
     except OSError as exc:
         return CommandOutcome(rc=127, stdout="", stderr=f"{argv[0]}: {exc.strerror or exc}")
-    return CommandOutcome(rc=done.returncode, stdout=done.stdout, stderr=done.stderr)
+    return from_outcome(done)
+
+
+def from_outcome(done: command.Outcome) -> CommandOutcome:
+    return CommandOutcome(rc=done.rc, stdout=done.stdout_text, stderr=done.stderr_text, timed_out=done.rc is None)
 
 
 def supports_json(tool_path: str, runner: Runner) -> bool:
@@ -284,8 +282,8 @@ def run_rdma(
             inv, device=params.device, ib_port=params.ib_port, gid_index=params.gid_index, route_netdev=route
         )
         params, gpu_note = plan_gpu(params, inv, choice)
-        with tempfile.TemporaryDirectory(prefix="fabricscope-perftest-") as tmp:
-            json_file = str(Path(tmp) / "perftest.json") if supports_json(tool_path, runner) else None
+        with private_dir("perftest") as tmp:
+            json_file = str(tmp / "perftest.json") if supports_json(tool_path, runner) else None
             argv = build_argv(params, choice, tool_path, json_file)
             resolved = params.model_copy(
                 update={"device": choice.device, "ib_port": choice.port, "gid_index": choice.gid_index}

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricscope import __version__
+from fabricscope.bench.dataport import COOKIE_TIMEOUT_S, Mailbox
 from fabricscope.bench.netio import PeerError, describe_os_error, is_loopback, recv_frame, send_frame
 from fabricscope.bench.procs import WorkerSet
 from fabricscope.bench.protocol import (
+    MAX_TOKEN_CHARS,
     PROTOCOL_VERSION,
     ConnectSpec,
     Done,
@@ -34,15 +36,20 @@ from fabricscope.bench.protocol import (
     ServerLimits,
     TcpSpec,
     UdpSpec,
+    encode_frame,
     error_reply,
     parse_request,
 )
 from fabricscope.errors import FabricscopeError
+from fabricscope.logfilter import RepeatLimiter
 
 log = logging.getLogger("fabricscope.bench.server")
 
-HELLO_TIMEOUT_S = 5.0
+HELLO_TIMEOUT_S = 3.0  # the whole hello, from accept to its last byte: before authentication
 REQUEST_TIMEOUT_S = 30.0
+PENDING_PER_SOURCE = 8  # connections not yet authenticated, from one source address
+PENDING_TOTAL = 64  # ... and from all sources together
+LOG_FLUSH_S = 1.0
 DATA_TIMEOUT_S = 10.0  # a data socket without progress for this long means the peer is gone
 ACCEPT_TIMEOUT_S = 15.0  # client has this long to open its data connections
 UDP_DRAIN_S = 0.25
@@ -71,6 +78,10 @@ class BenchServer:
             raise FabricscopeError(
                 f"serving on {bind} (not loopback) needs --token (or $FABRICSCOPE_BENCH_TOKEN); clients pass the same token"
             )
+        if token is not None and len(token) > MAX_TOKEN_CHARS:
+            raise FabricscopeError(
+                f"--token is {len(token)} characters; clients send at most {MAX_TOKEN_CHARS}, so none could connect"
+            )
         self.bind = bind
         self.port = port
         self.token = token
@@ -78,7 +89,9 @@ class BenchServer:
         self.data_ports = data_ports
         self.stats = ServerStats()
         self._tests = threading.BoundedSemaphore(self.limits.max_tests)
-        self._clients = threading.BoundedSemaphore(self.limits.max_clients)
+        self._clients = threading.BoundedSemaphore(self.limits.max_clients)  # authenticated
+        self.pending = PendingConnections(PENDING_PER_SOURCE, PENDING_TOTAL)  # not yet authenticated
+        self.log_limiter = RepeatLimiter()
         self._stop = threading.Event()
         self._listener: socket.socket | None = None
         self._family = socket.AF_INET
@@ -118,9 +131,14 @@ class BenchServer:
         if self._listener is None:
             self.start()
         assert self._listener is not None
+        log.addFilter(self.log_limiter)
         log.info("listening on %s port %d (limits: %s)", self.bind, self.port, self.limits.model_dump())
+        flushed = time.monotonic()
         try:
             while not self._stop.is_set():
+                if time.monotonic() - flushed >= LOG_FLUSH_S:
+                    self.log_limiter.flush(log)
+                    flushed = time.monotonic()
                 try:
                     conn, addr = self._listener.accept()
                 except TimeoutError:
@@ -129,28 +147,41 @@ class BenchServer:
                     log.warning("accept failed: %s", exc)
                     time.sleep(0.05)
                     continue
-                if not self._clients.acquire(blocking=False):
-                    self._refuse(
-                        conn, addr, f"too many control connections (limit {self.limits.max_clients})"
-                    )
+                source = _source(addr)
+                refusal = self.pending.enter(source)
+                if refusal is not None:
+                    self._refuse(conn, addr, refusal)
                     continue
                 threading.Thread(target=self._serve_client, args=(conn, addr), daemon=True).start()
         finally:
             self._listener.close()
+            self.log_limiter.flush(log, force=True)
+            log.removeFilter(self.log_limiter)
 
     def _refuse(self, conn: socket.socket, addr: Any, reason: str) -> None:
+        """Say why in one frame if the socket takes it at once (never wait on a refused peer)."""
         self.stats.rejected += 1
         log.warning("refused %s: %s", _peer(addr), reason)
-        with contextlib.suppress(OSError, PeerError, ProtocolError):
-            send_frame(conn, error_reply(reason), time.monotonic() + 1.0)
+        with contextlib.suppress(OSError, ProtocolError):
+            conn.setblocking(False)
+            conn.send(encode_frame(error_reply(reason)))
         conn.close()
 
     # ----- one control connection -----------------------------------------------------------
     def _serve_client(self, conn: socket.socket, addr: Any) -> None:
         who = _peer(addr)
+        authenticated = False
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._handshake(conn, who)
+            try:
+                self._handshake(conn, who)
+            finally:
+                self.pending.leave(_source(addr))
+            if not self._clients.acquire(blocking=False):
+                raise ProtocolError(
+                    f"too many control connections (limit {self.limits.max_clients}), try again later"
+                )
+            authenticated = True
             message = parse_request(recv_frame(conn, time.monotonic() + self.request_timeout_s))
             if not isinstance(message, RunRequest):
                 raise ProtocolError(f"expected a test request, got {message.op!r}")
@@ -162,7 +193,7 @@ class BenchServer:
                 )
             try:
                 log.info("%s: %s test %s", who, spec.kind, spec.model_dump(exclude={"kind"}))
-                ok = self._run(conn, spec, who)
+                ok = self._run(conn, spec, who, _source(addr))
             finally:
                 self._tests.release()
             if ok:
@@ -184,9 +215,11 @@ class BenchServer:
                 )
         finally:
             conn.close()
-            self._clients.release()
+            if authenticated:
+                self._clients.release()
 
     def _handshake(self, conn: socket.socket, who: str) -> None:
+        """Hello and token within one short deadline: an unauthenticated peer holds little for long."""
         message = parse_request(recv_frame(conn, time.monotonic() + self.hello_timeout_s))
         if not isinstance(message, Hello):
             raise ProtocolError("expected hello first")
@@ -211,11 +244,13 @@ class BenchServer:
         )
 
     # ----- tests ----------------------------------------------------------------------------
-    def _run(self, conn: socket.socket, spec: Any, who: str) -> bool:
+    def _run(self, conn: socket.socket, spec: Any, who: str, source: str) -> bool:
         cookie = os.urandom(16)
         cfg: dict[str, Any] = {
             "timeout_s": DATA_TIMEOUT_S,
             "accept_timeout_s": ACCEPT_TIMEOUT_S,
+            "peer_ip": source,  # data connections from any other address are closed unread
+            "cookie_timeout_s": COOKIE_TIMEOUT_S,
             "duration_s": spec.duration_s,
             "hard_limit_s": spec.duration_s + DATA_TIMEOUT_S,
         }
@@ -227,16 +262,15 @@ class BenchServer:
                 cfg.update(
                     msg_bytes=spec.msg_bytes, interval_s=spec.interval_s, window_bytes=spec.window_bytes
                 )
-                if spec.direction in ("send", "bidir"):
-                    lst = sockets.enter_context(self._tcp_listener(spec.streams))
-                    ports["to_server"] = lst.getsockname()[1]
-                    for _ in range(spec.streams):
-                        workers.spawn("tcp_sink", lst, cookie, cfg)
-                if spec.direction in ("recv", "bidir"):
-                    lst = sockets.enter_context(self._tcp_listener(spec.streams))
-                    ports["from_server"] = lst.getsockname()[1]
-                    for _ in range(spec.streams):
-                        workers.spawn("tcp_source", lst, cookie, cfg)
+                for direction, key, worker in (
+                    (("send", "bidir"), "to_server", "tcp_sink"),
+                    (("recv", "bidir"), "from_server", "tcp_source"),
+                ):
+                    if spec.direction in direction:
+                        lst, box = sockets.enter_context(self._tcp_listener(spec.streams))
+                        ports[key] = lst.getsockname()[1]
+                        for _ in range(spec.streams):
+                            workers.spawn(worker, lst, cookie, cfg, mailbox=box)
                 wait_done_first = False
             elif isinstance(spec, UdpSpec):
                 cfg.update(interval_s=spec.interval_s)
@@ -250,9 +284,9 @@ class BenchServer:
             elif isinstance(spec, LatencySpec):
                 cfg.update(max_bytes=spec.max_bytes)
                 if spec.proto == "tcp":
-                    lst = sockets.enter_context(self._tcp_listener(4))
+                    lst, box = sockets.enter_context(self._tcp_listener(4))
                     ports["rr"] = lst.getsockname()[1]
-                    workers.spawn("rr_responder", lst, cookie, cfg)
+                    workers.spawn("rr_responder", lst, cookie, cfg, mailbox=box)
                 else:
                     usock = sockets.enter_context(self._udp_socket())
                     ports["rr"] = usock.getsockname()[1]
@@ -260,10 +294,10 @@ class BenchServer:
                 wait_done_first = True
             elif isinstance(spec, ConnectSpec):
                 cfg.update(max_bytes=spec.max_bytes)
-                lst = sockets.enter_context(self._tcp_listener(1024))
+                lst, box = sockets.enter_context(self._tcp_listener(1024))
                 ports["rr"] = lst.getsockname()[1]
                 for _ in range(spec.concurrency):
-                    workers.spawn("rr_responder", lst, cookie, cfg)
+                    workers.spawn("rr_responder", lst, cookie, cfg, mailbox=box)
                 wait_done_first = True
             else:  # pragma: no cover - the protocol union is exhaustive
                 raise ProtocolError(f"unsupported test kind {spec.kind!r}")
@@ -295,13 +329,18 @@ class BenchServer:
         return message
 
     @contextlib.contextmanager
-    def _tcp_listener(self, backlog: int) -> Iterator[socket.socket]:
+    def _tcp_listener(
+        self, backlog: int
+    ) -> Iterator[tuple[socket.socket, tuple[socket.socket, socket.socket]]]:
+        """A data listener and the mailbox its workers share (see :mod:`fabricscope.bench.dataport`)."""
         sock = self._bound(socket.SOCK_STREAM)
+        mailbox = Mailbox.create()
         try:
             sock.listen(backlog)
-            yield sock
+            yield sock, mailbox.sockets()
         finally:
             sock.close()
+            mailbox.close()
 
     @contextlib.contextmanager
     def _udp_socket(self) -> Iterator[socket.socket]:
@@ -328,6 +367,53 @@ class BenchServer:
                 except OSError:
                     sock.close()
         raise ProtocolError("server has no free data port left, try again later")
+
+
+class PendingConnections:
+    """Connections that have not authenticated yet, counted per source address and in total.
+
+    Kept apart from the authenticated slots (``ServerLimits.max_clients``): a host without the
+    token can hold at most ``per_source`` handshakes of at most ``HELLO_TIMEOUT_S`` each, and never
+    a slot that an authenticated client needs.
+    """
+
+    def __init__(self, per_source: int, total: int) -> None:
+        self.per_source = per_source
+        self.total = total
+        self._by_source: dict[str, int] = {}
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def enter(self, source: str) -> str | None:
+        """Count one more from ``source``; the reason to refuse it instead, if over a cap."""
+        with self._lock:
+            held = self._by_source.get(source, 0)
+            if held >= self.per_source:
+                return f"too many unauthenticated connections from {source} (limit {self.per_source})"
+            if self._count >= self.total:
+                return f"too many unauthenticated connections (limit {self.total})"
+            self._by_source[source] = held + 1
+            self._count += 1
+            return None
+
+    def held(self, source: str) -> int:
+        with self._lock:
+            return self._by_source.get(source, 0)
+
+    def leave(self, source: str) -> None:
+        with self._lock:
+            held = self._by_source.get(source, 0)
+            if held <= 1:
+                self._by_source.pop(source, None)
+            else:
+                self._by_source[source] = held - 1
+            self._count = max(0, self._count - 1)
+
+
+def _source(addr: Any) -> str:
+    """The peer's address without the port; IPv4-mapped IPv6 as plain IPv4."""
+    host = str(addr[0]) if isinstance(addr, tuple) and addr else str(addr)
+    return host.removeprefix("::ffff:") if "." in host else host
 
 
 def _peer(addr: Any) -> str:

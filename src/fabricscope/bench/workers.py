@@ -14,11 +14,9 @@ stream the work is the kernel's copy, as in iperf3.
 from __future__ import annotations
 
 import errno
-import hmac
 import json
 import os
 import resource
-import select
 import socket
 import struct
 import sys
@@ -28,10 +26,10 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from fabricscope.bench.dataport import COOKIE_TIMEOUT_S, CookieGate, Mailbox, same_host
 from fabricscope.bench.stats import latency_summary
 from fabricscope.bench.tcpinfo import read_tcp_info
 from fabricscope.bench.wire import (
-    COOKIE_BYTES,
     GO_BYTE,
     MAX_RR_BYTES,
     RR_CLOSE,
@@ -92,6 +90,9 @@ def main() -> None:
         )
         cookie = bytes.fromhex(job["cookie"])
         cfg = job["cfg"]
+        if "mailbox" in ep:  # server side: connections handed between this listener's workers
+            outbox, inbox = (socket.socket(fileno=int(fd)) for fd in ep["mailbox"])
+            cfg["mailbox"] = Mailbox(outbox, inbox)
     except (ValueError, KeyError, TypeError, OSError) as exc:
         channel.send({"error": f"bad worker job: {exc}"})
         return
@@ -149,43 +150,16 @@ def set_kernel_timeouts(sock: socket.socket, timeout_s: float) -> None:
 _set_timeouts = set_kernel_timeouts
 
 
-def _recv_exact_blocking(sock: socket.socket, count: int) -> bytes:
-    data = bytearray()
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        if not chunk:
-            raise WorkerError("peer closed the connection early")
-        data += chunk
-    return bytes(data)
-
-
 def _open_stream(endpoint: Endpoint, cookie: bytes, cfg: dict[str, Any]) -> socket.socket:
     """Connected data socket: connect and send the cookie (client), or accept and check it (server)."""
     timeout_s = float(cfg["timeout_s"])
     if isinstance(endpoint, socket.socket):
-        endpoint.setblocking(False)  # shared by several workers: never block in accept()
-        deadline = time.monotonic() + float(cfg.get("accept_timeout_s", timeout_s))
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise WorkerError("no data connection from the client in time")
-            ready, _, _ = select.select([endpoint], [], [], left)
-            if not ready:
-                continue
-            try:
-                sock, _ = endpoint.accept()
-            except BlockingIOError:
-                continue  # another worker took it
-            sock.settimeout(min(5.0, timeout_s))
-            try:
-                got = _recv_exact_blocking(sock, COOKIE_BYTES)
-            except (OSError, WorkerError):
-                sock.close()
-                continue
-            if not hmac.compare_digest(got, cookie):
-                sock.close()  # someone else's connection: ignore it, keep waiting for ours
-                continue
-            break
+        gate = _gate(endpoint, cookie, cfg)
+        found = gate.accept(time.monotonic() + float(cfg.get("accept_timeout_s", timeout_s)))
+        gate.close()
+        if found is None:
+            raise WorkerError("no data connection from the client in time")
+        sock = found
     else:
         host, port = endpoint
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -200,6 +174,17 @@ def _open_stream(endpoint: Endpoint, cookie: bytes, cfg: dict[str, Any]) -> sock
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(window))
     _set_timeouts(sock, timeout_s)
     return sock
+
+
+def _gate(listener: socket.socket, cookie: bytes, cfg: dict[str, Any]) -> CookieGate:
+    """Server side: who may connect (the control peer), and how long a cookie may take."""
+    return CookieGate(
+        listener,
+        cookie,
+        allowed_peer=cfg.get("peer_ip"),
+        cookie_timeout_s=float(cfg.get("cookie_timeout_s", COOKIE_TIMEOUT_S)),
+        mailbox=cfg.get("mailbox"),
+    )
 
 
 def _ready_and_wait(pipe: Channel, start: Any, cfg: dict[str, Any]) -> None:
@@ -321,19 +306,22 @@ def tcp_source(
 def udp_sink(
     pipe: Channel, sock: socket.socket, cookie: bytes, cfg: dict[str, Any], start: Any, stop: Any
 ) -> dict[str, Any]:
-    """Count datagrams of this session until ``stop``: loss, reordering and RFC 3550 jitter."""
+    """Count datagrams of this session until ``stop``: loss, reordering and RFC 3550 jitter.
+
+    Until the first datagram of the session arrives, each sender's address is checked against
+    the control connection's host; then the socket is connected to that sender, so the kernel
+    drops everyone else's datagrams and the hot loop stays a plain ``recv_into``.
+    """
     session = cookie[:8]
     sock.settimeout(None)
     _set_timeouts_rcv(sock, 0.2)
     buf = bytearray(65536)
-    recv_into = sock.recv_into
+    recv_first, peer_ip = _SenderAware(sock), cfg.get("peer_ip")
+    recv_into: Callable[[bytearray], int] = recv_first
     unpack = UDP_HEADER.unpack_from
     clock = time.monotonic_ns
     interval_ns = int(float(cfg.get("interval_s", 1.0)) * 1e9)
-    received = 0
-    nbytes = 0
-    foreign = 0
-    out_of_order = 0
+    received = nbytes = foreign = out_of_order = 0
     max_seq = -1
     jitter_ns = 0.0
     last_transit: int | None = None
@@ -354,12 +342,14 @@ def udp_sink(
             foreign += 1
             continue
         sess, _stream, seq, sent_ns = unpack(buf)
-        if sess != session:
+        if sess != session or (recv_into is recv_first and not _from_peer(recv_first.sender, peer_ip)):
             foreign += 1
             continue
         if received == 0:
             t_first = now
             next_mark = now + interval_ns
+            sock.connect(recv_first.sender)
+            recv_into = sock.recv_into
         received += 1
         nbytes += n
         t_last = now
@@ -392,6 +382,23 @@ def udp_sink(
         "marks": marks,
         "cpu_s": cpu,
     }
+
+
+class _SenderAware:
+    """``recv_into`` that remembers each datagram's sender (until the socket is connected)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.sender: Any = None
+
+    def __call__(self, into: bytearray) -> int:
+        count, self.sender = self.sock.recvfrom_into(into)
+        return count
+
+
+def _from_peer(addr: Any, peer_ip: str | None) -> bool:
+    """True when a datagram's sender is the control connection's host (or none is known)."""
+    return peer_ip is None or addr[0] == peer_ip or same_host(str(addr[0]), peer_ip)
 
 
 def _set_timeouts_rcv(sock: socket.socket, timeout_s: float) -> None:
@@ -479,32 +486,16 @@ def rr_responder(
     connections = 0
     rejected = 0
     cpu0 = _cpu_s()
-    listener.setblocking(False)
+    gate = _gate(listener, cookie, cfg)
     while not stop.is_set() and time.monotonic() < deadline:
-        ready, _, _ = select.select([listener], [], [], 0.1)
-        if not ready:
-            continue
-        try:
-            conn, _ = listener.accept()
-        except BlockingIOError:
+        conn = gate.accept(deadline, stop)
+        if conn is None:
             continue
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         _set_timeouts(conn, timeout_s)
         try:
-            have = 0
-            while have < COOKIE_BYTES:
-                n = conn.recv_into(view[have:], MAX_RR_BYTES - have)
-                if not n:
-                    break
-                have += n
-            if have < COOKIE_BYTES or not hmac.compare_digest(bytes(view[:COOKIE_BYTES]), cookie):
-                rejected += 1
-                conn.close()
-                continue
             connections += 1
-            # Bytes after the cookie already belong to the first message.
-            view[: have - COOKIE_BYTES] = view[COOKIE_BYTES:have]
-            have -= COOKIE_BYTES
+            have = 0  # the gate read exactly the cookie: what follows is the first message
             while True:
                 while have < RR_HEADER_BYTES:
                     n = conn.recv_into(view[have:], MAX_RR_BYTES - have)
@@ -533,12 +524,13 @@ def rr_responder(
             pass
         finally:
             conn.close()
+    gate.close()
     listener.close()
     return {
         "role": "rr_responder",
         "served": served,
         "connections": connections,
-        "rejected": rejected,
+        "rejected": rejected + gate.rejected,
         "cpu_s": _cpu_s() - cpu0,
     }
 
@@ -546,8 +538,9 @@ def rr_responder(
 def udp_echo(
     pipe: Channel, sock: socket.socket, cookie: bytes, cfg: dict[str, Any], start: Any, stop: Any
 ) -> dict[str, Any]:
-    """Echo datagrams of this session back to their sender until ``stop``."""
+    """Echo datagrams of this session from the control connection's host until ``stop``."""
     session = cookie[:8]
+    peer_ip = cfg.get("peer_ip")
     _set_timeouts_rcv(sock, 0.1)
     buf = bytearray(65536)
     view = memoryview(buf)
@@ -559,8 +552,8 @@ def udp_echo(
             n, addr = sock.recvfrom_into(buf)
         except (BlockingIOError, TimeoutError):
             continue
-        if n < UDP_RR_HEADER.size or buf[:8] != session:
-            foreign += 1
+        if n < UDP_RR_HEADER.size or buf[:8] != session or not _from_peer(addr, peer_ip):
+            foreign += 1  # never echo to a stranger: the port must not become a reflector
             continue
         try:
             sock.sendto(view[:n], addr)

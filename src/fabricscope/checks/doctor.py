@@ -12,6 +12,7 @@ from typing import Any
 from fabricscope import __version__
 from fabricscope.checks.registry import CheckContext, Rates, all_checks
 from fabricscope.findings import Finding, Severity, sort_key, summarize
+from fabricscope.fleet.facts import node_facts
 from fabricscope.host import Inventory, Root, read_counter_sample, read_inventory
 
 SCHEMA = "fabricscope.doctor/v1"
@@ -39,6 +40,8 @@ class DoctorReport:
             "interval_s": self.interval_s,
             "findings": [f.to_dict() for f in self.findings],
             "summary": summarize(self.findings),
+            # Added within v1: what `fleet doctor` compares across nodes (fabricscope.fleet.facts).
+            "facts": node_facts(inv),
         }
 
 

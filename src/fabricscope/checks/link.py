@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from fabricscope.checks.registry import CheckContext, check
+from fabricscope.checks.registry import CheckContext, check, not_evaluated
 from fabricscope.findings import Finding, Severity
 
 # Counters that should stay at zero on a healthy link (port counters and mlx5 hw_counters).
@@ -35,8 +35,12 @@ def link_errors(ctx: CheckContext) -> Iterator[Finding]:
     (they may be old); counters rising during `--interval` are a failure happening now."""
     rates = ctx.rates
     clean = 0
+    unknown = []
     for port in ctx.inventory.ports:
         counters = {**port.counters, **port.hw_counters}
+        if not any(name in counters for name in ERROR_COUNTERS):
+            unknown.append(port.name)
+            continue
         nonzero = {name: counters[name] for name in ERROR_COUNTERS if counters.get(name)}
         rising = {}
         if rates is not None:
@@ -58,7 +62,12 @@ def link_errors(ctx: CheckContext) -> Iterator[Finding]:
             )
         else:
             clean += 1
-    if clean and clean == len(ctx.inventory.ports):
+    if unknown:
+        yield not_evaluated(
+            "link.errors", ",".join(unknown), "no error counters readable under counters/ or hw_counters/ of " + ", ".join(unknown),
+            {"ports": unknown}, "read /sys/class/infiniband/<dev>/ports/<n>/counters as root; `perfquery` shows them too",
+        )
+    if clean and clean == len(ctx.inventory.ports) - len(unknown):
         yield Finding("link.errors", Severity.PASS, "ports", f"no link errors on {clean} port(s)")
 
 

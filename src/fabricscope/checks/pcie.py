@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from fabricscope.checks.registry import CheckContext, check
+from fabricscope.checks.registry import CheckContext, check, not_evaluated
 from fabricscope.findings import Finding, Severity
 from fabricscope.host.pci import bridges_between
 from fabricscope.host.procfs import GPUDIRECT_MODULES
@@ -33,9 +33,13 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
     subjects = [(name, addr, "NIC") for name, addr in _nics(ctx)]
     subjects += [(f"GPU{g.index}", g.pci_address, "GPU") for g in inv.gpus]
     good = 0
+    unknown = []
     for name, addr, kind in subjects:
         dev = inv.pci.get(addr)
-        if dev is None or dev.current_link_width is None and dev.current_link_speed_gts is None:
+        if dev is None or (dev.current_link_width is None and dev.current_link_speed_gts is None) or (
+            dev.max_link_width is None and dev.max_link_speed_gts is None
+        ):
+            unknown.append(name)
             continue
         evidence = {
             "pci": addr,
@@ -59,6 +63,11 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
             )
         else:
             good += 1
+    if unknown:
+        yield not_evaluated(
+            "pcie.link", ",".join(unknown), "PCIe link width/speed unreadable for " + ", ".join(unknown),
+            {"devices": unknown}, "`lspci -vv | grep -E 'LnkCap|LnkSta'` as root",
+        )
     if good:
         yield Finding("pcie.link", Severity.PASS, "pcie", f"{good} NIC/GPU link(s) at full width and speed")
 
@@ -124,23 +133,26 @@ def gpudirect(ctx: CheckContext) -> Iterator[Finding]:
 def acs(ctx: CheckContext) -> Iterator[Finding]:
     """ACS request/completion redirect on a PCIe switch port forces peer-to-peer traffic up to the
     root complex: GPUDirect RDMA between a GPU and a NIC under the same switch either slows down or
-    fails (NCCL "local protection error", status 4)."""
+    fails (NCCL "local protection error", status 4). ACS control lives in the extended config
+    space, which only root can read: without it the check says it was not evaluated."""
     inv = ctx.inventory
     if not inv.rdma_devices or not inv.gpus:
         return
     nic_pci = {d.name: d.pci_address for d in inv.rdma_devices}
-    flagged = set()
-    visible = False
+    flagged: set[str] = set()
+    checked: set[str] = set()
+    unknown: set[str] = set()
     for aff in inv.affinity:
         gdev, ndev = inv.pci.get(aff.gpu_pci), inv.pci.get(nic_pci.get(aff.nic or ""))
         if gdev is None or ndev is None or aff.distance not in ("PIX", "PXB"):
             continue
         for bdf in bridges_between(gdev, ndev):
             bridge = inv.pci.get(bdf)
-            if bridge is None or bridge.acs is None:
+            if bridge is None or not bridge.capabilities_known:
+                unknown.add(bdf)
                 continue
-            visible = True
-            if bridge.acs.redirects_p2p and bdf not in flagged:
+            checked.add(bdf)
+            if bridge.acs is not None and bridge.acs.redirects_p2p and bdf not in flagged:
                 flagged.add(bdf)
                 yield Finding(
                     "pcie.acs", Severity.WARN, bdf,
@@ -148,8 +160,15 @@ def acs(ctx: CheckContext) -> Iterator[Finding]:
                     {"request_redirect": bridge.acs.request_redirect, "completion_redirect": bridge.acs.completion_redirect},
                     f"setpci -s {bdf} ECAP_ACS+0x6.w=0000 (at boot, e.g. a systemd unit), or disable ACS in the BIOS; keep it on in VMs that need isolation",
                 )
-    if visible and not flagged:
-        yield Finding("pcie.acs", Severity.PASS, "pcie", "no ACS redirect between GPUs and their NICs")
+    if unknown:
+        truncated = sorted(b for b in unknown if (inv.pci.get(b) is not None and inv.pci[b].config_truncated))
+        why = (
+            f"ACS control of {len(unknown)} bridge(s) between GPUs and NICs unknown: "
+            + ("PCI config space truncated to its 64-byte header (reading it whole needs root)" if truncated else "config space unreadable")
+        )
+        yield not_evaluated("pcie.acs", "pcie", why, {"bridges": sorted(unknown)}, "run `fabricscope doctor` (or the snapshot) as root")
+    elif checked and not flagged:
+        yield Finding("pcie.acs", Severity.PASS, "pcie", f"no ACS redirect on the {len(checked)} bridge(s) between GPUs and their NICs")
 
 
 @check("pcie.iommu", "IOMMU in passthrough for GPUDirect")

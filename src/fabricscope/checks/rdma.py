@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from fabricscope.checks.registry import CheckContext, check
+from fabricscope.checks.registry import CheckContext, check, not_evaluated
 from fabricscope.findings import Finding, Severity
+from fabricscope.host.infiniband import RdmaPort, kernel_phys_state_name, kernel_state_name
 
 
 @check("rdma.present", "RDMA devices present")
@@ -33,35 +34,66 @@ def rdma_present(ctx: CheckContext) -> Iterator[Finding]:
 def port_state(ctx: CheckContext) -> Iterator[Finding]:
     """Every RDMA port should be ACTIVE (logical) and LinkUp (physical). NCCL silently skips ports
     that are not ACTIVE, so one dead port shrinks a job's bandwidth without an error. INIT with
-    LinkUp on InfiniBand means no subnet manager has configured the port."""
+    LinkUp on InfiniBand means no subnet manager has configured the port. A state text the kernel
+    never writes for its code (drivers/infiniband/core/sysfs.c) is reported as unrecognised, with
+    what the code would mean, instead of being read as up or down."""
     ports = ctx.inventory.ports
     bad = 0
     for port in ports:
-        if port.is_active and port.is_link_up:
+        if port.is_active and port.is_link_up and port.state_recognised and port.phys_state_recognised:
             continue
         bad += 1
-        evidence = {"state": port.state, "phys_state": port.phys_state, "link_layer": port.link_layer}
-        if port.state is None or port.phys_state is None:
-            yield Finding(
-                "rdma.port_state", Severity.WARN, port.name, "port state unknown (unreadable sysfs attribute)", evidence,
-                f"read /sys/class/infiniband/{port.device}/ports/{port.port}/state by hand; check the driver",
-            )
-            continue
-        if port.is_link_up and port.is_ib and port.state_id in (2, 3):
-            fix = "start or check the subnet manager (opensm / UFM); `sminfo` and `ibstat` show whether one answers"
-            message = f"port is {port.state} with the link up: no subnet manager has activated it"
-        elif not port.is_link_up:
-            fix = (
-                f"check cable, transceiver and switch port; `ibstat {port.device} {port.port}`; "
-                f"if Disabled: `ip link set <netdev> up` (RoCE) or enable the switch port"
-            )
-            message = f"port is {port.state}, physical state {port.phys_state}"
-        else:
-            fix = f"`ibstat {port.device} {port.port}`; bring the netdev up (`ip link set <netdev> up`) and check the switch"
-            message = f"port is {port.state} (physical {port.phys_state})"
-        yield Finding("rdma.port_state", Severity.FAIL, port.name, message, evidence, fix)
+        yield _port_state_finding(port)
     if ports and not bad:
         yield Finding("rdma.port_state", Severity.PASS, "ports", f"all {len(ports)} port(s) ACTIVE and LinkUp")
+
+
+def _unrecognised(port: RdmaPort) -> list[str]:
+    out = []
+    if port.state_id is not None and not port.state_recognised:
+        out.append(f"unrecognised port state {port.state!r} (code {port.state_id} would be {kernel_state_name(port.state_id)})")
+    if port.phys_state_id is not None and not port.phys_state_recognised:
+        out.append(
+            f"unrecognised physical state {port.phys_state!r} (code {port.phys_state_id} would be "
+            f"{kernel_phys_state_name(port.phys_state_id)})"
+        )
+    return out
+
+
+def _port_state_finding(port: RdmaPort) -> Finding:
+    evidence = {"state": port.state, "phys_state": port.phys_state, "link_layer": port.link_layer}
+    sysfs = f"/sys/class/infiniband/{port.device}/ports/{port.port}"
+    if port.state is None or port.phys_state is None:
+        return Finding(
+            "rdma.port_state", Severity.WARN, port.name, "port state unknown (unreadable sysfs attribute)", evidence,
+            f"read {sysfs}/state by hand; check the driver",
+        )
+    odd = _unrecognised(port)
+    if odd:
+        evidence["state_id"], evidence["phys_state_id"] = port.state_id, port.phys_state_id
+        fix = (
+            f"compare with `ibstat {port.device} {port.port}`: the kernel never writes this text, so the driver is "
+            "out of tree or the snapshot was edited"
+        )
+        if port.state_recognised and not port.is_active:
+            # The logical state alone says NCCL will skip the port.
+            return Finding("rdma.port_state", Severity.FAIL, port.name, f"port is {port.state}; " + "; ".join(odd), evidence, fix)
+        # ACTIVE (or an unreadable logical state): whether the link is really up cannot be told.
+        lead = "port is ACTIVE but " if port.state_recognised else ""
+        return Finding("rdma.port_state", Severity.WARN, port.name, lead + "; ".join(odd), evidence, fix)
+    if port.is_link_up and port.is_ib and port.state_id in (2, 3):
+        fix = "start or check the subnet manager (opensm / UFM); `sminfo` and `ibstat` show whether one answers"
+        message = f"port is {port.state} with the link up: no subnet manager has activated it"
+    elif not port.is_link_up:
+        fix = (
+            f"check cable, transceiver and switch port; `ibstat {port.device} {port.port}`; "
+            f"if Disabled: `ip link set <netdev> up` (RoCE) or enable the switch port"
+        )
+        message = f"port is {port.state}, physical state {port.phys_state}"
+    else:
+        fix = f"`ibstat {port.device} {port.port}`; bring the netdev up (`ip link set <netdev> up`) and check the switch"
+        message = f"port is {port.state} (physical {port.phys_state})"
+    return Finding("rdma.port_state", Severity.FAIL, port.name, message, evidence, fix)
 
 
 @check("rdma.port_rate", "Port rate matches its siblings")
@@ -70,10 +102,18 @@ def port_rate(ctx: CheckContext) -> Iterator[Finding]:
     layer has trained down (a lane failed, a cable or transceiver is bad, or the switch port is
     set lower). One slow rail limits every ring that crosses it."""
     groups: dict[tuple, list] = defaultdict(list)
+    unknown = []
     for dev in ctx.inventory.rdma_devices:
         for port in dev.ports:
             if port.is_active and port.rate_gbps is not None:
                 groups[(dev.model, port.link_layer)].append(port)
+            elif port.is_active:
+                unknown.append(port.name)
+    if unknown:
+        yield not_evaluated(
+            "rdma.port_rate", ",".join(unknown), "link rate unreadable on active port(s) " + ", ".join(unknown),
+            {"ports": unknown}, "read /sys/class/infiniband/<dev>/ports/<n>/rate by hand; `ibstat` shows the rate too",
+        )
     checked = degraded = 0
     for (model, _layer), ports in groups.items():
         best = max(p.rate_gbps for p in ports)
@@ -122,9 +162,17 @@ def firmware(ctx: CheckContext) -> Iterator[Finding]:
     congestion-control and adaptive-routing behaviour between rails and is a common leftover of a
     partial upgrade."""
     by_model: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    unknown = []
     for dev in ctx.inventory.rdma_devices:
         if dev.model and dev.fw_ver:
             by_model[dev.model][dev.fw_ver].append(dev.name)
+        else:
+            unknown.append(dev.name)
+    if unknown:
+        yield not_evaluated(
+            "rdma.firmware", ",".join(unknown), "model or firmware version unreadable for " + ", ".join(unknown),
+            {"devices": unknown}, "`ibv_devinfo` prints fw_ver and the board id",
+        )
     for model, versions in by_model.items():
         if len(versions) > 1:
             common = max(versions, key=lambda v: len(versions[v]))

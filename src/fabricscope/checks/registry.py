@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from fabricscope.findings import Finding
+from fabricscope.findings import Finding, Severity
 from fabricscope.host.inventory import CounterSample, Inventory, counter_deltas
 
 
@@ -36,6 +36,13 @@ class Rates:
 class CheckContext:
     inventory: Inventory
     rates: Rates | None = None  # set when doctor ran with --interval
+
+
+def not_evaluated(
+    check_id: str, subject: str, why: str, evidence: dict | None = None, fix: str | None = None
+) -> Finding:
+    """What a check says when its inputs are unknown: info, never a pass."""
+    return Finding(check_id, Severity.INFO, subject, f"not evaluated: {why}", evidence or {}, fix)
 
 
 CheckFunc = Callable[[CheckContext], Iterable[Finding]]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from fabricscope.checks.registry import CheckContext, check
+from fabricscope.checks.registry import CheckContext, check, not_evaluated
 from fabricscope.findings import Finding, Severity
 from fabricscope.host.infiniband import RdmaPort
 from fabricscope.host.inventory import Inventory
+from fabricscope.nccl.settings import parse_env_file
+from fabricscope.nccl_gid import AF_INET, AF_INET6, GidChoice, GidPolicy, select_gid
 
 # RDMA MTU 4096 needs the netdev MTU to hold 4096 bytes of payload plus RoCE v2 headers.
 MIN_NETDEV_MTU_FOR_4K = 4200
@@ -32,33 +34,90 @@ def lossless_priorities(inv: Inventory, netdev: str) -> list[int] | None:
     return qos.pfc_priorities
 
 
-@check("roce.gid", "RoCE v2 GID with an IP address")
+@check("roce.gid", "NCCL picks a RoCE v2 GID with an IP address")
 def roce_gid(ctx: CheckContext) -> Iterator[Finding]:
-    """RoCE v2 (routable, UDP-encapsulated) needs a GID table entry of type "RoCE v2" that holds
-    an IPv4-mapped or global IPv6 address. Without one, NCCL and perftest fall back to link-local
-    or RoCE v1 entries that do not cross an IP router, and connections fail with ibv_modify_qp
-    errors. The index of the right entry is not fixed: extra IPv6 addresses shift it."""
-    for port, netdev in roce_ports(ctx.inventory):
-        v2 = port.roce_v2_gids()
-        if v2:
-            best = next((g for g in v2 if g.ipv4), v2[0])
+    """RoCE v2 (routable, UDP-encapsulated) needs a GID table entry of type "RoCE v2" holding a
+    routable address. NCCL 2.21+ chooses the entry itself (ncclIbGetGidIndex): it wants the family
+    NCCL_IB_ADDR_FAMILY (AF_INET unless set), RoCE version NCCL_IB_ROCE_VERSION_NUM (2) and an
+    address inside NCCL_IB_ADDR_RANGE, and falls back to index 0 (link-local, RoCE v1) when no
+    entry qualifies. This check walks each port's table the same way (fabricscope.nccl_gid, with
+    the values of /etc/nccl.conf) and warns when the entry NCCL would use is not a routable RoCE
+    v2 one, e.g. a port whose only RoCE v2 addresses are IPv6 while NCCL looks for IPv4."""
+    inv = ctx.inventory
+    policy = GidPolicy.from_env(_conf_env(inv.nccl_conf))
+    for port, netdev in roce_ports(inv):
+        choice = select_gid(port.gids, port.gid_table_len, policy)
+        evidence = {
+            "gid_index": choice.index,
+            "gid": choice.gid,
+            "roce_version": choice.roce_version,
+            "policy": policy.describe(),
+            "gids": [f"{g.index}:{g.gid}:{g.type}" for g in port.gids],
+            "netdev": netdev,
+        }
+        if policy.notes:
+            evidence["nccl_reads"] = list(policy.notes)
+        if choice.routable_v2:
+            shown = next((g.ipv4 for g in port.gids if g.index == choice.index and g.ipv4), choice.gid)
             yield Finding(
-                "roce.gid",
-                Severity.PASS,
-                port.name,
-                f"RoCE v2 GID index {best.index} ({best.ipv4 or best.gid}) on {best.netdev or netdev}",
-                {"gid_index": best.index},
+                "roce.gid", Severity.PASS, port.name,
+                f"NCCL (2.21+) uses GID index {choice.index} ({shown}, RoCE v2) on {netdev or 'its netdev'}", evidence,
             )
             continue
-        v1_ip = [g for g in port.gids if g.is_routable and g.roce_version == 1]
-        evidence = {"gids": [f"{g.index}:{g.gid}:{g.type}" for g in port.gids], "netdev": netdev}
-        if v1_ip:
-            message = f"only RoCE v1 entries carry an IP address (index {v1_ip[0].index}); no RoCE v2 GID"
-            fix = "enable RoCE v2 (default mode: `cma_roce_mode -d <dev> -p 1 -m 2`) or check the driver version"
-        else:
-            message = "no RoCE v2 GID with an IPv4 or global IPv6 address (only link-local entries)"
-            fix = f"give {netdev or 'the port netdev'} an IP address (`ip addr add <ip>/<len> dev {netdev or '<netdev>'}`); the kernel then adds the RoCE v2 GID"
+        message, fix = _gid_problem(port, netdev, choice, policy)
         yield Finding("roce.gid", Severity.WARN, port.name, message, evidence, fix)
+
+
+def _conf_env(text: str | None) -> dict[str, str]:
+    """The NCCL_* values of /etc/nccl.conf (NCCL reads it for whatever the environment leaves unset)."""
+    if text is None:
+        return {}
+    settings, _unparsed = parse_env_file(text, "/etc/nccl.conf", origin="/etc/nccl.conf")
+    return {s.name: s.value for s in settings}
+
+
+def _gid_problem(port: RdmaPort, netdev: str | None, choice: GidChoice, policy: GidPolicy) -> tuple[str, str]:
+    """Why the entry NCCL uses is not a routable RoCE v2 one, and what fixes it."""
+    at = "an empty entry" if choice.gid is None else f"{choice.gid}" + (", link-local" if not choice.valid else "")
+    kind = f"RoCE v{choice.roce_version}" if choice.roce_version else "type unknown"
+    picked = f"NCCL (2.21+, {policy.describe()}) uses GID index {choice.index} ({at}, {kind})"
+    dev = netdev or "<netdev>"
+    if choice.forced:
+        return (
+            f"NCCL_IB_GID_INDEX={choice.index} in /etc/nccl.conf forces GID index {choice.index} ({at}, {kind})",
+            "remove NCCL_IB_GID_INDEX from /etc/nccl.conf (NCCL 2.21+ picks the RoCE v2 entry itself)",
+        )
+    v2 = [g for g in port.gids if g.roce_version == 2 and g.is_routable and not g.is_link_local]
+    other_family = [g for g in v2 if (AF_INET if g.ipv4 else AF_INET6) != policy.family]
+    if v2 and len(other_family) == len(v2):
+        shown = ", ".join(f"index {g.index} {g.ipv4 or g.gid}" for g in v2[:3])
+        fam = "IPv6" if policy.family == AF_INET else "IPv4"
+        want = "IPv4" if policy.family == AF_INET else "IPv6"
+        return (
+            f"{picked}: this port's only RoCE v2 addresses are {fam} ({shown}), and NCCL looks for {want}",
+            f"give {dev} an {want} address (`ip addr add <ip>/<len> dev {dev}`), or set "
+            f"NCCL_IB_ADDR_FAMILY={AF_INET6 if policy.family == AF_INET else AF_INET} for every job on every node (NCCL >= 2.21)",
+        )
+    if v2 and policy.range_text:
+        return (
+            f"{picked}: NCCL_IB_ADDR_RANGE={policy.range_text} excludes every RoCE v2 address of this port",
+            f"set NCCL_IB_ADDR_RANGE to the subnet of {dev}'s address, or remove it",
+        )
+    if v2 and policy.roce_version != 2:
+        return (
+            f"{picked}: NCCL_IB_ROCE_VERSION_NUM={policy.roce_version} steers NCCL away from the RoCE v2 entries",
+            "remove NCCL_IB_ROCE_VERSION_NUM (default 2)",
+        )
+    v1_ip = [g for g in port.gids if g.is_routable and g.roce_version == 1]
+    if v1_ip:
+        return (
+            f"only RoCE v1 entries carry an IP address (index {v1_ip[0].index}); no RoCE v2 GID",
+            "enable RoCE v2 (default mode: `cma_roce_mode -d <dev> -p 1 -m 2`) or check the driver version",
+        )
+    return (
+        "no RoCE v2 GID with an IPv4 or global IPv6 address (only link-local entries)",
+        f"give {netdev or 'the port netdev'} an IP address (`ip addr add <ip>/<len> dev {dev}`); the kernel then adds the RoCE v2 GID",
+    )
 
 
 @check("roce.mtu", "Netdev MTU allows RDMA MTU 4096")
@@ -68,6 +127,7 @@ def roce_mtu(ctx: CheckContext) -> Iterator[Finding]:
     for netdev_name in roce_netdevs(ctx.inventory):
         netdev = ctx.inventory.netdev(netdev_name)
         if netdev is None or netdev.mtu_bytes is None:
+            yield not_evaluated("roce.mtu", netdev_name, f"MTU of {netdev_name} unreadable", fix=f"ip link show {netdev_name}")
             continue
         if netdev.mtu_bytes < MIN_NETDEV_MTU_FOR_4K:
             rdma_mtu = 2048 if netdev.mtu_bytes >= 2048 + 100 else 1024
@@ -142,6 +202,10 @@ def roce_trust(ctx: CheckContext) -> Iterator[Finding]:
         qos = inv.qos.get(netdev)
         trust = (qos.trust if qos else None) or (inv.netdev(netdev).qos_trust if inv.netdev(netdev) else None)
         if trust is None:
+            yield not_evaluated(
+                "roce.trust", netdev, "trust mode not visible (no mlnx_qos, dcb or /sys/class/net/<if>/qos/trust)",
+                fix=f"install iproute2's dcb or MLNX_OFED's mlnx_qos: `mlnx_qos -i {netdev}` shows the trust mode",
+            )
             continue
         prios = qos.pfc_priorities if qos else []
         dscp_marked = any(p != 0 for p in prios) or "NCCL_IB_TC" in (inv.nccl_conf or "")
@@ -197,6 +261,10 @@ def cnp_ignored(ctx: CheckContext) -> Iterator[Finding]:
     for port, _netdev in roce_ports(ctx.inventory):
         total = port.hw_counters.get("rp_cnp_ignored")
         if total is None:
+            yield not_evaluated(
+                "roce.cnp_ignored", port.name, "no rp_cnp_ignored counter in hw_counters (the driver does not expose it)",
+                fix=f"`rdma statistic show link {port.device}/{port.port}` lists the counters this driver has",
+            )
             continue
         rising = None
         if ctx.rates is not None:

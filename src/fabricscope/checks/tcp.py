@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
-from fabricscope.checks.registry import CheckContext, check
+from fabricscope.checks.registry import CheckContext, check, not_evaluated
 from fabricscope.findings import Finding, Severity
 from fabricscope.host.inventory import Inventory
 from fabricscope.host.netclass import NetDevice
@@ -14,6 +15,8 @@ MIN_SOMAXCONN = 4096
 BDP_RTT_S = 0.5e-3
 RETRANS_WARN_PCT = 0.5
 OFFLOADS = ("tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload")
+# The sysctls these checks read; a fleet compares them across nodes (fabricscope.fleet.facts).
+CHECKED_SYSCTLS = ("net.core.somaxconn", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_congestion_control")
 
 
 def tcp_interfaces(inv: Inventory) -> list[NetDevice]:
@@ -27,6 +30,7 @@ def somaxconn(ctx: CheckContext) -> Iterator[Finding]:
     under a burst of connections drop SYNs and stall for a retransmit timeout when it is small."""
     value = ctx.inventory.kernel.sysctl_int("net.core.somaxconn")
     if value is None:
+        yield not_evaluated("tcp.somaxconn", "net.core.somaxconn", "/proc/sys/net/core/somaxconn unreadable", fix="sysctl net.core.somaxconn")
         return
     if value < MIN_SOMAXCONN:
         yield Finding(
@@ -44,8 +48,16 @@ def buffers(ctx: CheckContext) -> Iterator[Finding]:
     the bandwidth-delay product of the fastest interface (at 0.5 ms RTT) a single stream cannot
     fill the link."""
     inv = ctx.inventory
-    speeds = [n.speed_mbps for n in tcp_interfaces(inv) if n.speed_mbps]
+    interfaces = tcp_interfaces(inv)
+    speeds = [n.speed_mbps for n in interfaces if n.speed_mbps]
     if not speeds:
+        if interfaces:
+            names = [n.name for n in interfaces]
+            yield not_evaluated(
+                "tcp.buffers", ",".join(names), f"link speed of {', '.join(names)} unknown (virtual NICs report none), so the bandwidth-delay product is too",
+                {"netdevs": names},
+                "make the third value of net.ipv4.tcp_rmem/tcp_wmem at least the instance bandwidth (bytes/s) x 0.5 ms",
+            )
         return
     link_mbps = max(speeds)
     bdp = int(link_mbps * 1e6 / 8 * BDP_RTT_S)
@@ -70,6 +82,13 @@ def congestion_control(ctx: CheckContext) -> Iterator[Finding]:
     Linux default) or bbr are the sensible choices."""
     algo = ctx.inventory.kernel.sysctls.get("net.ipv4.tcp_congestion_control")
     if algo is None:
+        yield not_evaluated(
+            "tcp.congestion_control", "net.ipv4.tcp_congestion_control", "/proc/sys/net/ipv4/tcp_congestion_control unreadable",
+            fix="sysctl net.ipv4.tcp_congestion_control",
+        )
+        return
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", algo):
+        yield not_evaluated("tcp.congestion_control", "net.ipv4.tcp_congestion_control", f"unrecognised value {algo[:40]!r}", {"value": algo})
         return
     if algo == "reno":
         yield Finding(
@@ -123,7 +142,11 @@ def retransmits(ctx: CheckContext) -> Iterator[Finding]:
     else:
         retrans, out = inv.kernel.netstat.get("Tcp.RetransSegs"), inv.kernel.netstat.get("Tcp.OutSegs")
         window = "since boot"
-    if retrans is None or not out:
+    if retrans is None or out is None:
+        yield not_evaluated("tcp.retransmits", "tcp", "Tcp RetransSegs/OutSegs not readable from /proc/net/snmp", fix="nstat -az TcpRetransSegs TcpOutSegs")
+        return
+    if not out:
+        yield not_evaluated("tcp.retransmits", "tcp", f"no TCP segments sent {window}")
         return
     pct = 100.0 * retrans / out
     evidence = {"retrans_segs": retrans, "out_segs": out, "retrans_pct": round(pct, 4), "window": window}

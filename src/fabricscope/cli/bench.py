@@ -204,10 +204,15 @@ def serve(
 
     ports = None
     if data_ports:
+        from fabricscope.units import parse_port
+
         low, sep, high = data_ports.partition("-")
-        if not sep or not low.isdigit() or not high.isdigit() or not 1 <= int(low) <= int(high) <= 65535:
-            raise _err("--data-ports takes LOW-HIGH, e.g. 5300-5399")
-        ports = (int(low), int(high))
+        try:
+            ports = (parse_port(low), parse_port(high))
+        except ValueError:
+            ports = (0, 0)
+        if not sep or not ports[0] or ports[0] > ports[1]:
+            raise _err("--data-ports takes LOW-HIGH with 1 <= LOW <= HIGH <= 65535, e.g. 5300-5399")
     logging.basicConfig(
         level=logging.WARNING if quiet else logging.INFO,
         format="%(asctime)s fabricscope bench serve: %(message)s",
@@ -219,9 +224,10 @@ def serve(
         server.start()
     except FabricscopeError as exc:
         raise _err(str(exc)) from None
-    typer.echo(f"fabricscope bench serve: listening on {bind} port {server.port}", err=True)
-    signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: server.stop())
     try:
+        typer.echo(f"fabricscope bench serve: listening on {bind} port {server.port}", err=True)
         server.serve_forever()
     except KeyboardInterrupt:
         server.stop()

@@ -47,17 +47,52 @@ def doctor(
     interval: float = typer.Option(None, "--interval", min=0.1, max=3600, help="Read counters twice, SECONDS apart, and judge rates."),
     fail_on: str = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP),
     show_pass: bool = typer.Option(True, "--pass/--no-pass", help="Show passing checks too."),
+    expect: str = typer.Option(None, "--expect", help="Expected-hardware manifest (YAML): fail where this node has less or something different."),
+    nhc: bool = typer.Option(False, "--nhc", help="One-line reason and exit status for LBNL NHC / Slurm HealthCheckProgram (docs/fleet.md)."),
 ) -> None:
     """Inspect GPU, PCIe, NIC, port, cable, PFC/ECN, GIDs and TCP settings; print findings with fixes."""
     threshold = parse_fail_on(fail_on)
+    manifest = _load_manifest(expect)
     node = open_root(root)
     report = run_doctor(node, interval_s=interval, sleep=_wait_with_progress)
+    if manifest is not None:
+        report = _with_manifest(report, manifest)
+    if nhc:
+        from fabricscope.fleet.nhc import nhc_reason
+
+        code = exit_code(report.findings, threshold)
+        if code:
+            typer.echo(nhc_reason(report.findings, threshold))
+        raise typer.Exit(code)
     if json_out:
         print_json(report.to_dict())
     else:
         host = report.inventory.hostname or "node"
-        render_findings(report.findings, title=f"fabricscope doctor: {host} (root {node.label})", show_pass=show_pass)
+        render_findings(report.findings, title=f"fabricscope doctor: {host} (root {node.label})", show_pass=show_pass,
+                        area_titles={"expect": f"Expected hardware ({expect})"})
     raise typer.Exit(exit_code(report.findings, threshold))
+
+
+def _load_manifest(path: str | None):
+    if path is None:
+        return None
+    from pathlib import Path
+
+    from fabricscope.fleet.manifest import load_manifest
+
+    return load_manifest(Path(path))
+
+
+def _with_manifest(report, manifest):
+    """The doctor's findings plus the manifest's (``expect.*``), in doctor's order."""
+    import dataclasses
+
+    from fabricscope.findings import sort_key
+    from fabricscope.fleet.expect import check_manifest
+    from fabricscope.fleet.facts import node_facts
+
+    extra = check_manifest(manifest, node_facts(report.inventory))
+    return dataclasses.replace(report, findings=sorted([*report.findings, *extra], key=sort_key))
 
 
 @app.command()

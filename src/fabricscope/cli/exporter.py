@@ -98,8 +98,8 @@ def exporter(
             stopping.set()
             threading.Thread(target=server.shutdown, daemon=True).start()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # each: stop serving, clean up, exit 0
+        signal.signal(sig, _stop)
     logging.getLogger("fabricscope.exporter").info(
         "fabricscope exporter serving %s (root %s, doctor every %s)",
         server.url,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import typer
@@ -10,6 +9,7 @@ import typer
 from fabricscope.cli.common import JSON_HELP, die, print_json
 from fabricscope.cli.main import app
 from fabricscope.errors import FabricscopeError
+from fabricscope.host.command import Process
 from fabricscope.lab.fabric import Labs, require_root
 from fabricscope.lab.procgroup import run_group
 from fabricscope.lab.run import DEFAULT_MASTER_PORT, host_specs
@@ -56,6 +56,7 @@ def up(
     loss: str = typer.Option(None, "--loss", help="Random loss per direction on host links, e.g. 0.1%."),
     loss_on: str = typer.Option(None, "--loss-on", help="Apply --loss only to these hosts (comma-separated, e.g. h3)."),
     mtu: int = typer.Option(1500, "--mtu", help="MTU of every lab interface."),
+    lldp: bool = typer.Option(False, "--lldp", help="Run lldpd on every switch and host (real LLDP for `topology discover lldp`; Debian package lldpd)."),
     replace: bool = typer.Option(False, "--replace", help="Rebuild even if a lab of this name exists with other options."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -73,6 +74,7 @@ def up(
             loss_pct=parse_loss(loss) if loss else 0.0,
             loss_on=tuple(h.strip() for h in loss_on.split(",") if h.strip()) if loss_on else (),
             mtu=mtu,
+            lldp=lldp,
         )
         labs = Labs()
         result = labs.up(spec, replace=replace)
@@ -178,11 +180,17 @@ def exec_(
         ns = state.plan.host(host).namespace
     except FabricscopeError as exc:
         die(str(exc), exc.exit_code)
+    try:  # its own session: at the deadline (or on Ctrl-C/SIGTERM here) it ends with all its children
+        proc = Process(["ip", "netns", "exec", ns, *command], stdin=None, stdout=None, stderr=None)
+    except OSError as exc:
+        die(f"cannot run ip netns exec: {exc.strerror or exc}")
     try:
-        rc = subprocess.call(["ip", "netns", "exec", ns, *command], timeout=timeout)
-    except subprocess.TimeoutExpired:
+        finished = proc.wait_exit(timeout)
+    finally:
+        rc = proc.stop(grace_s=3.0)
+    if not finished:
         typer.echo(f"fabricscope: error: {host}: command still running after {timeout:g} s; ended", err=True)
-        raise typer.Exit(124) from None
+        raise typer.Exit(124)
     raise typer.Exit(rc if rc >= 0 else 128 - rc)
 
 

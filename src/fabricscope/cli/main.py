@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import signal
 import sys
 
 import typer
@@ -49,7 +50,9 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lab": ("fabricscope.cli.lab",),
     "sim": ("fabricscope.cli.sim",),
     "exporter": ("fabricscope.cli.exporter",),
-    "monitoring": ("fabricscope.cli.exporter",),
+    "monitoring": ("fabricscope.cli.exporter", "fabricscope.cli.k8s"),
+    "fleet": ("fabricscope.cli.fleet",),
+    "topology": ("fabricscope.cli.topology",),
 }
 
 
@@ -65,7 +68,27 @@ def _register(argv: list[str] | None = None) -> None:
         importlib.import_module(module)
 
 
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    """SIGTERM/SIGHUP end the run like an error would: finally blocks, context managers and atexit
+    run (temporary directories removed, child process groups ended); exit status 128 + signum."""
+    for sig in EXIT_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the cleanup short
+    raise SystemExit(128 + signum)
+
+
+EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # SIGINT already raises KeyboardInterrupt (exit 130)
+
+
+def _install_signal_exits() -> None:
+    for sig in EXIT_SIGNALS:
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # under nohup, SIGHUP stays ignored
+            signal.signal(sig, _exit_on_signal)
+
+
 def main() -> None:
+    from fabricscope.host.command import stop_all
+
+    _install_signal_exits()
     _register()
     try:
         app()
@@ -80,3 +103,5 @@ def main() -> None:
             raise
         typer.echo(f"fabricscope: internal error: {type(exc).__name__}: {exc} (FABRICSCOPE_DEBUG=1 shows details)", err=True)
         sys.exit(2)
+    finally:
+        stop_all()  # child processes still running (a signal, an error): end their whole groups

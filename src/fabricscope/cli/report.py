@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import typer
 
 from fabricscope.cli.main import app
 from fabricscope.errors import FabricscopeError
+from fabricscope.host.tempfiles import atomic_write
 
 AUTO_BASELINE_RUNS = 5
 
@@ -72,11 +71,7 @@ def report(
     target = output.expanduser()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".fabricscope-report-", suffix=".html", dir=str(target.parent))
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(html)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+        atomic_write(target, html.encode("utf-8"))
     except OSError as exc:
         raise _err(f"cannot write {target}: {exc.strerror or exc}") from None
     typer.echo(f"wrote {target} ({len(runs)} run(s), {len(html) // 1024} KiB)")

@@ -70,20 +70,26 @@ def parse_module(text: str) -> ModuleInfo | None:
     return ModuleInfo(identifier=fields.get("Identifier"), temperature_c=temp, alarms=alarms, fields=fields)
 
 
+def ethtool_commands(netdev: str) -> list[list[str]]:
+    """What :func:`read_ethtool` runs for one netdev: statistics, features, transceiver."""
+    return [["ethtool", "-S", netdev], ["ethtool", "-k", netdev], ["ethtool", "-m", netdev]]
+
+
 def read_ethtool(root: Root, netdev: str) -> EthtoolData:
+    stats_cmd, features_cmd, module_cmd = ethtool_commands(netdev)
     stats = features = module = None
-    result = root.run(["ethtool", "-S", netdev])
+    result = root.run(stats_cmd)
     if result.ok:
         stats = parse_stats(result.stdout)
-    result = root.run(["ethtool", "-k", netdev])
+    result = root.run(features_cmd)
     if result.ok:
         features = parse_features(result.stdout)
-    result = root.run(["ethtool", "-m", netdev])
+    result = root.run(module_cmd)
     if result.ok:
         module = parse_module(result.stdout)
     return EthtoolData(stats=stats, features=features, module=module)
 
 
 def read_ethtool_stats(root: Root, netdev: str) -> dict[str, int] | None:
-    result = root.run(["ethtool", "-S", netdev])
+    result = root.run(ethtool_commands(netdev)[0])
     return parse_stats(result.stdout) if result.ok else None

@@ -12,7 +12,29 @@ from fabricscope.host.sysfs import parse_id_name, read_counters, read_int, read_
 
 IB_CLASS = "sys/class/infiniband"
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\((\d+)X\s*([A-Z0-9]*)\))?")
+_VERSION = re.compile(r"^[0-9][0-9A-Za-z._-]*$")
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+# The names the kernel writes after each code (drivers/infiniband/core/sysfs.c: state_show's
+# state_name[] and phys_state_to_str()); a code outside a table is written "UNKNOWN"/"<unknown>".
+PORT_STATE_NAMES = {0: "NOP", 1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTIVE_DEFER"}
+PHYS_STATE_NAMES = {
+    0: "<unknown>",
+    1: "Sleep",
+    2: "Polling",
+    3: "Disabled",
+    4: "PortConfigurationTraining",
+    5: "LinkUp",
+    6: "LinkErrorRecovery",
+    7: "Phy Test",
+}
+
+
+def kernel_state_name(code: int) -> str:
+    return PORT_STATE_NAMES.get(code, "UNKNOWN")
+
+
+def kernel_phys_state_name(code: int) -> str:
+    return PHYS_STATE_NAMES.get(code, "<unknown>")
 
 
 @dataclass(frozen=True)
@@ -70,10 +92,21 @@ class RdmaPort:
     gids: tuple[Gid, ...] = ()
     counters: dict[str, int] = field(default_factory=dict)
     hw_counters: dict[str, int] = field(default_factory=dict)
+    gid_table_len: int | None = None  # entries under gids/, empty ones included (NCCL scans them all)
 
     @property
     def name(self) -> str:
         return f"{self.device}/{self.port}"
+
+    @property
+    def state_recognised(self) -> bool:
+        """The state text is what the kernel writes for its code ("4: ACTIVE")."""
+        return self.state_id is not None and self.state == kernel_state_name(self.state_id)
+
+    @property
+    def phys_state_recognised(self) -> bool:
+        """The physical state text is what the kernel writes for its code ("5: LinkUp")."""
+        return self.phys_state_id is not None and self.phys_state == kernel_phys_state_name(self.phys_state_id)
 
     @property
     def is_active(self) -> bool:
@@ -145,9 +178,8 @@ def read_port(root: Root, device: str, port: int) -> RdmaPort:
     if link_layer not in (None, "InfiniBand", "Ethernet"):
         root.note(f"{base}/link_layer", f"unknown link layer {link_layer[:40]!r}")
     gids = []
-    for name in root.listdir(f"{base}/gids"):
-        if not name.isdigit():
-            continue
+    entries = [name for name in root.listdir(f"{base}/gids") if name.isdigit()]
+    for name in entries:
         gid = read_str(root, f"{base}/gids/{name}")
         if gid is None or gid == ZERO_GID or parse_gid(gid) is None:
             continue
@@ -177,6 +209,7 @@ def read_port(root: Root, device: str, port: int) -> RdmaPort:
         gids=tuple(gids),
         counters=read_counters(root, f"{base}/counters"),
         hw_counters=read_counters(root, f"{base}/hw_counters"),
+        gid_table_len=len(entries) if entries else None,
     )
 
 
@@ -189,7 +222,7 @@ def read_device(root: Root, name: str) -> RdmaDevice:
     return RdmaDevice(
         name=name,
         node_type=read_str(root, f"{base}/node_type"),
-        fw_ver=read_str(root, f"{base}/fw_ver"),
+        fw_ver=_read_version(root, f"{base}/fw_ver"),
         hca_type=read_str(root, f"{base}/hca_type"),
         board_id=read_str(root, f"{base}/board_id"),
         node_guid=read_str(root, f"{base}/node_guid"),
@@ -197,6 +230,15 @@ def read_device(root: Root, name: str) -> RdmaDevice:
         netdevs=tuple(root.listdir(f"{base}/device/net")),
         ports=ports,
     )
+
+
+def _read_version(root: Root, rel: str) -> str | None:
+    """A firmware version ("28.39.1002"); anything else is noted and unknown."""
+    text = read_str(root, rel)
+    if text is not None and not _VERSION.match(text):
+        root.note(rel, f"not a version: {text[:40]!r}")
+        return None
+    return text
 
 
 def read_rdma_devices(root: Root) -> list[RdmaDevice]:

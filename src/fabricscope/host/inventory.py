@@ -7,14 +7,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricscope.host.ethtool import EthtoolData, read_ethtool, read_ethtool_stats
-from fabricscope.host.gpu import Gpu, read_gpus
+from fabricscope.host.ethtool import EthtoolData, ethtool_commands, read_ethtool, read_ethtool_stats
+from fabricscope.host.gpu import NVIDIA_SMI_QUERY, Gpu, read_gpus
 from fabricscope.host.infiniband import RdmaDevice, RdmaPort, read_port_counters, read_rdma_devices
-from fabricscope.host.netclass import NetDevice, read_net_devices
+from fabricscope.host.lldp import LldpNeighbor, lldpctl_argv, read_lldp
+from fabricscope.host.netclass import IP_ADDR, NetDevice, physical_netdev_names, read_net_devices
 from fabricscope.host.pci import DISTANCES, PciDevice, pcie_distance, read_pci_devices
 from fabricscope.host.procfs import KernelState, read_kernel_state, read_netstat
-from fabricscope.host.qos import QosConfig, read_qos
+from fabricscope.host.qos import QosConfig, qos_commands, read_qos
 from fabricscope.host.root import Problem, Root
+from fabricscope.host.versions import DPKG_QUERY, RPM_QUERY, SoftwareVersions, read_versions
 
 NCCL_CONF = "etc/nccl.conf"
 
@@ -44,6 +46,8 @@ class Inventory:
     qos: dict[str, QosConfig]  # per RoCE netdev where mlnx_qos/dcb answered
     nccl_conf: str | None
     problems: tuple[Problem, ...] = field(default=())
+    versions: SoftwareVersions = field(default_factory=SoftwareVersions)  # kernel, drivers, rdma-core, NCCL
+    lldp: tuple[LldpNeighbor, ...] | None = None  # None: no lldpd answered on this node
 
     # ----- lookups -----------------------------------------------------------------------
     @property
@@ -123,23 +127,49 @@ def _affinity(gpus: list[Gpu], rdma: list[RdmaDevice], netdevs: list[NetDevice],
     return result
 
 
-def read_inventory(root: Root) -> Inventory:
-    """Read everything once. Never raises for bad data; problems are listed in the result."""
+def _ethtool_netdevs(rdma: list[RdmaDevice], physical: list[str]) -> set[str]:
+    """Netdevs worth ethtool's time: those of RDMA devices and their GIDs, and every PCI one."""
+    names = {n for d in rdma for n in d.netdevs}
+    names |= {g.netdev for d in rdma for p in d.ports for g in p.gids if g.netdev}
+    return names | set(physical)
+
+
+def _roce_netdevs(rdma: list[RdmaDevice]) -> set[str]:
+    names = {g.netdev for d in rdma for p in d.ports if p.is_roce for g in p.gids if g.netdev}
+    return names | {n for d in rdma if any(p.is_roce for p in d.ports) for n in d.netdevs}
+
+
+def _commands_ahead(root: Root, rdma: list[RdmaDevice]) -> list[list[str]]:
+    """Every command :func:`read_inventory` will (or may) run, known from sysfs before any runs."""
+    if not root.is_live:
+        return []
+    commands = [list(c) for c in (IP_ADDR, NVIDIA_SMI_QUERY, DPKG_QUERY, RPM_QUERY, lldpctl_argv())]
+    commands += [c for n in sorted(_ethtool_netdevs(rdma, physical_netdev_names(root))) for c in ethtool_commands(n)]
+    return commands + [c for n in sorted(_roce_netdevs(rdma)) for c in qos_commands(n)]
+
+
+def read_inventory(root: Root, command_timeout_s: float | None = None) -> Inventory:
+    """Read everything once. Never raises for bad data; problems are listed in the result.
+
+    On a live node the optional commands (ip, nvidia-smi, ethtool, mlnx_qos/dcb, dpkg-query/rpm,
+    lldpctl) start at once and share one deadline (``command_timeout_s``, default the root's), so
+    hung tools cost one timeout, not one each.
+    """
     rdma = read_rdma_devices(root)
-    netdevs = read_net_devices(root)
-    pci = read_pci_devices(root)
-    gpus, gpu_source = read_gpus(root, pci)
-    interesting = {n for d in rdma for n in d.netdevs}
-    interesting |= {g.netdev for d in rdma for p in d.ports for g in p.gids if g.netdev}
-    interesting |= {n.name for n in netdevs if n.is_physical}
-    ethtool = {name: read_ethtool(root, name) for name in sorted(interesting)}
-    roce_netdevs = {g.netdev for d in rdma for p in d.ports if p.is_roce for g in p.gids if g.netdev}
-    roce_netdevs |= {n for d in rdma if any(p.is_roce for p in d.ports) for n in d.netdevs}
-    qos = {}
-    for name in sorted(roce_netdevs):
-        cfg = read_qos(root, name)
-        if cfg is not None:
-            qos[name] = cfg
+    with root.commands_ahead(_commands_ahead(root, rdma), command_timeout_s):
+        netdevs = read_net_devices(root)
+        pci = read_pci_devices(root)
+        gpus, gpu_source = read_gpus(root, pci)
+        physical = [n.name for n in netdevs if n.is_physical]
+        ethtool = {name: read_ethtool(root, name) for name in sorted(_ethtool_netdevs(rdma, physical))}
+        qos = {}
+        for name in sorted(_roce_netdevs(rdma)):
+            cfg = read_qos(root, name)
+            if cfg is not None:
+                qos[name] = cfg
+        drivers = tuple(sorted({n.driver for n in netdevs if n.driver and n.is_physical}))
+        versions = read_versions(root, drivers)
+        lldp = read_lldp(root, quiet=True)  # recorded by snapshots, read back by `topology discover lldp --root`
     hostname = root.read("proc/sys/kernel/hostname")
     return Inventory(
         hostname=hostname.strip() if hostname else None,
@@ -155,6 +185,8 @@ def read_inventory(root: Root) -> Inventory:
         qos=qos,
         nccl_conf=root.read(NCCL_CONF),
         problems=tuple(root.problems),
+        versions=versions,
+        lldp=lldp,
     )
 
 
@@ -170,10 +202,11 @@ class CounterSample:
 
 def read_counter_sample(root: Root, netdevs: list[str] | None = None) -> CounterSample:
     stats: dict[str, dict[str, int]] = {}
-    for name in netdevs or []:
-        values = read_ethtool_stats(root, name)
-        if values is not None:
-            stats[name] = values
+    with root.commands_ahead([ethtool_commands(name)[0] for name in netdevs or []]):
+        for name in netdevs or []:
+            values = read_ethtool_stats(root, name)
+            if values is not None:
+                stats[name] = values
     return CounterSample(
         taken_s=time.monotonic(),
         ports=read_port_counters(root),

@@ -13,6 +13,7 @@ NET_CLASS = "sys/class/net"
 ARPHRD_ETHER = 1
 ARPHRD_INFINIBAND = 32
 ARPHRD_LOOPBACK = 772
+IP_ADDR = ("ip", "-j", "addr", "show")
 
 
 @dataclass(frozen=True)
@@ -77,9 +78,19 @@ def _read_enable_dir(root: Root, rel: str) -> dict[int, bool]:
     return out
 
 
+def netdev_pci_address(root: Root, name: str) -> str | None:
+    """PCI function behind a netdev; None for virtual devices (veth, bridges, lo)."""
+    return pci_address_of(root.resolve(f"{NET_CLASS}/{name}/device"))
+
+
+def physical_netdev_names(root: Root) -> list[str]:
+    """Netdevs with a PCI function, from sysfs alone (no command): what ethtool will be asked about."""
+    return [name for name in root.listdir(NET_CLASS) if netdev_pci_address(root, name) is not None]
+
+
 def read_net_devices(root: Root) -> list[NetDevice]:
     addresses: dict[str, tuple[list[str], list[str]]] = {}
-    result = root.run(["ip", "-j", "addr", "show"])
+    result = root.run(IP_ADDR)
     if result.ok:
         addresses = parse_ip_addr_json(result.stdout)
         if not addresses and result.stdout.strip():
@@ -90,7 +101,7 @@ def read_net_devices(root: Root) -> list[NetDevice]:
         if not root.is_dir(base):
             continue
         speed = read_int(root, f"{base}/speed")
-        pci = pci_address_of(root.resolve(f"{base}/device"))
+        pci = netdev_pci_address(root, name)
         driver = None
         driver_link = root.resolve(f"{base}/device/driver")
         if driver_link is not None:

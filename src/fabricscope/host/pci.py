@@ -17,6 +17,10 @@ PCI_EXT_CAP_ACS = 0x000D
 PORT_TYPE_ROOT = 4
 PORT_TYPE_UPSTREAM = 5
 PORT_TYPE_DOWNSTREAM = 6
+# Without CAP_SYS_ADMIN the kernel returns only the first 64 bytes of config (128 for CardBus:
+# drivers/pci/pci-sysfs.c pci_read_config); the capability lists start at 0x40 and 0x100, so a
+# shorter read leaves the PCIe port type and ACS unknown, not absent.
+FULL_CONFIG_MIN_BYTES = 256
 
 # Distance classes as nvidia-smi topo -m prints them, nearest first.
 DISTANCES = ("PIX", "PXB", "PHB", "NODE", "SYS")
@@ -53,6 +57,17 @@ class PciDevice:
     upstream: tuple[str, ...]  # bridges from the root port down to the parent of this device
     port_type: int | None
     acs: AcsControl | None
+    config_bytes: int | None = None  # bytes of config space read; None when unreadable
+
+    @property
+    def capabilities_known(self) -> bool:
+        """Config space was read whole, so a missing PCIe/ACS capability is really missing."""
+        return self.config_bytes is not None and self.config_bytes >= FULL_CONFIG_MIN_BYTES
+
+    @property
+    def config_truncated(self) -> bool:
+        """Only the header was readable: the reader lacked CAP_SYS_ADMIN (or the snapshot did)."""
+        return self.config_bytes is not None and 0 < self.config_bytes < FULL_CONFIG_MIN_BYTES
 
     @property
     def is_bridge(self) -> bool:
@@ -163,6 +178,7 @@ def read_pci_device(root: Root, address: str) -> PciDevice:
         upstream=upstream,
         port_type=port_type,
         acs=acs,
+        config_bytes=len(config) if config is not None else None,
     )
 
 

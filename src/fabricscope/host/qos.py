@@ -103,21 +103,27 @@ def parse_dcb_app(text: str) -> dict[int, int] | None:
     return mapping
 
 
+def qos_commands(netdev: str) -> list[list[str]]:
+    """What :func:`read_qos` may run for one netdev, in the order it asks."""
+    return [["mlnx_qos", "-i", netdev], ["dcb", "-j", "pfc", "show", "dev", netdev], ["dcb", "-j", "app", "show", "dev", netdev]]
+
+
 def read_qos(root: Root, netdev: str) -> QosConfig | None:
     """mlnx_qos first (it reports trust directly), then iproute2 dcb."""
-    result = root.run(["mlnx_qos", "-i", netdev])
+    mlnx_cmd, pfc_cmd, app_cmd = qos_commands(netdev)
+    result = root.run(mlnx_cmd)
     if result.ok:
         parsed = parse_mlnx_qos(result.stdout)
         if parsed is not None:
             return parsed
-        root.note(f"mlnx_qos -i {netdev}", "output not recognised")
-    pfc_result = root.run(["dcb", "-j", "pfc", "show", "dev", netdev])
+        root.note(" ".join(mlnx_cmd), "output not recognised")
+    pfc_result = root.run(pfc_cmd)
     if not pfc_result.ok:
         return None
     pfc = parse_dcb_pfc(pfc_result.stdout)
     if pfc is None:
-        root.note(f"dcb -j pfc show dev {netdev}", "output not recognised")
-    app_result = root.run(["dcb", "-j", "app", "show", "dev", netdev])
+        root.note(" ".join(pfc_cmd), "output not recognised")
+    app_result = root.run(app_cmd)
     dscp = parse_dcb_app(app_result.stdout) if app_result.ok else None
     # On mlx5 the first DSCP app entry switches trust to dscp; none means pcp.
     trust = None if dscp is None else ("dscp" if dscp else "pcp")

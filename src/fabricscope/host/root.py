@@ -13,17 +13,23 @@ import errno
 import json
 import os
 import shutil
-import subprocess
 import tarfile
 import tempfile
 import threading
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+
+from fabricscope.host import command
 
 # Largest file we read from sysfs/procfs/snapshots; anything bigger is not a kernel attribute.
 MAX_READ_BYTES = 8 * 1024 * 1024
 READ_CHUNK_BYTES = 64 * 1024
 DEFAULT_COMMAND_TIMEOUT_S = 10.0
+COMMAND_TIMEOUT_ENV = "FABRICSCOPE_COMMAND_TIMEOUT"
 
 
 class RootError(Exception):
@@ -75,11 +81,13 @@ class Root:
     _real_dirs: dict[Path, str] = field(default_factory=dict, repr=False)
     _commands: dict[tuple[str, ...], tuple[str, int]] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _ahead: dict[tuple[str, ...], Future[CommandResult]] = field(default_factory=dict, repr=False)
+    command_timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S  # live: FABRICSCOPE_COMMAND_TIMEOUT
 
     # ----- construction -------------------------------------------------------------------
     @classmethod
     def live(cls) -> Root:
-        return cls(path=Path("/"), is_live=True, label="/")
+        return cls(path=Path("/"), is_live=True, label="/", command_timeout_s=_command_timeout_from_env())
 
     @classmethod
     def at(cls, location: str | os.PathLike[str]) -> Root:
@@ -224,9 +232,9 @@ class Root:
             return False
 
     # ----- commands -----------------------------------------------------------------------
-    def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S) -> CommandResult:
+    def run(self, argv: list[str] | tuple[str, ...], timeout_s: float | None = None) -> CommandResult:
         """Run a command on the live machine, or look up its captured output in a snapshot."""
-        result = self._run(tuple(argv), timeout_s)
+        result = self._run(tuple(argv), self.command_timeout_s if timeout_s is None else timeout_s)
         if self.recording is not None:
             self.recording.commands[result.argv] = result
         return result
@@ -241,25 +249,36 @@ class Root:
             if text is None:
                 return CommandResult(key, available=False, reason=f"captured output cmd/{stdout_file} unreadable")
             return CommandResult(key, available=True, rc=rc, stdout=text)
-        exe = shutil.which(key[0])
-        if exe is None:
-            return CommandResult(key, available=False, reason=f"{key[0]} not installed")
+        ahead = self._ahead.pop(key, None)
+        result = ahead.result() if ahead is not None else _run_live(key, time.monotonic() + timeout_s)
+        if result.available and result.rc is None:
+            self.note(" ".join(key), str(result.reason))
+        return result
+
+    @contextmanager
+    def commands_ahead(
+        self, argvs: Iterable[list[str] | tuple[str, ...]], timeout_s: float | None = None
+    ) -> Iterator[None]:
+        """Start these commands now, in parallel under one deadline; :meth:`run` of the same argv
+        inside the block takes its result. Those not taken are stopped when the block ends.
+
+        Readers keep calling :meth:`run` one command at a time; this only makes N hung tools
+        cost one timeout instead of N. A snapshot has nothing to run: a no-op there.
+        """
+        if not self.is_live:
+            yield
+            return
+        deadline = time.monotonic() + (self.command_timeout_s if timeout_s is None else timeout_s)
+        cancel = threading.Event()
+        started = command.in_parallel(lambda key: _run_live(key, deadline, cancel), (tuple(a) for a in argvs))
+        self._ahead.update(started)
         try:
-            proc = subprocess.run(
-                [exe, *key[1:]],
-                capture_output=True,
-                timeout=timeout_s,
-                check=False,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, "LC_ALL": "C"},
-            )
-        except subprocess.TimeoutExpired:
-            self.note(" ".join(key), f"timed out after {timeout_s:g} s")
-            return CommandResult(key, available=True, rc=None, reason=f"timed out after {timeout_s:g} s")
-        except OSError as exc:
-            return CommandResult(key, available=False, reason=f"cannot run: {exc.strerror or exc}")
-        stdout = proc.stdout[:MAX_READ_BYTES].decode("utf-8", errors="replace")
-        return CommandResult(key, available=True, rc=proc.returncode, stdout=stdout)
+            yield
+        finally:
+            cancel.set()
+            for key, future in started.items():
+                if self._ahead.get(key) is future:
+                    del self._ahead[key]
 
     def _load_command_index(self) -> None:
         self._commands = {}
@@ -290,6 +309,40 @@ class Root:
                 self._commands[tuple(argv)] = (stdout, rc)
             else:
                 self.note("cmd/index.json", f"malformed entry skipped: {str(entry)[:80]}")
+
+
+def _command_timeout_from_env() -> float:
+    """FABRICSCOPE_COMMAND_TIMEOUT: seconds one optional command (ethtool, nvidia-smi...) may take."""
+    raw = os.environ.get(COMMAND_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_COMMAND_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.1 <= value <= 3600:
+        raise RootError(f"{COMMAND_TIMEOUT_ENV} takes seconds from 0.1 to 3600, not {raw[:40]!r}")
+    return value
+
+
+def _run_live(key: tuple[str, ...], deadline: float, cancel: threading.Event | None = None) -> CommandResult:
+    """Run one command on this machine (C locale, own session, capped output) until ``deadline``."""
+    exe = shutil.which(key[0])
+    if exe is None:
+        return CommandResult(key, available=False, reason=f"{key[0]} not installed")
+    timeout_s = max(0.0, deadline - time.monotonic())
+    try:
+        outcome = command.run(
+            [exe, *key[1:]], timeout_s, env={**os.environ, "LC_ALL": "C"}, max_output_bytes=MAX_READ_BYTES, cancel=cancel,
+            kill_leftovers=True,  # a probe leaves nothing running on purpose
+        )
+    except OSError as exc:
+        return CommandResult(key, available=False, reason=f"cannot run: {exc.strerror or exc}")
+    if outcome.timed_out:
+        return CommandResult(key, available=True, rc=None, reason=f"timed out after {round(timeout_s, 1):g} s")
+    if outcome.rc is None:
+        return CommandResult(key, available=True, rc=None, reason=str(outcome.why_stopped))
+    return CommandResult(key, available=True, rc=outcome.rc, stdout=outcome.stdout_text)
 
 
 def _extract_snapshot(archive: Path) -> Path:

@@ -24,7 +24,7 @@ import errno
 import os
 from dataclasses import dataclass, field
 
-from fabricscope.host.ethtool import parse_stats
+from fabricscope.host.ethtool import ethtool_commands, parse_stats
 from fabricscope.host.infiniband import IB_CLASS, natural_key, parse_rate
 from fabricscope.host.netclass import NET_CLASS
 from fabricscope.host.pci import PCI_DEVICES, parse_link_speed
@@ -377,7 +377,7 @@ def read_tcp_counters(root: Root) -> dict[str, int]:
 
 def read_ethtool_stats_result(root: Root, netdev: str, timeout_s: float = 5.0) -> EthtoolStatsResult:
     """``ethtool -S NETDEV`` parsed, with the reason when it failed. Runs a command: background only."""
-    result = root.run(["ethtool", "-S", netdev], timeout_s=timeout_s)
+    result = root.run(ethtool_commands(netdev)[0], timeout_s=timeout_s)
     if not result.available:
         if not root.is_live and result.reason == "not captured in snapshot":
             return EthtoolStatsResult(netdev, None)

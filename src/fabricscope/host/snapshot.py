@@ -13,12 +13,12 @@ import json
 import os
 import re
 import tarfile
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from fabricscope.host.inventory import read_inventory
 from fabricscope.host.root import Recording, Root
+from fabricscope.host.tempfiles import private_dir
 
 SNAPSHOT_DIRNAME = "fabricscope-snapshot"
 
@@ -191,8 +191,8 @@ def write_snapshot(root: Root, recording: Recording, out: Path, scrub: bool = Fa
         commands.append({"argv": list(result.argv), "stdout": name, "rc": result.rc})
     files["cmd/index.json"] = (json.dumps(commands, indent=1) + "\n").encode()
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="fabricscope-snap-") as tmp:
-        base = Path(tmp) / SNAPSHOT_DIRNAME
+    with private_dir("snap") as tmp:
+        base = tmp / SNAPSHOT_DIRNAME
         for rel in sorted(dirs):
             if not rel.startswith(".."):
                 (base / rel).mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from fabricscope.host.tempfiles import atomic_write
+from fabricscope.lab import lldp
 from fabricscope.lab.plan import HostPlan, Plan, Port, Uplink, build_plan, tbf_args
 from fabricscope.lab.runner import CommandError, Runner, package_for
 from fabricscope.lab.spec import PREFIX, LabError, LabSpec, check_name, format_rate, host_index
@@ -137,10 +139,8 @@ class Labs:
 
     def _save(self, state: LabState) -> None:
         path = self._state_path(state.spec.name)
-        tmp = path.with_suffix(".json.tmp")
         try:
-            tmp.write_text(json.dumps(state.to_dict(), indent=2) + "\n")
-            os.replace(tmp, path)
+            atomic_write(path, (json.dumps(state.to_dict(), indent=2) + "\n").encode())
         except OSError as exc:
             raise LabError(f"cannot write lab state {path}: {exc.strerror or exc}") from None
 
@@ -221,7 +221,8 @@ class Labs:
             if existing and existing.status == "up" and existing.spec == spec and not replace:
                 if set(live) == set(existing.plan.namespaces):
                     self.apply_links(existing)  # re-assert shaping, cheap and idempotent
-                    return UpResult(existing, False, time.monotonic() - t0)
+                    started = lldp.ensure(existing.plan, self.runner) if spec.lldp else []
+                    return UpResult(existing, bool(started), time.monotonic() - t0)
             if existing and existing.spec != spec and not replace and existing.status == "up":
                 raise LabError(
                     f"lab {spec.name} already exists with other options; `fabricscope lab down {spec.name}` "
@@ -231,11 +232,15 @@ class Labs:
                 self._remove(spec.name)
             need_nft = spec.loss_pct > 0
             self.check_capabilities(need_nft)
+            if spec.lldp:
+                lldp.require(self.runner)
             state = LabState(spec=spec)
             self._save(state)  # before creating anything: down must always find it
             try:
                 self._build(state.plan)
                 self.apply_links(state)
+                if spec.lldp:
+                    lldp.ensure(state.plan, self.runner)
             except BaseException:
                 self._remove(spec.name)
                 raise
@@ -376,6 +381,7 @@ class Labs:
             raise LabError(f"could not remove namespaces {', '.join(left)}")
         with contextlib.suppress(FileNotFoundError):
             self._state_path(name).unlink()
+        lldp.forget(name)
         return found
 
     def _kill_inside(self, ns: str) -> None:

@@ -7,10 +7,7 @@ their own clear error), then they are terminated; the deadline ends everything.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -18,7 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
+from fabricscope.host import command
+
 TIMEOUT_RC = 124
+STOP_GRACE_S = 3.0  # SIGTERM to SIGKILL when ranks are ended
+MAX_LINE_BYTES = 1 << 20  # a rank printing without newlines is relayed in pieces, not buffered
 
 
 @dataclass(frozen=True)
@@ -60,12 +61,12 @@ def run_group(
     err = stderr or sys.stderr
     lock = threading.Lock()
     width = max((len(s.label) for s in specs), default=0)
-    procs: dict[str, subprocess.Popen[bytes]] = {}
+    procs: dict[str, command.Process] = {}
     threads: list[threading.Thread] = []
     t0 = time.monotonic()
 
     def pump(stream, sink: IO[str], prefix: str) -> None:
-        for raw in iter(stream.readline, b""):
+        for raw in iter(lambda: stream.readline(MAX_LINE_BYTES), b""):
             line = raw.decode("utf-8", "replace").rstrip("\n")
             with lock:
                 sink.write(f"{prefix}{line}\n")
@@ -74,16 +75,8 @@ def run_group(
 
     try:
         for spec in specs:
-            env = {**os.environ, **spec.env}
             try:
-                proc = subprocess.Popen(
-                    list(spec.argv),
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    start_new_session=True,  # its own process group: we can end its children too
-                )
+                proc = command.Process(spec.argv, env={**os.environ, **spec.env})
             except OSError as exc:
                 raise RuntimeError(f"cannot start {spec.argv[0]} for {spec.label}: {exc.strerror or exc}") from None
             procs[spec.label] = proc
@@ -91,59 +84,44 @@ def run_group(
                 on_start(spec.label, proc.pid)
             tag = f"[{spec.label:<{width}}] "
             for stream, sink, prefix in (
-                (proc.stdout, out, "" if spec.passthrough_stdout else tag),
-                (proc.stderr, err, tag),
+                (proc.proc.stdout, out, "" if spec.passthrough_stdout else tag),
+                (proc.proc.stderr, err, tag),
             ):
                 th = threading.Thread(target=pump, args=(stream, sink, prefix), daemon=True)
                 th.start()
                 threads.append(th)
-
-        deadline = t0 + timeout_s
-        first_failure: str | None = None
-        failure_deadline: float | None = None
-        timed_out = False
-        while True:
-            running = [lbl for lbl, p in procs.items() if p.poll() is None]
-            if first_failure is None:
-                for lbl, p in procs.items():
-                    if p.returncode not in (None, 0):
-                        first_failure = lbl
-                        failure_deadline = time.monotonic() + grace_s
-                        break
-            if not running:
-                break
-            now = time.monotonic()
-            if now >= deadline:
-                timed_out = True
-                _terminate([procs[lbl] for lbl in running])
-                break
-            if failure_deadline is not None and now >= failure_deadline:
-                _terminate([procs[lbl] for lbl in running])
-                break
-            time.sleep(0.05)
+        timed_out, first_failure = _watch(procs, t0 + timeout_s, grace_s)
         codes: dict[str, int] = {}
         for lbl, p in procs.items():
-            rc = p.wait()
+            rc = p.stop()  # reaps; ends whatever the rank left behind in its process group
             if timed_out and rc < 0:
                 rc = TIMEOUT_RC
             codes[lbl] = rc
         for th in threads:
             th.join(timeout=5)
         return GroupResult(codes, timed_out, first_failure, time.monotonic() - t0)
-    except BaseException:
-        _terminate([p for p in procs.values() if p.poll() is None])
-        raise
+    finally:
+        command.stop_many(list(procs.values()), STOP_GRACE_S)  # on an exception: end them all
 
 
-def _terminate(procs: list[subprocess.Popen[bytes]], wait_s: float = 3.0) -> None:
-    """SIGTERM each process group we started, then SIGKILL what is left."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for p in procs:
-            if p.poll() is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(p.pid, sig)
-        end = time.monotonic() + wait_s
-        while time.monotonic() < end and any(p.poll() is None for p in procs):
-            time.sleep(0.05)
-        if all(p.poll() is not None for p in procs):
-            return
+def _watch(procs: Mapping[str, command.Process], deadline: float, grace_s: float) -> tuple[bool, str | None]:
+    """Wait for every process; after the first failure the rest get ``grace_s``, the deadline ends all.
+
+    Returns (timed out, label of the first process that exited non-zero)."""
+    first_failure: str | None = None
+    failure_deadline: float | None = None
+    while True:
+        running = [lbl for lbl, p in procs.items() if not p.exited()]
+        if first_failure is None:
+            for lbl, p in procs.items():
+                if lbl not in running and p.status() != 0:
+                    first_failure = lbl
+                    failure_deadline = time.monotonic() + grace_s
+                    break
+        if not running:
+            return False, first_failure
+        now = time.monotonic()
+        if now >= deadline or (failure_deadline is not None and now >= failure_deadline):
+            command.stop_many([procs[lbl] for lbl in running], STOP_GRACE_S)
+            return now >= deadline, first_failure
+        time.sleep(0.05)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from fabricscope.host import command
 from fabricscope.lab.spec import LabError
 
 DEFAULT_TIMEOUT_S = 20.0
@@ -46,22 +46,19 @@ class Runner:
         timeout_s: float | None = None,
     ) -> Completed:
         argv = [str(a) for a in argv]
+        limit = timeout_s or self.timeout_s
         try:
-            proc = subprocess.run(
-                argv,
-                input=input_text,
-                capture_output=True,
-                text=True,
-                timeout=timeout_s or self.timeout_s,
-                check=False,
-            )
+            proc = command.run(argv, limit, input_bytes=input_text.encode() if input_text else None)
         except FileNotFoundError:
             raise LabError(f"{argv[0]}: command not found (install {package_for(argv[0])})") from None
-        except subprocess.TimeoutExpired:
-            raise LabError(f"`{' '.join(argv)}` did not finish within {timeout_s or self.timeout_s:g} s") from None
-        done = Completed(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
-        if check and proc.returncode != 0:
-            raise CommandError(argv, proc.returncode, proc.stderr or proc.stdout)
+        except OSError as exc:
+            raise LabError(f"{argv[0]}: cannot run: {exc.strerror or exc}") from None
+        if proc.rc is None:
+            why = f"did not finish within {limit:g} s" if proc.timed_out else str(proc.why_stopped)
+            raise LabError(f"`{' '.join(argv)}` {why}")
+        done = Completed(tuple(argv), proc.rc, proc.stdout_text, proc.stderr_text)
+        if check and proc.rc != 0:
+            raise CommandError(argv, proc.rc, done.stderr or done.stdout)
         return done
 
     def which(self, tool: str) -> str | None:

@@ -98,6 +98,7 @@ class LabSpec(BaseModel):
     loss_pct: float = Field(default=0.0, ge=0.0, le=100.0)
     loss_on: tuple[str, ...] = ()
     mtu: int = Field(default=1500, ge=576, le=65000)
+    lldp: bool = False  # run lldpd on every switch and host (lab/lldp.py)
 
     @field_validator("name")
     @classmethod

@@ -7,14 +7,12 @@ with a runbook in every alert's annotations.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from fabricscope.errors import FabricscopeError
+from fabricscope.host.tempfiles import atomic_write
 
 DASHBOARD = "fabricscope-dashboard.json"
 ALERTS = "fabricscope-alerts.yml"
@@ -70,17 +68,7 @@ def write_assets(out_dir: Path, *, force: bool = False) -> list[Written]:
 
 def _atomic_write(target: Path, text: str) -> None:
     """Write beside the target and rename over it: readers never see half a file."""
-    tmp: str | None = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-        tmp = None
+        atomic_write(target, text.encode("utf-8"))
     except OSError as exc:
         raise FabricscopeError(f"{target}: cannot write ({exc.strerror or exc})") from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from fabricscope.host.infiniband import Gid, RdmaPort, natural_key
 from fabricscope.host.inventory import Inventory
 from fabricscope.host.netclass import NetDevice
+from fabricscope.nccl_gid import AF_INET, GidPolicy, select_gid
 
+DEFAULT_GID_POLICY = GidPolicy()
 # Interfaces NCCL itself avoids by default, and that make poor bootstrap/socket interfaces.
 VIRTUAL_PREFIXES = ("lo", "docker", "virbr", "veth", "br-", "cni", "flannel", "cali", "tun", "tap", "vxlan", "kube", "weave")
 # NCCL's GDR level order; nvidia-smi's NODE is NCCL's PHB (same NUMA node, through the CPU).
@@ -65,9 +67,11 @@ def gid_at(port: RdmaPort, index: int) -> Gid | None:
 
 
 def best_roce_gid(port: RdmaPort) -> Gid | None:
-    """What NCCL >= 2.21 picks by default: a RoCE v2 entry with an IPv4-mapped address."""
-    v2 = [g for g in port.gids if g.roce_version == 2 and g.ipv4]
-    return v2[0] if v2 else None
+    """The entry NCCL >= 2.21 picks with its defaults when that is a RoCE v2 IPv4 one, else None."""
+    choice = select_gid(port.gids, port.gid_table_len, DEFAULT_GID_POLICY)
+    if not choice.routable_v2 or choice.family != AF_INET:
+        return None
+    return gid_at(port, choice.index)
 
 
 def usable_interface(dev: NetDevice) -> bool:

@@ -197,7 +197,7 @@ _FAMILY_KEYS = {
 }
 _GRAPH_KEYS = {
     "name", "kind", "nodes", "gpus_per_node", "nics_per_node", "nic_rate", "gpu", "nvlink_GBps", "pcie_GBps",
-    "switches", "links", "attach", "node_nic_rate", "link_latency_us",
+    "switches", "links", "attach", "node_nic_rate", "link_latency_us", "hosts",
 }
 
 
@@ -380,4 +380,19 @@ def _graph_topology(doc: dict[str, Any]) -> Topology:
         switch_names=list(switches), edges=edges, switch_of_nic=sw_of_nic, access_Bps=access, access_latency_s=lat_s
     )
     params: dict[str, Any] = {"name": str(doc.get("name", "custom"))}
+    hosts = _host_names(doc, nodes)
+    if hosts:
+        params["hosts"] = hosts
     return Topology("custom", nodes, node, fabric, nic_bps / 8, params)
+
+
+def _host_names(doc: dict[str, Any], nodes: int) -> list[str] | None:
+    """Optional ``hosts: [name0, name1, ...]``: the name of node i (discovered topologies carry it)."""
+    hosts = doc.get("hosts")
+    if hosts is None:
+        return None
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts):
+        raise FabricscopeError("topology file: hosts must be a list of host names, one per node")
+    if len(hosts) != nodes or len(set(hosts)) != len(hosts):
+        raise FabricscopeError(f"topology file: hosts must name each of the {nodes} node(s) once, got {len(hosts)} name(s)")
+    return list(hosts)

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 
 from fabricscope.host import Root
+from fabricscope.host.ethtool import ethtool_commands
 from fabricscope.host.runtime import EthtoolStatsResult, read_ethtool_stats_result
 from fabricscope.monitor.background import Periodic
 from fabricscope.monitor.collectors.base import Families, ScrapeContext
@@ -17,6 +18,7 @@ from fabricscope.monitor.topology import Topology
 _PRIO = re.compile(r"^(rx|tx)_prio([0-7])_(\w+)$")
 
 EthtoolSnapshot = dict[str, EthtoolStatsResult]
+ETHTOOL_TIMEOUT_S = 5.0  # all netdevs at once: one hung ethtool costs this once, not per netdev
 
 
 def poll_ethtool(root: Root, topology: Callable[[], Topology | None]) -> EthtoolSnapshot:
@@ -25,7 +27,8 @@ def poll_ethtool(root: Root, topology: Callable[[], Topology | None]) -> Ethtool
     if topo is None:
         return {}
     scoped = dataclasses.replace(root, problems=[])
-    return {name: read_ethtool_stats_result(scoped, name) for name in topo.netdevs}
+    with scoped.commands_ahead([ethtool_commands(name)[0] for name in topo.netdevs], ETHTOOL_TIMEOUT_S):
+        return {name: read_ethtool_stats_result(scoped, name, ETHTOOL_TIMEOUT_S) for name in topo.netdevs}
 
 
 class EthtoolCollector:

@@ -1,0 +1,131 @@
+"""The fabric drawn as inline SVG: switches by tier (top tier at the top), hosts along the bottom,
+cables as lines whose width follows their capacity. No dependency, no script, every text escaped.
+
+``highlight`` marks links (a pair of switch names, or a host and its switch) in red; the HTML
+report embeds :func:`topology_html`, and marks the links that localization names as suspect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from html import escape
+
+from fabricscope.host.infiniband import natural_key
+from fabricscope.topology.view import FabricView
+from fabricscope.units import format_rate
+
+ROW_GAP = 110
+SWITCH_W, SWITCH_H = 104, 26
+HOST_W, HOST_H = 76, 20
+MARGIN = 30
+MANY_HOSTS = 48  # above this, hosts are drawn as ticks and named in tooltips only
+HIGHLIGHT = "#d62728"
+TOPOLOGY_CSS = (
+    "svg.topology{display:block;margin:.5em 0 1.5em 0;max-width:100%;height:auto}"
+    "svg.topology .sw{fill:#e8f0fa;stroke:#1f77b4}svg.topology .host{fill:#f4f4f4;stroke:#777}"
+    "svg.topology text{font:11px sans-serif;fill:#222}svg.topology .cable{stroke:#5b7fa6}"
+    "svg.topology .nic{stroke:#bbb}svg.topology .suspect{stroke:" + HIGHLIGHT + "}"
+)
+
+Pair = frozenset[str]
+
+
+def _pairs(highlight: Iterable[tuple[str, str]] | None) -> set[Pair]:
+    return {frozenset(p) for p in (highlight or ())}
+
+
+def _spread(names: list[str], width: float, pitch: float) -> dict[str, float]:
+    """x centre of each name, evenly over ``width`` (at least ``pitch`` apart)."""
+    if not names:
+        return {}
+    step = max(pitch, width / len(names))
+    start = MARGIN + (width - step * len(names)) / 2 + step / 2
+    return {n: start + i * step for i, n in enumerate(names)}
+
+
+def _host_order(view: FabricView, leaves: list[str]) -> list[str]:
+    rank = {leaf: i for i, leaf in enumerate(leaves)}
+    first: dict[str, int] = {}
+    for leaf in leaves:
+        for host, _ in view.nics_of.get(leaf, []):
+            first[host] = min(first.get(host, len(leaves)), rank[leaf])
+    return sorted(view.hosts, key=lambda h: (first.get(h, len(leaves)), natural_key(h)))
+
+
+def _label(text: str, limit: int) -> str:
+    return text if len(text) <= limit else "…" + text[-(limit - 1):]  # the end tells siblings apart
+
+
+def topology_svg(view: FabricView, highlight: Iterable[tuple[str, str]] | None = None, title: str | None = None) -> str:
+    """The fabric as one ``<svg class="topology">``; ``highlight``: links to draw in red."""
+    marked = _pairs(highlight)
+    by_tier = view.by_tier()
+    tiers = sorted((t for t in by_tier if t), reverse=True) + ([0] if 0 in by_tier else [])
+    leaves = by_tier.get(1, [])
+    hosts = _host_order(view, leaves)
+    many = len(hosts) > MANY_HOSTS
+    host_pitch = 14.0 if many else HOST_W + 10
+    widest_switch_row = max((len(by_tier[t]) for t in tiers), default=1)
+    width = max(widest_switch_row * (SWITCH_W + 14), len(hosts) * host_pitch, 400)
+    ys = {t: MARGIN + 24 + i * ROW_GAP for i, t in enumerate(tiers)}
+    host_y = MARGIN + 24 + len(tiers) * ROW_GAP
+    xs: dict[str, float] = {}
+    for t in tiers:
+        xs.update(_spread(by_tier[t], width, SWITCH_W + 14))
+    hx = _spread(hosts, width, host_pitch)
+    y_of = {s: ys[view.tiers.get(s, 0)] for s in view.switches}
+    top = max((link.rate_bps * link.count for link in view.links), default=1.0)
+    parts: list[str] = []
+    for link in view.links:
+        if link.a not in xs or link.b not in xs:
+            continue
+        suspect = frozenset((link.a, link.b)) in marked
+        stroke = 1.0 + 4.0 * (link.rate_bps * link.count) / top + (2.0 if suspect else 0.0)
+        cls = "cable suspect" if suspect else "cable"
+        tip = f"{link.a} - {link.b}: {link.count} x {format_rate(link.rate_bps)}bit/s" + (" (highlighted)" if suspect else "")
+        parts.append(
+            f'<line class="{cls}" x1="{xs[link.a]:.1f}" y1="{y_of[link.a]:.1f}" x2="{xs[link.b]:.1f}" y2="{y_of[link.b]:.1f}" '
+            f'stroke-width="{stroke:.2f}"><title>{escape(tip)}</title></line>'
+        )
+    for leaf in leaves:
+        for host, nic in view.nics_of.get(leaf, []):
+            suspect = frozenset((host, leaf)) in marked
+            cls = "nic suspect" if suspect else "nic"
+            tip = f"{host} NIC {nic} - {leaf}: {format_rate(view.host_rate(host))}bit/s"
+            parts.append(
+                f'<line class="{cls}" x1="{hx[host]:.1f}" y1="{host_y:.1f}" x2="{xs[leaf]:.1f}" y2="{ys[1]:.1f}" '
+                f'stroke-width="{3 if suspect else 1}"><title>{escape(tip)}</title></line>'
+            )
+    for s, x in xs.items():
+        y = y_of[s]
+        parts.append(
+            f'<g><title>{escape(s)} (tier {view.tiers.get(s, 0)})</title>'
+            f'<rect class="sw" x="{x - SWITCH_W / 2:.1f}" y="{y - SWITCH_H / 2:.1f}" width="{SWITCH_W}" height="{SWITCH_H}" rx="4"/>'
+            f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle">{escape(_label(s, 16))}</text></g>'
+        )
+    for h, x in hx.items():
+        if many:
+            parts.append(f'<rect class="host" x="{x - 4:.1f}" y="{host_y - 8:.1f}" width="8" height="16"><title>{escape(h)}</title></rect>')
+        else:
+            parts.append(
+                f'<g><title>{escape(h)}</title><rect class="host" x="{x - HOST_W / 2:.1f}" y="{host_y - HOST_H / 2:.1f}" '
+                f'width="{HOST_W}" height="{HOST_H}" rx="3"/>'
+                f'<text x="{x:.1f}" y="{host_y + 4:.1f}" text-anchor="middle">{escape(_label(h, 11))}</text></g>'
+            )
+    height = host_y + HOST_H + MARGIN + 10
+    caption = title or f"{view.name}: {len(view.hosts)} hosts, {len(view.switches)} switches"
+    note = "line width: capacity" + ("; red: highlighted" if marked else "")
+    return (
+        f'<svg class="topology" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width + 2 * MARGIN:.0f} {height:.0f}" '
+        f'width="{width + 2 * MARGIN:.0f}" height="{height:.0f}" role="img">'
+        f"<title>{escape(caption)}</title><style>{TOPOLOGY_CSS}</style>"
+        f'<text x="{MARGIN}" y="{MARGIN - 8}" style="font-size:14px;font-weight:600">{escape(caption)}</text>'
+        + "".join(parts)
+        + f'<text x="{MARGIN}" y="{height - 10:.0f}">{escape(note)}</text></svg>'
+    )
+
+
+def topology_html(view: FabricView, highlight: Iterable[tuple[str, str]] | None = None, title: str | None = None) -> str:
+    """The embed hook for the HTML report: a section with the drawing of ``view``."""
+    heading = title or f"Topology: {view.name}"
+    return f'<section class="topology"><h2>{escape(heading)}</h2>{topology_svg(view, highlight, title)}</section>'
