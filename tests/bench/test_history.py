@@ -140,10 +140,10 @@ def _coll(busbw_big: float) -> BenchResult:
     from fabricscope.bench.collective import (
         CollectiveParams,
         CollectiveRun,
-        layout,
         size_result,
         to_bench_result,
     )
+    from fabricscope.collective_ops import layout
 
     n, op = 4, "all_reduce"
     params = CollectiveParams(op=op, sizes=[1 << 20, 64 << 20], iters=2, warmup=1)

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from fabricscope.bench.collective import CollectiveParams, CollectiveRun, layout, size_result
+from fabricscope.bench.collective import CollectiveParams, CollectiveRun, size_result
 from fabricscope.bench.collective import to_bench_result as collective_result
 from fabricscope.bench.matrix import MatrixParams, MatrixRun, RdmaPart, Survey, analyze
 from fabricscope.bench.matrix import to_bench_result as matrix_result
 from fabricscope.bench.result import BenchResult, Interval, new_result
+from fabricscope.collective_ops import layout
 from fabricscope.report.html import render_report
 from fabricscope.store import Store
 from tests.bench.conftest import run_cli

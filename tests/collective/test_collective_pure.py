@@ -5,20 +5,18 @@ from __future__ import annotations
 import pytest
 
 from fabricscope.bench.collective import (
-    CollectiveError,
     CollectiveParams,
     CollectiveRun,
-    bus_factor,
     find_straggler,
     format_entries,
     format_table,
-    layout,
     pattern_modulus,
     size_result,
     to_bench_result,
 )
 from fabricscope.bench.launch import LaunchError, detect, first_slurm_host, parse_launch
 from fabricscope.bench.result import BenchResult
+from fabricscope.collective_ops import UnknownOpError, bus_factor, layout
 
 
 def test_bus_factors_match_nccl_tests() -> None:
@@ -27,8 +25,9 @@ def test_bus_factors_match_nccl_tests() -> None:
     for op in ("all_gather", "reduce_scatter", "alltoall"):
         assert bus_factor(op, 4) == pytest.approx(3 / 4)
     assert bus_factor("broadcast", 16) == 1.0 and bus_factor("sendrecv", 16) == 1.0
-    with pytest.raises(CollectiveError):
-        bus_factor("reduce", 2)
+    assert bus_factor("reduce", 16) == 1.0
+    with pytest.raises(UnknownOpError):
+        bus_factor("scan", 2)
 
 
 def test_layout_rounds_like_nccl_tests() -> None:

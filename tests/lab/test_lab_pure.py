@@ -10,8 +10,8 @@ import pytest
 from fabricscope.lab.fabric import Labs, LabState, LinkSetting, _loss_rules
 from fabricscope.lab.plan import build_plan, tbf_args
 from fabricscope.lab.procgroup import ProcSpec, run_group, worst_code
-from fabricscope.lab.run import host_specs
-from fabricscope.lab.runner import RecordingRunner
+from fabricscope.lab.run import exec_on_host, host_specs
+from fabricscope.lab.runner import Attached, RecordingRunner, Runner
 from fabricscope.lab.spec import (
     LabError,
     LabSpec,
@@ -183,6 +183,27 @@ def test_host_specs_set_torchrun_variables() -> None:
         host_specs(state, ["true"], hosts=["h2", "h2"])
     with pytest.raises(LabError):
         host_specs(state, ["true"], hosts=["h9"])
+
+
+def test_exec_runs_in_the_hosts_namespace() -> None:
+    state = LabState(LabSpec(name="e", hosts=4), status="up")
+    runner = RecordingRunner()
+    assert exec_on_host(state, "h3", ["ping", "-c1", "198.18.0.1"], 5.0, runner).rc == 0
+    assert runner.calls == [("ip", "netns", "exec", "fsl-e-h3", "ping", "-c1", "198.18.0.1")]
+    for host, command in (("h9", ["true"]), ("h1", [])):
+        with pytest.raises(LabError):
+            exec_on_host(state, host, command, 5.0, runner)
+
+
+def test_run_attached_reports_exit_signal_and_deadline() -> None:
+    runner = Runner()
+    assert runner.run_attached([sys.executable, "-c", "raise SystemExit(3)"], 30.0) == Attached(3, timed_out=False)
+    killed = runner.run_attached([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"], 30.0)
+    assert (killed.rc, killed.timed_out) == (128 + 15, False)
+    late = runner.run_attached([sys.executable, "-c", "import time; time.sleep(30)"], 0.3)
+    assert late.timed_out
+    with pytest.raises(LabError, match="cannot run"):
+        runner.run_attached(["/nonexistent/fabricscope-test-tool"], 1.0)
 
 
 def test_worst_code() -> None:

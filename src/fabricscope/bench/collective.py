@@ -4,11 +4,10 @@ Definitions follow NVIDIA/nccl-tests doc/PERFORMANCE.md exactly:
 
 * ``size`` is the buffer nccl-tests prints: the per-rank buffer for all_reduce, broadcast and
   sendrecv; the whole gathered output for all_gather; the whole input for reduce_scatter; the
-  per-rank send buffer for alltoall. Sizes are rounded down as nccl-tests does (per-rank chunks
-  a multiple of 4 elements).
-* ``algbw = size / time`` (10^9 bytes/s); ``busbw = algbw x factor`` with factor
-  2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter and alltoall, 1 for
-  broadcast and sendrecv.
+  per-rank send buffer for alltoall, rounded down as nccl-tests does. The buffers and factors
+  per operation are :mod:`fabricscope.collective_ops`' table.
+* ``algbw = size / time`` (10^9 bytes/s); ``busbw = algbw x factor`` (2(n-1)/n for
+  all_reduce, (n-1)/n for all_gather, reduce_scatter and alltoall, 1 for broadcast and sendrecv).
 * ``time`` is the mean over ranks of each rank's mean iteration time (nccl-tests' default
   ``-a 1``); the slowest rank's time is reported beside it.
 * ``#wrong`` counts result elements that differ from the exact expected value after a
@@ -36,11 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fabricscope.bench.launch import DistEnv
 from fabricscope.bench.result import BenchResult, CollectiveEntry, RankInfo, Straggler, new_result
+from fabricscope.collective_ops import Layout, MeasuredOp, bus_factor, find, layout
 from fabricscope.errors import FabricscopeError
-
-Op = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv"]
-OPS: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv")
-ALIGN = 4  # nccl-tests rounds per-rank chunks to 4 elements
 
 # nccl-tests type name -> (torch dtype name, bytes, largest integer summed exactly)
 DTYPES: dict[str, tuple[str, int, int]] = {
@@ -69,45 +65,6 @@ class CollectiveError(FabricscopeError):
 
 
 # ----- factors, layout ----------------------------------------------------------------------
-def bus_factor(op: str, n: int) -> float:
-    """busbw / algbw, as nccl-tests' PERFORMANCE.md defines it."""
-    if op == "all_reduce":
-        return 2.0 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "alltoall"):
-        return (n - 1) / n
-    if op in ("broadcast", "sendrecv"):
-        return 1.0
-    raise CollectiveError(f"unknown operation {op!r}")
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Buffer sizes (elements) for one size of one operation."""
-
-    size_bytes: int  # the size nccl-tests prints (after rounding)
-    count: int  # elements in that size
-    send: int  # elements in each rank's input
-    recv: int  # elements in each rank's output
-    chunk: int  # per-rank chunk (gather/scatter/alltoall), else == count
-
-
-def layout(op: str, size_bytes: int, n: int, elem: int) -> Layout | None:
-    """nccl-tests' rounding; None when the size is too small for one aligned chunk per rank."""
-    count = size_bytes // elem
-    if op in ("all_reduce", "broadcast", "sendrecv"):
-        return Layout(count * elem, count, count, count, count) if count else None
-    base = (count // (ALIGN * n)) * ALIGN
-    if base == 0:
-        return None
-    if op == "all_gather":
-        return Layout(base * n * elem, base * n, base, base * n, base)
-    if op == "reduce_scatter":
-        return Layout(base * n * elem, base * n, base * n, base, base)
-    if op == "alltoall":
-        return Layout(base * n * elem, base * n, base * n, base * n, base)
-    raise CollectiveError(f"unknown operation {op!r}")
-
-
 def pattern_modulus(dtype: str, n: int) -> int | None:
     """Largest m <= 3 with n*m exactly representable: values (rank+i) % m + 1 sum exactly."""
     limit = DTYPES[dtype][2]
@@ -167,7 +124,7 @@ def find_straggler(
 class CollectiveParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    op: Op = "all_reduce"
+    op: MeasuredOp = "all_reduce"
     sizes: list[int] = Field(default_factory=lambda: [1 << 20])
     dtype: str = "float"
     warmup: int = Field(default=5, ge=0, le=10000)
@@ -322,6 +279,12 @@ def _num(value: float, width: int) -> str:
     return f"{value:{width}.0f}"
 
 
+def _redop_root(op: str, root: int) -> tuple[str, int]:
+    """nccl-tests' redop and root columns: ``sum``/``none``, the root rank or -1."""
+    row = find(op)
+    return ("sum" if row and row.reduces else "none"), (root if row and row.rooted else -1)
+
+
 def format_table(run: CollectiveRun, *, title: str | None = None) -> str:
     """The run as nccl-tests prints it (out-of-place columns; torch's all_reduce is in place)."""
     p = run.params
@@ -341,8 +304,7 @@ def format_table(run: CollectiveRun, *, title: str | None = None) -> str:
         f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6}  {'rank':>7}  straggler",
         f"# {'(B)':>10}  {'(elements)':>12}  {'':>8}  {'':>6}  {'':>6}  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}  {'':>6}  {'(us)':>7}",
     ]
-    redop = "sum" if p.op in ("all_reduce", "reduce_scatter") else "none"
-    root = str(p.root) if p.op == "broadcast" else "-1"
+    redop, root = _redop_root(p.op, p.root)
     for s in run.sizes:
         wrong = "N/A" if s.wrong is None else str(s.wrong)
         strag = f"rank {s.straggler_rank}" if s.straggler_rank is not None else "-"
@@ -382,8 +344,9 @@ def format_entries(result: BenchResult) -> str:
     op = str(p.get("op", ""))
     for e in entries:
         dtype = e.type or str(p.get("dtype") or "-")
-        redop = e.redop or ("sum" if op in ("all_reduce", "reduce_scatter") else "none")
-        root = e.root if e.root is not None else (p.get("root", 0) if op == "broadcast" else -1)
+        default_redop, default_root = _redop_root(op, p.get("root", 0))
+        redop = e.redop or default_redop
+        root = e.root if e.root is not None else default_root
         slowest = _num(e.max_rank_time_s * 1e6, 7) if e.max_rank_time_s is not None else f"{'-':>7}"
         strag = f"rank {e.straggler_rank}" if e.straggler_rank is not None else "-"
         lines.append(

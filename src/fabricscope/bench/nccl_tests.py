@@ -17,8 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fabricscope.bench.collective import bus_factor, size_metrics
+from fabricscope.bench.collective import size_metrics
 from fabricscope.bench.result import BenchResult, CollectiveEntry, new_result
+from fabricscope.collective_ops import find
 from fabricscope.errors import FabricscopeError
 
 MAX_FILE_BYTES = 64 << 20
@@ -236,25 +237,19 @@ def _finish(rows, *, op, found_op, ranks, hosts, version, settings, oob, avg, fm
 
 
 def infer_ranks(op: str, rows: list[Row]) -> int | None:
-    """n from busbw/algbw: all_reduce 2(n-1)/n, gather/scatter/alltoall (n-1)/n (None when 1 or unknown)."""
+    """n from the median busbw/algbw by inverting the operation's bus factor (None when the
+    factor does not depend on n, e.g. broadcast, or the operation is unknown)."""
+    row = find(op)
     ratios = [r.busbw_GBps / r.algbw_GBps for r in rows if r.algbw_GBps >= 0.1]
-    if not ratios:
+    if row is None or not ratios:
         return None
     ratios.sort()
     f = ratios[len(ratios) // 2]
-    try:
-        if op == "all_reduce":
-            n = 2.0 / (2.0 - f) if f < 2 else None
-        elif op in ("all_gather", "reduce_scatter", "alltoall"):
-            n = 1.0 / (1.0 - f) if f < 1 else None
-        else:
-            return None
-    except ZeroDivisionError:
-        return None
+    n = row.ranks_from_factor(f)
     if n is None or n < 1.5 or n > 1_000_000:
         return None
     rounded = round(n)
-    return rounded if abs(bus_factor(op, rounded) - f) < 0.02 else None
+    return rounded if abs(row.factor(rounded) - f) < 0.02 else None
 
 
 # ----- JSON ---------------------------------------------------------------------------------

@@ -9,15 +9,13 @@ import typer
 from fabricscope.cli.common import JSON_HELP, die, print_json
 from fabricscope.cli.main import app
 from fabricscope.errors import FabricscopeError
-from fabricscope.host.command import Process
 from fabricscope.lab.fabric import Labs, require_root
 from fabricscope.lab.procgroup import run_group
-from fabricscope.lab.run import DEFAULT_MASTER_PORT, host_specs
+from fabricscope.lab.run import DEFAULT_MASTER_PORT, exec_on_host, host_specs
 from fabricscope.lab.spec import (
     LabError,
     LabSpec,
     format_rate,
-    host_index,
     parse_loss,
     parse_oversubscription,
     parse_rate,
@@ -175,23 +173,13 @@ def exec_(
         die("no command given (put it after --)")
     try:
         require_root()
-        state = Labs().load(name)
-        host_index(host, state.spec.hosts)
-        ns = state.plan.host(host).namespace
+        ended = exec_on_host(Labs().load(name), host, command, timeout)
     except FabricscopeError as exc:
         die(str(exc), exc.exit_code)
-    try:  # its own session: at the deadline (or on Ctrl-C/SIGTERM here) it ends with all its children
-        proc = Process(["ip", "netns", "exec", ns, *command], stdin=None, stdout=None, stderr=None)
-    except OSError as exc:
-        die(f"cannot run ip netns exec: {exc.strerror or exc}")
-    try:
-        finished = proc.wait_exit(timeout)
-    finally:
-        rc = proc.stop(grace_s=3.0)
-    if not finished:
+    if ended.timed_out:
         typer.echo(f"fabricscope: error: {host}: command still running after {timeout:g} s; ended", err=True)
         raise typer.Exit(124)
-    raise typer.Exit(rc if rc >= 0 else 128 - rc)
+    raise typer.Exit(ended.rc)
 
 
 @lab_app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from fabricscope.lab.fabric import LabState
 from fabricscope.lab.procgroup import ProcSpec
+from fabricscope.lab.runner import Attached, Runner
 from fabricscope.lab.spec import LabError, host_index
 
 DEFAULT_MASTER_PORT = 29500
@@ -74,3 +75,14 @@ def host_specs(
             )
         )
     return specs
+
+
+def exec_on_host(
+    state: LabState, host: str, command: Sequence[str], timeout_s: float | None, runner: Runner | None = None
+) -> Attached:
+    """``lab exec``: one command in one host's namespace, attached to the terminal."""
+    if not command:
+        raise LabError("no command given (put it after --)")
+    host_index(host, state.spec.hosts)
+    ns = state.plan.host(host).namespace
+    return (runner or Runner()).run_attached(["ip", "netns", "exec", ns, *command], timeout_s)

@@ -13,6 +13,14 @@ DEFAULT_TIMEOUT_S = 20.0
 
 
 @dataclass(frozen=True)
+class Attached:
+    """How a command run on the user's terminal ended: exit status (128 + N for signal N)."""
+
+    rc: int
+    timed_out: bool
+
+
+@dataclass(frozen=True)
 class Completed:
     argv: tuple[str, ...]
     rc: int
@@ -61,6 +69,20 @@ class Runner:
             raise CommandError(argv, proc.rc, done.stderr or done.stdout)
         return done
 
+    def run_attached(self, argv: Sequence[str], timeout_s: float | None) -> Attached:
+        """Run with the terminal's stdin/stdout/stderr, in its own session: at the deadline (or on
+        Ctrl-C/SIGTERM here) it ends with all its children. ``timeout_s`` None waits forever."""
+        argv = [str(a) for a in argv]
+        try:
+            proc = command.Process(argv, stdin=None, stdout=None, stderr=None)
+        except OSError as exc:
+            raise LabError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+        try:
+            finished = proc.wait_exit(timeout_s)
+        finally:
+            rc = proc.stop(grace_s=3.0)
+        return Attached(rc if rc >= 0 else 128 - rc, timed_out=not finished)
+
     def which(self, tool: str) -> str | None:
         return shutil.which(tool)
 
@@ -90,6 +112,11 @@ class RecordingRunner(Runner):
             if call[: len(prefix)] == prefix:
                 out = text
         return Completed(call, 0, out, "")
+
+    def run_attached(self, argv: Sequence[str], timeout_s: float | None) -> Attached:
+        self.calls.append(tuple(str(a) for a in argv))
+        self.inputs.append(None)
+        return Attached(0, timed_out=False)
 
     def which(self, tool: str) -> str | None:
         return f"/usr/sbin/{tool}" if tool in self.tools else None

@@ -24,20 +24,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fabricscope import collective_ops
 from fabricscope.errors import FabricscopeError
 from fabricscope.sim.topology import Topology
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv")
 ALGOS = ("ring", "tree", "hierarchical", "halving-doubling", "direct")
-# nccl-tests doc/PERFORMANCE.md: busbw = algbw * factor(n)
-BUS_FACTOR = {
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "alltoall": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "sendrecv": lambda n: 1.0,
-}
 DEFAULT_ALGO = {
     "all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring",
     "alltoall": "direct", "broadcast": "ring", "sendrecv": "direct",
@@ -296,11 +287,7 @@ def plan(topo: Topology, op: str, algo: str | None, size_bytes: int, groups: np.
          channels: int | None = None) -> Plan:
     """The phases of one collective on ``groups`` (rows of global GPU ids, all run at once);
     default: one communicator of every GPU."""
-    op = op.lower().replace("-", "_")
-    if op == "allreduce":
-        op = "all_reduce"
-    if op not in OPS:
-        raise FabricscopeError(f"unknown op {op!r} (choose from {', '.join(OPS)})")
+    op = collective_ops.lookup(op, among=collective_ops.MEASURED).name
     algo = (algo or DEFAULT_ALGO[op]).lower()
     if algo not in ALGOS:
         raise FabricscopeError(f"unknown algorithm {algo!r} (choose from {', '.join(ALGOS)})")

@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from fabricscope.collective_ops import bus_factor
 from fabricscope.errors import FabricscopeError
 from fabricscope.sim import collectives
-from fabricscope.sim.collectives import BUS_FACTOR, Pattern, Phase, Plan
+from fabricscope.sim.collectives import Pattern, Phase, Plan
 from fabricscope.sim.solver import Solution, max_min
 from fabricscope.sim.topology import KIND_ACCESS, KIND_FABRIC, KIND_NAMES, KIND_NVLINK, Routes, Topology
 from fabricscope.sim.transport import Transport
@@ -357,7 +358,7 @@ class Simulator:
             if bw_s > worst[0]:
                 worst = (bw_s, res)
         algbw = pl.size_bytes / total / 1e9 if total > 0 else math.inf
-        busbw = algbw * BUS_FACTOR[pl.op](pl.ranks)
+        busbw = algbw * bus_factor(pl.op, pl.ranks)
         bott = self.bottlenecks(worst[1]) if worst[1] is not None else []
         lat_total = sum(p.get("latency_s", 0.0) for p in phases)
         bw_total = sum(p.get("bandwidth_s", 0.0) for p in phases)
