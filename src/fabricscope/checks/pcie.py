@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from fabricscope.checks.registry import CheckContext, check, not_evaluated
 from fabricscope.findings import Finding, Severity
+from fabricscope.host.iommu import TRANSLATED
 from fabricscope.host.pci import bridges_between
 from fabricscope.host.procfs import GPUDIRECT_MODULES
 
@@ -173,19 +174,49 @@ def acs(ctx: CheckContext) -> Iterator[Finding]:
 
 @check("pcie.iommu", "IOMMU in passthrough for GPUDirect")
 def iommu(ctx: CheckContext) -> Iterator[Finding]:
-    """With the IOMMU translating DMA (intel_iommu=on or amd_iommu=on without iommu=pt), NIC
-    peer-to-peer access to GPU memory goes through translation and is slow or fails."""
+    """With the IOMMU translating DMA for GPUs and NICs, NIC peer-to-peer access to GPU memory goes
+    through translation and is slow or fails. The evidence is each device's IOMMU group type
+    (/sys/kernel/iommu_groups/N/type: DMA or DMA-FQ translate, identity does not), not the kernel
+    command line alone: the IOMMU can be on by default (CONFIG_INTEL_IOMMU_DEFAULT_ON, AMD) with
+    no flag there. Without visible groups the command line decides only a warning; it never passes."""
     inv = ctx.inventory
-    cmdline = inv.kernel.cmdline
-    if cmdline is None or not inv.rdma_devices or not inv.gpus:
+    if not inv.rdma_devices or not inv.gpus:
         return
-    args = cmdline.split()
-    on = [a for a in args if a in ("intel_iommu=on", "amd_iommu=on", "amd_iommu=force_isolation")]
+    cmdline = inv.kernel.cmdline
+    args = cmdline.split() if cmdline is not None else []
+    on = [a for a in args if a in ("intel_iommu=on", "amd_iommu=on", "amd_iommu=force_isolation", "iommu=nopt", "iommu.passthrough=0")]
+    evidence: dict = {"cmdline": cmdline}
+    fix = "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX) and reboot"
+    if inv.iommu.visible:
+        devices = [(f"GPU{g.index}", g.pci_address) for g in inv.gpus] + [(d.name, d.pci_address) for d in inv.rdma_devices if d.pci_address]
+        types = {name: inv.iommu.type_of(dev.iommu_group) if (dev := inv.pci.get(addr)) else None for name, addr in devices}
+        translated = {n: t for n, t in types.items() if t in TRANSLATED}
+        evidence["group_types"] = {t: sorted(n for n, v in types.items() if v == t) for t in sorted({str(v) for v in types.values()})}
+        if translated:
+            kinds = "/".join(sorted(set(translated.values())))
+            because = f" ({' '.join(on)} on the command line)" if on else " with no IOMMU flag on the command line: it is on by default in this kernel"
+            yield Finding(
+                "pcie.iommu", Severity.WARN, "kernel",
+                f"IOMMU translates DMA ({kinds}) for {len(translated)} GPU/NIC device(s){because}", evidence, fix,
+            )
+        elif not inv.iommu.types:
+            yield Finding("pcie.iommu", Severity.PASS, "kernel", "IOMMU off (no IOMMU groups)", evidence)
+        elif all(t == "identity" for t in types.values()):
+            yield Finding("pcie.iommu", Severity.PASS, "kernel", "IOMMU in passthrough (identity) for every GPU and NIC", evidence)
+        else:
+            odd = sorted(n for n, t in types.items() if t != "identity")
+            yield not_evaluated("pcie.iommu", "kernel", f"IOMMU group type unknown or unusual for {', '.join(odd)}", evidence)
+        return
+    if cmdline is None:
+        yield not_evaluated("pcie.iommu", "kernel", "neither /sys/kernel/iommu_groups nor /proc/cmdline readable")
+        return
     passthrough = "iommu=pt" in args or "iommu.passthrough=1" in args
     if on and not passthrough:
-        yield Finding(
-            "pcie.iommu", Severity.WARN, "kernel", f"IOMMU translation enabled ({' '.join(on)}) without iommu=pt",
-            {"cmdline": cmdline}, "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX) and reboot",
-        )
+        yield Finding("pcie.iommu", Severity.WARN, "kernel", f"IOMMU translation enabled ({' '.join(on)}) without iommu=pt", evidence, fix)
+    elif passthrough:
+        yield Finding("pcie.iommu", Severity.PASS, "kernel", "iommu=pt on the kernel command line (IOMMU groups not visible)", evidence)
     else:
-        yield Finding("pcie.iommu", Severity.PASS, "kernel", "IOMMU off or in passthrough", {"cmdline": cmdline})
+        yield not_evaluated(
+            "pcie.iommu", "kernel", "/sys/kernel/iommu_groups not visible and the command line sets no IOMMU mode: the IOMMU may be on by default",
+            evidence, "check `cat /sys/kernel/iommu_groups/*/type` on the node; add iommu=pt to be sure",
+        )

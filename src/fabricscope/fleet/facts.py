@@ -127,4 +127,15 @@ def node_facts(inv: Inventory) -> dict[str, Any]:
         "netdevs": _other_netdevs(inv),
         "sysctls": {name: kernel.sysctls.get(name) for name in CHECKED_SYSCTLS},
         "nccl_conf": _nccl_conf(inv.nccl_conf),
+        # Added by issue 13 (additive): how the IOMMU handles GPU and RDMA NIC DMA.
+        "iommu": _iommu(inv),
     }
+
+
+def _iommu(inv: Inventory) -> dict[str, Any] | None:
+    """The IOMMU group types of the GPUs and RDMA NICs ("identity", "DMA-FQ", ...); null when not visible."""
+    if not inv.iommu.visible:
+        return None
+    addresses = [g.pci_address for g in inv.gpus] + [d.pci_address for d in inv.rdma_devices if d.pci_address]
+    types = {inv.iommu.type_of(dev.iommu_group) if (dev := inv.pci.get(a)) else None for a in addresses}
+    return {"groups": len(inv.iommu.types), "gpu_nic_types": sorted(t or "none" for t in types) if addresses else []}

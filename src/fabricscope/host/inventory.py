@@ -10,6 +10,7 @@ from typing import Any
 from fabricscope.host.ethtool import EthtoolData, ethtool_commands, read_ethtool, read_ethtool_stats
 from fabricscope.host.gpu import NVIDIA_SMI_QUERY, Gpu, read_gpus
 from fabricscope.host.infiniband import RdmaDevice, RdmaPort, read_port_counters, read_rdma_devices
+from fabricscope.host.iommu import IommuGroups, read_iommu_groups
 from fabricscope.host.lldp import LldpNeighbor, lldpctl_argv, read_lldp
 from fabricscope.host.netclass import IP_ADDR, NetDevice, physical_netdev_names, read_net_devices
 from fabricscope.host.pci import DISTANCES, PciDevice, pcie_distance, read_pci_devices
@@ -48,6 +49,7 @@ class Inventory:
     problems: tuple[Problem, ...] = field(default=())
     versions: SoftwareVersions = field(default_factory=SoftwareVersions)  # kernel, drivers, rdma-core, NCCL
     lldp: tuple[LldpNeighbor, ...] | None = None  # None: no lldpd answered on this node
+    iommu: IommuGroups = field(default_factory=IommuGroups)  # /sys/kernel/iommu_groups
 
     # ----- lookups -----------------------------------------------------------------------
     @property
@@ -181,6 +183,7 @@ def read_inventory(root: Root, command_timeout_s: float | None = None) -> Invent
         gpu_source=gpu_source,
         affinity=tuple(_affinity(gpus, rdma, netdevs, pci)),
         kernel=read_kernel_state(root),
+        iommu=read_iommu_groups(root),
         ethtool=ethtool,
         qos=qos,
         nccl_conf=root.read(NCCL_CONF),

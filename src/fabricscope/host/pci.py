@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from fabricscope.host.iommu import group_of
 from fabricscope.host.root import Root
 from fabricscope.host.sysfs import read_int, read_str
 
@@ -58,6 +59,7 @@ class PciDevice:
     port_type: int | None
     acs: AcsControl | None
     config_bytes: int | None = None  # bytes of config space read; None when unreadable
+    iommu_group: int | None = None  # /sys/bus/pci/devices/<bdf>/iommu_group -> group number
 
     @property
     def capabilities_known(self) -> bool:
@@ -179,6 +181,7 @@ def read_pci_device(root: Root, address: str) -> PciDevice:
         port_type=port_type,
         acs=acs,
         config_bytes=len(config) if config is not None else None,
+        iommu_group=group_of(root.resolve(f"{base}/iommu_group")),
     )
 
 
