@@ -66,7 +66,7 @@ def worst(findings: Iterable[Finding]) -> Severity:
 
 
 def exit_code(findings: Iterable[Finding], fail_on: Severity) -> int:
-    """0 when nothing reaches ``fail_on``, 1 when something does (ARCHITECTURE.md contract)."""
+    """0 when nothing reaches ``fail_on``, 1 when something does (the exit-code contract in docs/architecture.md)."""
     return 1 if any(f.severity.rank >= fail_on.rank for f in findings) else 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 
 from fabricscope.bench.counters import CounterProbe, counter_lines, summarize_deltas
 from fabricscope.bench.result import new_result
@@ -104,12 +105,27 @@ def test_probe_on_a_fixture_host_reads_port_counters() -> None:
     assert deltas.highlights == {}  # a snapshot does not move
 
 
-def test_probe_live_loopback() -> None:
+def test_probe_live_loopback_sees_what_happened_in_its_window() -> None:
+    """Datagrams to a closed loopback port in the window count as Udp.NoPorts (RFC 1213 udpNoPorts;
+    /proc/net/snmp is per network namespace, so other traffic can only add to it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        closed_port = holder.getsockname()[1]
     probe = CounterProbe("127.0.0.1")
-    assert probe.netdev == "lo"
+    assert probe.netdev == "lo" and probe.local_address == "127.0.0.1"
+    started = time.monotonic()
     probe.before()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+        for _ in range(20):
+            sender.sendto(b"x", ("127.0.0.1", closed_port))
+    time.sleep(0.05)
     deltas = probe.after()
-    assert deltas.window_s is not None and deltas.window_s >= 0
+    elapsed = time.monotonic() - started
+    assert deltas.interface == "lo"
+    assert deltas.window_s is not None and 0.05 <= deltas.window_s <= elapsed
+    assert deltas.netstat.get("Udp.NoPorts", 0) >= 20
+    assert deltas.highlights["host_udp_no_ports_count"] == deltas.netstat["Udp.NoPorts"]
+    assert all(value > 0 for value in deltas.netstat.values())  # only counters that moved, never negative
 
 
 def test_parse_tcp_info_layout() -> None:

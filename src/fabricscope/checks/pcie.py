@@ -49,21 +49,21 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
             "width": dev.current_link_width,
             "max_width": dev.max_link_width,
         }
+        if not dev.link_degraded:
+            good += 1
+            continue
         narrow = dev.current_link_width is not None and dev.max_link_width is not None and 0 < dev.current_link_width < dev.max_link_width
-        slow = dev.current_link_speed_gts is not None and dev.max_link_speed_gts is not None and dev.current_link_speed_gts < dev.max_link_speed_gts
         link = _link_text(dev.current_link_width, dev.current_link_speed_gts)
         best = _link_text(dev.max_link_width, dev.max_link_speed_gts)
         fix = f"reseat the {kind} or its riser, check the slot in the BIOS (bifurcation, Gen setting); `lspci -vv -s {addr} | grep LnkSta`"
-        if narrow or (slow and kind == "NIC"):
+        if narrow or kind == "NIC":
             yield Finding("pcie.link", Severity.FAIL, f"{name} ({addr})", f"{kind} PCIe link at {link}, capable of {best}", evidence, fix)
-        elif slow:
+        else:  # degraded at full width: a GPU below its maximum speed
             yield Finding(
                 "pcie.link", Severity.INFO, f"{name} ({addr})",
                 f"GPU PCIe link at {link} (max {best}); normal when the GPU is idle, a fault if it stays so under load",
                 evidence, "rerun doctor while a job runs; if still below maximum: " + fix,
             )
-        else:
-            good += 1
     if unknown:
         yield not_evaluated(
             "pcie.link", ",".join(unknown), "PCIe link width/speed unreadable for " + ", ".join(unknown),

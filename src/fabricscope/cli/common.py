@@ -8,7 +8,6 @@ from typing import Any, NoReturn
 
 import typer
 
-from fabricscope.errors import FabricscopeError
 from fabricscope.findings import Severity
 from fabricscope.host import Root, RootError
 
@@ -42,9 +41,3 @@ def parse_fail_on(value: str) -> Severity:
 
 def print_json(document: Any) -> None:
     sys.stdout.write(json.dumps(document, indent=2, sort_keys=False, default=str) + "\n")
-
-
-def handle_errors(exc: BaseException) -> NoReturn:
-    if isinstance(exc, FabricscopeError):
-        die(str(exc), exc.exit_code)
-    raise exc

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -266,12 +266,3 @@ class _RegistryAdapter:
 
     def collect(self) -> Iterator[Metric]:
         return self.exporter.collect()
-
-
-def family_names(exposition: str) -> set[str]:
-    """Metric family names declared (``# TYPE``) in an exposition."""
-    return {line.split()[2] for line in exposition.splitlines() if line.startswith("# TYPE ")}
-
-
-def collector_names(exporter: Exporter) -> Sequence[str]:
-    return [c.name for c in exporter.collectors]
