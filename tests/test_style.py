@@ -43,3 +43,83 @@ def test_one_way_to_start_processes_and_make_temp_dirs() -> None:
                 if rel not in allowed and pattern.search(line):
                     offenders.append(f"{rel}:{number}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
+
+
+# ----- layers: docs/architecture.md's diagram, held against every import --------------------------
+ARCHITECTURE_DOC = TESTS.parent / "docs" / "architecture.md"
+# Imports that cross the layers upwards and must stay for now: {(importer file, imported unit): reason}.
+# Empty today; an entry needs a reason and is checked to still exist, so the list cannot rot.
+KNOWN_UPWARD_IMPORTS: dict[tuple[str, str], str] = {}
+
+
+def documented_layers() -> dict[str, int]:
+    """Unit (package or top-level module) -> rank, from the diagram (top line highest) and the
+    paragraph naming the modules below all layers (rank 0)."""
+    import re
+
+    text = ARCHITECTURE_DOC.read_text()
+    block = text.split("## Layers", 1)[1].split("\n\n", 2)[1]
+    rows = [re.findall(r"(\w+)/", m.group(1)) for m in map(re.compile(r"\s*((?:\w+/\s*)+)").match, block.splitlines()) if m]
+    layers = {unit: len(rows) - i for i, row in enumerate(rows) for unit in row}
+    below = text.split("Below all layers", 1)[1].split("\n\n", 1)[0]
+    for name in re.findall(r"`(\w+)`", below):  # the modules it names, not the layers it mentions
+        if name not in layers and name != "FabricscopeError":
+            layers[name] = 0
+    layers.update({"__init__": 0, "__main__": layers["cli"]})
+    return layers
+
+
+def fabricscope_imports(path, package: str) -> list[tuple[int, str]]:
+    """(line, unit) for every ``fabricscope.<unit>`` a module imports, at any depth of the file."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            parts = target.split(".")
+            if parts[0] == "fabricscope" and len(parts) > 1:
+                found.append((node.lineno, parts[1]))
+    return found
+
+
+def upward_imports() -> dict[tuple[str, str], str]:
+    src = TESTS.parent / "src" / "fabricscope"
+    layers = documented_layers()
+    units = {p.stem if p.is_file() else p.name for p in src.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    undocumented = sorted(units - set(layers))
+    assert not undocumented, f"place these in docs/architecture.md's layers: {undocumented}"
+    bad = {}
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src)
+        unit = rel.parts[0].removesuffix(".py")
+        package = ".".join(("fabricscope", *rel.parts[:-1]))
+        for line, target in fabricscope_imports(path, package):
+            if target in units and target != unit and layers[target] > layers[unit]:
+                bad[(rel.as_posix(), target)] = f"{rel.as_posix()}:{line}: {unit} (layer {layers[unit]}) imports {target} (layer {layers[target]})"
+    return bad
+
+
+def test_the_documented_layers_are_complete() -> None:
+    layers = documented_layers()
+    assert layers["cli"] > layers["report"] == layers["store"] > layers["monitor"] > layers["bench"] > layers["host"] > 0
+    assert {layers[u] for u in ("checks", "nccl", "bench", "sim", "lab")} == {layers["bench"]}
+    assert layers["errors"] == layers["units"] == 0
+
+
+def test_imports_point_down_only() -> None:
+    """cli -> report/store -> monitor -> checks/nccl/bench/sim/lab/... -> host, as docs/architecture.md draws it."""
+    found = upward_imports()
+    new = [where for key, where in found.items() if key not in KNOWN_UPWARD_IMPORTS]
+    assert not new, "imports that point up a layer:\n" + "\n".join(new)
+    gone = [key for key in KNOWN_UPWARD_IMPORTS if key not in found]
+    assert not gone, f"no longer imported, drop from KNOWN_UPWARD_IMPORTS: {gone}"

@@ -7,7 +7,7 @@ import pytest
 
 from fabricscope.bench.result import new_result
 from fabricscope.errors import FabricscopeError
-from fabricscope.sim.calibrate import Samples, calibrate, fit_alpha_beta, load_samples, samples_from_result
+from fabricscope.sim.calibrate import Samples, calibrate, fit_alpha_beta, samples_from_result
 from fabricscope.sim.scenario import build_simulator, normalise
 from fabricscope.store import Store
 
@@ -76,17 +76,21 @@ def _stored(tmp_path, kind="collective", metrics=None, status_ok=True):
 
 
 def test_samples_from_the_bench_history(tmp_path) -> None:
+    def load(run_id: int) -> Samples:  # what the CLI does: it opens the store, sim gets the result
+        with Store.open(tmp_path / "h.sqlite3") as store:
+            return samples_from_result(store.get(run_id).result)
+
     rid = _stored(tmp_path)
-    s = load_samples(rid, str(tmp_path / "h.sqlite3"))
+    s = load(rid)
     assert (s.op, s.ranks, s.sizes) == ("all_reduce", 4, SIZES)
     with pytest.raises(FabricscopeError, match="no run"):
-        load_samples(999, str(tmp_path / "h.sqlite3"))
+        load(999)
     bad = _stored(tmp_path, kind="tcp", metrics={"throughput_gbps": 9.0})
     with pytest.raises(FabricscopeError, match="collective run"):
-        load_samples(bad, str(tmp_path / "h.sqlite3"))
+        load(bad)
     failed = _stored(tmp_path, status_ok=False)
     with pytest.raises(FabricscopeError, match="did not complete"):
-        load_samples(failed, str(tmp_path / "h.sqlite3"))
+        load(failed)
     empty = new_result("collective", {"op": "all_reduce"}).finish({"busbw_avg_GBps": 1.0})
     empty.run_id = 5
     with pytest.raises(FabricscopeError, match="per-size"):

@@ -35,6 +35,7 @@ The printed ``--json`` document of these kinds is exactly the stored result.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
@@ -405,6 +406,11 @@ class BenchResult(BaseModel):
     def peer(self) -> str | None:
         value = self.params.get("peer")
         return str(value) if value is not None else None
+
+
+def params_key(params: dict[str, Any]) -> str:
+    """Canonical JSON of parameters: two runs with equal params have equal keys."""
+    return json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def new_result(kind: str, params: dict[str, Any] | BaseModel) -> BenchResult:

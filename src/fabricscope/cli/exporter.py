@@ -148,11 +148,13 @@ def export_textfile(
 ) -> None:
     """Write the latest bench result of each kind/peer/parameters as fabricscope_bench.prom (atomically)."""
     _require_prom()
+    from fabricscope.monitor.textfile import MAX_RUNS
     from fabricscope.monitor.textfile import export_textfile as export
     from fabricscope.store import Store
 
     with Store.open(db) as store:
-        report = export(store, directory)
+        runs = store.list(limit=MAX_RUNS)
+    report = export([run.result for run in runs], directory)
     if json_out:
         print_json(
             {

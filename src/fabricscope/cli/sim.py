@@ -74,10 +74,12 @@ def _common(**kw: Any) -> dict[str, Any]:
 
 def _calibrate(params: dict[str, Any], run_id: int, ranks_topology: bool) -> dict[str, Any]:
     """Calibrate on the fabric the user described; returns the fitted parameters and report."""
-    from fabricscope.sim.calibrate import calibrate, load_samples
+    from fabricscope.sim.calibrate import calibrate, samples_from_result
     from fabricscope.sim.scenario import build_simulator, normalise
+    from fabricscope.store import Store
 
-    samples = load_samples(run_id)
+    with Store.open() as store:  # $FABRICSCOPE_DB or the default path
+        samples = samples_from_result(store.get(int(run_id)).result)
     p = normalise(params)
     if ranks_topology and samples.ranks and p.get("topology_file") is None:
         G = int(p["gpus_per_node"])

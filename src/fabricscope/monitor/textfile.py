@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, write_to_textfile
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from fabricscope.bench.result import BenchResult, params_key
 from fabricscope.errors import FabricscopeError
-from fabricscope.store import Store, StoredRun, params_key
 
 FILENAME = "fabricscope_bench.prom"
 MAX_RUNS = 10000
@@ -63,16 +63,15 @@ def prometheus_name(metric: str) -> tuple[str, float] | None:
     return None
 
 
-def latest_per_group(runs: Iterable[StoredRun]) -> list[StoredRun]:
-    """Newest run of each (kind, peer, parameters); ``runs`` must be newest first."""
-    chosen: dict[tuple[str, str, str], StoredRun] = {}
-    for run in runs:
-        key = (run.result.kind, run.result.peer or "", params_key(run.result.params))
-        chosen.setdefault(key, run)
+def latest_per_group(results: Iterable[BenchResult]) -> list[BenchResult]:
+    """Newest run of each (kind, peer, parameters); ``results`` must be newest first."""
+    chosen: dict[tuple[str, str, str], BenchResult] = {}
+    for result in results:
+        chosen.setdefault((result.kind, result.peer or "", params_key(result.params)), result)
     return list(chosen.values())
 
 
-def bench_families(runs: Iterable[StoredRun]) -> list[Metric]:
+def bench_families(results: Iterable[BenchResult]) -> list[Metric]:
     base_labels = ["kind", "peer", "params_id"]
     info = GaugeMetricFamily(
         "fabricscope_bench_info",
@@ -93,12 +92,11 @@ def bench_families(runs: Iterable[StoredRun]) -> list[Metric]:
     )
     reserved = {f.name for f in (info, run_id, ok, started, duration)}
     metrics: dict[str, GaugeMetricFamily] = {}
-    for run in runs:
-        result = run.result
+    for result in results:
         key = params_key(result.params)
         labels = [result.kind, result.peer or "", hashlib.sha256(key.encode()).hexdigest()[:12]]
         info.add_metric([*labels, result.status.value, key[:MAX_PARAMS_LABEL]], 1.0)
-        run_id.add_metric(labels, float(run.id))
+        run_id.add_metric(labels, float(result.run_id or 0))
         ok.add_metric(labels, 1.0 if result.status.value == "ok" else 0.0)
         started.add_metric(labels, result.started.timestamp())
         duration.add_metric(labels, float(result.duration_s))
@@ -131,12 +129,12 @@ class _Static:
         return self.families
 
 
-def export_textfile(store: Store, directory: Path) -> TextfileReport:
-    """Write ``directory/fabricscope_bench.prom`` from the store (replacing it atomically)."""
+def export_textfile(results: Sequence[BenchResult], directory: Path) -> TextfileReport:
+    """Write ``directory/fabricscope_bench.prom`` from stored results, newest first (at most
+    ``MAX_RUNS`` are worth reading), replacing the file atomically."""
     if not directory.is_dir():
         raise FabricscopeError(f"{directory}: no such directory (give node_exporter's textfile directory)")
-    runs = store.list(limit=MAX_RUNS)
-    latest = latest_per_group(runs)
+    latest = latest_per_group(results)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Static(bench_families(latest)))
     path = directory / FILENAME
@@ -144,4 +142,4 @@ def export_textfile(store: Store, directory: Path) -> TextfileReport:
         write_to_textfile(str(path), registry)
     except OSError as exc:
         raise FabricscopeError(f"{path}: cannot write ({exc.strerror or exc})") from None
-    return TextfileReport(path=path, groups=len(latest), runs_considered=len(runs))
+    return TextfileReport(path=path, groups=len(latest), runs_considered=len(results))

@@ -109,17 +109,6 @@ def samples_from_result(result: Any) -> Samples:
                    [p[0] for p in pairs], [p[1] for p in pairs], "store")
 
 
-def load_samples(run_id: int, db: str | None = None) -> Samples:
-    """Read a run from the bench history (``$FABRICSCOPE_DB`` or the default path)."""
-    try:
-        from fabricscope.store import Store
-    except ImportError as exc:  # pragma: no cover - the store ships with the package
-        raise FabricscopeError(f"the bench history is not available in this build ({exc})") from None
-    with Store.open(db) as store:
-        run = store.get(int(run_id))
-    return samples_from_result(run.result)
-
-
 def calibrate(sim: Any, samples: Samples, algo: str | None = None, rounds: int = 3) -> tuple[Any, dict[str, Any]]:
     """A copy of ``sim`` whose transport alpha and efficiency (or per-flow cap) reproduce the
     samples' fitted line. Returns (calibrated simulator, report)."""

@@ -22,7 +22,7 @@ from typing import Any
 import platformdirs
 from pydantic import ValidationError
 
-from fabricscope.bench.result import BenchResult
+from fabricscope.bench.result import BenchResult, params_key
 from fabricscope.errors import FabricscopeError
 from fabricscope.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
@@ -63,11 +63,6 @@ def default_db_path() -> Path:
     if env:
         return Path(env).expanduser()
     return platformdirs.user_data_path("fabricscope", appauthor=False) / DB_FILENAME
-
-
-def params_key(params: dict[str, Any]) -> str:
-    """Canonical JSON of parameters: two runs with equal params have equal keys."""
-    return json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
 
 
 class Store:
