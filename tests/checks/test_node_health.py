@@ -3,7 +3,9 @@ fault, on real output formats, and the inputs captured in snapshots."""
 
 from __future__ import annotations
 
+import functools
 import shutil
+import tempfile
 from pathlib import Path
 
 from fabricscope.checks.doctor import run_doctor
@@ -18,10 +20,12 @@ def findings(path: Path, check_id: str, **kwargs):
     return [f for f in run_doctor(Root.at(path), **kwargs).findings if f.id == check_id]
 
 
-def snapshot_inventory(host: str, tmp_path: Path):
+@functools.cache
+def snapshot_inventory(host: str):
     """The fixture host captured by `fabricscope snapshot` and read back: what doctor needs survives."""
-    archive, _recording = take_snapshot(Root.at(FIXTURE_HOSTS / host), tmp_path / f"{host}.tar.gz")
-    return read_inventory(Root.at(archive))
+    with tempfile.TemporaryDirectory(prefix="d1-snap-") as tmp:
+        archive, _recording = take_snapshot(Root.at(FIXTURE_HOSTS / host), Path(tmp) / f"{host}.tar.gz")
+        return read_inventory(Root.at(archive))
 
 
 # ----- B6: IOMMU groups ---------------------------------------------------------------------------
@@ -46,11 +50,11 @@ def test_iommu_without_groups_and_without_flags_is_not_evaluated(host_copy) -> N
     assert [f.severity for f in hit] == [Severity.INFO] and hit[0].message.startswith("not evaluated: ")
 
 
-def test_iommu_groups_survive_a_snapshot(tmp_path: Path) -> None:
-    inv = snapshot_inventory("ib-degraded", tmp_path)
+def test_iommu_groups_survive_a_snapshot() -> None:
+    inv = snapshot_inventory("ib-degraded")
     gpu = inv.pci[inv.gpus[0].pci_address]
     assert inv.iommu.visible and inv.iommu.type_of(gpu.iommu_group) == "DMA-FQ"
-    empty = snapshot_inventory("cloud-tcp", tmp_path)
+    empty = snapshot_inventory("cloud-tcp")
     assert empty.iommu.visible and empty.iommu.types == {}
 
 
@@ -88,3 +92,61 @@ def test_port_xmit_discards_is_a_link_error(host_copy) -> None:
     (path / "sys/class/infiniband/mlx5_4/ports/1/counters/port_xmit_discards").write_text("77\n")
     hit = [f for f in findings(path, "link.errors") if f.severity is not Severity.PASS]
     assert [(f.severity, f.subject, f.evidence["totals"]) for f in hit] == [(Severity.WARN, "mlx5_4/1", {"port_xmit_discards": 77})]
+
+
+# ----- D17: PCIe AER and switch uplinks -------------------------------------------------------------
+def sample_sections(name: str) -> list[str]:
+    from tests.conftest import samples_dir
+
+    text = (samples_dir() / name).read_text()
+    body = [line for line in text.splitlines() if not line.startswith(("# source:", "# note:"))]
+    return "\n".join(body).split("# [excerpt gap]")
+
+
+def test_aer_parser_on_the_kernel_abi_sample() -> None:
+    from fabricscope.host.aer import parse_aer_stats
+
+    correctable, fatal, nonfatal = sample_sections("sysfs_aer_dev_stats_kernel_abi.txt")
+    total, counts = parse_aer_stats(correctable)
+    assert total == 2 and counts["Receiver Error"] == 2 and counts["RELAY_NUM Rollover"] == 0 and len(counts) == 8
+    assert parse_aer_stats(fatal)[0] == 0 and len(parse_aer_stats(fatal)[1]) == 17
+    assert parse_aer_stats(nonfatal)[0] == 0
+    assert parse_aer_stats("RxErr 3\nBadTLP 1\nTOTAL_ERR_COR 4\n") == (4, {"RxErr": 3, "BadTLP": 1})
+    assert parse_aer_stats("garbage") == (None, {})
+
+
+def test_rising_aer_errors_fail_with_interval(host_copy) -> None:
+    from tests.fixtures.hostbuilder import aer_file
+
+    path = host_copy("ib-ndr-healthy")
+    target = path / "sys/bus/pci/devices/0000:12:00.0/aer_dev_correctable"  # the GPU's downstream port
+
+    def errors() -> None:
+        target.write_text(aer_file("correctable", {"BadDLLP": 9, "Rollover": 1}) + "\n")
+
+    hit = [f for f in findings(path, "pcie.aer", interval_s=10, sleep=lambda _s: errors()) if f.severity is not Severity.PASS]
+    assert [(f.severity, f.subject) for f in hit] == [(Severity.FAIL, "bridge 0000:12:00.0")]
+    assert hit[0].evidence["increase"] == {"correctable": 10} and "1.00/s" in hit[0].message
+    static = [f for f in findings(FIXTURE_HOSTS / "ib-degraded", "pcie.aer", interval_s=5) if f.severity is not Severity.PASS]
+    assert [(f.severity, f.subject) for f in static] == [(Severity.WARN, "mlx5_4 (0000:94:00.0)")]
+
+
+def test_uncorrectable_aer_errors_are_named(host_copy) -> None:
+    from tests.fixtures.hostbuilder import aer_file
+
+    path = host_copy("roce-healthy")
+    (path / "sys/bus/pci/devices/0000:33:00.0/aer_dev_nonfatal").write_text(aer_file("nonfatal", {"CmpltTO": 1}) + "\n")
+    hit = next(f for f in findings(path, "pcie.aer") if f.severity is Severity.WARN)
+    assert hit.subject == "GPU1 (0000:33:00.0)" and "nonfatal 1" in hit.message and "CmpltTO 1" in hit.message
+
+
+def test_switch_uplink_is_checked_not_only_endpoints() -> None:
+    hit = [f for f in findings(FIXTURE_HOSTS / "ib-degraded", "pcie.link") if f.subject.startswith("switch uplink")]
+    assert [(f.severity, f.subject) for f in hit] == [(Severity.FAIL, "switch uplink 0000:31:00.0")]
+    assert hit[0].evidence["below"] == ["0000:34:00.0", "0000:33:00.0"] and hit[0].evidence["width"] == 8
+
+
+def test_aer_counters_survive_a_snapshot() -> None:
+    inv = snapshot_inventory("ib-degraded")
+    assert inv.pci["0000:94:00.0"].aer.correctable == 44
+    assert inv.pci["0000:94:00.0"].aer.details == {"correctable": {"RxErr": 37, "BadTLP": 2, "Timeout": 5}}

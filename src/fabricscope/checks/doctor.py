@@ -75,13 +75,14 @@ def run_doctor(
     rates = None
     if interval_s:
         netdevs = sorted(inventory.ethtool)
-        before = read_counter_sample(root, netdevs)
+        aer = sorted(a for a, dev in inventory.pci.items() if dev.aer is not None)
+        before = read_counter_sample(root, netdevs, aer)
         sleep(interval_s)
-        after = read_counter_sample(root, netdevs)
+        after = read_counter_sample(root, netdevs, aer)
         rates = Rates.between(before, after)
         if not root.is_live:
             # Time did not pass in a snapshot: rates are over the nominal interval.
-            rates = Rates(interval_s, rates.ports, rates.ethtool, rates.netstat)
+            rates = dataclasses.replace(rates, interval_s=interval_s)
     if inventory.hostname is None and root.is_live:
         inventory = _with_hostname(inventory, socket.gethostname())
     ctx = CheckContext(inventory=inventory, rates=rates)

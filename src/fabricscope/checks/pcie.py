@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 from fabricscope.checks.registry import CheckContext, check, not_evaluated
 from fabricscope.findings import Finding, Severity
+from fabricscope.host.inventory import Inventory
 from fabricscope.host.iommu import TRANSLATED
-from fabricscope.host.pci import bridges_between
+from fabricscope.host.pci import bridges_between, switch_upstream_ports
 from fabricscope.host.procfs import GPUDIRECT_MODULES
 
 
@@ -64,13 +65,49 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
                 f"GPU PCIe link at {link} (max {best}); normal when the GPU is idle, a fault if it stays so under load",
                 evidence, "rerun doctor while a job runs; if still below maximum: " + fix,
             )
+    uplinks: list[Finding] = []
+    good_uplinks = _switch_uplinks(inv, [addr for _n, addr, _k in subjects], uplinks)
+    yield from uplinks
     if unknown:
         yield not_evaluated(
             "pcie.link", ",".join(unknown), "PCIe link width/speed unreadable for " + ", ".join(unknown),
             {"devices": unknown}, "`lspci -vv | grep -E 'LnkCap|LnkSta'` as root",
         )
     if good:
-        yield Finding("pcie.link", Severity.PASS, "pcie", f"{good} NIC/GPU link(s) at full width and speed")
+        uplink_text = f" and {good_uplinks} PCIe switch uplink(s)" if good_uplinks else ""
+        yield Finding("pcie.link", Severity.PASS, "pcie", f"{good} NIC/GPU link(s){uplink_text} at full width and speed")
+
+
+def _switch_uplinks(inv: Inventory, addresses: list[str | None], out: list[Finding]) -> int:
+    """Judge the upstream link of every PCIe switch above the NICs and GPUs: a switch uplink at x8
+    halves what every device below it can move, however well the endpoints trained. Appends the
+    findings to ``out``; returns how many uplinks are at full width and speed."""
+    below: dict[str, list[str]] = {}
+    for addr in addresses:
+        dev = inv.pci.get(addr) if addr else None
+        for usp in switch_upstream_ports(dev.upstream, inv.pci) if dev else []:
+            below.setdefault(usp, []).append(addr)
+    good = 0
+    for usp, devices in sorted(below.items()):
+        port = inv.pci.get(usp)
+        if port is None or port.current_link_width is None:
+            continue
+        if not port.link_degraded:
+            good += 1
+            continue
+        narrow = port.max_link_width is not None and 0 < port.current_link_width < port.max_link_width
+        link = _link_text(port.current_link_width, port.current_link_speed_gts)
+        best = _link_text(port.max_link_width, port.max_link_speed_gts)
+        evidence = {"pci": usp, "width": port.current_link_width, "max_width": port.max_link_width,
+                    "speed_gts": port.current_link_speed_gts, "max_speed_gts": port.max_link_speed_gts, "below": devices}
+        fix = f"reseat the PCIe switch board/riser or its cable, check the slot's bifurcation and Gen setting in the BIOS; `lspci -vv -s {usp} | grep LnkSta`"
+        message = f"PCIe switch uplink at {link}, capable of {best}: shared by {len(devices)} device(s) below it"
+        if narrow:
+            out.append(Finding("pcie.link", Severity.FAIL, f"switch uplink {usp}", message, evidence, fix))
+        else:
+            out.append(Finding("pcie.link", Severity.WARN, f"switch uplink {usp}",
+                               message + " (power saving lowers idle links; a fault if it stays so under load)", evidence, fix))
+    return good
 
 
 @check("pcie.affinity", "Each GPU has a near NIC")

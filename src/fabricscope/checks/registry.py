@@ -18,6 +18,7 @@ class Rates:
     ports: dict[str, dict[str, int]]  # "mlx5_0/1" -> counter -> increase
     ethtool: dict[str, dict[str, int]]
     netstat: dict[str, int]
+    aer: dict[str, dict[str, int]] = field(default_factory=dict)  # PCI address -> severity -> increase
 
     @classmethod
     def between(cls, before: CounterSample, after: CounterSample) -> Rates:
@@ -26,6 +27,7 @@ class Rates:
             ports={k: counter_deltas(before.ports.get(k, {}), v) for k, v in after.ports.items()},
             ethtool={k: counter_deltas(before.ethtool.get(k, {}), v) for k, v in after.ethtool.items()},
             netstat=counter_deltas(before.netstat, after.netstat),
+            aer={k: counter_deltas(before.aer.get(k, {}), v) for k, v in after.aer.items()},
         )
 
     def per_second(self, increase: int) -> float:
@@ -85,4 +87,4 @@ def all_checks() -> list[CheckSpec]:
 
 def load_builtin_checks() -> None:
     """Import the check modules so they register themselves."""
-    from fabricscope.checks import link, nccl_conf, pcie, rdma, roce, sources, tcp  # noqa: F401
+    from fabricscope.checks import aer, link, nccl_conf, pcie, rdma, roce, sources, tcp  # noqa: F401

@@ -32,6 +32,11 @@ def _pcie(dev: PciDevice | None) -> dict[str, Any]:
     }
 
 
+def _aer(dev: PciDevice | None) -> dict[str, int] | None:
+    """AER error totals by severity (added by issue 13); null when the device has no AER statistics."""
+    return dev.aer.totals() if dev is not None and dev.aer is not None else None
+
+
 def _ecn_priorities(netdev: NetDevice | None) -> list[int] | None:
     """Priorities with DCQCN on as both notification and reaction point; None when not visible."""
     if netdev is None or not netdev.ecn_np_enabled or not netdev.ecn_rp_enabled:
@@ -77,6 +82,7 @@ def _nic_facts(inv: Inventory) -> list[dict[str, Any]]:
                 "model": dev.model,
                 "fw": dev.fw_ver,
                 "pcie": _pcie(inv.pci_device(dev.pci_address)),
+                "aer": _aer(inv.pci_device(dev.pci_address)),
                 "ports": ports,
             }
         )
@@ -119,7 +125,7 @@ def node_facts(inv: Inventory) -> dict[str, Any]:
             "model": models[0] if len(models) == 1 else (", ".join(models) if models else None),
             "gpudirect_module": (gpudirect[0] if gpudirect else "none") if kernel.modules_known else None,
             "devices": [
-                {"pci": g.pci_address, "model": g.name, "pcie": _pcie(inv.pci_device(g.pci_address))}
+                {"pci": g.pci_address, "model": g.name, "pcie": _pcie(inv.pci_device(g.pci_address)), "aer": _aer(inv.pci_device(g.pci_address))}
                 for g in sorted(inv.gpus, key=lambda g: g.pci_address)
             ],
         },

@@ -7,13 +7,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from fabricscope.host.aer import read_aer
 from fabricscope.host.ethtool import EthtoolData, ethtool_commands, read_ethtool, read_ethtool_stats
 from fabricscope.host.gpu import NVIDIA_SMI_QUERY, Gpu, read_gpus
 from fabricscope.host.infiniband import RdmaDevice, RdmaPort, read_port_counters, read_rdma_devices
 from fabricscope.host.iommu import IommuGroups, read_iommu_groups
 from fabricscope.host.lldp import LldpNeighbor, lldpctl_argv, read_lldp
 from fabricscope.host.netclass import IP_ADDR, NetDevice, physical_netdev_names, read_net_devices
-from fabricscope.host.pci import DISTANCES, PciDevice, pcie_distance, read_pci_devices
+from fabricscope.host.pci import DISTANCES, PCI_DEVICES, PciDevice, pcie_distance, read_pci_devices
 from fabricscope.host.procfs import KernelState, read_kernel_state, read_netstat
 from fabricscope.host.qos import QosConfig, qos_commands, read_qos
 from fabricscope.host.root import Problem, Root
@@ -201,9 +202,10 @@ class CounterSample:
     ports: dict[str, dict[str, int]]  # "mlx5_0/1" -> counters + hw_counters
     ethtool: dict[str, dict[str, int]]  # netdev -> ethtool -S
     netstat: dict[str, int]
+    aer: dict[str, dict[str, int]] = field(default_factory=dict)  # PCI address -> AER totals by severity
 
 
-def read_counter_sample(root: Root, netdevs: list[str] | None = None) -> CounterSample:
+def read_counter_sample(root: Root, netdevs: list[str] | None = None, pci_addresses: list[str] | None = None) -> CounterSample:
     stats: dict[str, dict[str, int]] = {}
     with root.commands_ahead([ethtool_commands(name)[0] for name in netdevs or []]):
         for name in netdevs or []:
@@ -215,6 +217,7 @@ def read_counter_sample(root: Root, netdevs: list[str] | None = None) -> Counter
         ports=read_port_counters(root),
         ethtool=stats,
         netstat=read_netstat(root),
+        aer={a: stats.totals() for a in pci_addresses or [] if (stats := read_aer(root, f"{PCI_DEVICES}/{a}")) is not None},
     )
 
 

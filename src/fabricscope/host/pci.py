@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from fabricscope.host.aer import AerStats, read_aer
 from fabricscope.host.iommu import group_of
 from fabricscope.host.root import Root
 from fabricscope.host.sysfs import read_int, read_str
@@ -60,6 +61,7 @@ class PciDevice:
     acs: AcsControl | None
     config_bytes: int | None = None  # bytes of config space read; None when unreadable
     iommu_group: int | None = None  # /sys/bus/pci/devices/<bdf>/iommu_group -> group number
+    aer: AerStats | None = None  # None: no aer_dev_* files (not AER capable, or AER stats off)
 
     @property
     def capabilities_known(self) -> bool:
@@ -182,6 +184,7 @@ def read_pci_device(root: Root, address: str) -> PciDevice:
         acs=acs,
         config_bytes=len(config) if config is not None else None,
         iommu_group=group_of(root.resolve(f"{base}/iommu_group")),
+        aer=read_aer(root, base),
     )
 
 
@@ -206,6 +209,12 @@ def _switch_ids(chain: tuple[str, ...], devices: dict[str, PciDevice]) -> list[i
             switch += 1
         ids.append(switch)
     return ids
+
+
+def switch_upstream_ports(chain: tuple[str, ...], devices: dict[str, PciDevice]) -> list[str]:
+    """The upstream port of each PCIe switch on a bridge chain (the first bridge of each switch)."""
+    ids = _switch_ids(chain, devices)
+    return [bdf for i, bdf in enumerate(chain) if ids[i] > 0 and (i == 0 or ids[i - 1] != ids[i])]
 
 
 def pcie_distance(a: PciDevice, b: PciDevice, devices: dict[str, PciDevice]) -> str:
