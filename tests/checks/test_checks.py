@@ -74,6 +74,7 @@ FIRES: dict[str, tuple[str, Mutation, Severity, str]] = {
     "roce.cnp_ignored": ("roce-broken", None, Severity.WARN, "mlx5_6/1"),
     "link.errors": ("ib-degraded", None, Severity.WARN, "mlx5_2/1"),
     "link.transceiver": ("roce-broken", None, Severity.WARN, "ens7np0"),
+    "link.phy_errors": ("roce-broken", None, Severity.WARN, "ens6np0"),
     "pcie.link": ("ib-degraded", None, Severity.FAIL, "mlx5_6 (0000:d4:00.0)"),
     "pcie.affinity": (
         "ib-ndr-healthy",

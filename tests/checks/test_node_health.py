@@ -56,3 +56,39 @@ def test_iommu_groups_survive_a_snapshot(tmp_path: Path, host_copy) -> None:
     (path / "sys/kernel/iommu_groups").mkdir(parents=True)
     empty = snapshot_inventory(path, tmp_path)
     assert empty.iommu.visible and empty.iommu.types == {}
+
+
+# ----- A4: RoCE physical-port errors from ethtool -S -------------------------------------------------
+def test_phy_error_stats_are_one_definition_with_the_exporter() -> None:
+    from fabricscope.host.ethtool import LINK_ERROR_STATS, PRIO_DISCARDS_HELP, link_error_stats
+    from fabricscope.monitor.names import PORT_STATS, PRIO_STATS
+
+    for name, meaning in LINK_ERROR_STATS.items():
+        assert PORT_STATS[name].help == meaning  # the exporter exports each, with the same meaning
+    assert PRIO_STATS[("rx", "discards")].help == PRIO_DISCARDS_HELP
+    stats = {"rx_packets": 5, "rx_crc_errors_phy": 3, "rx_prio3_discards": 1, "rx_prio3_pause": 9, "rx_prio9_discards": 2}
+    assert link_error_stats(stats) == {"rx_crc_errors_phy": 3, "rx_prio3_discards": 1}
+
+
+def test_rising_phy_errors_fail_with_interval(host_copy) -> None:
+    from tests.checks.test_checks import set_command
+
+    path = host_copy("roce-healthy")
+    argv = ["ethtool", "-S", "ens4np0"]
+
+    def flap() -> None:
+        set_command(path, argv, lambda t: t.replace("rx_prio3_discards: 0", "rx_prio3_discards: 120").replace("link_down_events_phy: 0", "link_down_events_phy: 1"))
+
+    hit = findings(path, "link.phy_errors", interval_s=10, sleep=lambda _s: flap())
+    assert [(f.severity, f.subject) for f in hit] == [(Severity.FAIL, "ens4np0")]
+    assert hit[0].evidence["increase"] == {"link_down_events_phy": 1, "rx_prio3_discards": 120}
+    assert "cable/transceiver" in hit[0].fix
+    static = findings(FIXTURE_HOSTS / "roce-broken", "link.phy_errors", interval_s=5)
+    assert [(f.severity, f.subject) for f in static] == [(Severity.WARN, "ens6np0")]
+
+
+def test_port_xmit_discards_is_a_link_error(host_copy) -> None:
+    path = host_copy("ib-ndr-healthy")
+    (path / "sys/class/infiniband/mlx5_4/ports/1/counters/port_xmit_discards").write_text("77\n")
+    hit = [f for f in findings(path, "link.errors") if f.severity is not Severity.PASS]
+    assert [(f.severity, f.subject, f.evidence["totals"]) for f in hit] == [(Severity.WARN, "mlx5_4/1", {"port_xmit_discards": 77})]

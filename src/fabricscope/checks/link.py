@@ -6,7 +6,9 @@ import re
 from collections.abc import Iterator
 
 from fabricscope.checks.registry import CheckContext, check, not_evaluated
+from fabricscope.checks.roce import roce_netdevs
 from fabricscope.findings import Finding, Severity
+from fabricscope.host.ethtool import link_error_stats
 
 # Counters that should stay at zero on a healthy link (port counters and mlx5 hw_counters).
 ERROR_COUNTERS = (
@@ -23,6 +25,7 @@ ERROR_COUNTERS = (
     "packet_seq_err",
     "implied_nak_seq_err",
     "rx_icrc_encapsulated",
+    "port_xmit_discards",
 )
 CONGESTION_PORT_COUNTERS = ("port_xmit_wait", "np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets")
 _PAUSE = re.compile(r"^(rx|tx)_prio(\d)_pause$")
@@ -76,6 +79,63 @@ def _fix_for(counters: dict[str, int]) -> str:
     if physical & counters.keys():
         return "reseat or replace the cable/transceiver on both ends; check `mlxlink -d <dev> -c` for BER and the switch port counters"
     return "loss or timeouts in the fabric: check PFC/ECN on the path, GID/TC settings and NCCL_IB_TIMEOUT"
+
+
+@check("link.phy_errors", "Ethernet port error counters (ethtool -S)")
+def phy_errors(ctx: CheckContext) -> Iterator[Finding]:
+    """On an Ethernet (RoCE) port the physical link's faults are counted by the NIC, not in the
+    RDMA port counters: CRC and symbol errors, link-down events, discards (per port and per
+    priority), receive-buffer drops and PFC pause storms (`ethtool -S`, mlx5 names; the kernel's
+    mlx5 counters.rst calls them errors). Same policy as link.errors: non-zero totals warn (they
+    may be old), counters rising during `--interval` fail."""
+    inv = ctx.inventory
+    rates = ctx.rates
+    roce = set(roce_netdevs(inv))
+    clean = flagged = 0
+    for netdev, data in sorted(inv.ethtool.items()):
+        if data.stats is None:
+            if netdev in roce:
+                yield not_evaluated(
+                    "link.phy_errors", netdev, "`ethtool -S` not available", fix="install ethtool (Debian/Ubuntu: apt-get install ethtool)"
+                )
+            continue
+        totals = link_error_stats(data.stats)
+        if not totals:
+            continue  # a driver without these counters (ENA, virtio): nothing to judge
+        nonzero = {k: v for k, v in totals.items() if v}
+        rising = {}
+        if rates is not None:
+            deltas = rates.ethtool.get(netdev, {})
+            rising = {k: deltas[k] for k in totals if deltas.get(k)}
+        flagged += bool(rising or nonzero)
+        if rising:
+            yield Finding(
+                "link.phy_errors", Severity.FAIL, netdev,
+                "error counters rising: " + ", ".join(f"{k} +{v} ({rates.per_second(v):.2f}/s)" for k, v in rising.items()),
+                {"increase": rising, "interval_s": rates.interval_s, "totals": nonzero}, _phy_fix(netdev, rising),
+            )
+        elif nonzero:
+            yield Finding(
+                "link.phy_errors", Severity.WARN, netdev,
+                "error counters non-zero: " + ", ".join(f"{k}={v:,}" for k, v in nonzero.items()),
+                {"totals": nonzero},
+                _phy_fix(netdev, nonzero) + "; run `fabricscope doctor --interval 30` to see whether they still rise",
+            )
+        else:
+            clean += 1
+    if clean and not flagged:
+        yield Finding("link.phy_errors", Severity.PASS, "ethernet", f"no physical-port errors on {clean} netdev(s)")
+
+
+def _phy_fix(netdev: str, counters: dict[str, int]) -> str:
+    if counters.keys() & {"rx_crc_errors_phy", "rx_symbol_err_phy", "link_down_events_phy"}:
+        return (
+            f"reseat or replace the cable/transceiver of {netdev} and its switch port; `ethtool -m {netdev}` for optics levels, "
+            "`mlxlink -d <pci> -c -e` for BER and FEC"
+        )
+    if counters.keys() & {"tx_pause_storm_warning_events", "tx_pause_storm_error_events"}:
+        return f"a receiver behind {netdev} stopped draining (a hung host or GPU process): find it; the storm guard disabled pause, so drops follow"
+    return f"drops for lack of buffers on {netdev}: check PFC on the lossless priority and the receive ring size (`ethtool -g {netdev}`)"
 
 
 @check("link.congestion", "Congestion signals")

@@ -7,6 +7,22 @@ from dataclasses import dataclass, field
 
 from fabricscope.host.root import Root
 
+# ethtool -S statistics of a RoCE (mlx5) port that count link faults and drops and stay at zero on
+# a healthy one: the "Error" counters of the kernel's mlx5 counters.rst
+# (Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst). One definition:
+# doctor's link.phy_errors judges them and the exporter (monitor/names.py) exports them with
+# these meanings as help text.
+LINK_ERROR_STATS: dict[str, str] = {
+    "rx_crc_errors_phy": "Frames received with a bad CRC.",
+    "rx_symbol_err_phy": "Symbol errors on the physical port.",
+    "link_down_events_phy": "Times the physical link went down.",
+    "rx_discards_phy": "Received packets dropped for lack of buffers on the physical port.",
+    "rx_out_of_buffer": "Packets dropped because a receive queue had no software buffer.",
+    "tx_pause_storm_warning_events": "Times the device kept sending pause frames for a long time.",
+    "tx_pause_storm_error_events": "Pause storms that reached the timeout: pause transmission was disabled (drops follow).",
+}
+PRIO_DISCARDS_HELP = "Packets discarded for lack of receive buffers."  # rx_prio<N>_discards
+_PRIO_DISCARDS = re.compile(r"^rx_prio[0-7]_discards$")
 _STAT = re.compile(r"^\s*([^:]+?):\s*(-?\d+)\s*$")
 _TEMP = re.compile(r"(-?\d+(?:\.\d+)?)\s*degrees C")
 
@@ -93,3 +109,9 @@ def read_ethtool(root: Root, netdev: str) -> EthtoolData:
 def read_ethtool_stats(root: Root, netdev: str) -> dict[str, int] | None:
     result = root.run(ethtool_commands(netdev)[0])
     return parse_stats(result.stdout) if result.ok else None
+
+
+def link_error_stats(stats: dict[str, int]) -> dict[str, int]:
+    """The link-fault and drop statistics among ``ethtool -S`` values (LINK_ERROR_STATS and
+    rx_prio<N>_discards), in the order ethtool printed them."""
+    return {k: v for k, v in stats.items() if k in LINK_ERROR_STATS or _PRIO_DISCARDS.match(k)}

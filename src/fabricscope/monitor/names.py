@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fabricscope.host.ethtool import LINK_ERROR_STATS, PRIO_DISCARDS_HELP
+
 PREFIX = "fabricscope_"
 
 
@@ -228,7 +230,7 @@ PRIO_STATS: dict[tuple[str, str], CounterName] = {
     ("rx", "cong_discard"): CounterName(
         "prio_congestion_discards_total", "Packets discarded by per-host congestion."
     ),
-    ("rx", "discards"): CounterName("prio_discards_total", "Packets discarded for lack of receive buffers."),
+    ("rx", "discards"): CounterName("prio_discards_total", PRIO_DISCARDS_HELP),
     ("rx", "marked"): CounterName(
         "prio_ecn_marked_packets_total", "Packets ECN-marked by the device on this priority."
     ),
@@ -236,17 +238,9 @@ PRIO_STATS: dict[tuple[str, str], CounterName] = {
 
 # ethtool -S port-level statistics (labels: netdev).
 PORT_STATS: dict[str, CounterName] = {
-    "tx_pause_storm_warning_events": CounterName(
-        "pfc_pause_storm_warning_events_total", "Times the device kept sending pause frames for a long time."
-    ),
-    "tx_pause_storm_error_events": CounterName(
-        "pfc_pause_storm_error_events_total",
-        "Pause storms that reached the timeout: pause transmission was disabled (drops follow).",
-    ),
-    "rx_discards_phy": CounterName(
-        "nic_phy_received_discards_total",
-        "Received packets dropped for lack of buffers on the physical port.",
-    ),
+    "tx_pause_storm_warning_events": CounterName("pfc_pause_storm_warning_events_total", LINK_ERROR_STATS["tx_pause_storm_warning_events"]),
+    "tx_pause_storm_error_events": CounterName("pfc_pause_storm_error_events_total", LINK_ERROR_STATS["tx_pause_storm_error_events"]),
+    "rx_discards_phy": CounterName("nic_phy_received_discards_total", LINK_ERROR_STATS["rx_discards_phy"]),
     "tx_discards_phy": CounterName(
         "nic_phy_transmitted_discards_total", "Transmitted packets dropped on the physical port."
     ),
@@ -256,17 +250,13 @@ PORT_STATS: dict[str, CounterName] = {
     "tx_pause_ctrl_phy": CounterName(
         "nic_phy_pause_frames_transmitted_total", "Link-level pause frames transmitted."
     ),
-    "rx_crc_errors_phy": CounterName("nic_phy_crc_errors_total", "Frames received with a bad CRC."),
-    "rx_symbol_err_phy": CounterName("nic_phy_symbol_errors_total", "Symbol errors on the physical port."),
+    "rx_crc_errors_phy": CounterName("nic_phy_crc_errors_total", LINK_ERROR_STATS["rx_crc_errors_phy"]),
+    "rx_symbol_err_phy": CounterName("nic_phy_symbol_errors_total", LINK_ERROR_STATS["rx_symbol_err_phy"]),
     "rx_corrected_bits_phy": CounterName(
         "nic_phy_fec_corrected_errors_total", "Bit errors corrected by FEC (rx_corrected_bits_phy)."
     ),
-    "link_down_events_phy": CounterName(
-        "nic_phy_link_down_events_total", "Times the physical link went down."
-    ),
-    "rx_out_of_buffer": CounterName(
-        "nic_rx_out_of_buffer_drops_total", "Packets dropped because a receive queue had no software buffer."
-    ),
+    "link_down_events_phy": CounterName("nic_phy_link_down_events_total", LINK_ERROR_STATS["link_down_events_phy"]),
+    "rx_out_of_buffer": CounterName("nic_rx_out_of_buffer_drops_total", LINK_ERROR_STATS["rx_out_of_buffer"]),
     "rx_buffer_passed_thres_phy": CounterName(
         "nic_phy_receive_buffer_threshold_events_total",
         "Events where the port receive buffer was over 85% full.",
