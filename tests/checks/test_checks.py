@@ -60,6 +60,7 @@ FIRES: dict[str, tuple[str, Mutation, Severity, str]] = {
         Severity.WARN,
         "node",
     ),
+    "rdma.mtu": ("ib-degraded", None, Severity.WARN, "mlx5_7/1"),
     "rdma.firmware": (
         "ib-ndr-healthy",
         lambda p: set_file(p, "sys/class/infiniband/mlx5_4/fw_ver", "28.36.1010"),

@@ -150,3 +150,46 @@ def test_aer_counters_survive_a_snapshot(tmp_path: Path) -> None:
     inv = snapshot_inventory("ib-degraded", tmp_path)
     assert inv.pci["0000:94:00.0"].aer.correctable == 44
     assert inv.pci["0000:94:00.0"].aer.details == {"correctable": {"RxErr": 37, "BadTLP": 2, "Timeout": 5}}
+
+
+# ----- D21: active RDMA MTU from ibv_devinfo -v -----------------------------------------------------
+def test_ibv_devinfo_parser_on_real_captures() -> None:
+    from fabricscope.host.verbs import parse_ibv_devinfo
+    from tests.conftest import samples_dir
+
+    text = (samples_dir() / "ibv_devinfo_vv_ib_cx6_ucx9908.txt").read_text()
+    ports = parse_ibv_devinfo("\n".join(line for line in text.splitlines() if not line.startswith("#")))
+    assert sorted(ports) == ["mlx5_0/1", "mlx5_1/1"]
+    up, down = ports["mlx5_0/1"], ports["mlx5_1/1"]
+    assert (up.state, up.active_mtu_bytes, up.max_mtu_bytes, up.link_layer) == ("PORT_ACTIVE", 4096, 4096, "InfiniBand")
+    assert down.state == "PORT_DOWN"
+    # The short (non -v) form prints the same lines with spaces: the RoCE CX-7 capture.
+    roce = parse_ibv_devinfo((samples_dir() / "ibv_devinfo_roce_cx7.txt").read_text())
+    assert roce["mlx5_2/1"].active_mtu_bytes == 4096 and roce["mlx5_2/1"].link_layer == "Ethernet"
+    assert parse_ibv_devinfo("garbage") == {}
+
+
+def test_roce_mtu_follows_the_kernel() -> None:
+    from fabricscope.host.verbs import roce_mtu_for
+
+    assert [roce_mtu_for(m) for m in (9000, 4192, 4191, 1500, 1100)] == [4096, 4096, 2048, 1024, 512]
+
+
+def test_roce_active_mtu_below_what_the_netdev_allows_warns(host_copy) -> None:
+    from tests.checks.test_checks import set_command
+
+    path = host_copy("roce-healthy")
+    set_command(path, ["ibv_devinfo", "-v"], lambda t: t.replace("active_mtu:\t\t4096 (5)", "active_mtu:\t\t1024 (3)", 1))
+    hit = [f for f in findings(path, "rdma.mtu") if f.severity is not Severity.PASS]
+    assert [(f.severity, f.subject) for f in hit] == [(Severity.WARN, "mlx5_0/1")]
+    assert "ens0np0's MTU 9000 allows 4096" in hit[0].message
+
+
+def test_active_mtu_without_ibv_devinfo_is_not_evaluated(host_copy) -> None:
+    import json
+
+    path = host_copy("ib-ndr-healthy")
+    index = json.loads((path / "cmd/index.json").read_text())
+    (path / "cmd/index.json").write_text(json.dumps([e for e in index if e["argv"][0] != "ibv_devinfo"]))
+    hit = findings(path, "rdma.mtu")
+    assert [f.severity for f in hit] == [Severity.INFO] and "ibverbs-utils" in hit[0].fix

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from fabricscope.checks.registry import CheckContext, check, not_evaluated
 from fabricscope.findings import Finding, Severity
 from fabricscope.host.infiniband import RdmaPort, kernel_phys_state_name, kernel_state_name
+from fabricscope.host.inventory import Inventory
+from fabricscope.host.verbs import VerbsPort, roce_mtu_for
 
 
 @check("rdma.present", "RDMA devices present")
@@ -187,3 +189,70 @@ def firmware(ctx: CheckContext) -> Iterator[Finding]:
             )
         else:
             yield Finding("rdma.firmware", Severity.PASS, model, f"all {model} HCAs run firmware {next(iter(versions))}")
+
+
+EXPECTED_MTU = 4096
+
+
+@check("rdma.mtu", "Active RDMA MTU 4096")
+def active_mtu(ctx: CheckContext) -> Iterator[Finding]:
+    """The RDMA MTU a port runs at (`ibv_devinfo -v`: active_mtu) sets the packet size of every
+    RDMA transfer; below 4096 large messages pay more per-packet overhead. On RoCE it follows the
+    netdev MTU (the kernel's iboe_get_mtu: 4096 needs a netdev MTU of at least 4192), which
+    roce.mtu reports; on InfiniBand the subnet manager's partition MTU and the switch ports cap it.
+    An active MTU below what the netdev allows points at a mismatch the driver did not resolve."""
+    inv = ctx.inventory
+    active = [p for p in inv.ports if p.is_active]
+    if not active:
+        return
+    if inv.verbs is None:
+        yield not_evaluated(
+            "rdma.mtu", "ports", "`ibv_devinfo -v` not available, so the active RDMA MTU is unknown",
+            fix="install rdma-core's ibverbs-utils (Debian/Ubuntu: apt-get install ibverbs-utils)",
+        )
+        return
+    good, unknown = 0, []
+    for port in active:
+        verbs = inv.verbs.get(port.name)
+        if verbs is None or verbs.active_mtu_bytes is None:
+            unknown.append(port.name)
+            continue
+        mtu = verbs.active_mtu_bytes
+        if mtu >= EXPECTED_MTU:
+            good += 1
+            continue
+        yield _mtu_finding(inv, port, verbs)
+    if unknown:
+        yield not_evaluated("rdma.mtu", ",".join(unknown), "no active_mtu in `ibv_devinfo -v` for " + ", ".join(unknown), {"ports": unknown})
+    if good and good == len(active):
+        yield Finding("rdma.mtu", Severity.PASS, "ports", f"all {good} active port(s) at RDMA MTU {EXPECTED_MTU}")
+
+
+def _mtu_finding(inv: Inventory, port: RdmaPort, verbs: VerbsPort) -> Finding:
+    mtu, cap = verbs.active_mtu_bytes, verbs.max_mtu_bytes
+    evidence = {"active_mtu": mtu, "max_mtu": cap, "expected": EXPECTED_MTU}
+    if cap is not None and cap < EXPECTED_MTU:
+        return Finding(
+            "rdma.mtu", Severity.WARN, port.name, f"active RDMA MTU {mtu}: the device supports at most {cap}", evidence,
+            "check the HCA model and firmware (`ibv_devinfo -v`: max_mtu); a VF or older adapter may cap it",
+        )
+    if port.is_roce:
+        netdev_name = inv.port_netdev(port)
+        netdev = inv.netdev(netdev_name)
+        netdev_mtu = netdev.mtu_bytes if netdev else None
+        evidence.update({"netdev": netdev_name, "netdev_mtu": netdev_mtu})
+        if netdev_mtu is not None and (allowed := roce_mtu_for(netdev_mtu)) is not None and allowed <= mtu:
+            return Finding(
+                "rdma.mtu", Severity.INFO, port.name,
+                f"active RDMA MTU {mtu} follows from {netdev_name}'s MTU {netdev_mtu} (roce.mtu reports it)", evidence,
+            )
+        return Finding(
+            "rdma.mtu", Severity.WARN, port.name,
+            f"active RDMA MTU {mtu} although {netdev_name or 'the netdev'}'s MTU {netdev_mtu} allows {EXPECTED_MTU}", evidence,
+            f"set the netdev MTU again (`ip link set {netdev_name or '<netdev>'} mtu 9000`) so the driver recomputes it; check bonds and VFs for a smaller MTU",
+        )
+    return Finding(
+        "rdma.mtu", Severity.WARN, port.name,
+        f"active RDMA MTU {mtu} (the port supports {cap or '?'}): the subnet manager's partition MTU or a switch port caps it", evidence,
+        "set the partition MTU to 4096 (opensm partitions.conf: `Default=0x7fff, ipoib, mtu=5 : ALL=full;`, or UFM) and check the switch ports' MTU cap; `ibportstate` shows the neighbour's",
+    )

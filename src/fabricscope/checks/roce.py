@@ -8,11 +8,12 @@ from fabricscope.checks.registry import CheckContext, check, not_evaluated
 from fabricscope.findings import Finding, Severity
 from fabricscope.host.infiniband import RdmaPort
 from fabricscope.host.inventory import Inventory
+from fabricscope.host.verbs import IBOE_OVERHEAD_BYTES, roce_mtu_for
 from fabricscope.nccl.settings import parse_env_file
 from fabricscope.nccl_gid import AF_INET, AF_INET6, GidChoice, GidPolicy, select_gid
 
 # RDMA MTU 4096 needs the netdev MTU to hold 4096 bytes of payload plus RoCE v2 headers.
-MIN_NETDEV_MTU_FOR_4K = 4200
+MIN_NETDEV_MTU_FOR_4K = 4096 + IBOE_OVERHEAD_BYTES
 
 
 def roce_ports(inv: Inventory) -> list[tuple[RdmaPort, str | None]]:
@@ -130,7 +131,7 @@ def roce_mtu(ctx: CheckContext) -> Iterator[Finding]:
             yield not_evaluated("roce.mtu", netdev_name, f"MTU of {netdev_name} unreadable", fix=f"ip link show {netdev_name}")
             continue
         if netdev.mtu_bytes < MIN_NETDEV_MTU_FOR_4K:
-            rdma_mtu = 2048 if netdev.mtu_bytes >= 2048 + 100 else 1024
+            rdma_mtu = roce_mtu_for(netdev.mtu_bytes)
             yield Finding(
                 "roce.mtu",
                 Severity.WARN,

@@ -18,6 +18,7 @@ from fabricscope.host.pci import DISTANCES, PCI_DEVICES, PciDevice, pcie_distanc
 from fabricscope.host.procfs import KernelState, read_kernel_state, read_netstat
 from fabricscope.host.qos import QosConfig, qos_commands, read_qos
 from fabricscope.host.root import Problem, Root
+from fabricscope.host.verbs import IBV_DEVINFO, VerbsPort, read_verbs_ports
 from fabricscope.host.versions import DPKG_QUERY, RPM_QUERY, SoftwareVersions, read_versions
 
 NCCL_CONF = "etc/nccl.conf"
@@ -51,6 +52,7 @@ class Inventory:
     versions: SoftwareVersions = field(default_factory=SoftwareVersions)  # kernel, drivers, rdma-core, NCCL
     lldp: tuple[LldpNeighbor, ...] | None = None  # None: no lldpd answered on this node
     iommu: IommuGroups = field(default_factory=IommuGroups)  # /sys/kernel/iommu_groups
+    verbs: dict[str, VerbsPort] | None = None  # "mlx5_0/1" -> ibv_devinfo -v; None: not available
 
     # ----- lookups -----------------------------------------------------------------------
     @property
@@ -147,6 +149,8 @@ def _commands_ahead(root: Root, rdma: list[RdmaDevice]) -> list[list[str]]:
     if not root.is_live:
         return []
     commands = [list(c) for c in (IP_ADDR, NVIDIA_SMI_QUERY, DPKG_QUERY, RPM_QUERY, lldpctl_argv())]
+    if rdma:
+        commands.append(list(IBV_DEVINFO))
     commands += [c for n in sorted(_ethtool_netdevs(rdma, physical_netdev_names(root))) for c in ethtool_commands(n)]
     return commands + [c for n in sorted(_roce_netdevs(rdma)) for c in qos_commands(n)]
 
@@ -173,6 +177,7 @@ def read_inventory(root: Root, command_timeout_s: float | None = None) -> Invent
         drivers = tuple(sorted({n.driver for n in netdevs if n.driver and n.is_physical}))
         versions = read_versions(root, drivers)
         lldp = read_lldp(root, quiet=True)  # recorded by snapshots, read back by `topology discover lldp --root`
+        verbs = read_verbs_ports(root) if rdma else None
     hostname = root.read("proc/sys/kernel/hostname")
     return Inventory(
         hostname=hostname.strip() if hostname else None,
@@ -185,6 +190,7 @@ def read_inventory(root: Root, command_timeout_s: float | None = None) -> Invent
         affinity=tuple(_affinity(gpus, rdma, netdevs, pci)),
         kernel=read_kernel_state(root),
         iommu=read_iommu_groups(root),
+        verbs=verbs,
         ethtool=ethtool,
         qos=qos,
         nccl_conf=root.read(NCCL_CONF),
