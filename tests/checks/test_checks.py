@@ -61,6 +61,9 @@ FIRES: dict[str, tuple[str, Mutation, Severity, str]] = {
         "node",
     ),
     "rdma.mtu": ("ib-degraded", None, Severity.WARN, "mlx5_7/1"),
+    "rdma.netdev_up": ("ib-degraded", None, Severity.WARN, "mlx5_0/1"),
+    "rdma.dev_files": ("ib-container", None, Severity.FAIL, "/dev/infiniband"),
+    "rdma.memlock": ("ib-container", None, Severity.FAIL, "RLIMIT_MEMLOCK"),
     "rdma.firmware": (
         "ib-ndr-healthy",
         lambda p: set_file(p, "sys/class/infiniband/mlx5_4/fw_ver", "28.36.1010"),

@@ -193,3 +193,64 @@ def test_active_mtu_without_ibv_devinfo_is_not_evaluated(host_copy) -> None:
     (path / "cmd/index.json").write_text(json.dumps([e for e in index if e["argv"][0] != "ibv_devinfo"]))
     hit = findings(path, "rdma.mtu")
     assert [f.severity for f in hit] == [Severity.INFO] and "ibverbs-utils" in hit[0].fix
+
+
+# ----- D23: containers (/dev/infiniband, RLIMIT_MEMLOCK) and D24: netdevs down ---------------------
+def test_limits_parser_on_a_real_capture() -> None:
+    from fabricscope.host.procfs import Rlimit, parse_limits
+    from tests.conftest import samples_dir
+
+    limits = parse_limits((samples_dir() / "proc_self_limits_gc3pie.txt").read_text())
+    assert limits["Max locked memory"] == Rlimit(65536, 65536)
+    assert limits["Max stack size"] == Rlimit(8388608, None) and limits["Max nice priority"] == Rlimit(0, 0)
+    assert parse_limits("garbage") == {}
+
+
+def test_container_without_devices_and_memlock(tmp_path: Path) -> None:
+    report = run_doctor(Root.at(FIXTURE_HOSTS / "ib-container"))
+    dev = next(f for f in report.findings if f.id == "rdma.dev_files")
+    lock = next(f for f in report.findings if f.id == "rdma.memlock")
+    assert (dev.severity, lock.severity) == (Severity.FAIL, Severity.FAIL)
+    assert "--device=/dev/infiniband" in dev.fix and "64 KiB" in lock.message and "memlock" in lock.fix
+    # A snapshot records /dev (names only) and /proc/self/limits: absent stays absent, not unknown.
+    inv = snapshot_inventory("ib-container", tmp_path)
+    assert inv.char_devices == () and inv.kernel.memlock.soft == 65536
+    healthy = snapshot_inventory("ib-ndr-healthy", tmp_path)
+    assert "uverbs7" in healthy.char_devices and healthy.kernel.memlock.soft is None
+
+
+def test_finite_memlock_above_the_minimum_warns(host_copy) -> None:
+    from tests.fixtures.make_hosts import proc_limits
+
+    path = host_copy("ib-ndr-healthy")
+    (path / "proc/4711/limits").write_text(proc_limits(8 * 2**30))
+    hit = findings(path, "rdma.memlock")
+    assert [f.severity for f in hit] == [Severity.WARN] and "8192 MiB" in hit[0].message
+
+
+def test_snapshot_lists_device_nodes_without_opening_them(tmp_path: Path) -> None:
+    """A character device under /dev/infiniband becomes an empty placeholder named like it."""
+    import os
+    import stat
+    import tarfile
+
+    from tests.conftest import skip_unless_ci
+
+    src = tmp_path / "src"
+    shutil.copytree(FIXTURE_HOSTS / "ib-ndr-healthy", src, symlinks=True)
+    node = src / "dev/infiniband/uverbs0"
+    node.unlink()
+    try:
+        os.mknod(node, 0o600 | stat.S_IFCHR, os.makedev(231, 192))  # uverbs' major/minor
+    except PermissionError:
+        skip_unless_ci("creating a character device needs root (CAP_MKNOD)")
+    archive, _ = take_snapshot(Root.at(src), tmp_path / "snap.tar.gz")
+    with tarfile.open(archive) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("dev/infiniband/uverbs0"))
+    assert member.isfile() and member.size == 0
+
+
+def test_ipoib_down_on_an_active_port_warns() -> None:
+    hit = [f for f in findings(FIXTURE_HOSTS / "ib-degraded", "rdma.netdev_up") if f.severity is not Severity.PASS]
+    assert [(f.severity, f.subject) for f in hit] == [(Severity.WARN, "mlx5_0/1")]
+    assert "IPoIB netdev ibp20s0 is down" in hit[0].message and "ip link set ibp20s0 up" in hit[0].fix

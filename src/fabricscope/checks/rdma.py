@@ -256,3 +256,36 @@ def _mtu_finding(inv: Inventory, port: RdmaPort, verbs: VerbsPort) -> Finding:
         f"active RDMA MTU {mtu} (the port supports {cap or '?'}): the subnet manager's partition MTU or a switch port caps it", evidence,
         "set the partition MTU to 4096 (opensm partitions.conf: `Default=0x7fff, ipoib, mtu=5 : ALL=full;`, or UFM) and check the switch ports' MTU cap; `ibportstate` shows the neighbour's",
     )
+
+
+# operstate values that mean "not passing traffic" (Documentation/networking/operstates.rst).
+DOWN_OPERSTATES = ("down", "lowerlayerdown", "dormant", "notpresent")
+
+
+@check("rdma.netdev_up", "Port netdevs up when the port is ACTIVE")
+def netdev_up(ctx: CheckContext) -> Iterator[Finding]:
+    """An ACTIVE port whose IPoIB or RoCE netdev is down: on InfiniBand the IPoIB interface was
+    left administratively down (`ip link set <if> up` was never run), so RDMA-CM, IP-based
+    bootstrap (NCCL_SOCKET_IFNAME=ib0) and storage over IPoIB fail while the port itself is fine;
+    on RoCE the addresses, hence the RoCE v2 GIDs, go with it."""
+    inv = ctx.inventory
+    checked = flagged = 0
+    for port in inv.ports:
+        if not port.is_active:
+            continue
+        name = inv.port_netdev(port)
+        netdev = inv.netdev(name)
+        if netdev is None or netdev.operstate is None:
+            continue
+        checked += 1
+        if netdev.operstate in DOWN_OPERSTATES:
+            flagged += 1
+            kind = "IPoIB" if port.is_ib else "RoCE" if port.is_roce else "port"
+            yield Finding(
+                "rdma.netdev_up", Severity.WARN, port.name,
+                f"port is ACTIVE but its {kind} netdev {name} is {netdev.operstate}",
+                {"netdev": name, "operstate": netdev.operstate, "state": port.state},
+                f"ip link set {name} up (and make it persistent in the network configuration: netplan/NetworkManager/ifcfg-{name})",
+            )
+    if checked and not flagged:
+        yield Finding("rdma.netdev_up", Severity.PASS, "ports", f"the netdevs of {checked} active port(s) are up")

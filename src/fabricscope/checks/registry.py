@@ -87,4 +87,4 @@ def all_checks() -> list[CheckSpec]:
 
 def load_builtin_checks() -> None:
     """Import the check modules so they register themselves."""
-    from fabricscope.checks import aer, link, nccl_conf, pcie, rdma, roce, sources, tcp  # noqa: F401
+    from fabricscope.checks import aer, link, nccl_conf, pcie, rdma, rdma_access, roce, sources, tcp  # noqa: F401

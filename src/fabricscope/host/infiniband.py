@@ -260,3 +260,16 @@ def read_port_counters(root: Root) -> dict[str, dict[str, int]]:
 
 def natural_key(name: str) -> tuple:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+DEV_INFINIBAND = "dev/infiniband"
+
+
+def read_char_devices(root: Root) -> tuple[str, ...] | None:
+    """Names under /dev/infiniband (uverbsN, rdma_cm, umadN, issmN: the character devices verbs
+    and RDMA-CM open); listed, never opened. None when /dev itself is not visible (a snapshot
+    taken before /dev was recorded)."""
+    if not root.is_dir("dev"):
+        return None
+    root.listdir("dev")  # recorded, so a snapshot keeps /dev even when /dev/infiniband is absent
+    return tuple(root.listdir(DEV_INFINIBAND))

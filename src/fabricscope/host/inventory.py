@@ -10,7 +10,13 @@ from typing import Any
 from fabricscope.host.aer import read_aer
 from fabricscope.host.ethtool import EthtoolData, ethtool_commands, read_ethtool, read_ethtool_stats
 from fabricscope.host.gpu import NVIDIA_SMI_QUERY, Gpu, read_gpus
-from fabricscope.host.infiniband import RdmaDevice, RdmaPort, read_port_counters, read_rdma_devices
+from fabricscope.host.infiniband import (
+    RdmaDevice,
+    RdmaPort,
+    read_char_devices,
+    read_port_counters,
+    read_rdma_devices,
+)
 from fabricscope.host.iommu import IommuGroups, read_iommu_groups
 from fabricscope.host.lldp import LldpNeighbor, lldpctl_argv, read_lldp
 from fabricscope.host.netclass import IP_ADDR, NetDevice, physical_netdev_names, read_net_devices
@@ -53,6 +59,7 @@ class Inventory:
     lldp: tuple[LldpNeighbor, ...] | None = None  # None: no lldpd answered on this node
     iommu: IommuGroups = field(default_factory=IommuGroups)  # /sys/kernel/iommu_groups
     verbs: dict[str, VerbsPort] | None = None  # "mlx5_0/1" -> ibv_devinfo -v; None: not available
+    char_devices: tuple[str, ...] | None = None  # names under /dev/infiniband; None: /dev not visible
 
     # ----- lookups -----------------------------------------------------------------------
     @property
@@ -191,6 +198,7 @@ def read_inventory(root: Root, command_timeout_s: float | None = None) -> Invent
         kernel=read_kernel_state(root),
         iommu=read_iommu_groups(root),
         verbs=verbs,
+        char_devices=read_char_devices(root) if rdma else None,
         ethtool=ethtool,
         qos=qos,
         nccl_conf=root.read(NCCL_CONF),

@@ -12,12 +12,21 @@ GPUDIRECT_MODULES = ("nvidia_peermem", "nv_peer_mem")
 
 
 @dataclass(frozen=True)
+class Rlimit:
+    """A resource limit from /proc/<pid>/limits; None means "unlimited"."""
+
+    soft: int | None
+    hard: int | None
+
+
+@dataclass(frozen=True)
 class KernelState:
     sysctls: dict[str, str] = field(default_factory=dict)  # "net.core.somaxconn" -> "4096"
     netstat: dict[str, int] = field(default_factory=dict)  # "TcpExt.TCPLostRetransmit", "Tcp.RetransSegs"
     modules: frozenset[str] = frozenset()
     modules_known: bool = False
     cmdline: str | None = None
+    memlock: Rlimit | None = None  # RLIMIT_MEMLOCK of this process (/proc/self/limits); None: unknown
 
     def sysctl_int(self, name: str) -> int | None:
         try:
@@ -48,6 +57,25 @@ def parse_netstat(text: str) -> dict[str, int]:
             except ValueError:
                 continue
     return result
+
+
+def parse_limits(text: str) -> dict[str, Rlimit]:
+    """/proc/<pid>/limits (fs/proc/base.c proc_pid_limits: "%-25s %-20s %-20s %-10s" per limit)
+    -> {"Max locked memory": Rlimit(65536, 65536)}; "unlimited" becomes None."""
+    limits: dict[str, Rlimit] = {}
+    for line in text.splitlines():
+        if not line.startswith("Max ") or len(line) < 26:
+            continue
+        name = line[:25].strip()
+        values = line[25:].split()
+        if len(values) < 2:
+            continue
+        try:
+            soft, hard = (None if v == "unlimited" else int(v) for v in values[:2])
+        except ValueError:
+            continue
+        limits[name] = Rlimit(soft, hard)
+    return limits
 
 
 def parse_modules(text: str) -> frozenset[str]:
@@ -83,10 +111,15 @@ def read_netstat(root: Root) -> dict[str, int]:
 def read_kernel_state(root: Root) -> KernelState:
     modules_text = root.read("proc/modules")
     cmdline = root.read("proc/cmdline")
+    limits_text = root.read("proc/self/limits")
+    limits = parse_limits(limits_text) if limits_text is not None else {}
+    if limits_text is not None and not limits:
+        root.note("proc/self/limits", "no limits recognised")
     return KernelState(
         sysctls=read_sysctls(root),
         netstat=read_netstat(root),
         modules=parse_modules(modules_text) if modules_text is not None else frozenset(),
         modules_known=modules_text is not None,
         cmdline=cmdline.strip() if cmdline is not None else None,
+        memlock=limits.get("Max locked memory"),
     )

@@ -12,6 +12,7 @@ import ipaddress
 import json
 import os
 import re
+import stat
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -163,6 +164,26 @@ def _materialize(src_root: Path, rel: str, links: dict[str, str]) -> str:
     return str(cur)
 
 
+def _device_placeholders(src_root: Path, rel: str) -> dict[str, bytes]:
+    """Empty files named like the device nodes of a listed /dev directory: the names are what the
+    host model reads (which /dev/infiniband/uverbsN exist); devices are never opened. Of /dev
+    itself only ``null`` is kept, so a missing /dev/infiniband still reads as absent, not unknown."""
+    base = src_root / rel
+    try:
+        names = ["null"] if rel == "dev" else os.listdir(base)
+    except OSError:
+        return {}
+    out = {}
+    for name in names:
+        try:
+            mode = os.lstat(base / name).st_mode
+        except OSError:
+            continue
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or (stat.S_ISREG(mode) and not (base / name).stat().st_size):
+            out[f"{rel}/{name}"] = b""
+    return out
+
+
 def write_snapshot(root: Root, recording: Recording, out: Path, scrub: bool = False) -> Path:
     """Write the recorded files, symlinks and command outputs as a .tar.gz snapshot."""
     scrubber = None
@@ -181,6 +202,8 @@ def write_snapshot(root: Root, recording: Recording, out: Path, scrub: bool = Fa
         real = _materialize(root.path, rel, links)
         if (root.path / real).is_dir():
             dirs.add(real)
+            if real == "dev" or real.startswith("dev/"):
+                files.update(_device_placeholders(root.path, real))
     commands = []
     for i, result in enumerate(sorted(recording.commands.values(), key=lambda r: r.argv)):
         if not result.available or result.rc is None:
