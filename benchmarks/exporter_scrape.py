@@ -141,8 +141,11 @@ def concurrent(url: str, scrapers: int, duration_s: float) -> dict[str, float]:
     latencies: list[float] = []
     errors: list[str] = []
 
-    def worker() -> None:
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=SCRAPE_TIMEOUT_S)
+    def worker(index: int) -> None:
+        # One loopback source address per scraper (127.0.0.2, .3 ...): a Prometheus fleet scrapes from
+        # many hosts, and the exporter caps connections per source address (docs/security.md).
+        source = (f"127.0.0.{2 + index}", 0) if parts.hostname == "127.0.0.1" else None
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=SCRAPE_TIMEOUT_S, source_address=source)
         mine = []
         while time.monotonic() < stop:
             started = time.perf_counter()
@@ -153,12 +156,12 @@ def concurrent(url: str, scrapers: int, duration_s: float) -> dict[str, float]:
                 with lock:
                     errors.append(f"{type(exc).__name__}: {exc}")
                 conn.close()
-                conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=SCRAPE_TIMEOUT_S)
+                conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=SCRAPE_TIMEOUT_S, source_address=source)
         conn.close()
         with lock:
             latencies.extend(mine)
 
-    threads = [threading.Thread(target=worker) for _ in range(scrapers)]
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(scrapers)]
     started = time.monotonic()
     for t in threads:
         t.start()

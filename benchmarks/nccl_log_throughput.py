@@ -5,14 +5,19 @@ a large job: R ranks on R/8 nodes interleaved line by line as one file, each ran
 (version, NET/IB device list, GPUDirect per HCA, env, comm, Init START/COMPLETE), 2 x 32 network
 channel lines and 7 x 32 P2P channel lines, ring/tree lines, proxy lines, and COLL lines filling the
 rest; a few ranks end with completion-error WARN cascades. Then it reads the file with
-``fabricscope.nccl.log.feed_file`` on one core and prints:
+``fabricscope.nccl.logfiles.feed_file`` on one core and prints:
 
-* throughput in MB/s (10^6 bytes per second of wall time, single thread) against the issue's
-  target of 50 MB/s and against GNU ``grep -c 'NCCL WARN'`` on the same file (a lower bound
-  on what any line-oriented reader costs: the reference);
+* throughput in MB/s per CPU-second (10^6 bytes per second of this process's CPU time, one
+  thread; on a shared machine wall time measures the neighbours) against the target of
+  200 MB/s (issue 13, E26), and in wall time against GNU ``grep -c 'NCCL WARN'`` on the same
+  file (a lower bound on what any line-oriented reader costs: the reference);
 * peak resident memory after reading 1/8 of the file and after the whole file (flat = same).
 
-Usage:  python benchmarks/nccl_log_throughput.py [--size-mb 1024] [--ranks 4096] [--path /tmp/x.log]
+Each full read runs in a fresh process, ``--repeat`` times (default 3); the median run is the
+figure judged against the target, and every run's figure is printed (CPU time on a shared virtual
+machine varies by tens of percent from run to run).
+
+Usage:  python benchmarks/nccl_log_throughput.py [--size-mb 1024] [--ranks 4096] [--path /tmp/x.log] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import subprocess
 import sys
 import time
 
-TARGET_MB_S = 50.0
+TARGET_MB_S = 200.0  # issue 13, E26: per CPU-second
 
 
 def generate(path: str, size_bytes: int, ranks: int, seed: int = 7) -> None:
@@ -55,7 +60,9 @@ def generate(path: str, size_bytes: int, ranks: int, seed: int = 7) -> None:
             f"nvmlDev {r % 8} busId {(r % 8) * 16 + 0x18:x}000 commId 0x3f0e2c1d5a6b7c8d - Init START",
         ]
         lines += [f"{h} NCCL INFO NET/IB : GPU Direct RDMA Enabled for HCA {i} 'mlx5_{i}'" for i in range(8)]
-        lines.append(f"{h} NCCL INFO comm 0x55d0 rank {r} nRanks {ranks} nNodes {nodes} localRanks 8 localRank {r % 8} MNNVL 0")
+        lines.append(
+            f"{h} NCCL INFO comm 0x55d0 rank {r} nRanks {ranks} nNodes {nodes} localRanks 8 localRank {r % 8} MNNVL 0"
+        )
         return lines
 
     def channel_lines(r: int) -> list[str]:
@@ -63,12 +70,18 @@ def generate(path: str, size_bytes: int, ranks: int, seed: int = 7) -> None:
         nxt, prv = (r + 8) % ranks, (r - 8) % ranks
         out = []
         for c in range(32):
-            out.append(f"{h} NCCL INFO Channel {c:02d}/0 : {r}[{r % 8}] -> {nxt}[{nxt % 8}] [send] via NET/IB/{r % 8}/GDRDMA")
-            out.append(f"{h} NCCL INFO Channel {c:02d}/0 : {prv}[{prv % 8}] -> {r}[{r % 8}] [receive] via NET/IB/{r % 8}/GDRDMA")
+            out.append(
+                f"{h} NCCL INFO Channel {c:02d}/0 : {r}[{r % 8}] -> {nxt}[{nxt % 8}] [send] via NET/IB/{r % 8}/GDRDMA"
+            )
+            out.append(
+                f"{h} NCCL INFO Channel {c:02d}/0 : {prv}[{prv % 8}] -> {r}[{r % 8}] [receive] via NET/IB/{r % 8}/GDRDMA"
+            )
             for peer in range(8):
                 if peer != r % 8:
                     p = r - r % 8 + peer
-                    out.append(f"{h} NCCL INFO Channel {c:02d}/1 : {r}[{r % 8}] -> {p}[{peer}] via P2P/CUMEM/read")
+                    out.append(
+                        f"{h} NCCL INFO Channel {c:02d}/1 : {r}[{r % 8}] -> {p}[{peer}] via P2P/CUMEM/read"
+                    )
         out.append(f"{h} NCCL INFO Connected all rings, use ring PXN 0 GDR 1")
         out.append(f"{h} NCCL INFO Connected all trees")
         return out
@@ -77,13 +90,17 @@ def generate(path: str, size_bytes: int, ranks: int, seed: int = 7) -> None:
         h = header(r, 0)
         kind = op % 4
         if kind == 0:
-            return (f"{h} NCCL INFO AllReduce: opCount {op:x} sendbuff 0x7f{rng.randrange(1 << 36):09x} recvbuff "
-                    f"0x7f{rng.randrange(1 << 36):09x} count 262144 datatype 7 op 0 root 0 comm 0x55d0 [nranks={ranks}] stream 0x5601")
+            return (
+                f"{h} NCCL INFO AllReduce: opCount {op:x} sendbuff 0x7f{rng.randrange(1 << 36):09x} recvbuff "
+                f"0x7f{rng.randrange(1 << 36):09x} count 262144 datatype 7 op 0 root 0 comm 0x55d0 [nranks={ranks}] stream 0x5601"
+            )
         if kind == 1:
             return f"{h} NCCL INFO New proxy send connection {op % 64} from local rank {r % 8}, transport 2"
         if kind == 2:
             return f"{h} NCCL INFO Connected to proxy localRank {r % 8} -> connection 0x7f{rng.randrange(1 << 36):09x}"
-        return f"{h} NCCL INFO AllReduce: 33554432 Bytes -> Algo RING proto SIMPLE channel{{Lo..Hi}}={{0..31}}"
+        return (
+            f"{h} NCCL INFO AllReduce: 33554432 Bytes -> Algo RING proto SIMPLE channel{{Lo..Hi}}={{0..31}}"
+        )
 
     failing = set(rng.sample(range(ranks), k=min(4, ranks)))
     written = 0
@@ -100,7 +117,9 @@ def generate(path: str, size_bytes: int, ranks: int, seed: int = 7) -> None:
                 if i < len(b):
                     written += fh.write(b[i] + "\n")
         for r in range(ranks):
-            written += fh.write(f"{header(r, 0)} NCCL INFO comm 0x55d0 rank {r} nranks {ranks} cudaDev {r % 8} busId 18000 - Init COMPLETE\n")
+            written += fh.write(
+                f"{header(r, 0)} NCCL INFO comm 0x55d0 rank {r} nranks {ranks} cudaDev {r % 8} busId 18000 - Init COMPLETE\n"
+            )
         # Phase 2: steady state until the size is reached.
         op = 0
         while written < size_bytes:
@@ -136,7 +155,9 @@ class _Stop(Exception):
 
 def measure_reader(path: str, stop_after_bytes: int | None = None) -> tuple[float, float, int, object]:
     """Read the file the way ``fabricscope nccl log`` does (feed_file); optionally stop early."""
-    from fabricscope.nccl.log import LogAggregator, feed_file
+    from fabricscope.nccl.logfiles import feed_file
+    from fabricscope.nccl.logreport import build_report
+    from fabricscope.nccl.logstate import LogAggregator
 
     agg = LogAggregator()
 
@@ -151,23 +172,32 @@ def measure_reader(path: str, stop_after_bytes: int | None = None) -> tuple[floa
         nbytes = stats.bytes
     except _Stop:
         nbytes = agg.files[-1].bytes
-    report = agg.report()
+    report = build_report(agg)
     elapsed = time.perf_counter() - start
     return elapsed, time.process_time() - cpu, nbytes, report
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size-mb", type=float, default=1024.0, help="size of the generated log (10^6 bytes)")
+    parser.add_argument(
+        "--size-mb", type=float, default=1024.0, help="size of the generated log (10^6 bytes)"
+    )
     parser.add_argument("--ranks", type=int, default=4096)
     parser.add_argument("--path", default=None, help="where to put the generated log (kept for reuse)")
+    parser.add_argument(
+        "--repeat", type=int, default=3,
+        help="full reads, each in a fresh process: the median is judged against the target (the best is shown too)",
+    )  # fmt: skip
     args = parser.parse_args()
     size = int(args.size_mb * 1e6)
     path = args.path or f"/tmp/fabricscope-nccl-bench-{args.ranks}r-{int(args.size_mb)}MB.log"
     if not os.path.exists(path) or os.path.getsize(path) < size:
         t0 = time.perf_counter()
         generate(path, size, args.ranks)
-        print(f"generated {path}: {os.path.getsize(path) / 1e6:.0f} MB in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        print(
+            f"generated {path}: {os.path.getsize(path) / 1e6:.0f} MB in {time.perf_counter() - t0:.0f} s",
+            file=sys.stderr,
+        )
     total = os.path.getsize(path)
     with open(path, "rb") as fh:
         lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 22), b""))
@@ -183,17 +213,21 @@ def main() -> int:
         )
         out = subprocess.run(
             [sys.executable, "-c", code, os.path.dirname(os.path.abspath(__file__)), path, str(stop or 0)],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     load_before = os.getloadavg()[0]
     eighth = run_reader(total // 8)
-    full = run_reader(None)
+    runs = sorted((run_reader(None) for _ in range(max(1, args.repeat))), key=lambda r: r["cpu_s"])
+    full = runs[len(runs) // 2]  # the median run by CPU time
     rss_eighth, rss_full = eighth["peak_mib"], full["peak_mib"]
     elapsed, cpu_s, nbytes = full["wall_s"], full["cpu_s"], full["bytes"]
     mb_s = nbytes / 1e6 / elapsed
     cpu_mb_s = nbytes / 1e6 / cpu_s
+    every = ", ".join(f"{r['bytes'] / 1e6 / r['cpu_s']:.0f}" for r in runs)
 
     grep = shutil.which("grep")
     grep_mb_s = None
@@ -203,14 +237,23 @@ def main() -> int:
         grep_mb_s = total / 1e6 / (time.perf_counter() - t0)
 
     print(f"log: {total / 1e6:.0f} MB, {lines:,} lines, {args.ranks} ranks, {full['hosts']} hosts")
-    print(f"fabricscope nccl log reader (one thread): {cpu_s:.1f} s of CPU = {cpu_mb_s:.1f} MB/s per core "
-          f"({lines / cpu_s / 1e3:.0f} k lines/s); wall {elapsed:.1f} s = {mb_s:.1f} MB/s "
-          f"(load average {load_before:.1f} on {os.cpu_count()} CPUs when it started)")
-    print(f"  vs target {TARGET_MB_S:.0f} MB/s: {cpu_mb_s / TARGET_MB_S:.2f}x per CPU-second, {mb_s / TARGET_MB_S:.2f}x wall")
+    print(
+        f"fabricscope nccl log reader (one thread, median of {len(runs)} runs): {cpu_s:.1f} s of CPU = "
+        f"{cpu_mb_s:.1f} MB/s per core ({lines / cpu_s / 1e3:.0f} k lines/s); wall {elapsed:.1f} s = {mb_s:.1f} MB/s "
+        f"(load average {load_before:.1f} on {os.cpu_count()} CPUs when it started)"
+    )
+    print(f"  every run, MB/s per CPU-second: {every}")
+    print(
+        f"  vs target {TARGET_MB_S:.0f} MB/s: {cpu_mb_s / TARGET_MB_S:.2f}x per CPU-second, {mb_s / TARGET_MB_S:.2f}x wall"
+    )
     if grep_mb_s:
-        print(f"  vs GNU grep -c 'NCCL WARN' on the same file: {grep_mb_s:.0f} MB/s wall (reader/grep = {mb_s / grep_mb_s:.3f})")
-    print(f"peak RSS: {rss_eighth:.0f} MiB after 1/8 of the file, {rss_full:.0f} MiB after all of it "
-          f"(ratio {rss_full / rss_eighth:.2f}; flat memory means ~1.0)")
+        print(
+            f"  vs GNU grep -c 'NCCL WARN' on the same file: {grep_mb_s:.0f} MB/s wall (reader/grep = {mb_s / grep_mb_s:.3f})"
+        )
+    print(
+        f"peak RSS: {rss_eighth:.0f} MiB after 1/8 of the file, {rss_full:.0f} MiB after all of it "
+        f"(ratio {rss_full / rss_eighth:.2f}; flat memory means ~1.0)"
+    )
     print(f"verdicts: {full['findings']} findings, {len(full['fails'])} fail ({', '.join(full['fails'])})")
     assert full["ranks"] == args.ranks, f"reader saw {full['ranks']} ranks, generator wrote {args.ranks}"
     return 0

@@ -18,7 +18,7 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 sys.path.insert(0, str(TESTS / "fixtures"))
 
 HOST_NAMES = sorted(p.name for p in FIXTURE_HOSTS.iterdir() if p.is_dir())
-HEALTHY_HOSTS = ["ib-ndr-healthy", "roce-healthy", "cloud-tcp"]
+HEALTHY_HOSTS = ["ib-ndr-healthy", "roce-healthy", "cloud-tcp", "efa-p4d"]
 
 
 def skip_unless_ci(reason: str) -> None:
@@ -62,3 +62,14 @@ def proc_marker():
     mark = new_marker()
     yield mark
     kill_leftovers(mark)
+
+
+@pytest.fixture(autouse=True)
+def _children_still_start():
+    """fabricscope's main() ends with host.command.shutdown(), after which no child starts in that
+    process: a test that runs main() in-process must put the flag back (monkeypatch), or every
+    later test in the session that runs a command would fail far from the cause."""
+    yield
+    from fabricscope.host import command
+
+    assert not command._closing, "host.command was left shut down: monkeypatch command._closing around main()"

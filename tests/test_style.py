@@ -32,8 +32,7 @@ def test_one_way_to_start_processes_and_make_temp_dirs() -> None:
     src = TESTS.parent / "src" / "fabricscope"
     rules = {
         re.compile(r"^\s*(import subprocess|from subprocess import)|\bos\.(killpg|fork|spawn\w*|system|popen)\("): {"host/command.py"},
-        # host/root.py: the snapshot unpacking that issue 15 item 1 removes (archives served from an index)
-        re.compile(r"\b(mkdtemp|TemporaryDirectory)\("): {"host/tempfiles.py", "host/root.py"},
+        re.compile(r"\b(mkdtemp|mkstemp|TemporaryDirectory|NamedTemporaryFile)\("): {"host/tempfiles.py"},
     }
     offenders = []
     for path in sorted(src.rglob("*.py")):
@@ -123,3 +122,43 @@ def test_imports_point_down_only() -> None:
     assert not new, "imports that point up a layer:\n" + "\n".join(new)
     gone = [key for key in KNOWN_UPWARD_IMPORTS if key not in found]
     assert not gone, f"no longer imported, drop from KNOWN_UPWARD_IMPORTS: {gone}"
+
+
+# ----- size: no module in src/ over 600 lines, no function over 80 (issue 14, CONTRIBUTING.md) ------
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+# Declarative data, excepted for good: a table reads best whole. "module" or "module:function".
+DECLARATIVE = {
+    "monitor/dashboard.py": "the Grafana dashboard, panel by panel, as data",
+    "monitor/dashboard.py:_rows": "the dashboard's rows and panels: one literal table",
+}
+# Over the limits when this guard landed, and no helper on them yet (reported to the lead); an entry
+# goes when its module or function is under the limits, and the guard then holds it there. (The
+# modules helpers were shrinking at the time, nccl/log.py, nccl/logreport.py, nccl/lint.py,
+# sim/topology.py and host/root.py, were under the limits by then.) "module" excepts the module's
+# size and its functions; "module:function" one function.
+SHRINKING: dict[str, str] = {}  # empty: every module and function is within the limits
+
+
+def oversized() -> list[str]:
+    """Every module over MAX_MODULE_LINES and function (method, nested function) over MAX_FUNCTION_LINES."""
+    import ast
+
+    src = TESTS.parent / "src" / "fabricscope"
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src).as_posix()
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            found.append(rel)
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+                found.append(f"{rel}:{node.name}")
+    return found
+
+
+def test_modules_and_functions_stay_small() -> None:
+    """One concept per module, one job per function: over 600 / 80 lines, split along the seams."""
+    excepted = {**DECLARATIVE, **SHRINKING}
+    new = [where for where in oversized() if where not in excepted and where.split(":")[0] not in excepted]
+    assert not new, f"over {MAX_MODULE_LINES} lines (module) or {MAX_FUNCTION_LINES} (function): {new}"

@@ -38,6 +38,19 @@ class GidEntry(Protocol):
     def roce_version(self) -> int | None: ...
 
 
+class ExplainedGid(GidEntry, Protocol):
+    """A GID entry with the address views the explanations name (the host model's Gid)."""
+
+    @property
+    def ipv4(self) -> str | None: ...
+
+    @property
+    def is_link_local(self) -> bool: ...
+
+    @property
+    def is_routable(self) -> bool: ...
+
+
 def c_strtol(text: str, base: int = 10) -> tuple[int, bool]:
     """C strtol/strtoll: leading blanks, a sign, the longest run of digits (base 0: 0x.. hex,
     0.. octal); no digits gives 0. Returns (value, overflowed) with the value clamped like C."""
@@ -206,6 +219,15 @@ class GidChoice:
     def routable_v2(self) -> bool:
         return self.valid and self.roce_version == 2
 
+    def fits(self, policy: GidPolicy) -> bool:
+        """Whether the entry is one NCCL was asked for: configured, not link-local, of the wanted
+        family and RoCE version, inside the range. When no entry fits, ncclIbGetGidIndex keeps
+        whatever its walk ended on (index 0 at worst) and queue pairs use that."""
+        return (
+            self.valid and self.roce_version == policy.roce_version and self.family == policy.family
+            and _in_range(policy, _raw(self.gid))
+        )
+
 
 def select_gid(
     gids: Iterable[GidEntry], table_len: int | None, policy: GidPolicy, link_layer: str | None = "Ethernet"
@@ -248,3 +270,57 @@ def select_gid(
         if (version(index) != new_version or not gid_valid(current)) and new_version == policy.roce_version:
             index = candidate
     return choice(index)
+
+
+def explain_choice(
+    gids: Iterable[ExplainedGid], netdev: str | None, choice: GidChoice, policy: GidPolicy, where: str = "the environment"
+) -> tuple[str, str]:
+    """Why the entry NCCL uses does not fit (message, fix), from what the table holds. Shared by
+    doctor's roce.gid, lint's NCCL036 and `nccl env`'s left-out ports."""
+    gids = list(gids)
+    at = "an empty entry" if choice.gid is None else f"{choice.gid}" + (", link-local" if not choice.valid else "")
+    kind = f"RoCE v{choice.roce_version}" if choice.roce_version else "type unknown"
+    picked = f"NCCL (2.21+, {policy.describe()}) uses GID index {choice.index} ({at}, {kind})"
+    dev = netdev or "<netdev>"
+    if choice.forced:
+        return (
+            f"NCCL_IB_GID_INDEX={choice.index} in {where} forces GID index {choice.index} ({at}, {kind})",
+            f"remove NCCL_IB_GID_INDEX from {where} (NCCL 2.21+ picks the RoCE v2 entry itself)",
+        )
+    v2 = [g for g in gids if g.roce_version == 2 and g.is_routable and not g.is_link_local]
+    other_family = [g for g in v2 if (AF_INET if g.ipv4 else AF_INET6) != policy.family]
+    if v2 and len(other_family) == len(v2):
+        shown = ", ".join(f"index {g.index} {g.ipv4 or g.gid}" for g in v2[:3])
+        fam, want = ("IPv6", "IPv4") if policy.family == AF_INET else ("IPv4", "IPv6")
+        return (
+            f"{picked}: this port's only RoCE v2 addresses are {fam} ({shown}), and NCCL looks for {want}",
+            f"give {dev} an {want} address (`ip addr add <ip>/<len> dev {dev}`), or set "
+            f"NCCL_IB_ADDR_FAMILY={AF_INET6 if policy.family == AF_INET else AF_INET} for every job on every node (NCCL >= 2.21)",
+        )
+    if v2 and policy.range_text:
+        return (
+            f"{picked}: NCCL_IB_ADDR_RANGE={policy.range_text} excludes every RoCE v2 address of this port",
+            f"set NCCL_IB_ADDR_RANGE to the subnet of {dev}'s address, or remove it",
+        )
+    if v2 and policy.roce_version != 2:
+        return (
+            f"{picked}: NCCL_IB_ROCE_VERSION_NUM={policy.roce_version} steers NCCL away from the RoCE v2 entries",
+            "remove NCCL_IB_ROCE_VERSION_NUM (default 2)",
+        )
+    v1_ip = [g for g in gids if g.is_routable and g.roce_version == 1]
+    if v1_ip and not any(g.roce_version == 2 for g in gids):
+        # The kernel adds a RoCE v2 entry next to the v1 one for every address when the device
+        # supports RoCE v2 (drivers/infiniband/core/roce_gid_mgmt.c); v1 entries alone mean the NIC
+        # or its driver offers v1 only. RDMA-CM's default mode (cma_roce_mode) cannot change that
+        # and NCCL does not use RDMA-CM: it picks the GID index itself.
+        shown = v1_ip[0].ipv4 or v1_ip[0].gid
+        return (
+            f"{picked}: the port offers RoCE v1 entries only (index {v1_ip[0].index} carries {shown}); "
+            "its NIC or driver has no RoCE v2, which NCCL wants by default",
+            "RoCE v1 does not cross IP routers: either run every node with NCCL_IB_ROCE_VERSION_NUM=1 inside one "
+            "L2 domain, or move to a NIC and driver with RoCE v2 (then each address gets a RoCE v2 entry too)",
+        )
+    return (
+        "no RoCE v2 GID with an IPv4 or global IPv6 address (only link-local entries)",
+        f"give {netdev or 'the port netdev'} an IP address (`ip addr add <ip>/<len> dev {dev}`); the kernel then adds the RoCE v2 GID",
+    )

@@ -7,11 +7,12 @@ import struct
 import threading
 import time
 
-from fabricscope.bench.counters import CounterProbe, counter_lines, summarize_deltas
+from fabricscope.bench.counters import CounterProbe, summarize_deltas
 from fabricscope.bench.result import new_result
 from fabricscope.bench.tcpinfo import TCP_INFO_BYTES, parse_tcp_info, read_tcp_info
 from fabricscope.host import Root
 from fabricscope.host.inventory import CounterSample
+from fabricscope.report.bench import counter_lines
 from tests.conftest import FIXTURE_HOSTS
 
 

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from fabricscope.bench.history import baseline_stats, better_direction, compare, format_metric, headline_text
+from fabricscope.bench.history import baseline_stats, better_direction, compare
 from fabricscope.bench.result import BenchResult, MatrixSuspect, new_result
+from fabricscope.report.bench import format_metric, headline_text
 from fabricscope.store import Store
 from tests.bench.conftest import run_cli
 

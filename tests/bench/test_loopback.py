@@ -7,8 +7,9 @@ import json
 from fabricscope.bench.connect import ConnectParams, run_connect
 from fabricscope.bench.latency import LatencyParams, metric_name, run_latency
 from fabricscope.bench.result import BenchResult, Status
-from fabricscope.bench.tcp import TcpParams, run_tcp, summary_line
+from fabricscope.bench.tcp import TcpParams, run_tcp
 from fabricscope.bench.udp import UdpParams, run_udp
+from fabricscope.report.bench import tcp_lines
 from fabricscope.store import Store
 from tests.bench.conftest import run_cli
 
@@ -32,7 +33,8 @@ def test_tcp_send_counts_every_byte(peer: str) -> None:
     assert len(result.intervals) >= 3 and all(i.metrics["throughput_gbps"] > 0 for i in result.intervals)
     assert result.counters.window_s is not None and result.counters.interface == "lo"
     assert ticks, "progress callback was never called"
-    assert "Gb/s" in summary_line(result) and "TCP retransmits during the run" in summary_line(result)
+    line = tcp_lines(result)[0]
+    assert "Gb/s" in line and "TCP retransmits during the run" in line
 
 
 def test_tcp_reverse_and_bidirectional(peer: str) -> None:

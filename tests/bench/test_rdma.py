@@ -18,10 +18,10 @@ from fabricscope.bench.rdma import (
     choose_port,
     run_rdma,
     subprocess_runner,
-    summary_lines,
 )
 from fabricscope.bench.result import Status
 from fabricscope.host import Root, read_inventory
+from fabricscope.report.bench import rdma_lines
 from tests.bench.conftest import run_cli
 from tests.conftest import FIXTURE_HOSTS, samples_dir
 
@@ -147,7 +147,7 @@ def test_run_parses_real_output(tmp_path: Path) -> None:
     ]
     assert result.detail["parsed_from"] == "text" and len(result.detail["rows"]) == 3
     assert result.counters.window_s is not None
-    assert "write_bw on mlx5_0/1 GID 3 (10.20.0.11)" in summary_lines(result)[0]
+    assert "write_bw on mlx5_0/1 GID 3 (10.20.0.11)" in rdma_lines(result)[0]
 
 
 def test_run_prefers_json_when_perftest_writes_it(tmp_path: Path) -> None:

@@ -115,6 +115,13 @@ FIRES: dict[str, tuple[str, Mutation, Severity, str]] = {
         Severity.WARN,
         "tcp",
     ),
+    "kernel.link_flaps": ("ib-degraded", None, Severity.FAIL, "mlx5_5/1"),
+    "kernel.xid": ("ib-degraded", None, Severity.FAIL, "GPU2 (0000:53:00.0)"),
+    "kernel.nic_firmware": ("roce-broken", None, Severity.FAIL, "mlx5_3 (0000:74:00.0)"),
+    "gpu.nvlink": ("ib-degraded", None, Severity.FAIL, "GPU4 (0000:93:00.0)"),
+    "gpu.fabric": ("roce-broken", None, Severity.FAIL, "GPU6 (0000:d3:00.0)"),
+    "rdma.subnet_manager": ("ib-degraded", None, Severity.FAIL, "subnet manager"),
+    "rdma.nic_config": ("roce-broken", None, Severity.WARN, "mlx5_2 (0000:54:00.0)"),
     "host.sources": (
         "cloud-tcp",
         lambda p: set_file(p, "sys/class/net/ens5/mtu", "jumbo"),
@@ -124,7 +131,7 @@ FIRES: dict[str, tuple[str, Mutation, Severity, str]] = {
 }
 # Checks that only speak with --interval are exercised by the interval tests below.
 INTERVAL_ONLY = {"link.congestion"}
-MY_AREAS = {"host", "rdma", "roce", "link", "pcie", "tcp"}
+MY_AREAS = {"host", "rdma", "roce", "link", "pcie", "tcp", "kernel", "gpu"}
 
 
 def test_every_check_has_a_firing_and_a_quiet_case() -> None:
@@ -162,6 +169,10 @@ EXPECTED_INFO = {
     ("rdma.present", "cloud-tcp"): "no RDMA device",
     ("tcp.buffers", "cloud-tcp"): "not evaluated",
     ("pcie.aer", "cloud-tcp"): "not evaluated",  # a VM's virtual PCI devices have no AER statistics
+    # The EFA node is a VM too (AWS p4d): no AER, no IOMMU groups in the guest, no speed on the ENA netdev.
+    ("pcie.aer", "efa-p4d"): "not evaluated",
+    ("pcie.iommu", "efa-p4d"): "not evaluated",
+    ("tcp.buffers", "efa-p4d"): "not evaluated",
 }
 
 

@@ -254,3 +254,13 @@ def test_ipoib_down_on_an_active_port_warns() -> None:
     hit = [f for f in findings(FIXTURE_HOSTS / "ib-degraded", "rdma.netdev_up") if f.severity is not Severity.PASS]
     assert [(f.severity, f.subject) for f in hit] == [(Severity.WARN, "mlx5_0/1")]
     assert "IPoIB netdev ibp20s0 is down" in hit[0].message and "ip link set ibp20s0 up" in hit[0].fix
+
+
+def test_iommu_evidence_keeps_only_the_iommu_parameters(host_copy) -> None:
+    """Doctor documents travel unscrubbed (fleet collect, tickets): a secret on the kernel command
+    line must not ride along in pcie.iommu's evidence."""
+    root = host_copy("roce-broken")
+    (root / "proc" / "cmdline").write_text("BOOT_IMAGE=/vmlinuz ro intel_iommu=on vault.token=s3cr3t rd.luks.key=/k\n")
+    found = findings(root, "pcie.iommu")
+    assert found and all(f.evidence.get("cmdline") == "intel_iommu=on" for f in found)
+    assert "s3cr3t" not in repr([f.evidence for f in found])

@@ -8,8 +8,6 @@ from fabricscope.bench.collective import (
     CollectiveParams,
     CollectiveRun,
     find_straggler,
-    format_entries,
-    format_table,
     pattern_modulus,
     size_result,
     to_bench_result,
@@ -17,6 +15,7 @@ from fabricscope.bench.collective import (
 from fabricscope.bench.launch import LaunchError, detect, first_slurm_host, parse_launch
 from fabricscope.bench.result import BenchResult
 from fabricscope.collective_ops import UnknownOpError, bus_factor, layout
+from fabricscope.report.bench import collective_lines
 
 
 def test_bus_factors_match_nccl_tests() -> None:
@@ -104,7 +103,7 @@ def test_straggler_and_stored_table() -> None:
     run.sizes[1].straggler_rank, run.sizes[1].straggler_reason = 2, "rank 2 arrives late"
     result = to_bench_result(run)
     assert [(s.rank, s.host, s.sizes_bytes) for s in result.stragglers] == [(2, "h3", [2097152])]
-    text = format_entries(BenchResult.from_json(result.to_json()))
+    text = "\n".join(collective_lines(BenchResult.from_json(result.to_json())))  # as stored
     row = next(ln for ln in text.splitlines() if ln.strip().startswith("2097152"))
     assert row.split()[:5] == ["2097152", "524288", "float", "sum", "-1"] and row.split()[-2:] == ["rank", "2"]
     assert "# straggler: rank 2 (h3) at 2097152 B" in text and "# Out of bounds values : 0 OK" in text
@@ -120,8 +119,8 @@ def test_entries_refuse_nonsense() -> None:
 
 
 def test_table_looks_like_nccl_tests() -> None:
-    text = format_table(_run())
-    lines = text.splitlines()
+    lines = collective_lines(to_bench_result(_run()))  # as a live run prints it
+    text = "\n".join(lines)
     header = next(ln for ln in lines if "size" in ln and "count" in ln)
     for col in ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong"):
         assert col in header
@@ -129,6 +128,7 @@ def test_table_looks_like_nccl_tests() -> None:
     toks = row.split()
     assert toks[:5] == ["1048576", "262144", "float", "sum", "-1"]
     assert "# Out of bounds values : 0 OK" in text and "# Avg bus bandwidth" in text
+    assert "#  Rank  3 Pid     103 on         h4 device cpu" in lines  # nccl-tests' device list
 
 
 def test_detect_torchrun_slurm_openmpi_mpich() -> None:

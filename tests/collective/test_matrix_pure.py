@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from fabricscope.bench.matrix import (
     analyze,
     confirm,
-    heatmap_svg,
     pack_phases,
     phases,
     retest_flows,
     round_robin,
 )
+from fabricscope.report.plots import heatmap_svg
 
 HOSTS8 = [f"h{i}" for i in range(1, 9)]
 

@@ -200,7 +200,7 @@ def _matrix(tmp_path: Path, *args: str, path: str, timeout: float = 240) -> subp
 def test_rdma_matrix_names_the_slow_rdma_host(tmp_path: Path) -> None:
     _need_torch()
     bindir, log = stand_in(tmp_path, {"local3": 20.0}, default=90.0)
-    port = free_port()
+    port = next(p for p in iter(free_port, None) if p <= 60000 - 8)  # --rdma-port takes 1024..60000
     proc = _matrix(tmp_path, "--launch", "local:4", "--json", "--root", str(FIXTURE_HOSTS / "roce-healthy"),
                    "--rdma-port", str(port), path=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-3000:]  # a confirmed suspect

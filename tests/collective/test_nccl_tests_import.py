@@ -46,6 +46,17 @@ def test_modern_header_sample() -> None:
     assert [r.size_bytes for r in parsed.rows] == [8192, 16384, 32768, 65536]
 
 
+@pytest.mark.parametrize("cut", ["#  Rank  0 ", "#  Rank  1 "])
+def test_rank_count_when_the_header_is_cut(tmp_path, cut: str) -> None:
+    """The real v2.20 header with one 'Rank N' line lost: 2 ranks all the same (busbw/algbw, issue 13 C16)."""
+    text = sample("nccl_tests_all_reduce_header_v2_20.txt").read_text()
+    path = tmp_path / "cut.txt"
+    path.write_text("".join(ln for ln in text.splitlines(keepends=True) if not ln.startswith(cut)))
+    parsed = parse_file(path)
+    assert parsed.ranks == 2 and parsed.ranks_inferred
+    assert any("inferred from busbw/algbw" in n for n in parsed.notes)
+
+
 def test_multinode_tail_sample_footer_and_ranks() -> None:
     parsed = parse_file(sample("nccl_tests_all_reduce_multinode_tail.txt"))
     assert len(parsed.rows) == 6 and parsed.out_of_bounds == 0 and parsed.avg_busbw_GBps == pytest.approx(84.8558)

@@ -25,9 +25,9 @@ def test_nhc_mode_is_silent_when_healthy_and_one_line_when_not() -> None:
     assert (healthy.returncode, healthy.stdout, healthy.stderr) == (0, "", "")
     broken = fabricscope("doctor", "--root", str(FIXTURE_HOSTS / "roce-broken"), "--nhc")
     assert broken.returncode == 1
-    assert broken.stdout == "fabricscope: roce.pfc ens5np0: neither PFC nor ECN protects RoCE traffic: loss will collapse RDMA throughput\n"
+    assert broken.stdout == "fabricscope: gpu.fabric GPU6 (0000:d3:00.0): fabric registration Completed with status Insufficient Resources (+2 more)\n"
     warn = fabricscope("doctor", "--root", str(FIXTURE_HOSTS / "roce-broken"), "--nhc", "--fail-on", "warn")
-    assert warn.returncode == 1 and warn.stdout.startswith("fabricscope: roce.pfc ens5np0:") and warn.stdout.rstrip().endswith("more)")
+    assert warn.returncode == 1 and warn.stdout.startswith("fabricscope: gpu.fabric GPU6 ") and warn.stdout.rstrip().endswith("more)")
 
 
 def test_reason_is_capped_and_single_line() -> None:
@@ -60,6 +60,6 @@ def test_the_documented_nhc_check_runs_under_bash(host: str, expected_rc: int, t
                           env={**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"})
     assert proc.returncode == expected_rc, proc.stdout + proc.stderr
     if expected_rc:
-        assert proc.stdout == "DIE 1 fabricscope: roce.pfc ens5np0: neither PFC nor ECN protects RoCE traffic: loss will collapse RDMA throughput\n"
+        assert proc.stdout == "DIE 1 fabricscope: gpu.fabric GPU6 (0000:d3:00.0): fabric registration Completed with status Insufficient Resources (+2 more)\n"
     else:
         assert proc.stdout == ""

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import stat
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -103,6 +104,30 @@ def test_stop_all_ends_started_groups(tmp_path: Path, proc_marker: str) -> None:
     assert wait_for(proc_marker, 3)
     command.stop_all(grace_s=0.5)
     assert proc.returncode is not None
+    assert wait_gone(proc_marker) == []
+
+
+def test_shutdown_starts_nothing_more(tmp_path: Path, proc_marker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker thread whose hung tool shutdown() ended goes on to its next tool (doctor's probes
+    do): that one must not start, or it outlives fabricscope (CI caught exactly this)."""
+    monkeypatch.setattr(command, "_closing", False)  # this test's shutdown must not end the session's
+    tool = write_hanging_tool(tmp_path, "hang", proc_marker)
+    second: list[BaseException | command.Outcome] = []
+
+    def worker() -> None:
+        command.run([str(tool)], timeout_s=60)  # ended by shutdown() below
+        try:
+            second.append(command.run([str(tool)], timeout_s=60))
+        except OSError as exc:
+            second.append(exc)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert wait_for(proc_marker, 3)
+    command.shutdown(grace_s=0.5)
+    thread.join(30)
+    assert not thread.is_alive()
+    assert len(second) == 1 and isinstance(second[0], OSError) and "exiting" in str(second[0])
     assert wait_gone(proc_marker) == []
 
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from fabricscope.lab.fabric import Labs, LabState, LinkSetting, _loss_rules
-from fabricscope.lab.plan import build_plan, tbf_args
+from fabricscope.lab.plan import build_plan, switch_gso_frames, tbf_args
 from fabricscope.lab.procgroup import ProcSpec, run_group, worst_code
 from fabricscope.lab.run import exec_on_host, host_specs
 from fabricscope.lab.runner import Attached, RecordingRunner, Runner
@@ -106,6 +106,15 @@ def test_tbf_bucket_holds_gso_packets_and_queue_holds_50ms() -> None:
     assert limit >= 0.05 * 10**9 / 8
 
 
+def test_a_switch_port_takes_gso_packets_of_up_to_9_frames_whole() -> None:
+    # `tc -s qdisc show` on a lab's --queue port at 200 Mbit/s printed "burst 15125b" for the
+    # 15140 bytes asked (tc keeps the bucket as whole microseconds): a 10-frame GSO packet is split.
+    args = tbf_args(200_000_000, queue_bytes=65536)
+    assert int(args[args.index("burst") + 1]) == 15140
+    assert switch_gso_frames(200_000_000) == 9
+    assert switch_gso_frames(8 * 1514 * 10**6 // 100, mtu=1500) == 10  # a rate at which 10 frames are whole microseconds
+
+
 def test_loss_rules_drop_both_directions() -> None:
     rules = _loss_rules(["h3"], 2.0)
     assert rules == ['iifname "h3" numgen random mod 1000000 < 20000 drop', 'oifname "h3" numgen random mod 1000000 < 20000 drop']
@@ -155,7 +164,7 @@ def test_failed_build_is_undone(tmp_path, monkeypatch) -> None:
     with pytest.raises(LabError, match="File exists"):
         labs.up(LabSpec(name="half", hosts=3))
     # the undo listed namespaces by prefix; nothing is left in the state directory
-    assert runner.calls.count(("ip", "netns", "list")) >= 2
+    assert runner.calls.count(("ip", "-j", "netns", "list")) >= 2
     assert not (tmp_path / "s" / "half.json").exists()
 
 
@@ -235,3 +244,25 @@ def test_run_group_grace_after_first_failure() -> None:
     result = run_group(specs, timeout_s=60, grace_s=1.0, stdout=io.StringIO(), stderr=io.StringIO())
     assert result.first_failure == "fails" and not result.timed_out
     assert result.codes["fails"] == 2 and result.codes["hangs"] != 0 and result.seconds < 15
+
+
+def test_queue_setting_shapes_the_switch_port_towards_the_host_only(tmp_path, monkeypatch) -> None:
+    """`lab set --queue`: the switch egress towards h1 gets a 10-packet bucket and the queue as its
+    limit (tbf then drops packet by packet, as a switch buffer does); h1's own egress keeps the default."""
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    runner = RecordingRunner()
+    labs = Labs(runner, tmp_path / "state", tmp_path / "netns")
+    labs.up(LabSpec(name="q", hosts=3, link_rate_bps=2 * 10**8))
+    runner.calls.clear()
+    state = labs.set_link("q", "h1", queue_bytes=65536)
+    assert state.link("h1").queue_bytes == 65536 and labs.load("q").link("h1").queue_bytes == 65536
+    calls = [" ".join(c) for c in runner.calls]
+    assert "tc -n fsl-q-fab qdisc replace dev h1 root tbf rate 200000000bit burst 15140 limit 65536" in calls
+    host_side = [c for c in calls if c.startswith("tc -n fsl-q-h1 qdisc replace dev eth0")]
+    assert host_side and all(c.endswith(" ".join(tbf_args(2 * 10**8))) for c in host_side)
+    assert labs.set_link("q", "h1", queue_bytes=None).link("h1").queue_bytes is None  # back to the default
+    with pytest.raises(LabError, match="at least two packets"):
+        labs.set_link("q", "h2", queue_bytes=1000)
+    labs.set_link("q", "h3", rate_bps=None)
+    with pytest.raises(LabError, match="needs a shaped link"):
+        labs.set_link("q", "h3", queue_bytes=65536)

@@ -311,3 +311,105 @@ def test_socket_ifname_prefix_trap(host_copy) -> None:
     assert trap.severity.value == "warn" and trap.evidence["also_matches"] == ["eth10"]
     assert "=eth1" in (trap.fix or "")
     assert not [f for f in lint(merge([from_environ({"NCCL_SOCKET_IFNAME": "=eth1"})]), inv) if f.id == "NCCL022"]
+
+
+# ----- values as NCCL v2.30.7-1 reads them (issue 13 B8) ----------------------------------------
+def nccl003(env: dict[str, str], **kw) -> Finding | None:
+    return next((f for f in run(env, **kw) if f.id == "NCCL003"), None)
+
+
+def test_debug_levels_are_ncclParamOneOf_s() -> None:
+    # src/debug.cc: VERSION, WARN, INFO, ABORT, TRACE (case-insensitive); there is no ATTN.
+    assert nccl003({"NCCL_DEBUG": "ABORT"}) is None
+    assert nccl003({"NCCL_DEBUG": "abort"}) is None
+    attn = nccl003({"NCCL_DEBUG": "ATTN"})
+    assert attn is not None and "ATTN" not in (attn.fix or "")
+
+
+@pytest.mark.parametrize("value", ["LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "0", "2", "7"])
+def test_path_levels_ncclGetLevel_takes(value: str) -> None:
+    assert nccl003({"NCCL_P2P_LEVEL": value}) is None
+    assert nccl003({"NCCL_NET_GDR_LEVEL": value}) is None
+
+
+@pytest.mark.parametrize(("value", "why"), [("pxb", "case-sensitively"), ("NODE", "nvidia-smi"), ("Sys", "case-sensitively"), ("-1", "legacy number"), (" PHB", "blanks")])
+def test_path_levels_ncclGetLevel_ignores(value: str, why: str) -> None:
+    for name in ("NCCL_P2P_LEVEL", "NCCL_NET_GDR_LEVEL"):
+        f = nccl003({name: value})
+        assert f is not None and why in f.message, (name, value)
+
+
+def test_protocol_exclusion_is_not_called_forcing() -> None:
+    found = next(f for f in run({"NCCL_PROTO": "^LL128"}) if f.id == "NCCL063")
+    assert found.severity.value == "info" and "forc" not in found.message and "excludes LL128" in found.message
+    assert nccl003({"NCCL_PROTO": "^LL128"}) is None
+    forced = next(f for f in run({"NCCL_PROTO": "LL128"}) if f.id == "NCCL063")
+    assert forced.severity.value == "warn" and "corrupt" in forced.message
+
+
+@pytest.mark.parametrize("value", ["Rign", "ring;tree", "allreduce:ring;foo:tree", "Ring,NVLS_Tree"])
+def test_unknown_algorithm_tokens_fail_init_since_2_24(value: str) -> None:
+    # parseList, src/graph/tuning.cc: "Unrecognized element token" -> ncclInvalidUsage (2.24+).
+    found = nccl003({"NCCL_ALGO": value})
+    assert found is not None and found.severity.value == "fail" and "ncclInvalidUsage" in found.message
+    old = nccl003({"NCCL_ALGO": value}, nccl_version="2.23.4")
+    assert old is not None and old.severity.value == "warn"
+    assert not [f for f in run({"NCCL_ALGO": value}) if f.id == "NCCL063"]  # one finding, not two
+
+
+@pytest.mark.parametrize(("name", "value"), [("NCCL_ALGO", "ring,collnetdirect;allreduce:tree,collnetdirect;broadcast:ring"), ("NCCL_PROTO", "LL,Simple;allreduce:^LL"), ("NCCL_PROTO", "^LL128;allreduce:LL128"), ("NCCL_ALGO", "pat")])
+def test_the_guide_s_list_examples_are_valid(name: str, value: str) -> None:
+    assert nccl003({name: value}) is None
+
+
+# ----- version- and platform-aware rules (issue 13 B11) -------------------------------------------
+@pytest.fixture
+def grace_host(host_copy) -> Path:
+    """ib-ndr-healthy with the GPUs nvidia-smi would name on a Grace Hopper node."""
+    root = host_copy("ib-ndr-healthy")
+    smi = next((root / "cmd").glob("*nvidia-smi_query-gpu*"))
+    smi.write_text(smi.read_text().replace("NVIDIA H100 80GB HBM3", "NVIDIA GH200 480GB"))
+    return root
+
+
+def test_gdr_level_2_on_grace_is_not_the_default(grace_host: Path) -> None:
+    inv = read_inventory(Root.at(grace_host))
+    found = lint(merge([from_environ({"NCCL_NET_GDR_LEVEL": "2"})]), inv)
+    explained = next(f for f in found if f.id == "NCCL050")
+    assert "changes nothing" not in explained.message and "P2C" in explained.message
+    harmful = next(f for f in found if f.id == "NCCL051")
+    assert harmful.severity.value == "warn" and "C2C" in harmful.message
+    # 2.27-2.28 treat the C2C path as C2C whatever the level; NCCL_NET_GDR_C2C=0 restores PXB.
+    assert not [f for f in lint(merge([from_environ({"NCCL_NET_GDR_LEVEL": "2"})]), inv, nccl_version="2.28.3") if f.id == "NCCL051"]
+    assert not [f for f in lint(merge([from_environ({"NCCL_NET_GDR_LEVEL": "PXB", "NCCL_NET_GDR_C2C": "0"})]), inv) if f.id == "NCCL051"]
+    # On a PCIe node 2 is still the default.
+    assert "changes nothing" in next(f for f in run({"NCCL_NET_GDR_LEVEL": "2"}, "ib-ndr-healthy") if f.id == "NCCL050").message
+
+
+def test_adaptive_routing_depends_on_the_subnet_manager() -> None:
+    ib = next(f for f in run({"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SL": "1"}, "ib-ndr-healthy") if f.id == "NCCL071")
+    assert "subnet manager" in ib.message and "NCCL_IB_SL=1" in ib.message and "by default" not in ib.message
+    roce = next(f for f in run({"NCCL_IB_QPS_PER_CONNECTION": "4"}, "roce-healthy") if f.id == "NCCL071")
+    assert "InfiniBand only" in roce.message
+
+
+def test_gid_advice_before_2_21() -> None:
+    old = next(f for f in run({"NCCL_DEBUG": "WARN"}, "roce-healthy", nccl_version="2.19.3") if f.id == "NCCL037")
+    assert old.severity.value == "warn" and "index 0" in old.message
+    assert old.fix is not None and old.fix.startswith("set NCCL_IB_GID_INDEX=3")
+    assert not [f for f in run({"NCCL_DEBUG": "WARN"}, "roce-healthy") if f.id == "NCCL037"]  # 2.21+: NCCL chooses
+    assert not [f for f in run({"NCCL_IB_GID_INDEX": "3"}, "roce-healthy", nccl_version="2.19.3") if f.id == "NCCL037"]
+
+
+def test_log_version_drives_the_version_aware_rules() -> None:
+    from fabricscope.nccl.lint import lint_log_env
+    from fabricscope.nccl.logstate import LogAggregator
+
+    def verdicts(version: str) -> list[Finding]:
+        agg = LogAggregator()
+        for line in (f"host1:100:100 [0] NCCL INFO NCCL version {version}+cuda12.2", "host1:100:100 [0] NCCL INFO NCCL_ALGO set by environment to Rign"):
+            agg.feed(line)
+        return [f for f in lint_log_env(agg) if f.evidence.get("code") == "NCCL003"]
+
+    assert [f.severity.value for f in verdicts("2.23.4")] == ["warn"]
+    assert [f.severity.value for f in verdicts("2.24.3")] == ["fail"]

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fabricscope.nccl.log import MAX_WARN_GROUPS, LogAggregator, feed_file, iter_lines
+from fabricscope.nccl.logfiles import feed_file, iter_lines
+from fabricscope.nccl.logreport import build_report
+from fabricscope.nccl.logstate import MAX_WARN_GROUPS, LogAggregator
 from tests.conftest import SAMPLES, samples_dir
 from tests.nccl.conftest import run_cli
 
@@ -25,7 +27,10 @@ def test_json_document_shape(cli) -> None:
         assert set(f) == {"id", "severity", "subject", "message", "evidence", "fix"}
         assert f["severity"] in ("pass", "info", "warn", "fail")
     assert any(f["id"] == "nccl_log.socket_fallback" for f in doc["findings"])
-    assert all({"host", "pid", "cuda_dev", "rank", "network", "transports", "gpudirect_rdma"} <= set(r) for r in doc["ranks"])
+    assert all(
+        {"host", "pid", "cuda_dev", "rank", "network", "transports", "gpudirect_rdma"} <= set(r)
+        for r in doc["ranks"]
+    )
 
 
 def test_exit_codes_follow_fail_on(cli) -> None:
@@ -90,7 +95,12 @@ def test_missing_directory_and_corrupt_gzip(tmp_path: Path) -> None:
 
 def test_garbled_and_truncated_log_gives_findings(tmp_path: Path, cli) -> None:
     text = (samples_dir() / "nccl_log_roce_modify_qp_error.txt").read_bytes()
-    garbled = b"\x00\xff\xfe garbage \x00\n" + text[: len(text) // 2] + b"\xc3\x28 broken utf8\n" + text[len(text) // 2 : -25]
+    garbled = (
+        b"\x00\xff\xfe garbage \x00\n"
+        + text[: len(text) // 2]
+        + b"\xc3\x28 broken utf8\n"
+        + text[len(text) // 2 : -25]
+    )
     path = tmp_path / "garbled.log"
     path.write_bytes(garbled)
     res = cli("nccl", "log", "--json", str(path))
@@ -125,7 +135,9 @@ def test_state_stays_bounded_with_many_distinct_warnings(tmp_path: Path) -> None
         for i in range(5000):
             # Distinct text after normalising digits: letters vary.
             word = "".join(chr(97 + (i // 26**k) % 26) for k in range(3))
-            fh.write(f"node-{i % 50}:{100 + i % 8}:{200 + i % 8} [{i % 8}] misc/x.cc:1 NCCL WARN weird {word} thing\n")
+            fh.write(
+                f"node-{i % 50}:{100 + i % 8}:{200 + i % 8} [{i % 8}] misc/x.cc:1 NCCL WARN weird {word} thing\n"
+            )
     agg = LogAggregator()
     feed_file(agg, str(path))
     assert len(agg.warn_groups) <= MAX_WARN_GROUPS
@@ -140,7 +152,7 @@ def _report_via_feed(path: Path):
         for line in iter_lines(fh):
             agg.feed(line)
     agg.end_file()
-    return agg.report()
+    return build_report(agg)
 
 
 def _generated_log(tmp_path: Path) -> Path:
@@ -161,7 +173,7 @@ def test_fast_batch_path_agrees_with_line_by_line_feed(name: str, tmp_path: Path
     slow = _report_via_feed(path)
     agg = LogAggregator()
     feed_file(agg, str(path))
-    fast = agg.report()
+    fast = build_report(agg)
     assert fast.ranks == slow.ranks
     assert [f.to_dict() for f in fast.findings] == [f.to_dict() for f in slow.findings]
     assert fast.summary["events"] == slow.summary["events"]

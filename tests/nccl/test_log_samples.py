@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fabricscope.nccl.log import LogAggregator, feed_file
-from fabricscope.nccl.logreport import LogReport
+from fabricscope.nccl.logfiles import feed_file
+from fabricscope.nccl.logreport import LogReport, build_report
+from fabricscope.nccl.logstate import LogAggregator
 from tests.conftest import samples_dir
 
 
 def read(name: str, expect: str = "auto") -> LogReport:
     agg = LogAggregator(expect=expect)
     feed_file(agg, str(samples_dir() / name))
-    return agg.report()
+    return build_report(agg)
 
 
 def ids(report: LogReport, severity: str | None = None) -> set[str]:
@@ -34,6 +35,13 @@ def test_all_sample_logs_are_covered() -> None:
         "nccl_log_roce_gid_index.txt",
         "nccl_log_roce_modify_qp_error.txt",
         "nccl_log_socket_fallback.txt",
+        # tests/nccl/test_log_root_causes.py:
+        "nccl_log_async_events.txt",
+        "nccl_log_async_notices.txt",
+        "nccl_log_lo_ibext_disabled.txt",
+        "nccl_log_modify_qp_no_such_device.txt",
+        "nccl_log_no_libibverbs.txt",
+        "nccl_log_socket_no_device_8hosts.txt",
     }
     assert names <= tested, f"new sample logs without a test: {sorted(names - tested)}"
 
@@ -92,7 +100,9 @@ def test_roce_forced_link_local_gid() -> None:
     gid = finding(report, "nccl_log.gid_link_local")
     assert gid.severity.value == "fail"
     assert gid.evidence == {"gid_index": 0, "gid": "fe80::5ea7:21ff:fe41:8a1a", "forced": True}
-    assert finding(report, "nccl_log.gdr_off").severity.value == "warn"
+    gdr = finding(report, "nccl_log.gdr_off")
+    assert gdr.severity.value == "warn"
+    assert "NCCL >= 2.13" in gdr.fix and "2.19" not in gdr.fix  # DMA-BUF since 2.13 (issue 13 B9)
 
 
 def test_roce_modify_qp_error_cascade() -> None:
@@ -139,7 +149,7 @@ def test_files_read_together_keep_hosts_apart(tmp_path: Path) -> None:
     agg = LogAggregator()
     for name in ("nccl_log_ib_gdrdma_a100.txt", "nccl_log_roce_modify_qp_error.txt"):
         feed_file(agg, str(samples_dir() / name))
-    report = agg.report()
+    report = build_report(agg)
     mismatch = finding(report, "nccl_log.version_mismatch")
     assert mismatch.severity.value == "fail" and set(mismatch.evidence) == {"2.7.6", "2.19.3"}
     assert len(report.files) == 2

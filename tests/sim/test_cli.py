@@ -26,7 +26,13 @@ class Result:
 @pytest.fixture
 def run(capsys, monkeypatch):
     """The real entry point (``fabricscope.cli.main.main``) in this process: same option parsing,
-    error handling and exit codes as the installed command, without a subprocess per call."""
+    error handling and exit codes as the installed command, without a subprocess per call.
+
+    main() ends with host.command.shutdown(), which refuses every later child in this process:
+    monkeypatch puts the flag back for the tests that run after these."""
+    from fabricscope.host import command
+
+    monkeypatch.setattr(command, "_closing", False)
 
     def invoke(*args: str) -> Result:
         monkeypatch.setattr(sys, "argv", ["fabricscope", "sim", *args])
@@ -82,6 +88,9 @@ def test_collective_human_output_with_sweep(run) -> None:
         (["collective", "--routing", "random"], "ecmp or adaptive"),
         (["train", "--gpus", "100"], "multiple"),
         (["train", "--params", "lots", "--gpus", "8"], "--params must be a number"),
+        (["collective", "--topology", "leaf-spine", "--spines", "99999999999"], "--spines"),
+        (["collective", "--topology", "fat-tree", "--nodes", "64", "--tiers", "9"], "--tiers"),
+        (["infer", "--gpus-per-node", "0"], "--gpus-per-node"),
         (["compare", "--vary", "transport"], "NAME=V1"),
         (["compare", "--vary", "bogus=1,2"], "every combination failed"),
     ],
@@ -101,6 +110,19 @@ def test_train_and_infer(run) -> None:
     assert d["kind"] == "train" and d["tokens_per_s"] > 0 and 0 < d["comm_share"] < 1
     r = run("train", "--params", "70e9", "--gpus", "256", "--tp", "8", "--pp", "4")
     assert r.exit_code == 0 and "tokens per second" in r.stdout
+    r = run("train", "--layers", "32", "--hidden", "4096", "--gpus", "128", "--tp", "8", "--pp", "2", "--cp", "2",
+            "--ep", "2", "--experts", "8", "--virtual-stages", "2", "--recompute", "full", "--no-sequence-parallel",
+            "--dp-collective", "zero", "--system", "dgx-h100", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert set(d["breakdown"]) >= {"compute_s", "bubble_s", "tensor_parallel", "pipeline_parallel", "data_parallel",
+                                   "expert_parallel", "context_parallel"}
+    for part in ("tensor_parallel", "data_parallel"):
+        b = d["breakdown"][part]
+        assert b["total_s"] == pytest.approx(b["exposed_s"] + b["overlapped_s"])
+    assert d["workload"]["recompute"] == "full" and d["workload"]["sequence_parallel"] is False
+    r = run("train", "--gpus", "64", "--recompute", "half")
+    assert r.exit_code == 2 and "--recompute" in r.stderr
     r = run("infer", "--params", "8e9", "--tp", "4", "--batch", "8")
     assert r.exit_code == 0, r.output
     assert "tcp_per_request" in r.stdout and "rdma_pooled" in r.stdout
@@ -176,3 +198,16 @@ def test_calibrate_from_history(run, tmp_path, monkeypatch) -> None:
             "--calibrate", str(rid), "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["calibration"]["ranks"] == 4
+
+
+def test_sim_incast_takes_the_ports_gso_frames(run) -> None:
+    # The lab's port queues GSO packets of up to 9 frames whole; the same fabric with a frame-by-frame
+    # port loses fewer segments per drop (docs/sim.md, incast).
+    args = ("incast", "--transport", "tcp", "--senders", "4", "--link-rate", "200mbit", "--queue", "64KiB",
+            "--rtt-us", "50", "--sender-burst", "128KiB", "--rounds", "40", "--json")
+    whole = json.loads(run(*args, "--port-gso-frames", "9").stdout)
+    frames = json.loads(run(*args).stdout)
+    assert whole["fabric"]["switch_gso_frames"] == 9 and frames["fabric"]["switch_gso_frames"] == 1
+    assert whole["points"][0]["goodput_gbps"] < frames["points"][0]["goodput_gbps"]
+    bad = run("incast", "--port-gso-frames", "0")
+    assert bad.exit_code == 2 and "port-gso-frames" in bad.output

@@ -120,8 +120,11 @@ def test_group_checks_and_alltoall_limit() -> None:
     with pytest.raises(FabricscopeError, match="same number"):
         plan(topo, "all_reduce", "ring", 1024, np.array([[0, 1, 2]]))
     big = build(TopologyOptions(kind="fat-tree", nodes=256, gpus_per_node=8))
-    with pytest.raises(FabricscopeError, match="expert-parallel"):
-        plan(big, "alltoall", None, 2**20)
+    assert "aggregated" in plan(big, "alltoall", None, 2**20).phases[0].name  # no p^2 flows
+    uneven = (np.arange(256)[:, None] * 8 + np.array([0, 1])).ravel()
+    uneven[1::4] += 1  # nodes contribute different local GPUs
+    with pytest.raises(FabricscopeError, match="same local GPUs"):
+        plan(big, "alltoall", None, 2**20, uneven[None, :])
     with pytest.raises(FabricscopeError, match="several nodes"):
         plan(build(TopologyOptions(kind="single-node", nodes=1)), "all_reduce", "hierarchical", 1024)
 

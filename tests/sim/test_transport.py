@@ -120,3 +120,42 @@ def test_timeouts_add_a_stall_per_step() -> None:
     assert r.phases[0]["stall_s"] > 0
     _, udp = _pair_sim("udp", loss=1e-3)
     assert udp.collective("all_reduce", "ring", 2**24).phases[0]["stall_s"] > 0
+
+
+def test_dcqcn_spares_a_nic_s_own_egress() -> None:
+    """Host 0 sends to hosts 1 and 2 (same leaf): its NIC's egress is full and shared by two flows,
+    but the NIC queues and paces them itself; no switch queue builds, no ECN mark, no DCQCN loss."""
+    topo = _incast_topology()
+    roce = Simulator(topo, make_transport("roce"))
+    res = roce.solve_pattern(p2p_plan(topo, np.array([0, 0]), np.array([1, 2]), 2**20, "fanout").phases[0].pattern)
+    assert res.solution.rate[0] == pytest.approx(100e9 / 8 * make_transport("roce").efficiency / 2, rel=1e-9)
+    assert not any("DCQCN" in a for a in res.adjustments)
+
+
+def test_nccl_socket_striping() -> None:
+    """NCCL's socket transport: threads x sockets-per-thread sockets, at most 16 threads and 64
+    sockets (src/transport/net_socket.cc); defaults give one socket on the proxy thread."""
+    from fabricscope.sim.transport import socket_striping
+
+    assert socket_striping(None, None) == (1, 1)
+    assert socket_striping(8, 2) == (16, 2)  # NCCL's AWS auto-detection
+    assert socket_striping(40, 2) == (64, 2)  # NSOCKS_PERTHREAD cut to 64 / threads
+    assert socket_striping(1, 99) == (16, 16)
+    topo = build(TopologyOptions(kind="star", nodes=4, gpus_per_node=1, gpu="none", nic_rate_bps=100e9))
+    one = Simulator(topo, make_transport("tcp")).collective("all_reduce", "ring", 2**30)
+    many = Simulator(topo, make_transport("tcp", nsocks_perthread=8, socket_nthreads=2)).collective(
+        "all_reduce", "ring", 2**30)
+    assert one.limited_by == "per-flow cap of the transport"
+    assert many.busbw_GBps == pytest.approx(2 * one.busbw_GBps, rel=1e-6)  # two cores instead of one
+    with pytest.raises(FabricscopeError, match="apply to tcp"):
+        make_transport("ib", socket_nthreads=2)
+
+
+def test_compare_transports_on_one_routing() -> None:
+    from fabricscope.sim.compare import run_grid
+
+    doc = run_grid("collective", {"system": "dgx-h100", "nodes": 4, "size": "1G"}, {"transport": ["ib", "roce"]})
+    assert doc["base"]["routing"] == "adaptive"
+    ecmp = run_grid("collective", {"system": "dgx-h100", "nodes": 4, "size": "1G", "routing": "ecmp"},
+                    {"transport": ["ib", "roce"]})
+    assert ecmp["base"]["routing"] == "ecmp"

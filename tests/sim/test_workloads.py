@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fabricscope.errors import FabricscopeError
-from fabricscope.sim.workloads import run_infer, run_train, shape_of, tcp_transfer_s
+from fabricscope.sim.infer import run_infer
+from fabricscope.sim.workloads import run_train, shape_of, tcp_transfer_s
 
 
 def test_shape_from_parameter_count() -> None:
@@ -16,17 +17,80 @@ def test_shape_from_parameter_count() -> None:
     assert L % 4 == 0
 
 
-def test_compute_only_job_has_no_communication() -> None:
-    d = run_train({"params": 1e9, "gpus": 1, "tp": 1, "pp": 1, "gpu_tflops": 100, "tokens_per_step": 2**20,
-                   "gpus_per_node": 1, "layers": 16, "hidden": 2048, "seq_len": 2048})
-    flops = 6e9 + 12 * 16 * 2048 * 2048
-    assert d["compute_s"] == pytest.approx(2**20 * flops / 100e12, rel=1e-12)
-    assert d["exposed_comm_s"] == 0 and d["comm"] == {}
-    assert d["tokens_per_s"] == pytest.approx(2**20 / d["step_time_s"])
+def test_compute_only_job_counts_megatron_flops() -> None:
+    """Model FLOPs per GPU are 72 B s l h^2 (1 + s/6h + V/(12 l h)) per step (Korthikanti et al. 2022
+    eq. for MFU); full recomputation adds one forward of the layers (SC21 eq. 3: 96 instead of 72)."""
+    p = {"gpus": 1, "tp": 1, "pp": 1, "tokens_per_step": 8 * 2048, "gpus_per_node": 1, "layers": 16,
+         "hidden": 2048, "heads": 16, "seq_len": 2048, "micro_batch": 8, "gpu": "a100"}
+    B, s, L, h, V = 8, 2048, 16, 2048, 51200
+    for rc, passes in (("none", 72), ("full", 96)):
+        d = run_train({**p, "recompute": rc})
+        assert d["exposed_comm_s"] == 0 and d["comm"] == {}
+        layers = passes * B * s * L * h * h * (1 + s / (6 * h))
+        hw = (layers + 6 * B * s * h * V) / d["step_time_s"] / 1e12
+        assert d["hardware_tflops_per_gpu"] == pytest.approx(hw, rel=1e-9)
+        model = 72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h)) / d["step_time_s"] / 1e12
+        assert d["tflops_per_gpu"] == pytest.approx(model, rel=1e-9)
+    assert d["tokens_per_s"] == pytest.approx(B * s / d["step_time_s"])
+
+
+def test_recomputation_costs_time_in_order() -> None:
+    base = {"gpus": 8, "tp": 8, "tokens_per_step": 2**20, "layers": 32, "hidden": 8192, "seq_len": 4096,
+            "system": "dgx-h100"}
+    t = {rc: run_train({**base, "recompute": rc})["step_time_s"] for rc in ("none", "selective", "full")}
+    assert t["none"] < t["selective"] < t["full"]
+    assert t["full"] / t["none"] > 1.2  # a whole extra forward: ~1/3 more compute
+
+
+def test_gemm_efficiency_depends_on_shape() -> None:
+    from fabricscope.sim.train_compute import gemm_time, gpu_spec
+
+    a100 = gpu_spec("a100")
+    big = 2 * 8192**3 / gemm_time(a100, 8192, 8192, 8192)
+    odd = 2 * 8192 * 200 * 8192 / gemm_time(a100, 8192, 200, 8192)  # 2 of 128 columns of tiles: half idle
+    thin = 2 * 8192 * 8192 * 64 / gemm_time(a100, 8192, 8192, 64)  # K 64: below the HBM roofline's ridge
+    assert odd < 0.9 * big and thin < 0.7 * big
+
+
+def test_interleaving_shrinks_the_bubble() -> None:
+    base = {"gpus": 64, "tp": 8, "pp": 8, "tokens_per_step": 32 * 4096, "layers": 96, "hidden": 12288,
+            "system": "dgx-h100"}
+    one = run_train(base)
+    three = run_train({**base, "virtual_stages": 3})
+    assert one["bubble_fraction"] == pytest.approx(7 / 32) and three["bubble_fraction"] == pytest.approx(7 / 96)
+    assert three["pipeline_bubble_s"] < 0.4 * one["pipeline_bubble_s"]
+    assert three["comm"]["pipeline_parallel"]["exposed_s"] > 2 * one["comm"]["pipeline_parallel"]["exposed_s"]
+
+
+def test_sequence_parallel_turns_all_reduce_into_rs_ag() -> None:
+    base = {"gpus": 8, "tp": 8, "tokens_per_step": 2**16, "layers": 8, "hidden": 8192, "system": "dgx-h100"}
+    on, off = run_train(base), run_train({**base, "sequence_parallel": False})
+    assert on["comm"]["tensor_parallel"]["collective"] == "reduce_scatter + all_gather"
+    assert off["comm"]["tensor_parallel"]["collective"] == "all_reduce"
+    assert on["breakdown"]["memory_bound_ops_s"] < off["breakdown"]["memory_bound_ops_s"]
+
+
+def test_dp_reduce_scatter_overlaps_and_shares_links() -> None:
+    base = {"gpus": 64, "tp": 8, "pp": 2, "tokens_per_step": 2**20, "layers": 32, "hidden": 4096,
+            "system": "dgx-h100", "dp_collective": "zero", "transport": "tcp", "nic_rate": "100G"}
+    on, off = run_train(base), run_train({**base, "overlap_dp": False})
+    dp_on, dp_off = on["comm"]["data_parallel"], off["comm"]["data_parallel"]
+    assert dp_on["overlapped_s"] > 0 and dp_off["overlapped_s"] == 0
+    assert dp_on["exposed_s"] < dp_off["exposed_s"]
+    assert dp_on["shared_link_slowdown"] >= 1.0
+
+
+def test_moe_and_context_parallel_add_their_collectives() -> None:
+    d = run_train({"gpus": 128, "tp": 8, "pp": 2, "cp": 2, "ep": 4, "experts": 8, "active_experts": 2,
+                   "layers": 32, "hidden": 4096, "system": "dgx-h100", "tokens_per_step": 2**20})
+    assert d["workload"]["dp"] == 4
+    assert {"expert_parallel", "context_parallel"} <= set(d["comm"])
+    assert d["comm"]["expert_parallel"]["exposed_s"] > 0
+    assert d["step_time_s"] == pytest.approx(d["compute_s"] + d["pipeline_bubble_s"] + d["exposed_comm_s"], rel=1e-12)
 
 
 def test_3d_parallel_step() -> None:
-    d = run_train({"params": 70e9, "gpus": 256, "tp": 8, "pp": 4, "gpu_tflops": 700, "tokens_per_step": 2**22,
+    d = run_train({"params": 70e9, "gpus": 256, "tp": 8, "pp": 4, "gpu_tflops": 989, "tokens_per_step": 2**22,
                    "transport": "ib"})
     w = d["workload"]
     assert (w["dp"], w["micro_batches"]) == (8, 128)
@@ -42,7 +106,8 @@ def test_slower_network_means_more_exposed_communication() -> None:
             "overlap_dp": False}
     fast = run_train({**base, "transport": "ib", "nic_rate": "400G"})
     slow = run_train({**base, "transport": "tcp", "nic_rate": "100G", "nics_per_node": 1})
-    assert slow["exposed_comm_s"] > 4 * fast["exposed_comm_s"]
+    assert slow["comm"]["data_parallel"]["exposed_s"] > 4 * fast["comm"]["data_parallel"]["exposed_s"]
+    assert slow["comm"]["tensor_parallel"]["exposed_s"] == pytest.approx(fast["comm"]["tensor_parallel"]["exposed_s"])
     assert slow["tokens_per_s"] < fast["tokens_per_s"]
     zero = run_train({**base, "transport": "ib", "dp_collective": "zero"})
     assert "reduce_scatter" in zero["comm"]["data_parallel"]
@@ -55,6 +120,10 @@ def test_slower_network_means_more_exposed_communication() -> None:
         ({"gpus": 64, "tp": 8, "pp": 2, "dp": 3}, "tp\\*pp\\*dp"),
         ({"gpus": 64, "tp": 8, "params": -1}, ">="),
         ({"gpus": 64, "tp": 8, "dp_collective": "magic"}, "allreduce or zero"),
+        ({"gpus": 64, "tp": 8, "recompute": "half"}, "full, selective, none"),
+        ({"gpus": 64, "tp": 8, "pp": 2, "layers": 32, "virtual_stages": 3}, "virtual-stages"),
+        ({"gpus": 64, "tp": 8, "ep": 3}, "must divide"),
+        ({"gpus": 64, "tp": 8, "cp": 3}, "multiple of tp\\*pp\\*cp"),
         ({"gpus": 48, "tp": 8, "pp": 3, "layers": 32}, "pipeline stages"),
         ({"tp": 8}, "--gpus or --dp"),
     ],
@@ -80,5 +149,5 @@ def test_infer_compares_connection_modes() -> None:
     assert kv["rdma_pooled"]["time_s"] < kv["tcp_pooled"]["time_s"]
     assert d["decode_bound"] == "memory"
     assert d["time_per_output_token_s"] == pytest.approx(d["decode_step_s"] + d["tp_comm_per_token_s"])
-    with pytest.raises(FabricscopeError, match="gpus-per-node"):
-        run_infer({"tp": 16})
+    with pytest.raises(FabricscopeError, match="multiple of --gpus-per-node"):
+        run_infer({"tp": 12})

@@ -129,24 +129,3 @@ def build_connect_metrics(
         )  # type: ignore[arg-type]
     result.finish(metrics)
     result.detail["rows"] = rows
-
-
-def summary_lines(result: BenchResult) -> list[str]:
-    m = result.metrics
-    lines = []
-    if m.get("connect_per_s") is not None:
-        lines.append(
-            f"per-request connections: {m['connect_per_s']:,.0f}/s; connect p50 {m.get('connect_p50_us') or 0:.1f} us, "
-            f"p99 {m.get('connect_p99_us') or 0:.1f} us; first byte p50 {m.get('first_byte_p50_us') or 0:.1f} us; "
-            f"whole request p50 {m.get('per_request_p50_us') or 0:.1f} us, p99 {m.get('per_request_p99_us') or 0:.1f} us"
-        )
-    if m.get("pooled_requests_per_s") is not None:
-        lines.append(
-            f"pooled connection:       {m['pooled_requests_per_s']:,.0f} requests/s; request p50 "
-            f"{m.get('pooled_request_p50_us') or 0:.1f} us, p99 {m.get('pooled_request_p99_us') or 0:.1f} us"
-        )
-    if m.get("pooling_speedup_ratio") is not None:
-        lines.append(
-            f"pooling serves {m['pooling_speedup_ratio']:.1f}x the requests per second of per-request connections"
-        )
-    return lines

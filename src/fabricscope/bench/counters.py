@@ -13,7 +13,7 @@ import ipaddress
 import re
 import socket
 
-from fabricscope.bench.result import BenchResult, CounterDeltas
+from fabricscope.bench.result import CounterDeltas
 from fabricscope.host import Root
 from fabricscope.host.inventory import CounterSample, counter_deltas, read_counter_sample
 from fabricscope.host.netclass import read_net_devices
@@ -53,8 +53,8 @@ PORT_HIGHLIGHTS = {
     "rnr_nak_retry_err": "rnr_nak_retry_count",
     "implied_nak_seq_err": "implied_nak_count",
 }
-_PAUSE_RX = re.compile(r"^rx_(?:prio\d+_)?pause(?:_ctrl_phy)?$")
-_PAUSE_TX = re.compile(r"^tx_(?:prio\d+_)?pause(?:_ctrl_phy)?$")
+_PAUSE_RX = re.compile(r"^rx_(?:prio\d+_)?pause(?:_ctrl_phy)?\Z")
+_PAUSE_TX = re.compile(r"^tx_(?:prio\d+_)?pause(?:_ctrl_phy)?\Z")
 ETHTOOL_HIGHLIGHTS = {
     "rx_discards_phy": "rx_discards_count",
     "rx_out_of_buffer": "rx_out_of_buffer_count",
@@ -184,58 +184,3 @@ class CounterProbe:
         deltas.unavailable = list(dict.fromkeys(self.unavailable))
         deltas.interface = self.netdev
         return deltas
-
-
-HIGHLIGHT_TEXT = {
-    "host_tcp_retrans_segs_count": "TCP segments retransmitted host-wide",
-    "host_tcp_lost_retransmit_count": "lost retransmits host-wide",
-    "host_tcp_timeouts_count": "TCP retransmission timeouts host-wide",
-    "host_tcp_in_errors_count": "TCP segments received in error host-wide",
-    "host_listen_overflows_count": "listen queue overflows",
-    "host_listen_drops_count": "listen drops",
-    "host_udp_rcvbuf_errors_count": "UDP datagrams dropped for a full receive buffer",
-    "host_udp_sndbuf_errors_count": "UDP send buffer errors",
-    "host_udp_in_errors_count": "UDP receive errors",
-    "host_udp_no_ports_count": "UDP datagrams to closed ports",
-    "port_errors_count": "RDMA port error counts",
-    "link_error_recovery_count": "link error recoveries",
-    "link_downed_count": "link-down events",
-    "port_xmit_discards_count": "transmit discards",
-    "port_xmit_wait_count": "transmit wait ticks (congestion)",
-    "out_of_sequence_count": "out-of-sequence packets",
-    "packet_seq_err_count": "packet sequence errors",
-    "cnp_sent_count": "CNPs sent",
-    "cnp_handled_count": "CNPs handled (rate reductions)",
-    "ecn_marked_count": "ECN-marked RoCE packets",
-    "ack_timeout_count": "local ACK timeouts",
-    "rnr_nak_retry_count": "RNR NAK retry errors",
-    "implied_nak_count": "implied NAK sequence errors",
-    "pause_rx_count": "pause frames received",
-    "pause_tx_count": "pause frames sent",
-    "rx_discards_count": "receive discards (PHY)",
-    "rx_out_of_buffer_count": "receive out-of-buffer drops",
-    "tx_discards_count": "transmit discards (PHY)",
-    "rx_crc_errors_count": "CRC errors",
-    "rx_symbol_errors_count": "symbol errors",
-    "rx_dropped_count": "receive drops",
-    "tx_dropped_count": "transmit drops",
-}
-
-
-def counter_lines(result: BenchResult) -> list[str]:
-    """Human lines for the counters under the headline ("3,418 TCP retransmits during the run")."""
-    lines = []
-    counters = result.counters
-    if counters.highlights:
-        parts = [
-            f"{value:,} {HIGHLIGHT_TEXT.get(name, name)}"
-            for name, value in sorted(counters.highlights.items())
-        ]
-        where = f" (interface {counters.interface})" if counters.interface else ""
-        lines.append(f"counters during the run{where}: " + "; ".join(parts))
-    elif counters.window_s is not None:
-        where = f" on {counters.interface}" if counters.interface else ""
-        lines.append(f"no error, drop, pause or retransmit counters moved{where} during the run")
-    for note in counters.unavailable[:3]:
-        lines.append(f"counters: {note}")
-    return lines

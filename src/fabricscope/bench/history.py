@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from fabricscope.bench.result import BenchResult, MatrixSuspect, Status
-from fabricscope.bench.stats import mad, median
+from fabricscope.bench.stats import MAD_SCALE, mad, median
 
-MAD_SCALE = 1.4826
 DEFAULT_THRESHOLD_PCT = 5.0
 DEFAULT_MAD_K = 3.0
 
@@ -52,9 +51,10 @@ HEADLINE: dict[str, tuple[str, ...]] = {
     "rdma": ("throughput_gbps", "lat_typical_us"),
     "collective": ("busbw_max_GBps", "busbw_avg_GBps"),
     "matrix": ("matrix_median_gbps", "suspects_count"),
+    "incast": ("goodput_gbps", "round_p99_ms"),
 }
 
-_SIZE_NAME = re.compile(r"^size_(\d+)_([A-Za-z_]+)$")
+_SIZE_NAME = re.compile(r"^size_(\d+)_([A-Za-z_]+)\Z")
 
 
 def better_direction(metric: str) -> Better | None:
@@ -263,33 +263,37 @@ def _f(value: float | int | None) -> float | None:
     return None if value is None else float(value)
 
 
-def format_metric(name: str, value: float | int | None) -> str:
-    """``12.3 Gb/s``, ``41 us``, ``0.5 %``: a value with the unit its name carries."""
-    if value is None:
-        return "-"
-    units = (
-        ("_gbps", "Gb/s"),
-        ("_GBps", "GB/s"),
-        ("_per_s", "/s"),
-        ("_mpps", "Mpps"),
-        ("_us", "us"),
-        ("_ms", "ms"),
-        ("_pct", "%"),
-    )
-    for suffix, unit in units:
-        if name.endswith(suffix):
-            return f"{_num(value)} {unit}"
-    if name.endswith("_count"):
-        return f"{value:,.0f} {name.removesuffix('_count').replace('_', ' ')}"
-    return _num(value)
+@dataclass(frozen=True)
+class Comparison:
+    """A run judged against its baseline: every metric, busbw per size, matrix suspects, the regressions."""
+
+    run_id: int
+    result: BenchResult
+    baseline_label: str
+    threshold_pct: float
+    mad_k: float
+    changes: list[MetricChange]
+    sizes: list[SizeChange]  # collective runs: busbw per message size
+    others: list[MetricChange]  # every other metric (all of them for other kinds)
+    suspects: list[SuspectChange]  # matrix runs
+
+    @property
+    def regressions(self) -> list[str]:
+        names = [c.name for c in self.changes if c.verdict == "regression"]
+        return names + [f"new suspect {s.label}" + (" (rdma)" if s.transport == "rdma" else "") for s in self.suspects if s.regression]
 
 
-def _num(value: float | int) -> str:
-    if isinstance(value, float) and abs(value) < 1000:
-        return f"{value:.4g}"
-    return f"{value:,.0f}"
-
-
-def headline_text(result: BenchResult) -> str:
-    """The one or two numbers ``history list`` shows for a completed run."""
-    return ", ".join(format_metric(n, v) for n, v in headline(result)[:2])
+def judge(
+    run_id: int,
+    result: BenchResult,
+    baseline: Sequence[BenchResult],
+    label: str,
+    *,
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT,
+    mad_k: float = DEFAULT_MAD_K,
+) -> Comparison:
+    """``history compare``: the run's metrics against the baseline runs' median and MAD (and suspects)."""
+    changes = compare(result, baseline_stats(baseline), threshold_pct=threshold_pct, mad_k=mad_k)
+    sizes, others = size_changes(changes) if result.kind == "collective" else ([], changes)
+    suspects = suspect_changes(result, baseline) if result.kind == "matrix" else []
+    return Comparison(run_id, result, label, threshold_pct, mad_k, changes, sizes, others, suspects)

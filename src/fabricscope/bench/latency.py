@@ -137,22 +137,3 @@ def build_latency_metrics(result: BenchResult, rows: list[dict[str, Any]]) -> No
             )
     result.finish(metrics)
     result.detail["rows"] = rows
-
-
-def summary_lines(result: BenchResult) -> list[str]:
-    lines = [
-        f"{'proto':<6}{'size':>9}{'samples':>10}{'p50 us':>10}{'p99 us':>10}{'p99.9 us':>10}{'max us':>10}"
-    ]
-    for row in result.detail.get("rows", []):
-        label = size_label(row["size_bytes"])
-        if row.get("skipped"):
-            lines.append(f"{row['proto']:<6}{label:>9}  skipped: {row['skipped']}")
-            continue
-
-        def f(v: Any) -> str:
-            return f"{v:10.1f}" if isinstance(v, int | float) else f"{'-':>10}"
-
-        lines.append(
-            f"{row['proto']:<6}{label:>9}{row.get('samples') or 0:>10,}{f(row.get('p50'))}{f(row.get('p99'))}{f(row.get('p999'))}{f(row.get('max'))}"
-        )
-    return lines

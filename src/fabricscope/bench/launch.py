@@ -8,11 +8,15 @@ nothing of benchmarks).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import socket
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
 
 from fabricscope.errors import FabricscopeError
 from fabricscope.lab.procgroup import ProcSpec
@@ -148,6 +152,66 @@ def parse_launch(text: str) -> LaunchSpec:
             raise LaunchError(f"--launch {text!r}: write lab:NAME")
         return LaunchSpec("lab", lab=name, hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()))
     raise LaunchError(f"--launch {text!r}: use local:N or lab:NAME")
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How one parameter travels to a launched rank: its option and the value as the option reads it.
+
+    A bool with ``negative`` becomes ``option`` or ``negative``; a bool without one is given only
+    when true. ``repeat`` gives a list as the option once per item. None is never passed (the
+    rank's default is None too).
+    """
+
+    option: str
+    text: Callable[[Any], str] = str
+    negative: str | None = None
+    repeat: bool = False
+
+    def argv(self, value: Any) -> list[str]:
+        if value is None:
+            return []
+        if isinstance(value, bool):
+            return [self.option] if value else ([self.negative] if self.negative else [])
+        if self.repeat:
+            return [arg for item in value for arg in (self.option, self.text(item))]
+        return [self.option, self.text(value)]
+
+
+def toggle(name: str) -> Flag:
+    """``--name/--no-name``."""
+    return Flag(f"--{name}", negative=f"--no-{name}")
+
+
+Flags = Mapping[str, "Flag | str | None"]  # field -> Flag, an option taking str(value), or None: not an option
+
+
+def child_argv(command: Sequence[str], params: Any, flags: Flags, extra: Sequence[str] = ()) -> list[str]:
+    """The arguments of a launched rank: ``command``, every field of ``params`` as its option, ``extra``.
+
+    ``params`` is the validated parameter model (pydantic, or a dataclass): the ranks rebuild it
+    from these options, so they run exactly what the launcher checked. Every field must have an
+    entry in ``flags`` (None for a field no option sets, which the rank then leaves at its
+    default): a new parameter without one raises here instead of being silently dropped.
+    """
+    values = _fields(params)
+    missing = sorted(set(values) - set(flags))
+    if missing:
+        raise LaunchError(f"no launch option for {type(params).__name__}.{', '.join(missing)} (bench/launch.py child_argv)")
+    argv = list(command)
+    for name, value in values.items():
+        flag = flags[name]
+        if flag is not None:
+            argv += (Flag(flag) if isinstance(flag, str) else flag).argv(value)
+    return argv + list(extra)
+
+
+def _fields(params: Any) -> dict[str, Any]:
+    if isinstance(params, BaseModel):
+        return {name: getattr(params, name) for name in type(params).model_fields}
+    if dataclasses.is_dataclass(params) and not isinstance(params, type):
+        return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+    raise TypeError(f"child_argv takes a pydantic model or a dataclass, not {type(params).__name__}")
 
 
 def self_command(args: Sequence[str]) -> list[str]:

@@ -85,8 +85,8 @@ class Parsed:
 
 
 # ----- text ---------------------------------------------------------------------------------
-_NUM = re.compile(r"^-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
-_TS = re.compile(r"^\d{4}-\d{2}-\d{2}$|^\d{2}:\d{2}:\d{2}$")
+_NUM = re.compile(r"^-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\Z")
+_TS = re.compile(r"^\d{4}-\d{2}-\d{2}\Z|^\d{2}:\d{2}:\d{2}\Z")
 
 
 def _is_num(tok: str) -> bool:
@@ -189,7 +189,7 @@ def parse_text(text: str, *, op: str | None = None, ranks: int | None = None) ->
         rows,
         op=op,
         found_op=found_op,
-        ranks=ranks or (len(rank_ids) or None),
+        ranks=ranks,
         hosts=hosts,
         version=version,
         settings=settings,
@@ -197,6 +197,7 @@ def parse_text(text: str, *, op: str | None = None, ranks: int | None = None) ->
         avg=avg,
         fmt="text",
         skipped=skipped,
+        rank_ids=rank_ids,
     )
 
 
@@ -218,7 +219,9 @@ def _op_name(name: str | None) -> str | None:
     return base or None
 
 
-def _finish(rows, *, op, found_op, ranks, hosts, version, settings, oob, avg, fmt, skipped) -> Parsed:
+def _finish(
+    rows, *, op, found_op, ranks, hosts, version, settings, oob, avg, fmt, skipped, rank_ids=frozenset()
+) -> Parsed:
     notes = []
     name = op or _op_name(found_op)
     assumed = False
@@ -227,13 +230,32 @@ def _finish(rows, *, op, found_op, ranks, hosts, version, settings, oob, avg, fm
         notes.append("operation not stated in the file; assumed all_reduce (pass --op)")
     inferred = False
     if ranks is None:
-        ranks = infer_ranks(name, rows)
-        inferred = ranks is not None
-        if inferred:
-            notes.append(f"rank count {ranks} inferred from busbw/algbw")
+        ranks, inferred, note = count_ranks(name, rows, rank_ids)
+        if note:
+            notes.append(note)
     return Parsed(
         name, assumed, ranks, inferred, hosts, version, settings, rows, oob, avg, fmt, skipped, notes
     )
+
+
+def count_ranks(
+    op: str, rows: list[Row], rank_ids: set[int] | frozenset
+) -> tuple[int | None, bool, str | None]:
+    """(ranks, inferred, note) from the header's ``#  Rank N ... on HOST`` lines and the rows.
+
+    Rank 0 prints one line per rank, 0 to n-1; when they are not all there (the file's head was
+    cut) or busbw/algbw says there are more, the count comes from busbw/algbw, else from the
+    highest rank seen."""
+    from_bw = infer_ranks(op, rows)
+    top = max(rank_ids) + 1 if rank_ids else None
+    if top is not None and len(rank_ids) == top and not (from_bw is not None and from_bw > top):
+        return top, False, None
+    if from_bw is not None and (top is None or from_bw >= top):
+        cut = f"; the 'Rank N' lines are cut (highest Rank {top - 1})" if top is not None else ""
+        return from_bw, True, f"rank count {from_bw} inferred from busbw/algbw{cut}"
+    if top is not None:
+        return top, True, f"rank count {top} from the highest 'Rank N' line; the header is cut"
+    return None, False, None
 
 
 def infer_ranks(op: str, rows: list[Row]) -> int | None:
@@ -420,7 +442,9 @@ def to_bench_result(parsed: Parsed, *, source: str) -> BenchResult:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first.get("loc", ()))
-        raise NcclTestsError(f"{source}: a result row is out of range ({where}: {first.get('msg')})") from None
+        raise NcclTestsError(
+            f"{source}: a result row is out of range ({where}: {first.get('msg')})"
+        ) from None
     metrics: dict[str, float | int | None] = {
         "busbw_avg_GBps": sum(busbws) / len(busbws),
         "busbw_max_GBps": max(busbws),

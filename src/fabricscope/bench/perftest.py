@@ -19,9 +19,9 @@ TOOLS = ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_write_lat", "ib_send_lat
 _TEST_NAME = re.compile(r"^\s*(\S.*?(?:BW|Latency) Test)\s*$")
 _PAIR = re.compile(r"([A-Za-z][\w\-* .]*?)\s*:\s*([^\t]*?)\s*(?=\t|$)")
 _COLUMN = re.compile(r"#\w+|tps average|(?:[\w.%]+ )*[\w.%]+\[[^\]]*\]")
-_ADDRESS = re.compile(r"^\s*(local|remote) address:\s*(.*)$")
+_ADDRESS = re.compile(r"^\s*(local|remote) address:\s*(.*)\Z")
 _GID_LINE = re.compile(r"^\s*GID:\s*([0-9a-fA-F:]+)\s*$")
-_NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
+_NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?\Z")
 
 # Column label (unit stripped, lower case) -> our field name.
 COLUMN_FIELDS = {
@@ -89,7 +89,7 @@ def bw_to_gbps(value: float, unit: str | None) -> float:
 
 
 def _column_key(label: str) -> tuple[str, str | None]:
-    match = re.match(r"^(.*?)\[([^\]]*)\]$", label)
+    match = re.match(r"^(.*?)\[([^\]]*)\]\Z", label)
     name, unit = (match.group(1), match.group(2)) if match else (label, None)
     return name.strip().lower(), unit
 

@@ -306,6 +306,13 @@ def run_rdma(
             )
     except RdmaPlanError as exc:
         return result.fail(str(exc))
+    return _judge_outcome(result, params, choice, outcome, budget, json_text)
+
+
+def _judge_outcome(
+    result: BenchResult, params: RdmaParams, choice: PortChoice, outcome: CommandOutcome, budget: float, json_text: str | None
+) -> BenchResult:
+    """perftest's exit and output as the result: JSON numbers where it wrote them, the text for the rest."""
     text = outcome.stdout + ("\n" + outcome.stderr if outcome.stderr else "")
     result.detail["output_tail"] = text.strip().splitlines()[-40:]
     if outcome.timed_out:
@@ -313,26 +320,9 @@ def run_rdma(
         return result.fail(f"{params.tool} did not finish within {budget:g} s ({side}); stopped it")
     if outcome.rc != 0:
         return result.fail(f"{params.tool} exited with status {outcome.rc}: {failure_reason(text)}")
-    parsed: PerftestOutput | None = None
-    source = "text"
-    try:
-        if json_text:
-            parsed, source = parse_json(json_text, "Gb/sec"), "json"
-    except PerftestParseError as exc:
-        result.detail["json_problem"] = str(exc)
-    try:
-        text_parsed = parse_text(outcome.stdout)
-        if parsed is None:
-            parsed = text_parsed
-        else:  # JSON has the numbers; the text has the addresses and warnings
-            parsed.local, parsed.remote, parsed.warnings = (
-                text_parsed.local,
-                text_parsed.remote,
-                text_parsed.warnings,
-            )
-    except PerftestParseError as exc:
-        if parsed is None:
-            return result.fail(f"{params.tool} output not understood: {exc}")
+    parsed, source = _parse_output(result, json_text, outcome.stdout)
+    if isinstance(parsed, PerftestParseError):
+        return result.fail(f"{params.tool} output not understood: {parsed}")
     if not parsed.rows:
         return result.fail(f"{params.tool} printed no result rows: {failure_reason(text)}")
     result.finish(metrics_from(parsed, choice.rate_gbps))
@@ -354,25 +344,20 @@ def run_rdma(
     return result
 
 
-def summary_lines(result: BenchResult) -> list[str]:
-    m = result.metrics
-    plan = result.detail.get("plan", {})
-    where = f"{plan.get('device')}/{plan.get('port')}"
-    if plan.get("gid_index") is not None:
-        where += f" GID {plan['gid_index']} ({plan.get('gid_ip')})"
-    lines = [f"{result.params.get('test')} on {where}: {plan.get('why', '')}"]
-    if "throughput_gbps" in m:
-        line = f"{m['throughput_gbps']:.2f} Gb/s at {int(m.get('msg_size_bytes', 0)):,} B messages"
-        if m.get("link_utilization_pct") is not None:
-            line += f" ({m['link_utilization_pct']:.1f} % of the {plan.get('rate_gbps'):g} Gb/s link)"
-        if m.get("msg_rate_mpps") is not None:
-            line += f", {m['msg_rate_mpps']:.3f} Mpps"
-        lines.append(line)
-    if "lat_typical_us" in m:
-        lines.append(
-            f"one-way latency typical {m['lat_typical_us']:.2f} us, p99 {m.get('lat_p99_us', float('nan')):.2f} us, "
-            f"p99.9 {m.get('lat_p999_us', float('nan')):.2f} us, max {m.get('lat_max_us', float('nan')):.2f} us"
-        )
-    if result.detail.get("gid_mismatch"):
-        lines.append(f"warning: {result.detail['gid_mismatch']}")
-    return lines
+def _parse_output(result: BenchResult, json_text: str | None, stdout: str) -> tuple[PerftestOutput | PerftestParseError, str]:
+    """perftest's JSON file where it wrote one (the numbers), its text for addresses and warnings; or why neither reads."""
+    parsed: PerftestOutput | None = None
+    source = "text"
+    try:
+        if json_text:
+            parsed, source = parse_json(json_text, "Gb/sec"), "json"
+    except PerftestParseError as exc:
+        result.detail["json_problem"] = str(exc)
+    try:
+        text_parsed = parse_text(stdout)
+    except PerftestParseError as exc:
+        return (parsed, source) if parsed is not None else (exc, source)
+    if parsed is None:
+        return text_parsed, source
+    parsed.local, parsed.remote, parsed.warnings = text_parsed.local, text_parsed.remote, text_parsed.warnings
+    return parsed, source

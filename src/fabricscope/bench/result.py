@@ -28,7 +28,9 @@ within v1; absent from the JSON of other kinds, so older documents stay valid):
   ``null`` diagonal), ``retransmit_pct``, ``suspects`` / ``cleared`` (:class:`MatrixSuspect`,
   at least ``host`` and ``reason``), ``retests``, ``thresholds_gbps``,
   ``thresholds_retransmit_pct``, ``failures`` and ``rdma`` (the perftest matrix, or why it
-  was skipped).
+  was skipped);
+* ``incast`` (``bench incast``): one :class:`IncastPoint` per sender count (goodput, round
+  completion p50/p99/max, retransmits, timeouts), with ``hosts`` naming the receiver first.
 
 The printed ``--json`` document of these kinds is exactly the stored result.
 """
@@ -190,14 +192,23 @@ class Straggler(BaseModel):
 
 
 class MatrixSuspect(BaseModel):
-    """A host (or the link between ``host`` and ``peer``) the pairwise matrix blames."""
+    """A host (or the link between ``host`` and ``peer``) the pairwise matrix blames.
+
+    With ``--topology`` the link may be a switch cable (``link``: its two switches), or the
+    suspect a switch (kind ``switch``, named in ``host``); ``alternatives`` lists every element
+    that explains the same slow flows when the matrix cannot tell them apart.
+    """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     host: str
     reason: str
-    kind: Literal["host", "link"] = "host"
+    kind: Literal["host", "link", "switch"] = "host"
     peer: str | None = None
+    link: list[str] | None = None  # [switch, switch]: a cable (bundle) of the topology
+    alternatives: list[str] | None = None  # labels of the elements it cannot be told from
+    flows_slow: int | None = None  # slow flows it explains (topology localization)
+    flows_through: int | None = None  # measured flows that had to cross it
     transport: Literal["tcp", "rdma"] = "tcp"
     score_gbps: float | None = None
     fleet_median_gbps: float | None = None
@@ -208,7 +219,9 @@ class MatrixSuspect(BaseModel):
 
     @property
     def label(self) -> str:
-        return self.host if self.kind == "host" else f"{self.host} <-> {self.peer}"
+        if self.alternatives:
+            return " | ".join(self.alternatives)
+        return self.host if self.kind in ("host", "switch") else f"{self.host} <-> {self.peer}"
 
 
 class MatrixRetest(BaseModel):
@@ -297,6 +310,21 @@ def _check_square(name: str, matrix: Matrix | None, n: int) -> None:
                 raise ValueError(f"{name} holds a value that is not finite")
 
 
+class IncastPoint(BaseModel):
+    """``bench incast``: one sender count, over its timed rounds."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    senders: int = Field(ge=1)
+    goodput_gbps: float = Field(ge=0)
+    round_p50_ms: float = Field(ge=0)
+    round_p99_ms: float = Field(ge=0)
+    round_max_ms: float = Field(ge=0)
+    rounds: int = Field(ge=1)
+    retransmits: int = Field(ge=0)  # the senders' own sockets (TCP_INFO), exact for the point
+    timeouts: int = Field(ge=0)  # TcpExt.TCPTimeouts of the senders' network namespaces
+
+
 class BenchResult(BaseModel):
     """One benchmark run. Serialise with :meth:`to_json_dict` (``schema`` key included)."""
 
@@ -334,6 +362,9 @@ class BenchResult(BaseModel):
     thresholds_retransmit_pct: Cutoffs | None = None
     failures: list[str] | None = None
     rdma: MatrixRdma | None = None
+    topology: dict[str, Any] | None = None  # bench matrix --topology: the fabric (sim YAML document)
+    # incast
+    incast: list[IncastPoint] | None = None
 
     @field_validator("metrics")
     @classmethod

@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+# MAD x 1.4826 estimates the standard deviation of normally distributed values (1 / Phi^-1(3/4)).
+MAD_SCALE = 1.4826
+
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """Percentile ``q`` (0..100) of already-sorted values, linear interpolation (numpy's default)."""
@@ -44,3 +47,8 @@ def mad(values: Sequence[float]) -> float:
     """Median absolute deviation (unscaled): robust spread that one outlier run cannot inflate."""
     centre = median(values)
     return median([abs(v - centre) for v in values])
+
+
+def robust_sigma(values: Sequence[float]) -> float:
+    """``MAD_SCALE x MAD``: a standard deviation that a few outliers cannot inflate (0.0 for no values)."""
+    return MAD_SCALE * mad(values) if values else 0.0

@@ -174,14 +174,3 @@ def build_tcp_metrics(
     metrics["server_cpu_pct"] = cpu_pct(server, wall)
     result.finish(metrics)
     result.detail["streams"] = streams_detail
-
-
-def summary_line(result: BenchResult) -> str:
-    """``12.1 Gb/s (4 streams, send); 3,418 TCP retransmits during the run``."""
-    m = result.metrics
-    parts = [f"{m.get('throughput_gbps') or 0:.2f} Gb/s"]
-    if result.params.get("direction") == "bidir":
-        parts[0] += (
-            f" (send {m.get('send_throughput_gbps') or 0:.2f}, recv {m.get('recv_throughput_gbps') or 0:.2f})"
-        )
-    return "; ".join(parts) + f"; {int(m.get('retransmits_count') or 0):,} TCP retransmits during the run"

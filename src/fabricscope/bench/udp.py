@@ -117,14 +117,3 @@ def build_udp_metrics(
         }
         for i, (c, s) in enumerate(zip(client, server))
     ]
-
-
-def summary_line(result: BenchResult) -> str:
-    m = result.metrics
-    offered = f"{m['offered_gbps']:.2f} Gb/s offered" if m.get("offered_gbps") else "unlimited offered rate"
-    line = f"{m.get('throughput_gbps') or 0:.3f} Gb/s delivered ({offered}, {m.get('sent_gbps') or 0:.3f} Gb/s sent)"
-    line += f"; loss {m.get('loss_pct') or 0:.3f} % ({int(m.get('datagrams_lost_count') or 0):,} of {int(m.get('datagrams_sent_count') or 0):,} datagrams)"
-    line += f", {int(m.get('out_of_order_count') or 0):,} out of order"
-    if m.get("jitter_us") is not None:
-        line += f", jitter {m['jitter_us']:.1f} us"
-    return line

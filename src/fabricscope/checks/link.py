@@ -27,28 +27,32 @@ ERROR_COUNTERS = (
     "rx_icrc_encapsulated",
     "port_xmit_discards",
 )
+# The error statistics of the efa driver's port hw_counters (drivers/infiniband/hw/efa/efa_verbs.c).
+EFA_ERROR_COUNTERS = ("rx_drops", "rdma_read_wr_err")
 CONGESTION_PORT_COUNTERS = ("port_xmit_wait", "np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets")
-_PAUSE = re.compile(r"^(rx|tx)_prio(\d)_pause$")
+_PAUSE = re.compile(r"^(rx|tx)_prio(\d)_pause\Z")
 
 
 @check("link.errors", "Link error counters")
 def link_errors(ctx: CheckContext) -> Iterator[Finding]:
     """Symbol errors, link downs and recoveries point at cables, transceivers and switch ports;
     ACK timeouts and retry exhaustion point at loss in the fabric. Non-zero totals are a warning
-    (they may be old); counters rising during `--interval` are a failure happening now."""
+    (they may be old); counters rising during `--interval` are a failure happening now. EFA ports
+    have no IB port counters; their driver's rx_drops and rdma_read_wr_err are read instead."""
     rates = ctx.rates
     clean = 0
     unknown = []
     for port in ctx.inventory.ports:
         counters = {**port.counters, **port.hw_counters}
-        if not any(name in counters for name in ERROR_COUNTERS):
+        names = EFA_ERROR_COUNTERS if port.is_unspecified else ERROR_COUNTERS
+        if not any(name in counters for name in names):
             unknown.append(port.name)
             continue
-        nonzero = {name: counters[name] for name in ERROR_COUNTERS if counters.get(name)}
+        nonzero = {name: counters[name] for name in names if counters.get(name)}
         rising = {}
         if rates is not None:
             deltas = rates.ports.get(port.name, {})
-            rising = {name: deltas[name] for name in ERROR_COUNTERS if deltas.get(name)}
+            rising = {name: deltas[name] for name in names if deltas.get(name)}
         if rising:
             yield Finding(
                 "link.errors", Severity.FAIL, port.name,

@@ -6,11 +6,8 @@ from collections.abc import Iterator
 
 from fabricscope.checks.registry import CheckContext, check
 from fabricscope.findings import Finding, Severity
-from fabricscope.host.inventory import NCCL_CONF
+from fabricscope.nccl.job import CONF_PATH, JobSources, collect, relabel
 from fabricscope.nccl.lint import lint
-from fabricscope.nccl.settings import merge, parse_env_file
-
-CONF_PATH = "/" + NCCL_CONF
 
 
 @check("nccl.conf", "/etc/nccl.conf fits the node")
@@ -19,17 +16,11 @@ def nccl_conf(ctx: CheckContext) -> Iterator[Finding]:
     set, so a stale line there (an interface name from another machine, a forced GID index, TCP
     sockets forced with NCCL_IB_DISABLE) silently breaks or slows every job. The file is linted
     with the same rules and codes as `fabricscope nccl lint`; nothing is reported when it is absent."""
-    text = ctx.inventory.nccl_conf
-    if text is None:
+    if ctx.inventory.nccl_conf is None:
         return
-    settings, unparsed = parse_env_file(text, CONF_PATH, origin="/etc/nccl.conf")
-    merged = merge([settings])
-    merged.unparsed = unparsed
-    findings = lint(merged, ctx.inventory)
-    for f in findings:
-        evidence = dict(f.evidence)
-        evidence["code"] = f.id
-        yield Finding("nccl.conf", f.severity, f"{evidence.get('source', CONF_PATH)} {f.subject}", f"{f.id}: {f.message}", evidence, f.fix)
+    settings = collect(JobSources(), inventory=ctx.inventory)
+    findings = lint(settings, ctx.inventory)
+    yield from relabel(findings, "nccl.conf", subject=lambda f: f"{f.evidence.get('source', CONF_PATH)} {f.subject}")
     if not any(f.severity in (Severity.WARN, Severity.FAIL) for f in findings):
-        names = ", ".join(s.name for s in settings) or "no settings"
-        yield Finding("nccl.conf", Severity.PASS, CONF_PATH, f"{len(settings)} setting(s) fit this node ({names})", {"settings": len(settings)})
+        found = list(settings.effective)
+        yield Finding("nccl.conf", Severity.PASS, CONF_PATH, f"{len(found)} setting(s) fit this node ({', '.join(found) or 'no settings'})", {"settings": len(found)})

@@ -10,6 +10,9 @@ from fabricscope.host.inventory import Inventory
 from fabricscope.host.iommu import TRANSLATED
 from fabricscope.host.pci import bridges_between, switch_upstream_ports
 from fabricscope.host.procfs import GPUDIRECT_MODULES
+from fabricscope.nccl.node import gpudirect_without_module
+
+IOMMU_PARAMS = ("iommu", "intel_iommu", "amd_iommu", "iommu.passthrough", "iommu.strict")
 
 
 def _nics(ctx: CheckContext) -> list[tuple[str, str]]:
@@ -146,9 +149,10 @@ def affinity(ctx: CheckContext) -> Iterator[Finding]:
 
 @check("pcie.gpudirect", "GPUDirect RDMA module loaded")
 def gpudirect(ctx: CheckContext) -> Iterator[Finding]:
-    """With GPUs and RDMA NICs present, NCCL needs nvidia_peermem (or the legacy nv_peer_mem) to
-    let the NIC read and write GPU memory; without it (and without DMA-BUF support) every transfer
-    bounces through host memory."""
+    """With GPUs and RDMA NICs present, the NIC reads and writes GPU memory either through DMA-BUF
+    (NCCL >= 2.13, the open GPU kernel module, kernel >= 5.12) or through nvidia_peermem (or the
+    legacy nv_peer_mem; both need MLNX_OFED/DOCA's ib_core); with neither, every transfer bounces
+    through host memory. A host that can use DMA-BUF is never told to load nvidia-peermem."""
     inv = ctx.inventory
     if not inv.gpus or not inv.rdma_devices:
         return
@@ -159,11 +163,16 @@ def gpudirect(ctx: CheckContext) -> Iterator[Finding]:
     if loaded:
         yield Finding("pcie.gpudirect", Severity.PASS, "kernel", f"{loaded[0]} loaded", {"modules": loaded})
         return
+    dmabuf, advice = gpudirect_without_module(inv)
+    evidence = {"gpus": len(inv.gpus), "rdma_devices": len(inv.rdma_devices)}
+    if dmabuf:
+        yield Finding("pcie.gpudirect", Severity.PASS, "kernel", f"no peer-memory module loaded, none needed: {advice}", evidence)
+        return
     yield Finding(
         "pcie.gpudirect", Severity.WARN, "kernel",
         "GPUs and RDMA NICs present but no GPUDirect RDMA module (nvidia_peermem / nv_peer_mem) is loaded",
-        {"gpus": len(inv.gpus), "rdma_devices": len(inv.rdma_devices)},
-        "modprobe nvidia_peermem (and add it to /etc/modules-load.d/); NCCL >= 2.19 with the open GPU driver can use DMA-BUF instead",
+        evidence,
+        advice,
     )
 
 
@@ -222,7 +231,9 @@ def iommu(ctx: CheckContext) -> Iterator[Finding]:
     cmdline = inv.kernel.cmdline
     args = cmdline.split() if cmdline is not None else []
     on = [a for a in args if a in ("intel_iommu=on", "amd_iommu=on", "amd_iommu=force_isolation", "iommu=nopt", "iommu.passthrough=0")]
-    evidence: dict = {"cmdline": cmdline}
+    # Only the IOMMU parameters: the rest of /proc/cmdline may carry secrets, and doctor documents
+    # travel (fleet collect, support tickets) unscrubbed.
+    evidence: dict = {"cmdline": " ".join(a for a in args if a.split("=", 1)[0] in IOMMU_PARAMS) if cmdline is not None else None}
     fix = "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX) and reboot"
     if inv.iommu.visible:
         devices = [(f"GPU{g.index}", g.pci_address) for g in inv.gpus] + [(d.name, d.pci_address) for d in inv.rdma_devices if d.pci_address]

@@ -16,7 +16,8 @@ from fabricscope.host.verbs import VerbsPort, roce_mtu_for
 def rdma_present(ctx: CheckContext) -> Iterator[Finding]:
     """A node without any device under /sys/class/infiniband can only use TCP sockets; that is
     expected on cloud VMs but a fault on an RDMA cluster node (driver not loaded, NIC in the wrong
-    mode). The TCP checks run either way."""
+    mode). The TCP checks run either way. AWS EFA devices (driver efa, link layer "Unknown") are
+    RDMA devices too: NCCL uses them through aws-ofi-nccl over libfabric."""
     inv = ctx.inventory
     if not inv.rdma_devices:
         yield Finding(
@@ -29,6 +30,15 @@ def rdma_present(ctx: CheckContext) -> Iterator[Finding]:
         )
         return
     names = [d.name for d in inv.rdma_devices]
+    efa = [d.name for d in inv.rdma_devices if d.is_efa]
+    if efa:
+        yield Finding(
+            "rdma.present", Severity.PASS, "node",
+            f"{len(names)} RDMA device(s), {len(efa)} of them AWS EFA: {', '.join(names)}; NCCL reaches EFA through the "
+            "aws-ofi-nccl net plugin (libfabric's efa provider), not its built-in IB transport",
+            {"devices": names, "efa": efa},
+        )
+        return
     yield Finding("rdma.present", Severity.PASS, "node", f"{len(names)} RDMA device(s): {', '.join(names)}", {"devices": names})
 
 
@@ -162,10 +172,12 @@ def link_layer_mix(ctx: CheckContext) -> Iterator[Finding]:
 def firmware(ctx: CheckContext) -> Iterator[Finding]:
     """HCAs of one model should run one firmware version: mixed firmware gives different
     congestion-control and adaptive-routing behaviour between rails and is a common leftover of a
-    partial upgrade."""
+    partial upgrade. EFA devices are left out: AWS manages their firmware (sysfs shows 0.0.0.0)."""
     by_model: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     unknown = []
     for dev in ctx.inventory.rdma_devices:
+        if dev.is_efa:
+            continue
         if dev.model and dev.fw_ver:
             by_model[dev.model][dev.fw_ver].append(dev.name)
         else:

@@ -87,4 +87,18 @@ def all_checks() -> list[CheckSpec]:
 
 def load_builtin_checks() -> None:
     """Import the check modules so they register themselves."""
-    from fabricscope.checks import aer, link, nccl_conf, pcie, rdma, rdma_access, roce, sources, tcp  # noqa: F401
+    from fabricscope.checks import (  # noqa: F401
+        aer,
+        gpu_fabric,
+        kernel_log,
+        link,
+        nccl_conf,
+        nic_config,
+        pcie,
+        rdma,
+        rdma_access,
+        roce,
+        sources,
+        subnet_manager,
+        tcp,
+    )

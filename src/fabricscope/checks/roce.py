@@ -9,8 +9,8 @@ from fabricscope.findings import Finding, Severity
 from fabricscope.host.infiniband import RdmaPort
 from fabricscope.host.inventory import Inventory
 from fabricscope.host.verbs import IBOE_OVERHEAD_BYTES, roce_mtu_for
-from fabricscope.nccl.settings import parse_env_file
-from fabricscope.nccl_gid import AF_INET, AF_INET6, GidChoice, GidPolicy, select_gid
+from fabricscope.nccl.settings import parse_conf_file
+from fabricscope.nccl_gid import GidPolicy, explain_choice, select_gid
 
 # RDMA MTU 4096 needs the netdev MTU to hold 4096 bytes of payload plus RoCE v2 headers.
 MIN_NETDEV_MTU_FOR_4K = 4096 + IBOE_OVERHEAD_BYTES
@@ -65,7 +65,7 @@ def roce_gid(ctx: CheckContext) -> Iterator[Finding]:
                 f"NCCL (2.21+) uses GID index {choice.index} ({shown}, RoCE v2) on {netdev or 'its netdev'}", evidence,
             )
             continue
-        message, fix = _gid_problem(port, netdev, choice, policy)
+        message, fix = explain_choice(port.gids, netdev, choice, policy, where="/etc/nccl.conf")
         yield Finding("roce.gid", Severity.WARN, port.name, message, evidence, fix)
 
 
@@ -73,52 +73,8 @@ def _conf_env(text: str | None) -> dict[str, str]:
     """The NCCL_* values of /etc/nccl.conf (NCCL reads it for whatever the environment leaves unset)."""
     if text is None:
         return {}
-    settings, _unparsed = parse_env_file(text, "/etc/nccl.conf", origin="/etc/nccl.conf")
+    settings, _skipped, _misread = parse_conf_file(text, "/etc/nccl.conf", origin="/etc/nccl.conf")
     return {s.name: s.value for s in settings}
-
-
-def _gid_problem(port: RdmaPort, netdev: str | None, choice: GidChoice, policy: GidPolicy) -> tuple[str, str]:
-    """Why the entry NCCL uses is not a routable RoCE v2 one, and what fixes it."""
-    at = "an empty entry" if choice.gid is None else f"{choice.gid}" + (", link-local" if not choice.valid else "")
-    kind = f"RoCE v{choice.roce_version}" if choice.roce_version else "type unknown"
-    picked = f"NCCL (2.21+, {policy.describe()}) uses GID index {choice.index} ({at}, {kind})"
-    dev = netdev or "<netdev>"
-    if choice.forced:
-        return (
-            f"NCCL_IB_GID_INDEX={choice.index} in /etc/nccl.conf forces GID index {choice.index} ({at}, {kind})",
-            "remove NCCL_IB_GID_INDEX from /etc/nccl.conf (NCCL 2.21+ picks the RoCE v2 entry itself)",
-        )
-    v2 = [g for g in port.gids if g.roce_version == 2 and g.is_routable and not g.is_link_local]
-    other_family = [g for g in v2 if (AF_INET if g.ipv4 else AF_INET6) != policy.family]
-    if v2 and len(other_family) == len(v2):
-        shown = ", ".join(f"index {g.index} {g.ipv4 or g.gid}" for g in v2[:3])
-        fam = "IPv6" if policy.family == AF_INET else "IPv4"
-        want = "IPv4" if policy.family == AF_INET else "IPv6"
-        return (
-            f"{picked}: this port's only RoCE v2 addresses are {fam} ({shown}), and NCCL looks for {want}",
-            f"give {dev} an {want} address (`ip addr add <ip>/<len> dev {dev}`), or set "
-            f"NCCL_IB_ADDR_FAMILY={AF_INET6 if policy.family == AF_INET else AF_INET} for every job on every node (NCCL >= 2.21)",
-        )
-    if v2 and policy.range_text:
-        return (
-            f"{picked}: NCCL_IB_ADDR_RANGE={policy.range_text} excludes every RoCE v2 address of this port",
-            f"set NCCL_IB_ADDR_RANGE to the subnet of {dev}'s address, or remove it",
-        )
-    if v2 and policy.roce_version != 2:
-        return (
-            f"{picked}: NCCL_IB_ROCE_VERSION_NUM={policy.roce_version} steers NCCL away from the RoCE v2 entries",
-            "remove NCCL_IB_ROCE_VERSION_NUM (default 2)",
-        )
-    v1_ip = [g for g in port.gids if g.is_routable and g.roce_version == 1]
-    if v1_ip:
-        return (
-            f"only RoCE v1 entries carry an IP address (index {v1_ip[0].index}); no RoCE v2 GID",
-            "enable RoCE v2 (default mode: `cma_roce_mode -d <dev> -p 1 -m 2`) or check the driver version",
-        )
-    return (
-        "no RoCE v2 GID with an IPv4 or global IPv6 address (only link-local entries)",
-        f"give {netdev or 'the port netdev'} an IP address (`ip addr add <ip>/<len> dev {dev}`); the kernel then adds the RoCE v2 GID",
-    )
 
 
 @check("roce.mtu", "Netdev MTU allows RDMA MTU 4096")

@@ -15,11 +15,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import typer
-from rich.markup import escape
 
-from fabricscope.cli.common import JSON_HELP, print_json
+from fabricscope.cli.common import JSON_HELP, die, store_and_print
 from fabricscope.cli.main import app
-from fabricscope.errors import FabricscopeError
 from fabricscope.units import parse_sizes
 
 bench_app = typer.Typer(
@@ -38,10 +36,6 @@ PROGRESS_MIN_S = 2.0
 
 
 # ----- shared plumbing ------------------------------------------------------------------------
-def _err(message: str, code: int = 2) -> typer.Exit:
-    typer.echo(f"fabricscope: error: {message}", err=True)
-    return typer.Exit(code)
-
 
 @contextmanager
 def _progress(label: str, expected_s: float, quiet: bool) -> Iterator[Callable[[float], None] | None]:
@@ -95,60 +89,19 @@ def _with_ticks(func: Callable[[], object], tick: Callable[[float], None] | None
     return box["result"]
 
 
-def _finish(
-    result, *, json_out: bool, store: bool, thresholds: list, render: Callable[[object], list[str]]
-) -> None:
-    """Judge thresholds, store, print, and exit with the documented status."""
-    from fabricscope.bench.counters import counter_lines
+def _finish(result, *, json_out: bool, store: bool, thresholds: list) -> None:
+    """Judge thresholds, store, print (report.bench.print_live), and exit with the documented status."""
     from fabricscope.bench.result import Status
     from fabricscope.bench.thresholds import apply_thresholds
 
     failures = apply_thresholds(result, thresholds)
-    store_error = None
-    if store:
-        try:
-            from fabricscope.store import Store
-
-            with Store.open() as db:
-                db.save(result)
-        except FabricscopeError as exc:
-            store_error = str(exc)
-    if json_out:
-        print_json(result.to_json_dict())
-    else:
-        from fabricscope.report.terminal import console
-
-        out = console()
-        peer = result.params.get("peer")
-        head = f"[bold]bench {result.kind}[/bold]" + (f" -> {escape(str(peer))}" if peer else "")
-        out.print(f"{head}  [dim]{escape(_param_text(result.params))}[/dim]")
-        if result.status == Status.OK:
-            for line in render(result):
-                out.print(escape(line))
-            for line in counter_lines(result):
-                out.print(f"  [dim]{escape(line)}[/dim]")
-            for check in result.thresholds.get("checks", []):
-                mark = "[green]PASS[/green]" if check["passed"] else "[bold red]FAIL[/bold red]"
-                out.print(
-                    f"  {mark} {escape(check['option'])} {check['limit']:g}: {escape(check['metric'])} = {check['value']}"
-                )
-        elif result.status == Status.SKIPPED:
-            out.print(f"[yellow]skipped:[/yellow] {escape(result.reason or '')}")
-        if result.run_id is not None:
-            out.print(f"[dim]stored as run {result.run_id} (fabricscope history show {result.run_id})[/dim]")
-    if store_error:
-        raise _err(f"result not stored: {store_error}")
+    store_and_print(result, store=store, json_out=json_out)
     if result.status == Status.FAILED:
-        raise _err(result.reason or "run failed")
+        die(result.reason or "run failed")
     if failures:
         typer.echo("fabricscope: threshold failed: " + "; ".join(failures), err=True)
         raise typer.Exit(1)
     raise typer.Exit(0)
-
-
-def _param_text(params: dict) -> str:
-    skip = {"peer", "timeout_s"}
-    return ", ".join(f"{k}={v}" for k, v in params.items() if k not in skip and v is not None)
 
 
 def _params(model, **values):
@@ -160,7 +113,7 @@ def _params(model, **values):
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         loc = ".".join(str(p) for p in err.get("loc", ()))
-        raise _err(f"{loc}: {err.get('msg')}") from None
+        die(f"{loc}: {err.get('msg')}")
 
 
 def _check_peer(peer: str) -> None:
@@ -169,7 +122,7 @@ def _check_peer(peer: str) -> None:
     try:
         Peer.parse(peer)
     except ValueError as exc:
-        raise _err(f"--peer: {exc}") from None
+        die(f"--peer: {exc}")
 
 
 # ----- serve ----------------------------------------------------------------------------------
@@ -212,18 +165,15 @@ def serve(
         except ValueError:
             ports = (0, 0)
         if not sep or not ports[0] or ports[0] > ports[1]:
-            raise _err("--data-ports takes LOW-HIGH with 1 <= LOW <= HIGH <= 65535, e.g. 5300-5399")
+            die("--data-ports takes LOW-HIGH with 1 <= LOW <= HIGH <= 65535, e.g. 5300-5399")
     logging.basicConfig(
         level=logging.WARNING if quiet else logging.INFO,
         format="%(asctime)s fabricscope bench serve: %(message)s",
         stream=sys.stderr,
     )
     limits = ServerLimits(max_duration_s=max_duration, max_tests=max_tests, max_streams=max_streams)
-    try:
-        server = BenchServer(bind=bind, port=port, token=token, limits=limits, data_ports=ports)
-        server.start()
-    except FabricscopeError as exc:
-        raise _err(str(exc)) from None
+    server = BenchServer(bind=bind, port=port, token=token, limits=limits, data_ports=ports)
+    server.start()
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: server.stop())
     try:
@@ -252,13 +202,13 @@ def tcp(
         128 * 1024, "--msg-bytes", "-l", min=1, max=16 * 1024 * 1024, help="Bytes per send() call."
     ),
     window: int = typer.Option(
-        None, "--window", help="SO_SNDBUF/SO_RCVBUF bytes (default: kernel autotuning)."
+        None, "--window", min=1024, max=1 << 30, help="SO_SNDBUF/SO_RCVBUF bytes (default: kernel autotuning)."
     ),
     interval: float = typer.Option(
         1.0, "--interval", min=0.05, max=60, help="Seconds per reported interval."
     ),
     min_gbps: float = typer.Option(
-        None, "--min-gbps", help="Exit 1 when total throughput is below this (Gb/s)."
+        None, "--min-gbps", min=0, max=1e6, help="Exit 1 when total throughput is below this (Gb/s)."
     ),
     timeout: float = typer.Option(10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP),
     token: str = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP),
@@ -266,12 +216,12 @@ def tcp(
     no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
 ) -> None:
     """TCP throughput: N streams, either direction or both, with retransmits and CPU of both ends."""
-    from fabricscope.bench.tcp import TcpParams, run_tcp, summary_line
+    from fabricscope.bench.tcp import TcpParams, run_tcp
     from fabricscope.bench.thresholds import Threshold
 
     _check_peer(peer)
     if direction not in ("send", "recv", "bidir"):
-        raise _err("--direction takes send, recv or bidir")
+        die("--direction takes send, recv or bidir")
     params = _params(
         TcpParams, peer=peer, streams=streams, duration_s=duration, msg_bytes=msg_bytes, direction=direction,
         window_bytes=window, interval_s=interval, timeout_s=timeout,
@@ -279,13 +229,7 @@ def tcp(
     with _progress(f"tcp {direction} x{streams}", duration, False) as tick:
         result = run_tcp(params, token=token, tick=tick)
     thresholds = [Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps")] if min_gbps is not None else []
-    _finish(
-        result,
-        json_out=json_out,
-        store=not no_store,
-        thresholds=thresholds,
-        render=lambda r: [summary_line(r)],
-    )
+    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds)
 
 
 @bench_app.command("udp")
@@ -305,9 +249,9 @@ def udp(
         1.0, "--interval", min=0.05, max=60, help="Seconds per reported interval."
     ),
     min_gbps: float = typer.Option(
-        None, "--min-gbps", help="Exit 1 when the delivered rate is below this (Gb/s)."
+        None, "--min-gbps", min=0, max=1e6, help="Exit 1 when the delivered rate is below this (Gb/s)."
     ),
-    max_loss: float = typer.Option(None, "--max-loss-pct", help="Exit 1 when loss exceeds this percentage."),
+    max_loss: float = typer.Option(None, "--max-loss-pct", min=0, max=100, help="Exit 1 when loss exceeds this percentage."),
     timeout: float = typer.Option(10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP),
     token: str = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -315,13 +259,13 @@ def udp(
 ) -> None:
     """UDP at an offered rate: delivered Gb/s, loss %, out-of-order datagrams, jitter."""
     from fabricscope.bench.thresholds import Threshold
-    from fabricscope.bench.udp import UdpParams, parse_offered_rate, run_udp, summary_line
+    from fabricscope.bench.udp import UdpParams, parse_offered_rate, run_udp
 
     _check_peer(peer)
     try:
         rate_bps = parse_offered_rate(rate)
     except ValueError as exc:
-        raise _err(f"--rate: {exc}") from None
+        die(f"--rate: {exc}")
     params = _params(
         UdpParams,
         peer=peer,
@@ -339,13 +283,7 @@ def udp(
         thresholds.append(Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"))
     if max_loss is not None:
         thresholds.append(Threshold("loss_pct", "<=", max_loss, "--max-loss-pct"))
-    _finish(
-        result,
-        json_out=json_out,
-        store=not no_store,
-        thresholds=thresholds,
-        render=lambda r: [summary_line(r)],
-    )
+    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds)
 
 
 @bench_app.command("latency")
@@ -359,7 +297,7 @@ def latency(
         10.0, "--duration", "-t", min=0.1, max=3600, help="Seconds for all sizes and protocols together."
     ),
     max_p99: float = typer.Option(
-        None, "--max-p99-us", help="Exit 1 when the first size's p99 round trip exceeds this (us)."
+        None, "--max-p99-us", min=0, max=1e9, help="Exit 1 when the first size's p99 round trip exceeds this (us)."
     ),
     timeout: float = typer.Option(10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP),
     token: str = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP),
@@ -367,24 +305,24 @@ def latency(
     no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
 ) -> None:
     """Request/response round trips over TCP and UDP: p50, p99, p99.9 and max per message size."""
-    from fabricscope.bench.latency import MAX_SIZE, LatencyParams, run_latency, summary_lines
+    from fabricscope.bench.latency import MAX_SIZE, LatencyParams, run_latency
     from fabricscope.bench.thresholds import Threshold
 
     _check_peer(peer)
     protos = {"tcp": ("tcp",), "udp": ("udp",), "both": ("tcp", "udp")}.get(proto)
     if protos is None:
-        raise _err("--proto takes tcp, udp or both")
+        die("--proto takes tcp, udp or both")
     try:
         size_list = tuple(parse_sizes(sizes, maximum=MAX_SIZE))
     except ValueError as exc:
-        raise _err(f"--sizes: {exc}") from None
+        die(f"--sizes: {exc}")
     params = _params(
         LatencyParams, peer=peer, protos=protos, sizes=size_list, duration_s=duration, timeout_s=timeout
     )
     with _progress(f"latency {proto}", duration, False) as tick:
         result = run_latency(params, token=token, tick=tick)
     thresholds = [Threshold("rtt_p99_us", "<=", max_p99, "--max-p99-us")] if max_p99 is not None else []
-    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds, render=summary_lines)
+    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds)
 
 
 @bench_app.command("connect")
@@ -400,7 +338,7 @@ def connect(
         6.0, "--duration", "-t", min=0.1, max=3600, help="Seconds for both modes together."
     ),
     min_rate: float = typer.Option(
-        None, "--min-connect-per-s", help="Exit 1 when per-request connections/s fall below this."
+        None, "--min-connect-per-s", min=0, max=1e9, help="Exit 1 when per-request connections/s fall below this."
     ),
     timeout: float = typer.Option(10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP),
     token: str = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP),
@@ -408,7 +346,7 @@ def connect(
     no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
 ) -> None:
     """Connection setup rate and latency (connect, first byte, close) versus one pooled connection."""
-    from fabricscope.bench.connect import ConnectParams, run_connect, summary_lines
+    from fabricscope.bench.connect import ConnectParams, run_connect
     from fabricscope.bench.thresholds import Threshold
 
     _check_peer(peer)
@@ -416,7 +354,7 @@ def connect(
         mode
     )
     if modes is None:
-        raise _err("--mode takes per-request, pooled or both")
+        die("--mode takes per-request, pooled or both")
     params = _params(
         ConnectParams, peer=peer, modes=modes, concurrency=concurrency, request_bytes=request_bytes,
         response_bytes=response_bytes, duration_s=duration, timeout_s=timeout,
@@ -426,7 +364,7 @@ def connect(
     thresholds = (
         [Threshold("connect_per_s", ">=", min_rate, "--min-connect-per-s")] if min_rate is not None else []
     )
-    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds, render=summary_lines)
+    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds)
 
 
 @bench_app.command("rdma")
@@ -436,6 +374,9 @@ def rdma(
     ),
     listen: bool = typer.Option(
         False, "--listen", help="Be the perftest server side and wait for one client."
+    ),
+    loopback: bool = typer.Option(
+        False, "--loopback", help="ib_write_bw from each active HCA to itself on this node (with --use-cuda: through GPU memory)."
     ),
     test: str = typer.Option("write_bw", "--test", help="write_bw, read_bw, send_bw, write_lat or send_lat."),
     device: str = typer.Option(
@@ -450,7 +391,7 @@ def rdma(
     duration: int = typer.Option(
         None, "--duration", "-D", min=1, max=3600, help="Seconds per size (perftest -D)."
     ),
-    iters: int = typer.Option(None, "--iters", "-n", min=5, help="Iterations per size (perftest -n)."),
+    iters: int = typer.Option(None, "--iters", "-n", min=5, max=100_000_000, help="Iterations per size (perftest -n)."),
     qps: int = typer.Option(1, "--qps", "-q", min=1, max=16384, help="Queue pairs (bandwidth tests)."),
     bidirectional: bool = typer.Option(
         False, "--bidirectional", "-b", help="Both directions at once (bandwidth tests)."
@@ -458,28 +399,33 @@ def rdma(
     use_cuda: bool = typer.Option(
         False, "--use-cuda", help="GPU memory buffers (GPUDirect RDMA); picks the GPU nearest the NIC."
     ),
-    gpu: int = typer.Option(None, "--gpu", min=0, help="GPU index for --use-cuda."),
+    gpu: int = typer.Option(None, "--gpu", min=0, max=1023, help="GPU index for --use-cuda."),
     perftest_port: int = typer.Option(
         18515, "--perftest-port", min=1024, max=65535, help="perftest's TCP port for its handshake."
     ),
     wait: float = typer.Option(
         120.0, "--wait", min=1, max=3600, help="--listen: seconds to wait for the client."
     ),
-    min_gbps: float = typer.Option(None, "--min-gbps", help="Exit 1 when bandwidth is below this (Gb/s)."),
+    min_gbps: float = typer.Option(None, "--min-gbps", min=0, max=1e6, help="Exit 1 when bandwidth is below this (Gb/s)."),
     max_lat: float = typer.Option(
-        None, "--max-lat-us", help="Exit 1 when typical latency exceeds this (us)."
+        None, "--max-lat-us", min=0, max=1e9, help="Exit 1 when typical latency exceeds this (us)."
     ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
 ) -> None:
     """RDMA bandwidth/latency with perftest, device/port/GID picked from the inventory; skips without perftest."""
-    from fabricscope.bench.rdma import RdmaParams, run_rdma, summary_lines
+    from fabricscope.bench.rdma import RdmaParams, run_rdma
+    from fabricscope.bench.rdma_loopback import run_loopback
     from fabricscope.bench.thresholds import Threshold
 
-    if (peer is None) == (not listen):
-        raise _err("give --peer HOST (client) or --listen (server), not both")
+    if loopback and (peer is not None or listen):
+        die("--loopback runs both sides on this node: leave out --peer and --listen")
+    if not loopback and (peer is None) == (not listen):
+        die("give --peer HOST (client), --listen (server) or --loopback, one of them")
+    if loopback and test != "write_bw":
+        die("--loopback runs write_bw (ib_write_bw); leave out --test")
     if test not in ("write_bw", "read_bw", "send_bw", "write_lat", "send_lat"):
-        raise _err("--test takes write_bw, read_bw, send_bw, write_lat or send_lat")
+        die("--test takes write_bw, read_bw, send_bw, write_lat or send_lat")
     params = _params(
         RdmaParams, test=test, peer=peer, device=device, ib_port=ib_port, gid_index=gid_index, size_bytes=size,
         all_sizes=all_sizes, duration_s=duration, iterations=iters, qps=qps, bidirectional=bidirectional,
@@ -491,10 +437,10 @@ def rdma(
         )
     expected = float(duration or 5) * (30 if all_sizes else 1) + (wait if listen else 0)
     with _progress(f"rdma {test}", expected, False) as tick:
-        result = _with_ticks(lambda: run_rdma(params), tick)
+        result = _with_ticks(lambda: run_loopback(params) if loopback else run_rdma(params), tick)
     thresholds = []
     if min_gbps is not None:
         thresholds.append(Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"))
     if max_lat is not None:
         thresholds.append(Threshold("lat_typical_us", "<=", max_lat, "--max-lat-us"))
-    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds, render=summary_lines)
+    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds)

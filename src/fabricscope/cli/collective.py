@@ -2,74 +2,65 @@
 
 from __future__ import annotations
 
-import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from fabricscope.bench.launch import DistEnv, LaunchError, detect, lab_specs, local_specs, parse_launch
+from fabricscope.bench.launch import Flag, Flags, child_argv, toggle
 from fabricscope.cli.bench import bench_app
-from fabricscope.cli.common import JSON_HELP, die, print_json
+from fabricscope.cli.common import JSON_HELP, die, end_rank, store_and_print
+from fabricscope.cli.launching import LAUNCH_HELP, absolute_item
+from fabricscope.cli.launching import dist_env as _dist_env
+from fabricscope.cli.launching import launch_ranks as _launch
 from fabricscope.errors import FabricscopeError
 from fabricscope.units import parse_sizes, size_token
-
-LAUNCH_HELP = (
-    "Start the job here instead of joining one: local:N (N processes on this machine) or "
-    "lab:NAME[:h1,h5,...] (one rank per lab host, in this order). Without it, the job is read from "
-    "torchrun, srun or mpirun variables."
-)
 
 import_app = typer.Typer(name="import", help="Read results of other tools into the history.", no_args_is_help=True)
 bench_app.add_typer(import_app, name="import")
 
 
-def _store(result) -> int | None:
-    """Save to the history; a store problem is reported, never loses the printed result."""
-    try:
-        from fabricscope.store import Store
+# How each CollectiveParams field reaches a launched rank (bench/launch.py child_argv; the test
+# tests/collective/test_launch_args.py holds every field to a round trip through these options).
+COLLECTIVE_FLAGS: Flags = {
+    "op": "--op",
+    "sizes": Flag("--sizes", text=lambda sizes: ",".join(map(size_token, sizes))),
+    "dtype": "--dtype",
+    "warmup": "--warmup",
+    "iters": "--iters",
+    "backend": "--backend",
+    "check": toggle("check"),
+    "root": "--root",
+    "timeout_s": "--timeout",
+    "straggle_rank": "--straggle-rank",
+    "straggle_s": Flag("--straggle-ms", text=lambda seconds: repr(seconds * 1000.0)),
+}
 
-        with Store.open() as store:
-            return store.save(result)
+
+def _output_args(json_out: bool, store: bool) -> list[str]:
+    return (["--json"] if json_out else []) + ["--store" if store else "--no-store"]
+
+
+def collective_params(
+    op: str, sizes: str, dtype: str, warmup: int, iters: int, backend: str, check: bool, root: int, timeout: float,
+    straggle_rank: int | None, straggle_ms: float,
+):  # fmt: skip
+    """The options of `bench collective` as its validated parameters (one line and exit 2 when they are not)."""
+    from fabricscope.bench.collective import MAX_SIZE, CollectiveParams
+
+    try:
+        size_list = parse_sizes(sizes, maximum=MAX_SIZE)
     except FabricscopeError as exc:
-        typer.echo(f"fabricscope: warning: result not stored: {exc}", err=True)
-    except Exception as exc:  # sqlite/OS errors not wrapped by the store
-        typer.echo(f"fabricscope: warning: result not stored: {type(exc).__name__}: {exc}", err=True)
-    return None
-
-
-def _launch(launch: str, child_args: list[str], timeout_s: float, master_port: int | None) -> None:
-    """Start every rank (each runs this same command without --launch) and exit with the worst status."""
-    from fabricscope.lab.procgroup import run_group
-
+        die(f"--sizes: {exc}")
     try:
-        spec = parse_launch(launch)
-        specs = local_specs(spec.count or 1, child_args, port=master_port) if spec.kind == "local" else lab_specs(spec, child_args, port=master_port)
-    except FabricscopeError as exc:
-        die(str(exc), exc.exit_code)
-    try:
-        result = run_group(specs, timeout_s=timeout_s, grace_s=min(30.0, max(5.0, timeout_s / 10)))
-    except RuntimeError as exc:
-        die(str(exc))
-    if result.timed_out:
-        typer.echo(f"fabricscope: error: the job did not finish within {timeout_s:g} s; all ranks ended", err=True)
-        raise typer.Exit(2)
-    failed = {k: v for k, v in result.codes.items() if v not in (0, 1)}  # 1 = a verdict, reported by rank 0
-    if failed:
-        first = result.first_failure if result.first_failure in failed else next(iter(failed))
-        code = result.codes[first]
-        how = f"killed by signal {-code}" if code < 0 else f"exit {code}"
-        typer.echo(f"fabricscope: error: {len(failed)} of {len(specs)} ranks failed (first: {first}, {how})", err=True)
-        raise typer.Exit(2)  # the run could not complete
-    raise typer.Exit(result.worst)
-
-
-def _dist_env(master_addr: str | None, master_port: int | None) -> DistEnv:
-    try:
-        return detect(os.environ, master_addr=master_addr, master_port=master_port)
-    except LaunchError as exc:
-        die(str(exc))
+        return CollectiveParams(
+            op=op, sizes=size_list, dtype=dtype, warmup=warmup, iters=iters, check=check, root=root, timeout_s=timeout,
+            backend=_auto_backend() if backend == "auto" else backend, straggle_rank=straggle_rank, straggle_s=straggle_ms / 1000.0,
+        )  # fmt: skip
+    except ValueError as exc:
+        die(_first_error(exc))
 
 
 @bench_app.command("collective")
@@ -77,75 +68,37 @@ def collective(
     op: str = typer.Option("all_reduce", "--op", help="all_reduce, all_gather, reduce_scatter, alltoall, broadcast or sendrecv."),
     sizes: str = typer.Option("1M:64M", "--sizes", help="MIN:MAX (doubling), MIN:MAX:FACTOR, or a list 1M,4M,64M."),
     dtype: str = typer.Option("float", "--dtype", help="float, half, bfloat16, double, int32, int64, uint8, int8."),
-    warmup: int = typer.Option(5, "--warmup", min=0, help="Warm-up iterations per size."),
-    iters: int = typer.Option(20, "--iters", min=1, help="Timed iterations per size."),
+    warmup: int = typer.Option(5, "--warmup", min=0, max=100_000, help="Warm-up iterations per size."),
+    iters: int = typer.Option(20, "--iters", min=1, max=1_000_000, help="Timed iterations per size."),
     backend: str = typer.Option("auto", "--backend", help="gloo (CPU), nccl (GPU) or auto (nccl when CUDA is there)."),
     check: bool = typer.Option(True, "--check/--no-check", help="Verify every result buffer (nccl-tests #wrong)."),
-    root: int = typer.Option(0, "--root", min=0, help="Root rank of broadcast."),
-    timeout: float = typer.Option(300.0, "--timeout", min=1, help="Deadline in seconds for joining and for each operation."),
+    root: int = typer.Option(0, "--root", min=0, max=1 << 20, help="Root rank of broadcast."),
+    timeout: float = typer.Option(300.0, "--timeout", min=1, max=86400, help="Deadline in seconds for joining and for each operation."),
     launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
     master_addr: str = typer.Option(None, "--master-addr", help="Host of rank 0 (default MASTER_ADDR; needed under mpirun)."),
-    master_port: int = typer.Option(None, "--master-port", help="Port of rank 0's store (default MASTER_PORT or 29500)."),
-    min_busbw: float = typer.Option(None, "--min-busbw", help="Exit 1 when the average busbw (GB/s) is below this."),
-    straggle_rank: int = typer.Option(None, "--straggle-rank", help="Self-test: make this rank late by --straggle-ms each iteration."),
+    master_port: int = typer.Option(None, "--master-port", min=1, max=65535, help="Port of rank 0's store (default MASTER_PORT or 29500)."),
+    min_busbw: float = typer.Option(None, "--min-busbw", min=0, max=1e6, help="Exit 1 when the average busbw (GB/s) is below this."),
+    straggle_rank: int = typer.Option(None, "--straggle-rank", min=0, max=1 << 20, help="Self-test: make this rank late by --straggle-ms each iteration."),
     straggle_ms: float = typer.Option(0.0, "--straggle-ms", min=0, max=10000, help="Self-test delay for --straggle-rank."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     store: bool = typer.Option(True, "--store/--no-store", help="Save the result in the history."),
 ) -> None:
     """nccl-tests' algbw, busbw and #wrong over torch.distributed; per-rank times name a straggler."""
-    from fabricscope.bench.collective import MAX_SIZE, CollectiveError, CollectiveParams
+    from fabricscope.bench.collective import CollectiveError, run_worker, to_bench_result
 
-    try:
-        size_list = parse_sizes(sizes, maximum=MAX_SIZE)
-    except FabricscopeError as exc:
-        die(f"--sizes: {exc}")
+    params = collective_params(op, sizes, dtype, warmup, iters, backend, check, root, timeout, straggle_rank, straggle_ms)
     if launch:
-        args = ["bench", "collective", "--op", op, "--sizes", ",".join(map(size_token, size_list)), "--dtype", dtype,
-                "--warmup", str(warmup), "--iters", str(iters), "--backend", backend, "--root", str(root),
-                "--timeout", str(timeout), "--check" if check else "--no-check", "--store" if store else "--no-store"]
-        if json_out:
-            args.append("--json")
-        if min_busbw is not None:
-            args += ["--min-busbw", str(min_busbw)]
-        if straggle_rank is not None:
-            args += ["--straggle-rank", str(straggle_rank), "--straggle-ms", str(straggle_ms)]
-        _launch(launch, args, timeout_s=timeout * (len(size_list) + 2) + 60, master_port=master_port)
-    env = _dist_env(master_addr, master_port)
-    if backend == "auto":
-        backend = _auto_backend()
-    try:
-        params = CollectiveParams(
-            op=op, sizes=size_list, dtype=dtype, warmup=warmup, iters=iters, backend=backend, check=check,
-            root=root, timeout_s=timeout, straggle_rank=straggle_rank, straggle_s=straggle_ms / 1000.0,
-        )
-    except ValueError as exc:
-        die(_first_error(exc))
-    try:
-        from fabricscope.bench.collective import run_worker, to_bench_result
-
-        progress = (lambda what: sys.stderr.write(f"# {what}\n")) if sys.stderr.isatty() and not json_out else None
-        run = run_worker(params, env, progress=progress)
-    except CollectiveError as exc:
-        typer.echo(f"fabricscope: error: {exc}", err=True)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(2)  # torch's background threads must not keep a failed rank alive
+        extra = _output_args(json_out, store) + (["--min-busbw", str(min_busbw)] if min_busbw is not None else [])
+        args = child_argv(["bench", "collective"], params, COLLECTIVE_FLAGS, extra)
+        _launch(launch, args, timeout_s=timeout * (len(params.sizes) + 2) + 60, master_port=master_port)
+    run = _run_rank(run_worker, params, CollectiveError, master_addr, master_port, json_out)
     if run is None:  # not rank 0: rank 0 reports
         return
     result = to_bench_result(run)
     if min_busbw is not None:
         passed = run.avg_busbw_GBps >= min_busbw
         result.thresholds = {"min_busbw_GBps": min_busbw, "passed": passed}
-    if store:
-        _store(result)
-    if json_out:
-        print_json(result.to_json_dict())
-    else:
-        from fabricscope.bench.collective import format_table
-
-        sys.stdout.write(format_table(run))
-        if result.run_id:
-            sys.stdout.write(f"# stored as run {result.run_id} (fabricscope history show {result.run_id})\n")
+    store_and_print(result, store=store, json_out=json_out)
     bad = bool(run.wrong_total) or (min_busbw is not None and run.avg_busbw_GBps < min_busbw)
     raise typer.Exit(1 if bad else 0)
 
@@ -175,37 +128,88 @@ def matrix(
     retest: bool = typer.Option(True, "--retest/--no-retest", help="Retest suspects against known-good hosts before reporting."),
     margin: float = typer.Option(0.2, "--margin", min=0.01, max=0.99, help="A pair is low below (1 - MARGIN) x the median (or 3 robust sigmas)."),
     bind: str = typer.Option(None, "--bind", help="Address to receive on (default: the one that reaches rank 0)."),
-    timeout: float = typer.Option(120.0, "--timeout", min=1, help="Deadline in seconds for every wait on a peer."),
+    timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, help="Deadline in seconds for every wait on a peer."),
     launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
     master_addr: str = typer.Option(None, "--master-addr", help="Host of rank 0 (default MASTER_ADDR; needed under mpirun)."),
-    master_port: int = typer.Option(None, "--master-port", help="Port of rank 0's store (default MASTER_PORT or 29500)."),
+    master_port: int = typer.Option(None, "--master-port", min=1, max=65535, help="Port of rank 0's store (default MASTER_PORT or 29500)."),
     svg: Path = typer.Option(None, "--svg", help="Also write the heat map as an SVG file (rank 0)."),
     rdma: bool = typer.Option(True, "--rdma/--no-rdma", help="Also measure RDMA with perftest where every host has an RDMA device and perftest (else the result says why not)."),
     rdma_test: str = typer.Option("write_bw", "--rdma-test", help="perftest bandwidth test: write_bw, read_bw or send_bw."),
     rdma_device: str = typer.Option(None, "--rdma-device", help="RDMA device on every host (default: the port on the interface that reaches rank 0, else the first active port)."),
     rdma_port: int = typer.Option(18515, "--rdma-port", min=1024, max=60000, help="perftest handshake port; host i listens on PORT + i."),
     root: str = typer.Option(None, "--root", help="Read the RDMA inventory (devices, ports, GIDs) from this snapshot or mounted host filesystem instead of the live machine."),
+    topology: str = typer.Option(None, "--topology", help="Localize on the fabric: FILE (`topology discover` output or the sim's YAML), lab:NAME, or discover (every rank reads its LLDP neighbours). Names the bad switch cable or switch, not only the bad host."),
+    lldp_socket: str = typer.Option(None, "--lldp-socket", help="With --topology discover: lldpd control socket to ask (lldpctl -u); {host} becomes the rank's host name."),
+    switch_lldp: list[str] = typer.Option([], "--switch-lldp", help="With --topology discover: a switch's own LLDP table, SWITCH=FILE or lab:NAME; repeatable (gives the switch-to-switch cables)."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     store: bool = typer.Option(True, "--store/--no-store", help="Save the result in the history."),
 ) -> None:
     """Pairwise TCP (and RDMA, with perftest where present) bandwidth between all hosts in rounds of
-    disjoint pairs; names the bad host or link.
+    disjoint pairs; names the bad host or link (with --topology: the bad switch cable or switch).
 
     Exit 1 when a suspect is confirmed, 2 when a pair could not be measured.
     """
-    from fabricscope.bench.matrix import (
-        MatrixError,
-        MatrixParams,
-        format_matrix,
-        heatmap_svg,
-        run_worker,
-        to_bench_result,
-    )
+    from fabricscope.bench.matrix import MatrixError, run_worker, to_bench_result
 
+    if launch and topology == "discover" and launch.startswith("lab:"):
+        from fabricscope.lab import lldp as lab_lldp
+
+        lab = launch[4:].split(":")[0]  # the lab's own lldpd sockets and switch tables
+        lldp_socket = lldp_socket or lab_lldp.socket_template(lab)
+        switch_lldp = switch_lldp or [f"lab:{lab}"]
+    params = matrix_params(duration, warmup, retest, margin, bind, timeout, rdma, rdma_test, rdma_device, rdma_port, root,
+                           topology, lldp_socket, switch_lldp)  # fmt: skip
+    if launch:
+        extra = _output_args(json_out, store) + (["--svg", str(svg.resolve())] if svg else [])
+        args = child_argv(["bench", "matrix"], params, MATRIX_FLAGS, extra)
+        _launch(launch, args, timeout_s=timeout * 3 + 600, master_port=master_port)
+    run = _run_rank(run_worker, params, MatrixError, master_addr, master_port, json_out)
+    if run is None:
+        return  # not rank 0: rank 0 reports
+    result = to_bench_result(run)
+    if svg:
+        _write_heatmap(svg, result)
+    store_and_print(result, store=store, json_out=json_out)
+    if run.failures:
+        raise typer.Exit(2)
+    raise typer.Exit(1 if run.suspects else 0)
+
+
+# How each MatrixParams field reaches a launched rank (see COLLECTIVE_FLAGS).
+MATRIX_FLAGS: Flags = {
+    "duration_s": "--duration",
+    "warmup_s": "--warmup",
+    "retest": toggle("retest"),
+    "retest_peers": None,  # no option sets it: every rank keeps the default
+    "rel_margin": "--margin",
+    "retx_floor_pct": None,  # no option sets it: every rank keeps the default
+    "timeout_s": "--timeout",
+    "bind": None,  # one host's address: each launched rank finds its own towards rank 0
+    "rdma": toggle("rdma"),
+    "rdma_test": "--rdma-test",
+    "rdma_device": "--rdma-device",
+    "rdma_port": "--rdma-port",
+    "root": Flag("--root", text=lambda root: str(Path(root).resolve())),
+    "topology": "--topology",  # already absolute (matrix_params)
+    "lldp_socket": "--lldp-socket",
+    "switch_lldp": Flag("--switch-lldp", repeat=True),
+}
+
+
+def matrix_params(
+    duration: float, warmup: float, retest: bool, margin: float, bind: str | None, timeout: float, rdma: bool,
+    rdma_test: str, rdma_device: str | None, rdma_port: int, root: str | None, topology: str | None = None,
+    lldp_socket: str | None = None, switch_lldp: Sequence[str] = (),
+):  # fmt: skip
+    """The options of `bench matrix` as its validated parameters, checked before any rank starts."""
+    from fabricscope.bench.matrix import MatrixParams
+
+    topology = _matrix_topology(topology)
     try:
         params = MatrixParams(duration_s=duration, warmup_s=warmup, retest=retest, rel_margin=margin, timeout_s=timeout,
                               bind=bind, rdma=rdma, rdma_test=rdma_test, rdma_device=rdma_device, rdma_port=rdma_port,
-                              root=root)  # checked before any rank starts
+                              root=root, topology=topology, lldp_socket=lldp_socket,
+                              switch_lldp=[absolute_item(i) for i in switch_lldp])  # fmt: skip
     except ValueError as exc:
         die(_first_error(exc))
     if root:
@@ -215,54 +219,50 @@ def matrix(
             Root.at(root)
         except RootError as exc:
             die(str(exc))
-    if launch:
-        args = ["bench", "matrix", "--duration", str(duration), "--warmup", str(warmup), "--retest" if retest else "--no-retest",
-                "--margin", str(margin), "--timeout", str(timeout), "--store" if store else "--no-store"]
-        if svg:
-            args += ["--svg", str(svg.resolve())]
-        if json_out:
-            args.append("--json")
-        args += ["--rdma" if rdma else "--no-rdma", "--rdma-test", rdma_test, "--rdma-port", str(rdma_port)]
-        if rdma_device:
-            args += ["--rdma-device", rdma_device]
-        if root:
-            args += ["--root", str(Path(root).resolve())]
-        _launch(launch, args, timeout_s=timeout * 3 + 600, master_port=master_port)
-    env = _dist_env(master_addr, master_port)
+    return params
+
+
+def _matrix_topology(spec: str | None) -> str | None:
+    """``--topology``: a file made absolute and read once here (ranks may start elsewhere), a
+    lab that must exist, or ``discover``; one line and exit 2 when it cannot be used."""
+    if spec is None or spec == "discover":
+        return spec
+    from fabricscope.bench.matrix.localize import load_document
+
+    if not spec.startswith("lab:"):
+        spec = str(Path(spec).resolve())
     try:
-        progress = (lambda what: sys.stderr.write(f"# {what}\n")) if sys.stderr.isatty() and not json_out else None
-        run = run_worker(params, env, progress=progress)
-    except MatrixError as exc:
-        typer.echo(f"fabricscope: error: {exc}", err=True)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(2)
-    if run is None:
-        return
-    result = to_bench_result(run)
-    if svg:
-        try:
-            svg.write_text(heatmap_svg(run.hosts, run.matrix_gbps, reference_gbps=run.tcp.verdict.fleet_median_gbps))
-        except OSError as exc:
-            typer.echo(f"fabricscope: warning: cannot write {svg}: {exc.strerror or exc}", err=True)
-    if store:
-        _store(result)
-    if json_out:
-        print_json(result.to_json_dict())
-    else:
-        sys.stdout.write(format_matrix(result))
-        if result.run_id:
-            sys.stdout.write(f"stored as run {result.run_id} (fabricscope history show {result.run_id})\n")
-    if run.failures:
-        raise typer.Exit(2)
-    raise typer.Exit(1 if run.suspects else 0)
+        load_document(spec)
+    except FabricscopeError as exc:
+        die(f"--topology {spec}: {exc}", exc.exit_code)
+    return spec
+
+
+def _write_heatmap(path: Path, result: Any) -> None:
+    from fabricscope.report.plots import heatmap_svg
+
+    reference = result.thresholds_gbps.fleet_median if result.thresholds_gbps else None
+    try:
+        path.write_text(heatmap_svg(result.hosts, result.matrix_gbps, reference_gbps=reference))
+    except OSError as exc:
+        typer.echo(f"fabricscope: warning: cannot write {path}: {exc.strerror or exc}", err=True)
+
+
+def _run_rank(run_worker: Any, params: Any, error: type[Exception], master_addr: str | None, master_port: int | None, json_out: bool) -> Any:
+    """Join the job and run this rank; rank 0 gets the run, the others None. A failure ends the process (exit 2)."""
+    env = _dist_env(master_addr, master_port)
+    progress = (lambda what: sys.stderr.write(f"# {what}\n")) if sys.stderr.isatty() and not json_out else None
+    try:
+        return run_worker(params, env, progress=progress)
+    except error as exc:
+        end_rank(str(exc))  # torch's background threads must not keep a failed rank alive
 
 
 @import_app.command("nccl-tests")
 def import_nccl_tests(
     file: Path = typer.Argument(..., help="all_reduce_perf (or any *_perf) output: text, or nccl-tests' JSON file."),
     op: str = typer.Option(None, "--op", help="Operation when the file does not say (e.g. all_reduce)."),
-    ranks: int = typer.Option(None, "--ranks", help="Number of ranks when the file does not list them."),
+    ranks: int = typer.Option(None, "--ranks", min=1, max=1 << 20, help="Number of ranks when the file does not list them."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     store: bool = typer.Option(True, "--store/--no-store", help="Save the result in the history."),
 ) -> None:
@@ -277,20 +277,4 @@ def import_nccl_tests(
         result = to_bench_result(parsed, source=str(file))
     except NcclTestsError as exc:
         die(str(exc))
-    if store:
-        _store(result)
-    if json_out:
-        print_json(result.to_json_dict())
-        return
-    _print_import(parsed, result)
-
-
-def _print_import(parsed: Any, result: Any) -> None:
-    typer.echo(f"{parsed.op} from {result.params['source']}: {len(parsed.rows)} sizes, {parsed.ranks or '?'} ranks"
-               + (f", stored as run {result.run_id}" if result.run_id else ""))
-    typer.echo(f"{'size (B)':>12}  {'time (us)':>10}  {'algbw':>7}  {'busbw':>7}  {'#wrong':>6}")
-    for r in parsed.rows:
-        wrong = "N/A" if r.wrong is None else str(r.wrong)
-        typer.echo(f"{r.size_bytes:12d}  {r.time_s * 1e6:10.2f}  {r.algbw_GBps:7.2f}  {r.busbw_GBps:7.2f}  {wrong:>6}")
-    if parsed.avg_busbw_GBps is not None:
-        typer.echo(f"avg bus bandwidth (from the file): {parsed.avg_busbw_GBps:g} GB/s")
+    store_and_print(result, store=store, json_out=json_out)

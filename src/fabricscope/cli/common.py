@@ -6,8 +6,7 @@ import json
 import sys
 from typing import Any, NoReturn
 
-import typer
-
+from fabricscope.errors import FabricscopeError
 from fabricscope.findings import Severity
 from fabricscope.host import Root, RootError
 
@@ -17,9 +16,26 @@ FAIL_ON_HELP = "Exit 1 when a finding reaches this severity (warn or fail)."
 
 
 def die(message: str, code: int = 2) -> NoReturn:
-    """One clear line on stderr, then exit (2 = unusable input or incomplete run)."""
-    typer.echo(f"fabricscope: error: {message}", err=True)
-    raise typer.Exit(code)
+    """End the command with one clear line on stderr and this exit status (2 = unusable input or
+    incomplete run). Raises a :class:`FabricscopeError`, so the one error path in ``cli.main``
+    prints it, the same as errors raised deeper down."""
+    error = FabricscopeError(message)
+    error.exit_code = code
+    raise error
+
+
+def end_rank(message: str, code: int = 2) -> NoReturn:
+    """The one exception to :func:`die`: a rank that joined torch.distributed ends at once
+    (``os._exit``), as the store's threads would keep it alive through a normal exit. The line
+    is the same ``fabricscope: error: ...`` that ``cli.main`` prints."""
+    import os
+
+    from fabricscope.cli.main import error_line
+
+    sys.stdout.flush()
+    sys.stderr.write(f"fabricscope: error: {error_line(message)}\n")
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def open_root(location: str | None) -> Root:
@@ -37,6 +53,42 @@ def parse_fail_on(value: str) -> Severity:
     if severity not in (Severity.INFO, Severity.WARN, Severity.FAIL):
         die("--fail-on takes info, warn or fail")
     return severity
+
+
+def save_result(result: Any, store: bool) -> FabricscopeError | None:
+    """Save a finished result in the history unless ``--no-store``; return the error, if any.
+
+    One policy for every command that produces a result: the caller prints the result first
+    (nothing measured is lost), then raises what this returns, so a result that cannot be stored
+    ends the command with one line and exit 2 instead of a warning that scripts never see."""
+    if not store:
+        return None
+    import sqlite3
+
+    from fabricscope.store import Store
+
+    try:
+        with Store.open() as db:
+            db.save(result)
+    except (FabricscopeError, sqlite3.Error, OSError) as exc:
+        return FabricscopeError(f"result not stored: {exc} (--no-store runs without the history)")
+    return None
+
+
+def store_and_print(result: Any, *, store: bool, json_out: bool) -> None:
+    """Every result-producing command ends the same way: save the result (unless ``--no-store``),
+    print it (the ``--json`` document, or report.bench's text, as ``history show`` prints it), and
+    only then raise a store failure (exit 2), so the printed result is never lost."""
+    store_error = save_result(result, store)
+    if json_out:
+        print_json(result.to_json_dict())
+    else:
+        from fabricscope.report.bench import print_live
+        from fabricscope.report.terminal import console
+
+        print_live(result, console())
+    if store_error:
+        raise store_error
 
 
 def print_json(document: Any) -> None:

@@ -133,21 +133,27 @@ def list_checks(
 @app.command()
 def snapshot(
     output: str = typer.Option(..., "-o", "--output", help="Write the snapshot to this .tar.gz file."),
-    scrub: bool = typer.Option(False, "--scrub", help="Replace GUIDs, MACs, IP addresses, UUIDs and the hostname consistently."),
+    scrub: bool = typer.Option(False, "--scrub", help="Replace GUIDs, MACs, IP addresses, UUIDs, the hostname and serial numbers consistently; redact secret-looking kernel parameters."),
+    scrub_level: str = typer.Option(None, "--scrub-level", help="standard (what --scrub does) or strict: also cut PCI config space and the kernel command line to what doctor reads. Implies --scrub."),
     root: str = typer.Option(None, "--root", help="Re-capture an existing snapshot (e.g. to scrub it) instead of this machine."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Capture what doctor reads on this node, so it can be examined elsewhere with --root FILE."""
     from pathlib import Path
 
+    from fabricscope.host.scrub import LEVELS, STANDARD
     from fabricscope.host.snapshot import take_snapshot
 
+    if scrub_level is not None and scrub_level not in LEVELS:
+        die(f"--scrub-level takes {' or '.join(LEVELS)}, not {scrub_level[:40]!r}")
+    level = scrub_level or (STANDARD if scrub else None)
+    scrub = level is not None
     out = Path(output)
     if out.exists() and out.is_dir():
         die(f"-o {output}: is a directory")
     node = open_root(root)
     try:
-        path, recording = take_snapshot(node, out, scrub=scrub)
+        path, recording = take_snapshot(node, out, scrub=level or False)
     except OSError as exc:
         die(f"cannot write {output}: {exc.strerror or exc}")
     summary = {
@@ -156,8 +162,9 @@ def snapshot(
         "files": len(recording.files),
         "commands": sorted(" ".join(r.argv) for r in recording.commands.values() if r.available),
         "scrubbed": scrub,
+        "scrub_level": level,
     }
     if json_out:
         print_json(summary)
     else:
-        typer.echo(f"wrote {path}: {summary['files']} files, {len(summary['commands'])} command outputs{' (scrubbed)' if scrub else ''}")
+        typer.echo(f"wrote {path}: {summary['files']} files, {len(summary['commands'])} command outputs{f' (scrubbed: {level})' if scrub else ''}")

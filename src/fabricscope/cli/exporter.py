@@ -46,13 +46,13 @@ def exporter(
         False, "--nccl-from-start", help="Count what the NCCL logs already hold, not only new lines."
     ),
     doctor_interval: float = typer.Option(
-        300.0, "--doctor-interval", help="Run the doctor every SECONDS in the background (0: off)."
+        300.0, "--doctor-interval", min=0, max=86400, help="Run the doctor every SECONDS in the background (0: off)."
     ),
     ethtool_interval: float = typer.Option(
-        5.0, "--ethtool-interval", help="Refresh ethtool -S statistics every SECONDS in the background."
+        5.0, "--ethtool-interval", min=0.05, max=86400, help="Refresh ethtool -S statistics every SECONDS in the background."
     ),
     topology_interval: float = typer.Option(
-        60.0, "--topology-interval", help="Re-read devices, netdevs, GPUs and QoS setup every SECONDS."
+        60.0, "--topology-interval", min=0.05, max=86400, help="Re-read devices, netdevs, GPUs and QoS setup every SECONDS."
     ),
     once: bool = typer.Option(
         False, "--once", help="Print one scrape to stdout and exit (doctor run first when enabled)."
@@ -152,7 +152,7 @@ def export_textfile(
     from fabricscope.monitor.textfile import export_textfile as export
     from fabricscope.store import Store
 
-    with Store.open(db) as store:
+    with Store.open(db, create=False) as store:  # exporting never creates a history
         runs = store.list(limit=MAX_RUNS)
     report = export([run.result for run in runs], directory)
     if json_out:

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
+from fabricscope.bench.launch import Flag, Flags, child_argv
 from fabricscope.cli.common import (
     FAIL_ON_HELP,
     JSON_HELP,
     ROOT_HELP,
     die,
+    end_rank,
     open_root,
     parse_fail_on,
     print_json,
 )
+from fabricscope.cli.launching import LAUNCH_HELP, launch_ranks
 from fabricscope.cli.main import app
 from fabricscope.findings import Severity
 
@@ -25,7 +29,12 @@ fleet_app = typer.Typer(
 )
 app.add_typer(fleet_app, name="fleet")
 
-FROM_HELP = "doctor --json documents, snapshots (.tar.gz or directory), or a directory of them (repeatable; more FILES may follow)."
+FROM_HELP = (
+    "doctor --json documents, snapshots (.tar.gz or directory), or a directory of them (repeatable; more FILES may follow). "
+    "Without it the command runs as a job: under srun, torchrun or mpirun (or with --launch) every node reads itself."
+)
+LAUNCHED_ROOT_HELP = "Launched runs: read this snapshot or mounted filesystem instead of the live node; {host} becomes the node's name."
+TIMEOUT_HELP = "Launched runs: deadline in seconds for the ranks to meet and for every node's document."
 
 
 def _progress(done: int, total: int) -> None:
@@ -43,13 +52,81 @@ def _load(sources: list[str], files: list[str] | None, expect: str | None):
     if not items:
         die("give the nodes: --from DIR or --from FILE [FILE...]")
     nodes = load_nodes(expand_sources(items), progress=_progress)
+    _expect(nodes, expect)
+    return nodes
+
+
+def _expect(nodes, expect: str | None) -> None:
     if expect is not None:
         from fabricscope.fleet.expect import apply_manifest
         from fabricscope.fleet.manifest import load_manifest
 
         manifest = load_manifest(Path(expect))
         apply_manifest(manifest, nodes)
-    return nodes
+
+
+def _gathered(root: str | None, timeout: float, master_addr: str | None, master_port: int | None, *, snapshot: bool = False):
+    """This rank's part of a launched run: rank 0 gets what every node sent, the others None.
+    Outside any job (no srun, torchrun or mpirun variables) there is nothing to gather: say so."""
+    from fabricscope.cli.launching import dist_env
+    from fabricscope.errors import FabricscopeError
+    from fabricscope.fleet.launched import run_ranks
+
+    env = dist_env(master_addr, master_port)
+    if env.launcher == "single":
+        die("give the nodes: --from DIR or FILES, or run it as a job: srun -N 4 fabricscope fleet ..., torchrun, mpirun, or --launch lab:NAME")
+    try:
+        return run_ranks(env, _absolute_root(root), timeout, snapshot=snapshot)
+    except FabricscopeError as exc:
+        end_rank(str(exc))
+
+
+def _absolute_root(root: str | None) -> str | None:
+    """``--root`` as ranks started elsewhere (another working directory) must read it."""
+    if root is None:
+        return None
+    return root if Path(root).is_absolute() else str(Path.cwd() / root)
+
+
+@dataclass(frozen=True)
+class DoctorJob:
+    """What every launched rank of `fleet doctor` runs with (paths made absolute)."""
+
+    fail_on: str
+    timeout: float
+    root: str | None
+    expect: str | None
+    html: str | None
+    all_nodes: bool
+    slurm_drain: bool
+    slurm_resume: bool
+    k8s_taint: str | None
+    k8s_label: str | None
+    apply: bool
+    json_out: bool
+
+
+@dataclass(frozen=True)
+class CollectJob:
+    """What every launched rank of `fleet collect` runs with (paths made absolute)."""
+
+    output: str
+    timeout: float
+    root: str | None
+    snapshot: bool
+    json_out: bool
+
+
+_SWITCHES = ("all_nodes", "slurm_drain", "slurm_resume", "apply", "snapshot")  # given only when on
+JOB_FLAGS: Flags = {
+    "fail_on": "--fail-on", "timeout": "--timeout", "root": "--root", "expect": "--expect", "html": "--html",
+    "k8s_taint": "--k8s-taint", "k8s_label": "--k8s-label", "output": "--output", "json_out": Flag("--json"),
+    **{name: Flag("--" + name.replace("_", "-")) for name in _SWITCHES},
+}  # fmt: skip
+
+
+def _resolved(path: str | Path | None) -> str | None:
+    return str(Path(path).resolve()) if path else None
 
 
 @fleet_app.command("doctor")
@@ -66,14 +143,33 @@ def fleet_doctor(
     k8s_taint: str = typer.Option(None, "--k8s-taint", help="Taint every failing node: KEY=VALUE:EFFECT (dry run unless --apply)."),
     k8s_label: str = typer.Option(None, "--k8s-label", help="Label every failing node KEY=VALUE (dry run unless --apply)."),
     apply: bool = typer.Option(False, "--apply", help="Carry out the scheduler actions instead of only showing them."),
+    root: str = typer.Option(None, "--root", help=LAUNCHED_ROOT_HELP),
+    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
+    timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, help=TIMEOUT_HELP),
+    master_addr: str = typer.Option(None, "--master-addr", help="Launched runs: host of rank 0 (default MASTER_ADDR; needed under mpirun)."),
+    master_port: int = typer.Option(None, "--master-port", min=1, max=65535, help="Launched runs: port of rank 0's store."),
 ) -> None:
-    """Judge every node (its doctor findings) and the fleet (drift between nodes); exit 1 when something reaches --fail-on."""
+    """Judge every node (its doctor findings) and the fleet (drift between nodes); exit 1 when something reaches --fail-on.
+
+    With --from it reads documents or snapshots; without, it runs as a job (`srun -N 4 fabricscope
+    fleet doctor`, torchrun, mpirun or --launch lab:NAME): every node reads itself, rank 0 judges.
+    """
     from fabricscope.findings import exit_code
     from fabricscope.fleet.doctor import judge_fleet
     from fabricscope.report.terminal import console
 
     threshold = parse_fail_on(fail_on)
-    nodes = _load(sources, files, expect)
+    if sources or files:
+        if root or launch:
+            die("--root and --launch are for launched runs; with --from the documents say everything")
+        nodes = _load(sources, files, expect)
+    else:
+        if launch:
+            job = DoctorJob(fail_on, timeout, _absolute_root(root), _resolved(expect), _resolved(html), all_nodes, slurm_drain,
+                            slurm_resume, k8s_taint, k8s_label, apply, json_out)  # fmt: skip
+            args = child_argv(["fleet", "doctor"], job, JOB_FLAGS)
+            launch_ranks(launch, args, timeout_s=timeout * 2 + 60, master_port=master_port)
+        nodes = _launched_nodes(root, timeout, master_addr, master_port, expect)
     report = judge_fleet(nodes, manifest=expect)
     actions = _actions(report, threshold, slurm_drain, slurm_resume, k8s_taint, k8s_label, apply)
     if json_out:
@@ -90,6 +186,21 @@ def fleet_doctor(
     if html is not None:
         _write_html(report, html)
     raise typer.Exit(exit_code((f for _n, f in report.findings()), threshold))
+
+
+def _launched_nodes(root: str | None, timeout: float, master_addr: str | None, master_port: int | None, expect: str | None):
+    from fabricscope.errors import FabricscopeError
+    from fabricscope.fleet.launched import to_nodes
+
+    received = _gathered(root, timeout, master_addr, master_port)
+    if received is None:
+        raise typer.Exit(0)  # not rank 0: rank 0 reports
+    try:
+        nodes = to_nodes(received)
+        _expect(nodes, expect)
+    except FabricscopeError as exc:
+        end_rank(str(exc), exc.exit_code)
+    return nodes
 
 
 def _write_html(report, target: Path) -> None:
@@ -128,22 +239,38 @@ def fleet_collect(
     sources: list[str] = typer.Option([], "--from", help="Documents or snapshots to keep as well (repeatable)."),
     files: list[str] = typer.Argument(None, help="More documents or snapshots.", show_default=False),
     local: bool = typer.Option(True, "--local/--no-local", help="Judge this node (or --root) and keep its document."),
-    root: str = typer.Option(None, "--root", help=ROOT_HELP),
+    root: str = typer.Option(None, "--root", help=ROOT_HELP + " Launched runs: {host} becomes the node's name."),
     snapshot: bool = typer.Option(False, "--snapshot", help="Keep a scrubbed snapshot of each judged node under DIR/snapshots/."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
+    timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, help=TIMEOUT_HELP),
+    master_addr: str = typer.Option(None, "--master-addr", help="Launched runs: host of rank 0 (default MASTER_ADDR; needed under mpirun)."),
+    master_port: int = typer.Option(None, "--master-port", min=1, max=65535, help="Launched runs: port of rank 0's store."),
 ) -> None:
-    """Keep every node's doctor document (and, with --snapshot, its scrubbed snapshot) in DIR for `fleet doctor --from DIR`."""
-    from fabricscope.fleet.collect import collect_root, collect_sources
+    """Keep every node's doctor document (and, with --snapshot, its scrubbed snapshot) in DIR for `fleet doctor --from DIR`.
+
+    Run as a job (`srun -N 4 fabricscope fleet collect -o DIR`, torchrun, mpirun or --launch
+    lab:NAME), every node reads itself and rank 0 writes all of them into DIR.
+    """
+    from fabricscope.cli.launching import dist_env
+    from fabricscope.fleet.collect import Collected, collect_root, collect_sources
 
     if output.exists() and not output.is_dir():
         die(f"-o {output}: exists and is not a directory")
-    done = []
-    if local:
+    if launch:
+        job = CollectJob(str(output.resolve()), timeout, _absolute_root(root), snapshot, json_out)
+        args = child_argv(["fleet", "collect"], job, JOB_FLAGS)
+        launch_ranks(launch, args, timeout_s=timeout * 2 + 60, master_port=master_port)
+    done: list[Collected] = []
+    failed: list[str] = []
+    if dist_env(master_addr, master_port).launcher != "single":
+        done, failed = _collect_launched(output, root, timeout, master_addr, master_port, snapshot)
+    elif local:
         done.append(collect_root(open_root(root), output, snapshot=snapshot))
     items = [*sources, *(files or [])]
     if items:
         done.extend(collect_sources(items, output, snapshot=snapshot))
-    if not done:
+    if not done and not failed:
         die("nothing to collect: drop --no-local or give --from FILES")
     if json_out:
         print_json({
@@ -155,6 +282,26 @@ def fleet_collect(
     else:
         for c in done:
             typer.echo(f"kept {c.node}: {c.document}" + (f" and {c.snapshot}" if c.snapshot else ""))
+    for why in failed:
+        typer.echo(f"fabricscope: error: not kept: {why}", err=True)
+    if failed:
+        raise typer.Exit(2)
+
+
+def _collect_launched(output: Path, root: str | None, timeout: float, master_addr: str | None, master_port: int | None, snapshot: bool):
+    """Rank 0 keeps what every node sent; the other ranks end here."""
+    from fabricscope.errors import FabricscopeError
+    from fabricscope.fleet.collect import Collected
+    from fabricscope.fleet.launched import keep
+
+    received = _gathered(root, timeout, master_addr, master_port, snapshot=snapshot)
+    if received is None:
+        raise typer.Exit(0)
+    try:
+        kept, failed = keep(received, output)
+    except FabricscopeError as exc:
+        end_rank(str(exc))
+    return [Collected(name, doc, snap, "launched") for name, doc, snap in kept], failed
 
 
 @fleet_app.command("baseline")

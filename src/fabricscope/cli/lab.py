@@ -13,6 +13,8 @@ from fabricscope.lab.fabric import Labs, require_root
 from fabricscope.lab.procgroup import run_group
 from fabricscope.lab.run import DEFAULT_MASTER_PORT, exec_on_host, host_specs
 from fabricscope.lab.spec import (
+    MAX_HOSTS,
+    MAX_RAILS,
     LabError,
     LabSpec,
     format_rate,
@@ -20,6 +22,7 @@ from fabricscope.lab.spec import (
     parse_oversubscription,
     parse_rate,
 )
+from fabricscope.units import parse_size
 
 lab_app = typer.Typer(
     name="lab",
@@ -45,16 +48,17 @@ def _spec(**kwargs) -> LabSpec:
 def up(
     name: str = typer.Option("lab", "--name", help="Lab name: 1-12 lower-case letters/digits."),
     topology: str = typer.Option("star", "--topology", help="star, leaf-spine or rail."),
-    hosts: int = typer.Option(4, "--hosts", help="Number of hosts (h1 .. hN)."),
-    hosts_per_leaf: int = typer.Option(None, "--hosts-per-leaf", help="leaf-spine: hosts under each leaf."),
-    rails: int = typer.Option(2, "--rails", help="rail: NICs per host, one rail switch each."),
+    hosts: int = typer.Option(4, "--hosts", min=1, max=MAX_HOSTS, help="Number of hosts (h1 .. hN)."),
+    hosts_per_leaf: int = typer.Option(None, "--hosts-per-leaf", min=1, max=MAX_HOSTS, help="leaf-spine: hosts under each leaf."),
+    rails: int = typer.Option(2, "--rails", min=1, max=MAX_RAILS, help="rail: NICs per host, one rail switch each."),
     link_rate: str = typer.Option(None, "--link-rate", help="Host link rate, e.g. 1gbit, 250mbit (default: unshaped)."),
     uplink_rate: str = typer.Option(None, "--uplink-rate", help="leaf-spine: leaf-to-spine rate."),
     oversubscription: str = typer.Option(None, "--oversubscription", help="leaf-spine: DOWN:UP, e.g. 4:1 (uplink = hosts-per-leaf x link rate / 4)."),
     loss: str = typer.Option(None, "--loss", help="Random loss per direction on host links, e.g. 0.1%."),
     loss_on: str = typer.Option(None, "--loss-on", help="Apply --loss only to these hosts (comma-separated, e.g. h3)."),
-    mtu: int = typer.Option(1500, "--mtu", help="MTU of every lab interface."),
+    mtu: int = typer.Option(1500, "--mtu", min=576, max=65000, help="MTU of every lab interface."),
     lldp: bool = typer.Option(False, "--lldp", help="Run lldpd on every switch and host (real LLDP for `topology discover lldp`; Debian package lldpd)."),
+    slurm: bool = typer.Option(False, "--slurm", help="Run a real Slurm cluster over the lab: munged, slurmctld here, one slurmd per host in its namespace (Debian packages slurm-wlm and munge)."),
     replace: bool = typer.Option(False, "--replace", help="Rebuild even if a lab of this name exists with other options."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -73,6 +77,7 @@ def up(
             loss_on=tuple(h.strip() for h in loss_on.split(",") if h.strip()) if loss_on else (),
             mtu=mtu,
             lldp=lldp,
+            slurm=slurm,
         )
         labs = Labs()
         result = labs.up(spec, replace=replace)
@@ -144,20 +149,25 @@ def set_link(
     target: str = typer.Argument(..., help="Host (h3) or leaf uplink (leaf1)."),
     link_rate: str = typer.Option(None, "--link-rate", help="New rate, e.g. 250mbit; 'none' removes shaping."),
     loss: str = typer.Option(None, "--loss", help="New random loss per direction, e.g. 1% (0% removes it)."),
+    queue: str = typer.Option(None, "--queue", help="Queue of the switch port towards this host (or of the uplink), e.g. 64KiB: a shallow buffer; 'default' = 50 ms at the rate."),
 ) -> None:
-    """Make one host's link (or a leaf's uplink) slow or lossy: plant a faulty node."""
-    if link_rate is None and loss is None:
-        die("give --link-rate and/or --loss")
+    """Make one host's link (or a leaf's uplink) slow, lossy or shallow-buffered: plant a faulty node."""
+    if link_rate is None and loss is None and queue is None:
+        die("give --link-rate, --loss and/or --queue")
     try:
         rate: int | None | str = "keep"
         if link_rate is not None:
             rate = None if link_rate.strip().lower() in ("none", "unshaped") else parse_rate(link_rate)
         pct = parse_loss(loss) if loss is not None else None
-        state = Labs().set_link(name, target, rate_bps=rate, loss_pct=pct)
+        depth: int | None | str = "keep"
+        if queue is not None:
+            depth = None if queue.strip().lower() == "default" else parse_size(queue, maximum=1 << 30)
+        state = Labs().set_link(name, target, rate_bps=rate, loss_pct=pct, queue_bytes=depth)
     except FabricscopeError as exc:
         die(str(exc), exc.exit_code)
     setting = state.link(target)
-    typer.echo(f"lab {name}: {target} now {format_rate(setting.rate_bps)}, loss {setting.loss_pct:g}%")
+    shown = f"{setting.queue_bytes} bytes" if setting.queue_bytes else "default (50 ms)"
+    typer.echo(f"lab {name}: {target} now {format_rate(setting.rate_bps)}, loss {setting.loss_pct:g}%, switch queue {shown}")
 
 
 @lab_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -165,7 +175,7 @@ def exec_(
     ctx: typer.Context,
     name: str = typer.Argument(..., help="Lab name."),
     host: str = typer.Argument(..., help="Host, e.g. h1."),
-    timeout: float = typer.Option(None, "--timeout", help="End the command after SECONDS (exit 124)."),
+    timeout: float = typer.Option(None, "--timeout", min=0.1, max=86400, help="End the command after SECONDS (exit 124)."),
 ) -> None:
     """Run one command on one host: `lab exec NAME h2 -- ping -c1 198.18.0.1`."""
     command = list(ctx.args)
@@ -177,8 +187,7 @@ def exec_(
     except FabricscopeError as exc:
         die(str(exc), exc.exit_code)
     if ended.timed_out:
-        typer.echo(f"fabricscope: error: {host}: command still running after {timeout:g} s; ended", err=True)
-        raise typer.Exit(124)
+        die(f"{host}: command still running after {timeout:g} s; ended", 124)
     raise typer.Exit(ended.rc)
 
 
@@ -187,9 +196,9 @@ def run(
     ctx: typer.Context,
     name: str = typer.Argument(..., help="Lab name."),
     hosts: str = typer.Option(None, "--hosts", help="Hosts in rank order (default all, h1 = rank 0), e.g. h1,h5,h2,h6."),
-    master_port: int = typer.Option(DEFAULT_MASTER_PORT, "--master-port", help="MASTER_PORT given to every host."),
-    timeout: float = typer.Option(3600.0, "--timeout", help="End every host's command after SECONDS (exit 124)."),
-    grace: float = typer.Option(10.0, "--grace", help="After one host fails, give the others SECONDS to end."),
+    master_port: int = typer.Option(DEFAULT_MASTER_PORT, "--master-port", min=1, max=65535, help="MASTER_PORT given to every host."),
+    timeout: float = typer.Option(3600.0, "--timeout", min=0.1, max=86400, help="End every host's command after SECONDS (exit 124)."),
+    grace: float = typer.Option(10.0, "--grace", min=0, max=3600, help="After one host fails, give the others SECONDS to end."),
 ) -> None:
     """Run a command on every host at once, with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT.
 
@@ -229,6 +238,11 @@ def _print_status(doc: dict) -> None:
     for u in doc.get("uplinks", []):
         live = "/".join(_live(u[k]) for k in ("live_leaf_side", "live_spine_side"))
         out.write(f"  uplink {u['leaf']} -> {u['spine']}: {u['rate']}, loss {u['loss_pct']:g}%  {live}\n")
+    if doc.get("slurm"):
+        nodes = doc["slurm"]["nodes"]
+        states = ", ".join(f"{n} {st}" for n, st in sorted(nodes.items())) if nodes is not None else "slurmctld does not answer"
+        out.write(f"  slurm: controller {doc['slurm']['controller']}, partition lab: {states}\n")
+        out.write(f"  clients (srun, sinfo, scontrol) need: export SLURM_CONF={doc['slurm']['conf']}\n")
 
 
 def _live(q: dict | None) -> str:

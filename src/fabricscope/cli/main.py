@@ -9,11 +9,65 @@ import signal
 import sys
 
 import typer
+from typer.core import TyperGroup
 
 from fabricscope import __version__
 from fabricscope.errors import FabricscopeError
 
+ERROR_LINE_MAX = 1000
+
+
+def error_line(message: str) -> str:
+    """A message as the one line users see: whitespace runs (newlines of a pasted value, click's
+    wrapped text) become one space, control characters a '?', so no input can add a line."""
+    text = " ".join(message.split())
+    return "".join(c if c.isprintable() else "?" for c in text)[:ERROR_LINE_MAX]
+
+
+class OneLineErrors(TyperGroup):
+    """The root command: every usage error (a value out of range, an unknown option, a missing
+    argument) and every :class:`FabricscopeError` ends as ``fabricscope: error: ...`` on one line
+    with its exit status (2), not click's usage box. In-process test runners get the same."""
+
+    def make_context(self, info_name, args, parent=None, **extra):  # type: ignore[no-untyped-def]
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except (typer.TyperException, FabricscopeError) as exc:
+            raise _one_line(exc) from None
+
+    def invoke(self, ctx):  # type: ignore[no-untyped-def]
+        try:
+            return super().invoke(ctx)
+        except (typer.TyperException, FabricscopeError) as exc:
+            raise _one_line(exc) from None
+
+
+def _one_line(exc: Exception) -> Exception:
+    """Print ``exc`` as one line and return the Exit to raise; click's help-on-no-arguments stays."""
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        return exc  # the help text itself (typer prints it), exit status 2 as before
+    if isinstance(exc, FabricscopeError):
+        message, code = str(exc), exc.exit_code
+    else:
+        message, code = exc.format_message(), 2  # type: ignore[attr-defined]  # click: usage errors
+        ctx = getattr(exc, "ctx", None)
+        if ctx is not None and ctx.parent is not None:
+            path = " ".join(c.info_name for c in _chain(ctx)[1:] if c.info_name)
+            message = f"{message} (see fabricscope {path} -h)"
+    typer.echo(f"fabricscope: error: {error_line(message)}", err=True)
+    return typer.Exit(code)
+
+
+def _chain(ctx) -> list:  # type: ignore[no-untyped-def]
+    out = []
+    while ctx is not None:
+        out.append(ctx)
+        ctx = ctx.parent
+    return out[::-1]
+
+
 app = typer.Typer(
+    cls=OneLineErrors,
     name="fabricscope",
     help="Does the network deliver what the GPUs need? Why not, and what to change.",
     no_args_is_help=True,
@@ -44,11 +98,11 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "checks": ("fabricscope.cli.doctor",),
     "snapshot": ("fabricscope.cli.doctor",),
     "nccl": ("fabricscope.cli.nccl",),
-    "bench": ("fabricscope.cli.bench", "fabricscope.cli.collective"),
+    "bench": ("fabricscope.cli.bench", "fabricscope.cli.collective", "fabricscope.cli.incast"),
     "history": ("fabricscope.cli.history", "fabricscope.cli.exporter"),
     "report": ("fabricscope.cli.report",),
     "lab": ("fabricscope.cli.lab",),
-    "sim": ("fabricscope.cli.sim",),
+    "sim": ("fabricscope.cli.sim", "fabricscope.cli.sim_train", "fabricscope.cli.incast"),
     "exporter": ("fabricscope.cli.exporter",),
     "monitoring": ("fabricscope.cli.exporter", "fabricscope.cli.k8s"),
     "fleet": ("fabricscope.cli.fleet",),
@@ -86,14 +140,14 @@ def _install_signal_exits() -> None:
 
 
 def main() -> None:
-    from fabricscope.host.command import stop_all
+    from fabricscope.host.command import shutdown
 
     _install_signal_exits()
     _register()
     try:
         app()
-    except FabricscopeError as exc:
-        typer.echo(f"fabricscope: error: {exc}", err=True)
+    except FabricscopeError as exc:  # raised outside a command (OneLineErrors takes those inside)
+        typer.echo(f"fabricscope: error: {error_line(str(exc))}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         typer.echo("fabricscope: interrupted", err=True)
@@ -104,4 +158,4 @@ def main() -> None:
         typer.echo(f"fabricscope: internal error: {type(exc).__name__}: {exc} (FABRICSCOPE_DEBUG=1 shows details)", err=True)
         sys.exit(2)
     finally:
-        stop_all()  # child processes still running (a signal, an error): end their whole groups
+        shutdown()  # child processes still running (a signal, an error): end their whole groups

@@ -17,9 +17,12 @@ from fabricscope.cli.common import (
     print_json,
 )
 from fabricscope.cli.main import app
-from fabricscope.findings import Finding, Severity, exit_code, summarize
+from fabricscope.findings import Severity, exit_code, summarize
 from fabricscope.host import read_inventory
-from fabricscope.nccl.log import LogAggregator, LogInputError, feed_file
+from fabricscope.nccl.logfiles import LogInputError, default_jobs, read_file, read_files
+from fabricscope.nccl.logmerge import merge
+from fabricscope.nccl.logreport import build_report
+from fabricscope.nccl.logstate import LogAggregator
 from fabricscope.nccl.variables import parse_version
 from fabricscope.report.terminal import console, render_findings
 
@@ -43,6 +46,7 @@ def log_cmd(
     fail_on: str = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP),
     show_ranks: bool = typer.Option(False, "--ranks", help=f"Print the per-rank table even above {MAX_TABLE_RANKS} ranks."),
     show_pass: bool = typer.Option(True, "--pass/--no-pass", help="Show passing verdicts too."),
+    jobs: int = typer.Option(0, "--jobs", "-j", min=0, max=1024, help="Files read at once, one process each (0: one per core). Same result for any value."),
 ) -> None:
     """Which transport each rank really used, and why the job failed: verdicts with fixes."""
     threshold = parse_fail_on(fail_on)
@@ -50,7 +54,7 @@ def log_cmd(
         die("--expect takes rdma, socket or auto")
     if files.count("-") > 1:
         die("stdin (-) can be read only once")
-    agg = LogAggregator(expect=expect)
+    jobs = jobs or default_jobs()
     total = 0
     for path in files:
         if path != "-":
@@ -62,13 +66,12 @@ def log_cmd(
                 die(f"{path}: {exc.strerror or exc}")
     try:
         if total >= PROGRESS_MIN_BYTES and sys.stderr.isatty() and not json_out:
-            _read_with_progress(agg, files, total)
+            agg = _read_with_progress(files, expect, jobs, total)
         else:
-            for path in files:
-                feed_file(agg, path)
+            agg = read_files(files, expect, jobs)
     except LogInputError as exc:
         die(str(exc))
-    report = agg.report()
+    report = build_report(agg)
     if report.nccl_lines == 0:
         binary = any(f["binary_lines"] for f in report.files)
         what = "binary data" if binary else "no NCCL log line"
@@ -82,7 +85,7 @@ def log_cmd(
     raise typer.Exit(exit_code(report.findings, threshold))
 
 
-def _read_with_progress(agg: LogAggregator, files: list[str], total: int) -> None:
+def _read_with_progress(files: list[str], expect: str, jobs: int, total: int) -> LogAggregator:
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
     with Progress(
@@ -90,12 +93,16 @@ def _read_with_progress(agg: LogAggregator, files: list[str], total: int) -> Non
         TimeRemainingColumn(), console=console(stderr=True), transient=True,
     ) as progress:
         task = progress.add_task("reading", total=total)
-        done = 0
+        if jobs > 1 and len(files) > 1:  # progress per file read
+            return read_files(files, expect, jobs, done=lambda _path, n: progress.advance(task, n))
+        agg, done = LogAggregator(expect=expect), 0
         for path in files:
             progress.update(task, description=os.path.basename(path)[:30])
-            stats = feed_file(agg, path, progress=lambda n, base=done: progress.update(task, completed=base + n))
-            done += stats.bytes
+            part = read_file(path, expect, progress=lambda n, base=done: progress.update(task, completed=base + n))
+            done += part.files[-1].bytes
+            merge(agg, part)
             progress.update(task, completed=done)
+        return agg
 
 
 def _render_summary(out, report, show_ranks: bool) -> None:
@@ -196,55 +203,23 @@ def lint_cmd(
     show_pass: bool = typer.Option(True, "--pass/--no-pass", help="Show passing checks too."),
 ) -> None:
     """Check the NCCL settings a job uses (and /etc/nccl.conf, NCCL_CONF_FILE) against this node."""
-    from fabricscope.host.inventory import NCCL_CONF
-    from fabricscope.nccl.lint import SCHEMA, lint
-    from fabricscope.nccl.settings import from_environ as environ_settings
-    from fabricscope.nccl.settings import merge, parse_env_file, parse_script
+    from fabricscope.nccl.job import JobSources, lint_job
+    from fabricscope.nccl.lint import SCHEMA
 
     threshold = parse_fail_on(fail_on)
     if nccl_version is not None and parse_version(nccl_version) is None:
         die(f"--nccl-version {nccl_version!r} is not a version like 2.19.3")
-    groups = []
-    unparsed = []
-    for path in env_file or []:
-        found, bad = parse_env_file(_read_text(path, "--env-file"), path)
-        groups.append(found)
-        unparsed += bad
-    for path in script or []:
-        groups.append(parse_script(_read_text(path, "--script"), path))
-    if from_environ:
-        groups.append(environ_settings(os.environ))
+    sources = JobSources(
+        env_files=[(path, _read_text(path, "--env-file")) for path in env_file or []],
+        scripts=[(path, _read_text(path, "--script")) for path in script or []],
+        environ=os.environ if from_environ else None,
+    )
     node = None if no_node else open_root(root)
     inv = read_inventory(node) if node is not None else None
-    extra = []
-    job = merge(groups)
-    conf_file = job.get("NCCL_CONF_FILE")
-    missing_conf = None
-    if conf_file and node is not None:
-        text = node.read(conf_file.lstrip("/"))
-        if text is None:
-            missing_conf = conf_file
-        else:
-            found, bad = parse_env_file(text, conf_file, origin="NCCL_CONF_FILE")
-            extra.append(found)
-            unparsed += bad
-    if inv is not None and inv.nccl_conf is not None:
-        found, bad = parse_env_file(inv.nccl_conf, "/" + NCCL_CONF, origin="/etc/nccl.conf")
-        extra.append(found)
-        unparsed += bad
-    settings = merge(groups + extra)
-    settings.unparsed = unparsed
-    if not settings.effective and not unparsed:
-        sources = [*(env_file or []), *(script or [])] + (["the environment"] if from_environ else [])
-        where = ", ".join(sources) if sources else "no --env-file, --script or --from-environ given"
+    settings, findings = lint_job(sources, node, inv, nccl_version=nccl_version, production=not debugging)
+    if not settings.effective and not settings.unparsed:
+        where = ", ".join(sources.labels) or "no --env-file, --script or --from-environ given"
         die(f"no NCCL_* setting found ({where}; /etc/nccl.conf {'absent' if inv is not None else 'not read'})")
-    findings = lint(settings, inv, nccl_version=nccl_version, production=not debugging)
-    if missing_conf:
-        setting = settings.effective.get("NCCL_CONF_FILE")
-        findings.append(
-            Finding("NCCL007", Severity.WARN, "NCCL_CONF_FILE", f"NCCL_CONF_FILE={missing_conf} does not exist on this node: NCCL silently runs without it",
-                    {"value": missing_conf, "source": setting.where if setting else None}, "fix the path (no ~: NCCL does not expand it)")
-        )
     if json_out:
         print_json(
             {

@@ -6,16 +6,11 @@ from pathlib import Path
 
 import typer
 
+from fabricscope.cli.common import die
 from fabricscope.cli.main import app
-from fabricscope.errors import FabricscopeError
 from fabricscope.host.tempfiles import atomic_write
 
 AUTO_BASELINE_RUNS = 5
-
-
-def _err(message: str, code: int = 2) -> typer.Exit:
-    typer.echo(f"fabricscope: error: {message}", err=True)
-    return typer.Exit(code)
 
 
 @app.command("report")
@@ -42,36 +37,33 @@ def report(
     from fabricscope.report.html import render_report
     from fabricscope.store import Store
 
-    try:
-        with Store.open(db) as store:
-            runs = store.results(list(dict.fromkeys(run_ids)))
-            baselines = {}
-            if baseline is not None:
-                named = store.get_baseline(baseline)
-                stats = baseline_stats([r.result for r in store.results(named.run_ids)])
-                for run in runs:
-                    if run.result.kind == named.kind:
-                        baselines[run.id] = (f"baseline {named.name}", stats)
-            elif auto_baseline:
-                for run in runs:
-                    if run.result.status.value != "ok":
-                        continue
-                    params = {k: v for k, v in run.result.params.items() if k != "timeout_s"}
-                    earlier = [
-                        r
-                        for r in store.list(kind=run.result.kind, status="ok", params=params, limit=None)
-                        if r.id < run.id
-                    ][:AUTO_BASELINE_RUNS]
-                    if earlier:
-                        label = f"median of runs {', '.join(str(r.id) for r in earlier)}"
-                        baselines[run.id] = (label, baseline_stats([r.result for r in earlier]))
-    except FabricscopeError as exc:
-        raise _err(str(exc)) from None
+    with Store.open(db, create=False) as store:  # a report never creates a history
+        runs = store.results(list(dict.fromkeys(run_ids)))
+        baselines = {}
+        if baseline is not None:
+            named = store.get_baseline(baseline)
+            stats = baseline_stats([r.result for r in store.results(named.run_ids)])
+            for run in runs:
+                if run.result.kind == named.kind:
+                    baselines[run.id] = (f"baseline {named.name}", stats)
+        elif auto_baseline:
+            for run in runs:
+                if run.result.status.value != "ok":
+                    continue
+                params = {k: v for k, v in run.result.params.items() if k != "timeout_s"}
+                earlier = [
+                    r
+                    for r in store.list(kind=run.result.kind, status="ok", params=params, limit=None)
+                    if r.id < run.id
+                ][:AUTO_BASELINE_RUNS]
+                if earlier:
+                    label = f"median of runs {', '.join(str(r.id) for r in earlier)}"
+                    baselines[run.id] = (label, baseline_stats([r.result for r in earlier]))
     html = render_report(runs, baselines)
     target = output.expanduser()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, html.encode("utf-8"))
     except OSError as exc:
-        raise _err(f"cannot write {target}: {exc.strerror or exc}") from None
+        die(f"cannot write {target}: {exc.strerror or exc}")
     typer.echo(f"wrote {target} ({len(runs)} run(s), {len(html) // 1024} KiB)")

@@ -27,11 +27,13 @@ app.add_typer(sim_app, name="sim")
 # ---- options shared by every command (Annotated so each command lists them once) -----------------
 Topo = Annotated[str, typer.Option("--topology", help="single-node, star, leaf-spine, fat-tree, rail-optimized or dragonfly.")]
 TopoFile = Annotated[Path | None, typer.Option("--topology-file", help="YAML file describing your fabric (see docs/sim.md); overrides --topology and its sizes.")]
-Nodes = Annotated[int, typer.Option("--nodes", help="Number of nodes (servers).")]
-Gpn = Annotated[int, typer.Option("--gpus-per-node", help="GPUs (ranks) per node.")]
+Nodes = Annotated[int, typer.Option("--nodes", min=1, help="Number of nodes (servers).")]
+Gpn = Annotated[int | None, typer.Option("--gpus-per-node", help="GPUs (ranks) per node (default 8, or the --system's).")]
 Npn = Annotated[int | None, typer.Option("--nics-per-node", help="Network NICs per node (default: one per GPU).")]
-NicRate = Annotated[str, typer.Option("--nic-rate", help="NIC / host link rate in bit/s: 400G, 200G, 100mbit, 1gbit.")]
-Gpu = Annotated[str, typer.Option("--gpu", help="GPU preset for NVLink/PCIe bandwidth: h100, h200, a100, b200, none (CPU hosts).")]
+NicRate = Annotated[str | None, typer.Option("--nic-rate", help="NIC / host link rate in bit/s: 400G, 200G, 100mbit, 1gbit (default 400G, or the --system's).")]
+Gpu = Annotated[str | None, typer.Option("--gpu", help="GPU preset for NVLink/PCIe bandwidth: h100, h200, a100, b200, gb200, none (CPU hosts); default h100, or the --system's.")]
+System = Annotated[str | None, typer.Option("--system", help="A real system: dgx-a100, dgx-h100, hgx-h200, dgx-b200, gb200-nvl72, pcie-server (GPUs, NVLink, PCIe, NICs; sources in docs/sim.md).")]
+NvlDomain = Annotated[int | None, typer.Option("--nvlink-domain", help="GPUs in one multi-node NVLink domain (gb200-nvl72: 72; NVL36: 36).")]
 Nvl = Annotated[float | None, typer.Option("--nvlink-GBps", help="NVLink bandwidth per GPU per direction, GB/s (overrides --gpu).")]
 Pcie = Annotated[float | None, typer.Option("--pcie-GBps", help="Effective PCIe bandwidth of each NIC slot per direction, GB/s.")]
 Over = Annotated[str, typer.Option("--oversubscription", help="Leaf down:up bandwidth ratio, e.g. 1:1, 2:1, 4:1.")]
@@ -46,12 +48,14 @@ Loss = Annotated[str, typer.Option("--loss", help="Packet loss probability on ne
 Mtu = Annotated[int | None, typer.Option("--mtu", help="MTU in bytes (default 4096 for ib/roce, 1500 for tcp/udp).")]
 Ecn = Annotated[bool, typer.Option("--ecn/--no-ecn", help="RoCE: ECN/DCQCN congestion control (off: PFC only, head-of-line blocking).")]
 PerCore = Annotated[float | None, typer.Option("--per-core-gbps", help="tcp/udp: throughput one core sustains per flow, Gb/s (default 40 / 15).")]
-Rto = Annotated[float | None, typer.Option("--rto-ms", help="Retransmission timeout in ms (default: adaptive, from the RTT).")]
+Nsocks = Annotated[int | None, typer.Option("--nsocks-perthread", help="tcp: NCCL_NSOCKS_PERTHREAD, sockets per helper thread (NCCL's default 1).")]
+Nthreads = Annotated[int | None, typer.Option("--socket-nthreads", help="tcp: NCCL_SOCKET_NTHREADS, helper threads per connection (NCCL's default 0: the proxy thread, one socket).")]
+Rto = Annotated[float | None, typer.Option("--rto-ms", min=0.001, max=600_000, help="Retransmission timeout in ms (default: adaptive, from the RTT).")]
 Alpha = Annotated[float | None, typer.Option("--alpha-us", help="Per-message latency of the transport, us (overrides the default).")]
 Eff = Annotated[float | None, typer.Option("--efficiency", help="Goodput per unit of link rate on network links, 0..1 (overrides the default).")]
 Framing = Annotated[str, typer.Option("--framing", help="tcp/udp per-packet overhead: ethernet (wire) or tbf (a tc tbf-shaped veth).")]
 Routing = Annotated[str | None, typer.Option("--routing", help="ecmp (seeded flow hash) or adaptive (spraying); default: adaptive for ib, ecmp otherwise.")]
-Seed = Annotated[int, typer.Option("--seed", help="ECMP hash seed: another seed, another set of hash collisions.")]
+Seed = Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="ECMP hash seed: another seed, another set of hash collisions.")]
 Calib = Annotated[int | None, typer.Option("--calibrate", help="Fit alpha and efficiency to a stored collective run (its id in the bench history) first.")]
 Json = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 
@@ -78,7 +82,7 @@ def _calibrate(params: dict[str, Any], run_id: int, ranks_topology: bool) -> dic
     from fabricscope.sim.scenario import build_simulator, normalise
     from fabricscope.store import Store
 
-    with Store.open() as store:  # $FABRICSCOPE_DB or the default path
+    with Store.open(create=False) as store:  # $FABRICSCOPE_DB or the default path; never created here
         samples = samples_from_result(store.get(int(run_id)).result)
     p = normalise(params)
     if ranks_topology and samples.ranks and p.get("topology_file") is None:
@@ -142,17 +146,23 @@ def _print_calibration(rep: dict[str, Any] | None) -> None:
 @sim_app.command("collective")
 def collective(
     op: Annotated[str, typer.Option("--op", help="all_reduce, all_gather, reduce_scatter, alltoall, broadcast, sendrecv.")] = "all_reduce",
-    algo: Annotated[str | None, typer.Option("--algo", help="ring, tree, hierarchical, halving-doubling, direct (default: ring; direct for alltoall/sendrecv).")] = None,
+    algo: Annotated[str, typer.Option("--algo", help="auto (NCCL's choice: least predicted time), ring, tree, nvls, nvlstree, collnet, pat; or hierarchical, halving-doubling, direct (as NCCL_ALGO).")] = "auto",
+    proto: Annotated[str, typer.Option("--proto", help="auto, ll, ll128 or simple (as NCCL_PROTO).")] = "auto",
+    explain: Annotated[bool, typer.Option("--explain", help="Show every (algorithm, protocol) NCCL allows here, with its predicted time.")] = False,
+    pxn: Annotated[bool, typer.Option("--pxn/--no-pxn", help="alltoall and sendrecv leave by the NIC on the destination's rail through a peer GPU (NCCL's PXN); --no-pxn is NCCL_PXN_DISABLE=1.")] = True,
+    sharp: Annotated[bool, typer.Option("--sharp", help="The IB switches reduce in the network (SHARP): CollNet and multi-node NVLS become possible.")] = False,
     size: Annotated[str, typer.Option("--size", help="Message size (1G = 1 GiB, as nccl-tests) or a sweep 1M:1G / list 1M,64M.")] = "1G",
     channels: Annotated[int | None, typer.Option("--channels", help="Ring channels (default: one per NIC, rail-aligned).")] = None,
     node_order: Annotated[str | None, typer.Option("--node-order", help="Rank order of nodes, e.g. h1,h5,h2,h6 (lab host names) or 0,4,1,5; a subset makes a smaller communicator.")] = None,
     topology: Topo = "rail-optimized",
+    system: System = None,
+    nvlink_domain: NvlDomain = None,
     topology_file: TopoFile = None,
     nodes: Nodes = 2,
-    gpus_per_node: Gpn = 8,
+    gpus_per_node: Gpn = None,
     nics_per_node: Npn = None,
-    nic_rate: NicRate = "400G",
-    gpu: Gpu = "h100",
+    nic_rate: NicRate = None,
+    gpu: Gpu = None,
     nvlink_GBps: Nvl = None,
     pcie_GBps: Pcie = None,
     oversubscription: Over = "1:1",
@@ -167,6 +177,8 @@ def collective(
     mtu: Mtu = None,
     ecn: Ecn = True,
     per_core_gbps: PerCore = None,
+    nsocks_perthread: Nsocks = None,
+    socket_nthreads: Nthreads = None,
     rto_ms: Rto = None,
     alpha_us: Alpha = None,
     efficiency: Eff = None,
@@ -195,14 +207,28 @@ def collective(
         return
     typer.echo(summary_line(sim))
     _print_calibration(report)
-    typer.echo(f"{doc['op']} {doc['algo']}, {doc['ranks']} ranks")
-    typer.echo(f"{'size':>10}  {'time':>11}  {'algbw GB/s':>11}  {'busbw GB/s':>11}  limited by")
+    typer.echo(f"{doc['op']}, {doc['ranks']} ranks")
+    typer.echo(f"{'size':>10}  {'algorithm':>16}  {'time':>11}  {'algbw GB/s':>11}  {'busbw GB/s':>11}  limited by")
     for r in doc["results"]:
+        pair = f"{r['algo']}/{r['proto']}"
         typer.echo(
-            f"{format_size(r['size_bytes']):>10}  {_fmt_time(r['time_s']):>11}  {_gb(r['algbw_GBps']):>11}  "
+            f"{format_size(r['size_bytes']):>10}  {pair:>16}  {_fmt_time(r['time_s']):>11}  {_gb(r['algbw_GBps']):>11}  "
             f"{_gb(r['busbw_GBps']):>11}  {r['limited_by']}"
         )
+        if explain:
+            _print_alternatives(r)
     _print_bottlenecks(doc["bottlenecks"])
+
+
+def _print_alternatives(r: dict[str, Any]) -> None:
+    for a in r.get("alternatives") or []:
+        mark = "*" if (a["algo"], a["proto"]) == (r["algo"], r["proto"]) else " "
+        typer.echo(
+            f"        {mark} {a['algo'] + '/' + a['proto']:>16}  {_fmt_time(a['time_s']):>11}  "
+            f"(latency {_fmt_time(a['latency_s'])}, bandwidth {_fmt_time(a['bandwidth_s'])}, busbw {_gb(a['busbw_GBps'])})"
+        )
+    for e in r.get("excluded") or []:
+        typer.echo(f"          {e['algo']:>16}  not run here: {e['reason']}")
 
 
 def _train_params(kw: dict[str, Any]) -> dict[str, Any]:
@@ -223,82 +249,6 @@ def _float_arg(v: Any, name: str) -> float:
     return x
 
 
-@sim_app.command("train")
-def train(
-    params: Annotated[str, typer.Option("--params", help="Model parameters, e.g. 70e9.")] = "70e9",
-    gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs in the job (= tp * pp * dp).")] = None,
-    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel size (GPUs of one node, typically).")] = 8,
-    pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel stages.")] = 1,
-    dp: Annotated[int | None, typer.Option("--dp", help="Data-parallel replicas (default: gpus / (tp * pp)).")] = None,
-    gpu_tflops: Annotated[float, typer.Option("--gpu-tflops", help="Sustained dense TFLOP/s per GPU on the model's matmuls (H100 SXM peak BF16 is 989).")] = 400.0,
-    tokens_per_step: Annotated[str, typer.Option("--tokens-per-step", help="Global batch in tokens per optimizer step.")] = "4194304",
-    seq_len: Annotated[int, typer.Option("--seq-len", help="Sequence length.")] = 4096,
-    micro_batch: Annotated[int, typer.Option("--micro-batch", help="Micro-batch size (sequences).")] = 1,
-    layers: Annotated[int | None, typer.Option("--layers", help="Transformer layers (default: derived from --params).")] = None,
-    hidden: Annotated[int | None, typer.Option("--hidden", help="Hidden size (default: derived from --params).")] = None,
-    dp_collective: Annotated[str, typer.Option("--dp-collective", help="allreduce, or zero (reduce-scatter + all-gather, ZeRO/FSDP).")] = "allreduce",
-    grad_bytes: Annotated[int, typer.Option("--grad-bytes", help="Bytes per gradient element (2 bf16, 4 fp32).")] = 2,
-    overlap_dp: Annotated[bool, typer.Option("--overlap-dp/--no-overlap-dp", help="Overlap the gradient collective with the last backward pass.")] = True,
-    topology: Topo = "rail-optimized",
-    topology_file: TopoFile = None,
-    gpus_per_node: Gpn = 8,
-    nics_per_node: Npn = None,
-    nic_rate: NicRate = "400G",
-    gpu: Gpu = "h100",
-    nvlink_GBps: Nvl = None,
-    pcie_GBps: Pcie = None,
-    oversubscription: Over = "1:1",
-    hosts_per_leaf: Hpl = None,
-    spines: Spines = None,
-    uplink_rate: Uplink = None,
-    radix: Radix = None,
-    tiers: Tiers = None,
-    transport: Transport = "ib",
-    loss: Loss = "0",
-    mtu: Mtu = None,
-    ecn: Ecn = True,
-    per_core_gbps: PerCore = None,
-    alpha_us: Alpha = None,
-    efficiency: Eff = None,
-    routing: Routing = None,
-    seed: Seed = 0,
-    calibrate_run: Calib = None,
-    json_out: Json = False,
-) -> None:
-    """One training step with 3-D parallelism: compute, exposed communication, tokens per second."""
-    kw = dict(locals())
-    _need_numpy()
-    from fabricscope.sim.workloads import run_train
-
-    p = _train_params({k: v for k, v in kw.items() if k not in ("json_out", "calibrate_run")})
-    report = None
-    if calibrate_run is not None:
-        report = _calibrate(_sim_only(p), calibrate_run, ranks_topology=True)
-        p.update(report["applied"])
-    doc = run_train(p)
-    if report:
-        doc["calibration"] = report
-    if json_out:
-        print_json(doc)
-        return
-    w = doc["workload"]
-    typer.echo(
-        f"{w['params'] / 1e9:g}B parameters ({w['layers']} layers, hidden {w['hidden']}) on {w['gpus']} GPUs: "
-        f"tp {w['tp']} x pp {w['pp']} x dp {w['dp']}; {w['micro_batches']} micro-batch(es) of {w['micro_batch']} x "
-        f"{w['seq_len']} tokens per replica"
-    )
-    _print_calibration(report)
-    typer.echo(f"step time         {_fmt_time(doc['step_time_s'])}")
-    typer.echo(f"  compute         {_fmt_time(doc['compute_s'])} (+ pipeline bubble {_fmt_time(doc['pipeline_bubble_s'])})")
-    typer.echo(f"  exposed comm    {_fmt_time(doc['exposed_comm_s'])} ({doc['comm_share'] * 100:.1f}% of the step)")
-    for name, c in doc["comm"].items():
-        typer.echo(
-            f"    {name:<18} {_fmt_time(c['total_s'])} total, {_fmt_time(c['exposed_s'])} exposed, "
-            f"busbw {c['busbw_GBps']:.1f} GB/s, limited by {c['limited_by']}"
-        )
-    typer.echo(f"tokens per second {doc['tokens_per_s']:,.0f}")
-    _print_bottlenecks(doc["bottlenecks"])
-
 
 def _sim_only(p: dict[str, Any]) -> dict[str, Any]:
     from fabricscope.sim.scenario import DEFAULTS
@@ -310,22 +260,29 @@ def _sim_only(p: dict[str, Any]) -> dict[str, Any]:
 @sim_app.command("infer")
 def infer(
     params: Annotated[str, typer.Option("--params", help="Model parameters, e.g. 70e9.")] = "70e9",
-    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per model instance (within one node).")] = 8,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per model instance (across nodes when larger than one).")] = 8,
     batch: Annotated[int, typer.Option("--batch", help="Concurrent sequences being decoded.")] = 32,
     prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="Prompt length (prefill) per request.")] = 2048,
     output_tokens: Annotated[int, typer.Option("--output-tokens", help="Generated tokens per request.")] = 256,
-    layers: Annotated[int | None, typer.Option("--layers", help="Transformer layers (default: derived from --params).")] = None,
+    layers: Annotated[int | None, typer.Option("--layers", min=1, max=10_000, help="Transformer layers (default: derived from --params).")] = None,
     hidden: Annotated[int | None, typer.Option("--hidden", help="Hidden size (default: derived from --params).")] = None,
     kv_bytes_per_token: Annotated[str | None, typer.Option("--kv-bytes-per-token", help="KV-cache bytes per token (default: 2 * layers * hidden/8 * 2, GQA 8:1, bf16).")] = None,
     gpu_tflops: Annotated[float, typer.Option("--gpu-tflops", help="Sustained TFLOP/s per GPU.")] = 400.0,
     hbm_GBps: Annotated[float, typer.Option("--hbm-GBps", help="HBM bandwidth per GPU, GB/s (H100 SXM 3350).")] = 3350.0,
+    experts: Annotated[int, typer.Option("--experts", help="Mixture of experts: experts per MoE layer (0: dense).")] = 0,
+    active_experts: Annotated[int, typer.Option("--active-experts", help="MoE: experts each token goes to (top-k).")] = 2,
+    active_params: Annotated[str | None, typer.Option("--active-params", help="MoE: parameters active per token, e.g. 13e9 (default: all).")] = None,
+    ep: Annotated[int, typer.Option("--ep", help="Expert-parallel GPUs per instance (an instance is tp x ep GPUs; across nodes when larger than one).")] = 1,
+    tpot_target_ms: Annotated[float | None, typer.Option("--tpot-target-ms", help="Which transport and NIC rate meet this time per output token (ms)?")] = None,
     topology: Topo = "rail-optimized",
+    system: System = None,
+    nvlink_domain: NvlDomain = None,
     topology_file: TopoFile = None,
     nodes: Nodes = 2,
-    gpus_per_node: Gpn = 8,
+    gpus_per_node: Gpn = None,
     nics_per_node: Npn = None,
-    nic_rate: NicRate = "400G",
-    gpu: Gpu = "h100",
+    nic_rate: NicRate = None,
+    gpu: Gpu = None,
     nvlink_GBps: Nvl = None,
     transport: Transport = "tcp",
     loss: Loss = "0",
@@ -337,33 +294,54 @@ def infer(
     seed: Seed = 0,
     json_out: Json = False,
 ) -> None:
-    """LLM serving: tensor-parallel all-reduces per token, and the KV-cache move from prefill to decode node."""
+    """LLM serving: TP all-reduces and MoE expert alltoalls per token, the KV-cache move from prefill to decode, TPOT and TTFT."""
     kw = dict(locals())
     _need_numpy()
-    from fabricscope.sim.workloads import run_infer
+    from fabricscope.sim.infer import run_infer
 
     p = _common(**{k: v for k, v in kw.items() if k != "json_out"})
     p["params"] = _float_arg(p["params"], "--params")
+    if "active_params" in p:
+        p["active_params"] = _float_arg(p["active_params"], "--active-params")
     doc = run_infer(p)
     if json_out:
         print_json(doc)
         return
+    _print_infer(doc)
+
+
+def _print_infer(doc: dict[str, Any]) -> None:
     w = doc["workload"]
+    moe = f", {w['experts']} experts (top-{w['active_experts']}), ep {w['ep']}" if w["experts"] else ""
     typer.echo(
-        f"{w['params'] / 1e9:g}B parameters, tp {w['tp']}, batch {w['batch']}, prompt {w['prompt_tokens']} tokens, "
+        f"{w['params'] / 1e9:g}B parameters{moe}, tp {w['tp']}, batch {w['batch']}, prompt {w['prompt_tokens']} tokens, "
         f"KV cache {format_size(doc['kv_cache_bytes'])} per batch"
     )
+    ep = f" + expert alltoalls {_fmt_time(doc['ep_comm_per_token_s'])}" if doc.get("expert_parallel") else ""
     typer.echo(
         f"time per output token {_fmt_time(doc['time_per_output_token_s'])}: decode {_fmt_time(doc['decode_step_s'])} "
-        f"({doc['decode_bound']}-bound) + TP all-reduces {_fmt_time(doc['tp_comm_per_token_s'])} "
+        f"({doc['decode_bound']}-bound) + TP all-reduces {_fmt_time(doc['tp_comm_per_token_s'])}{ep} "
         f"({doc['comm_share'] * 100:.1f}%); {doc['tokens_per_s']:,.0f} tokens/s per instance"
     )
-    typer.echo("KV-cache transfer prefill -> decode node, and time to first token:")
+    for key, name in (("tensor_parallel", "TP all-reduce"), ("expert_parallel", "EP alltoall")):
+        call = (doc.get(key) or {}).get("per_call")
+        if call:
+            typer.echo(f"  {name}: {format_size(call['size_bytes'])} per call, {call['algo']}/{call['proto']}, "
+                       f"{_fmt_time(call['time_s'])}, limited by {call['limited_by']}")
+    typer.echo("KV-cache transfer prefill -> decode instance, and time to first token:")
     for mode, m in doc["kv_transfer"].items():
         typer.echo(
             f"  {mode:<16} {m['transport']:<5} {_fmt_time(m['time_s']):>11}  ({m['rate_GBps_per_gpu']:.2f} GB/s per GPU)  "
             f"TTFT {_fmt_time(doc['time_to_first_token_s'][mode])}"
         )
+    target = doc.get("tpot_target")
+    if target:
+        typer.echo(f"TPOT target {target['target_ms']:g} ms:")
+        for r in target["options"]:
+            typer.echo(f"  {r['transport']:<5} {r['nic_rate']:>5}  TPOT {_fmt_time(r['tpot_s']):>11}  "
+                       f"{'meets' if r['meets'] else 'misses'}")
+        for t, rate in target["slowest_rate_that_meets"].items():
+            typer.echo(f"  {t}: {'from ' + rate if rate else 'no rate up to 800G'} meets it")
 
 
 def _parse_vary(items: list[str]) -> dict[str, list[str]]:
@@ -393,15 +371,17 @@ def compare(
     tp: Annotated[int, typer.Option("--tp", help="train: tensor-parallel size.")] = 8,
     pp: Annotated[int, typer.Option("--pp", help="train: pipeline stages.")] = 1,
     dp: Annotated[int | None, typer.Option("--dp", help="train: data-parallel replicas.")] = None,
-    gpu_tflops: Annotated[float, typer.Option("--gpu-tflops", help="train: sustained TFLOP/s per GPU.")] = 400.0,
+    gpu_tflops: Annotated[float | None, typer.Option("--gpu-tflops", help="train: peak dense TFLOP/s per GPU (default: the GPU's datasheet figure).")] = None,
     tokens_per_step: Annotated[str, typer.Option("--tokens-per-step", help="train: global batch tokens.")] = "4194304",
     topology: Topo = "rail-optimized",
+    system: System = None,
+    nvlink_domain: NvlDomain = None,
     topology_file: TopoFile = None,
     nodes: Nodes = 2,
-    gpus_per_node: Gpn = 8,
+    gpus_per_node: Gpn = None,
     nics_per_node: Npn = None,
-    nic_rate: NicRate = "400G",
-    gpu: Gpu = "h100",
+    nic_rate: NicRate = None,
+    gpu: Gpu = None,
     oversubscription: Over = "1:1",
     hosts_per_leaf: Hpl = None,
     spines: Spines = None,
@@ -422,20 +402,8 @@ def compare(
     from fabricscope.sim.compare import run_grid
 
     grid = _parse_vary(vary)
-    base = _common(**{k: v for k, v in kw.items() if k not in ("json_out", "vary", "plot", "no_plot", "workload")})
-    if workload not in ("collective", "train"):
-        die("--workload is collective or train")
-    if workload == "collective":
-        for k in ("params", "gpus", "tp", "pp", "dp", "gpu_tflops", "tokens_per_step"):
-            base.pop(k, None)
-    else:
-        base = _train_params(base)
-        base.pop("nodes", None)
-        for k in ("op", "size"):
-            base.pop(k, None)
-    n = 1
-    for v in grid.values():
-        n *= len(v)
+    base = _compare_base(kw, workload)
+    n = math.prod(len(v) for v in grid.values())
     if n > 200:
         die(f"the grid has {n} combinations; at most 200")
     tick = _progress(n) if (sys.stderr.isatty() and not json_out and n > 3) else None
@@ -464,6 +432,20 @@ def compare(
             typer.echo(f"plot written to {doc['plot']}")
     if plot_msg:
         typer.echo(f"fabricscope: warning: {plot_msg}", err=True)
+
+
+def _compare_base(kw: dict[str, Any], workload: str) -> dict[str, Any]:
+    """The parameters every cell shares, without those of the other workload."""
+    base = _common(**{k: v for k, v in kw.items() if k not in ("json_out", "vary", "plot", "no_plot", "workload")})
+    if workload not in ("collective", "train"):
+        die("--workload is collective or train")
+    drop: tuple[str, ...] = ("params", "gpus", "tp", "pp", "dp", "gpu_tflops", "tokens_per_step")
+    if workload == "train":
+        base = _train_params(base)
+        drop = ("nodes", "op", "size")
+    for k in drop:
+        base.pop(k, None)
+    return base
 
 
 def _progress(total: int):  # pragma: no cover - only on a terminal

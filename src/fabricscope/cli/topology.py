@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
-from fabricscope.cli.common import JSON_HELP, die, print_json
+from fabricscope.bench.launch import Flag, Flags, child_argv
+from fabricscope.cli.common import JSON_HELP, die, end_rank, print_json
+from fabricscope.cli.launching import absolute_item
 from fabricscope.cli.main import app
 from fabricscope.errors import FabricscopeError
 
@@ -62,14 +65,6 @@ def _launch(launch: str, child_args: list[str], timeout_s: float, master_port: i
     if result.timed_out:
         die(f"the job did not finish within {timeout_s:g} s; all ranks ended")
     raise typer.Exit(0 if result.worst == 0 else 2)
-
-
-def _absolute(item: str) -> str:
-    """``SWITCH=FILE`` or ``FILE`` with the file made absolute (ranks may start elsewhere)."""
-    if item.startswith("lab:"):
-        return item
-    name, sep, path = item.partition("=") if "=" in item and not Path(item).exists() else ("", "", item)
-    return f"{name}{sep}{Path(path).resolve()}"
 
 
 def _lldp_nodes(lldp_socket: str | None, timeout: float, master_addr: str | None, master_port: int | None):
@@ -126,6 +121,36 @@ def _discovery(source: str, roots: list[str], capture: Path | None, switch_lldp:
     die(f"unknown source {source!r}: {SOURCE_HELP}")
 
 
+@dataclass(frozen=True)
+class LldpJob:
+    """What every launched rank of `topology discover lldp` runs with (paths made absolute)."""
+
+    output: str | None
+    switch_lldp: tuple[str, ...]
+    lldp_socket: str | None
+    name: str | None
+    nic_rate: str | None
+    uplink_rate: str | None
+    nics_per_node: int | None
+    gpus_per_node: int | None
+    gpu: str
+    timeout: float
+
+
+LLDP_JOB_FLAGS: Flags = {
+    "output": "--output",
+    "switch_lldp": Flag("--switch-lldp", repeat=True),
+    "lldp_socket": "--lldp-socket",
+    "name": "--name",
+    "nic_rate": "--nic-rate",
+    "uplink_rate": "--uplink-rate",
+    "nics_per_node": "--nics-per-node",
+    "gpus_per_node": "--gpus-per-node",
+    "gpu": "--gpu",
+    "timeout": "--timeout",
+}
+
+
 @topology_app.command("discover")
 def discover(
     source: str = typer.Argument(..., help=SOURCE_HELP),
@@ -142,8 +167,8 @@ def discover(
     gpu: str = typer.Option("none", "--gpu", help="GPU preset to write: none, a100, h100, h200, b200."),
     launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
     master_addr: str = typer.Option(None, "--master-addr", help="Host of rank 0 (default MASTER_ADDR)."),
-    master_port: int = typer.Option(None, "--master-port", help="Port of rank 0's store (default MASTER_PORT or 29500)."),
-    timeout: float = typer.Option(120.0, "--timeout", min=1, help="Deadline in seconds for gathering from every rank."),
+    master_port: int = typer.Option(None, "--master-port", min=1, max=65535, help="Port of rank 0's store (default MASTER_PORT or 29500)."),
+    timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, help="Deadline in seconds for gathering from every rank."),
     json_out: bool = typer.Option(False, "--json", help="Print the fabricscope.topology/v1 document (the YAML's content plus every NIC's switch port) instead of the YAML."),
 ) -> None:
     """Write the fabric as the simulator's YAML topology (`sim collective --topology-file FILE`).
@@ -154,16 +179,10 @@ def discover(
     if launch:
         if source != "lldp" or root:
             die("--launch gathers live LLDP readings: use it with the source lldp and without --root")
-        args = ["topology", "discover", "lldp", "--timeout", str(timeout), "--gpu", gpu]
-        for flag, value in (("--output", str(output.resolve()) if output else None), ("--lldp-socket", lldp_socket),
-                            ("--name", name), ("--nic-rate", nic_rate), ("--uplink-rate", uplink_rate),
-                            ("--nics-per-node", nics_per_node), ("--gpus-per-node", gpus_per_node)):
-            if value is not None:
-                args += [flag, str(value)]
-        for item in switch_lldp:
-            args += ["--switch-lldp", _absolute(item)]
-        if json_out:
-            args.append("--json")
+        job = LldpJob(output=str(output.resolve()) if output else None, switch_lldp=tuple(absolute_item(i) for i in switch_lldp),
+                      lldp_socket=lldp_socket, name=name, nic_rate=nic_rate, uplink_rate=uplink_rate,
+                      nics_per_node=nics_per_node, gpus_per_node=gpus_per_node, gpu=gpu, timeout=timeout)  # fmt: skip
+        args = child_argv(["topology", "discover", "lldp"], job, LLDP_JOB_FLAGS, ["--json"] if json_out else [])
         _launch(launch, args, timeout_s=timeout * 2 + 60, master_port=master_port)
     opts = BuildOptions(gpus_per_node=gpus_per_node, gpu=gpu, nics_per_node=nics_per_node,
                         nic_rate_bps=_rate(nic_rate, "--nic-rate"), uplink_rate_bps=_rate(uplink_rate, "--uplink-rate"))
@@ -178,9 +197,7 @@ def discover(
         if output:
             _write(output, text)
     except FabricscopeError as exc:
-        typer.echo(f"fabricscope: error: {exc}", err=True)
-        sys.stderr.flush()
-        os._exit(exc.exit_code)  # a gathering rank may hold torch's store threads
+        end_rank(str(exc), exc.exit_code)  # a gathering rank may hold torch's store threads
     if json_out:
         print_json(report(doc, disc))
     elif not output:

@@ -18,7 +18,7 @@ from fabricscope.host.pci import PciDevice
 from fabricscope.host.procfs import GPUDIRECT_MODULES
 from fabricscope.host.qos import QosConfig
 from fabricscope.nccl.node import best_roce_gid
-from fabricscope.nccl.settings import parse_env_file
+from fabricscope.nccl.settings import parse_conf_file
 
 
 def _pcie(dev: PciDevice | None) -> dict[str, Any]:
@@ -102,7 +102,8 @@ def _other_netdevs(inv: Inventory) -> list[dict[str, Any]]:
 def _nccl_conf(text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
-    settings, _unparsed = parse_env_file(text, "/etc/nccl.conf", origin="/etc/nccl.conf")
+    # As NCCL reads it (setEnvFile), so two nodes that NCCL sees the same way never differ here.
+    settings, _skipped, _misread = parse_conf_file(text, "/etc/nccl.conf", origin="/etc/nccl.conf")
     meaningful = "\n".join(ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#"))
     return {
         "settings": {s.name: s.value for s in settings},

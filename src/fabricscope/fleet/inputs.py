@@ -141,7 +141,7 @@ def _judge_snapshot(path: Path) -> NodeDoc:
     return reduce_document(run_doctor(root).to_dict(), str(path))
 
 
-def _unusable(path: Path, reason: str) -> NodeDoc:
+def _unusable(path: Path | str, reason: str) -> NodeDoc:
     finding = Finding(
         "fleet.input", Severity.FAIL, str(path), f"node not judged: {reason}", {"source": str(path)},
         "re-collect this node: `fabricscope doctor --json > NODE.json` (or `fabricscope snapshot -o NODE.tar.gz`) on it",
@@ -163,6 +163,31 @@ def load_nodes(sources: list[Path], progress: Callable[[int, int], None] | None 
         if progress is not None:
             progress(i + 1, len(sources))
     _name_nodes(nodes, sources)
+    _check_usable(nodes)
+    return nodes
+
+
+def nodes_from_documents(received: list[tuple[str, str, Any]]) -> list[NodeDoc]:
+    """Nodes from documents already in memory (gathered by a launched run): ``(name, source,
+    document)``, where a document that is a string says why that node could not be read."""
+    nodes = []
+    for name, source, doc in received:
+        try:
+            if isinstance(doc, str):
+                raise ValueError(doc)
+            node = reduce_document(doc, source)
+        except ValueError as exc:
+            node = _unusable(source, str(exc))
+        node.name = name
+        nodes.append(node)
+    for node, name in zip(nodes, _unique([n.name for n in nodes])):
+        node.name = name
+    _check_usable(nodes)
+    return nodes
+
+
+def _check_usable(nodes: list[NodeDoc]) -> None:
+    """Refuse a fleet without one usable node; flag documents without facts."""
     if all(n.facts is None and not n.checks.keys() - {"fleet.input"} for n in nodes):
         first = next((f for n in nodes for f in n.extra), None)
         raise FabricscopeError(f"no usable node document: {first.subject}: {first.message}" if first else "no usable node document")
@@ -173,21 +198,28 @@ def load_nodes(sources: list[Path], progress: Callable[[int, int], None] | None 
                 {"source": node.source}, "re-run `fabricscope doctor --json` on the node with this fabricscope",
             ))
             node.checks["fleet.input"] = "warn"
-    return nodes
 
 
 def _name_nodes(nodes: list[NodeDoc], sources: list[Path]) -> None:
     counts: dict[str, int] = {}
     for node in nodes:
         counts[node.hostname or ""] = counts.get(node.hostname or "", 0) + 1
+    names = [node.hostname if node.hostname and counts[node.hostname] == 1 else _stem(path) for node, path in zip(nodes, sources)]
+    for node, name in zip(nodes, _unique(names)):
+        node.name = name
+
+
+def _unique(names: list[str]) -> list[str]:
+    """The names, with ``#2``, ``#3`` ... added where one repeats."""
     used: set[str] = set()
-    for node, path in zip(nodes, sources):
-        name = node.hostname if node.hostname and counts[node.hostname] == 1 else _stem(path)
+    out = []
+    for name in names:
         base, n = name, 2
         while name in used:
             name, n = f"{base}#{n}", n + 1
         used.add(name)
-        node.name = name
+        out.append(name)
+    return out
 
 
 def safe_file_name(name: str) -> str:

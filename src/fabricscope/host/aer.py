@@ -38,7 +38,7 @@ def parse_aer_stats(text: str) -> tuple[int | None, dict[str, int]]:
     counts: dict[str, int] = {}
     for line in text.splitlines():
         name, _, value = line.strip().rpartition(" ")
-        if not name or not value.isdigit():
+        if not name or not (value.isascii() and value.isdigit()):
             continue
         if name in _TOTALS:
             total = int(value)

@@ -9,14 +9,15 @@ asks for its leftovers to be killed too (probes do; a lab starting a daemon does
 is not reaped until its group has been signalled, so the group id cannot be reused by an
 unrelated process meanwhile. Output is read with a cap: a command that prints forever is
 stopped, not buffered. Processes still running when fabricscope exits (an exception, SIGTERM
-turned into an exit by the CLI) are ended by :func:`stop_all`, which the CLI calls and
-``atexit`` repeats.
+turned into an exit by the CLI) are ended by :func:`shutdown`, which the CLI calls and
+``atexit`` repeats; from then on no new child is started.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import os
 import selectors
 import signal
@@ -84,22 +85,27 @@ class Process:
     ) -> None:
         self.argv = tuple(str(a) for a in argv)
         self.started = time.monotonic()
-        self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-            list(self.argv),
-            stdin=stdin,
-            stdout=stdout,
-            stderr=stderr,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            pass_fds=tuple(pass_fds),
-            close_fds=True,
-            start_new_session=True,  # own session and process group: we can end its children too
-        )
         self._reaped = False
         self._reap_lock = threading.Lock()
-        self._exit_fd = _pidfd(self.proc.pid)
-        with _LIVE_LOCK:
-            _LIVE.add(self)
+        # Started and registered under one lock that shutdown() also takes: a worker thread
+        # cannot start a child that the final stop_all() does not see.
+        with _SPAWN_LOCK:
+            if _closing:
+                raise OSError(errno.ESHUTDOWN, f"fabricscope is exiting: {self.argv[0]} not started")
+            self.proc: subprocess.Popen[bytes] = subprocess.Popen(
+                list(self.argv),
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                pass_fds=tuple(pass_fds),
+                close_fds=True,
+                start_new_session=True,  # own session and process group: we can end its children too
+            )
+            self._exit_fd = _pidfd(self.proc.pid)
+            with _LIVE_LOCK:
+                _LIVE.add(self)
 
     @property
     def pid(self) -> int:
@@ -350,7 +356,7 @@ def in_parallel(job: Callable[[K], R], keys: Iterable[K]) -> dict[K, Future[R]]:
     """Start ``job(key)`` for every key at once, each on its own daemon thread.
 
     Daemon threads: a job stuck past its deadline never holds up the interpreter's exit
-    (the processes themselves are ended by :func:`stop_all`).
+    (the processes themselves are ended by :func:`shutdown`).
     """
     futures: dict[K, Future[R]] = {}
     for key in dict.fromkeys(keys):
@@ -375,8 +381,18 @@ def running() -> list[Process]:
 
 
 def stop_all(grace_s: float = 1.0) -> None:
-    """End every process group we started that is still alive (at exit, on a signal)."""
+    """End every process group we started that is still alive."""
     stop_many(running(), grace_s)
+
+
+def shutdown(grace_s: float = 1.0) -> None:
+    """fabricscope is exiting (a signal, an error, the end): start nothing more, then end every
+    group still alive. Worker threads may still be running a command's probes; from here on their
+    new commands fail to start (OSError) instead of outliving us."""
+    global _closing
+    with _SPAWN_LOCK:
+        _closing = True
+    stop_all(grace_s)
 
 
 def stop_many(procs: Sequence[Process], grace_s: float) -> None:
@@ -406,4 +422,6 @@ def _pidfd(pid: int) -> int | None:
 
 _LIVE: set[Process] = set()
 _LIVE_LOCK = threading.Lock()
-atexit.register(stop_all)
+_SPAWN_LOCK = threading.Lock()
+_closing = False  # set by shutdown(): no new child from then on
+atexit.register(shutdown)

@@ -22,7 +22,7 @@ LINK_ERROR_STATS: dict[str, str] = {
     "tx_pause_storm_error_events": "Pause storms that reached the timeout: pause transmission was disabled (drops follow).",
 }
 PRIO_DISCARDS_HELP = "Packets discarded for lack of receive buffers."  # rx_prio<N>_discards
-_PRIO_DISCARDS = re.compile(r"^rx_prio[0-7]_discards$")
+_PRIO_DISCARDS = re.compile(r"^rx_prio[0-7]_discards\Z")
 _STAT = re.compile(r"^\s*([^:]+?):\s*(-?\d+)\s*$")
 _TEMP = re.compile(r"(-?\d+(?:\.\d+)?)\s*degrees C")
 

@@ -30,7 +30,7 @@ def parse_nvidia_smi(text: str) -> list[Gpu]:
     gpus = []
     for line in text.splitlines():
         fields = [f.strip() for f in line.split(",")]
-        if len(fields) < 3 or not fields[0].isdigit() or ":" not in fields[1]:
+        if len(fields) < 3 or not (fields[0].isascii() and fields[0].isdigit()) or ":" not in fields[1]:
             continue
         gpus.append(Gpu(index=int(fields[0]), pci_address=normalise_bus_id(fields[1]), name=",".join(fields[2:])))
     return gpus

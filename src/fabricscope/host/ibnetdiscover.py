@@ -28,10 +28,10 @@ LANE_GBPS = {
 }
 NODE_KINDS = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
 
-_NODE = re.compile(r'^(Switch|Ca|Rt)\s+(\d+)\s+"([SHR?]-[^"]+)"\s*#\s*"(.*?)"(.*)$')
+_NODE = re.compile(r'^(Switch|Ca|Rt)\s+(\d+)\s+"([SHR?]-[^"]+)"\s*#\s*"(.*?)"(.*)\Z')
 _PORT = re.compile(
     r'^\[(\d+)\](?:\[ext \d+\])?(?:\(([0-9A-Za-z<>x]+)\))?\s*'
-    r'"([SHR?]-[^"]+)"\[(\d+)\](?:\[ext \d+\])?(?:\s*\(([0-9A-Za-z<>x]+)\))?\s*#\s*(.*)$'
+    r'"([SHR?]-[^"]+)"\[(\d+)\](?:\[ext \d+\])?(?:\s*\(([0-9A-Za-z<>x]+)\))?\s*#\s*(.*)\Z'
 )
 _LINK = re.compile(r"\b(\d+)x(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR|\?\?\?)\b")
 _LID = re.compile(r"\blid (\d+)\b")

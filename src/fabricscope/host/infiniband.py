@@ -12,8 +12,13 @@ from fabricscope.host.sysfs import parse_id_name, read_counters, read_int, read_
 
 IB_CLASS = "sys/class/infiniband"
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\((\d+)X\s*([A-Z0-9]*)\))?")
-_VERSION = re.compile(r"^[0-9][0-9A-Za-z._-]*$")
+_VERSION = re.compile(r"^[0-9][0-9A-Za-z._-]*\Z")
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+# What drivers/infiniband/core/sysfs.c link_layer_show() writes: InfiniBand, Ethernet, or "Unknown"
+# for IB_LINK_LAYER_UNSPECIFIED, which AWS EFA reports (efa_port_link_layer(); rdma-core PR #884).
+LINK_LAYERS = ("InfiniBand", "Ethernet", "Unknown")
+# The kernel driver of AWS Elastic Fabric Adapter devices (drivers/infiniband/hw/efa).
+EFA_DRIVER = "efa"
 # The names the kernel writes after each code (drivers/infiniband/core/sysfs.c: state_show's
 # state_name[] and phys_state_to_str()); a code outside a table is written "UNKNOWN"/"<unknown>".
 PORT_STATE_NAMES = {0: "NOP", 1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTIVE_DEFER"}
@@ -90,6 +95,7 @@ class RdmaPort:
     link_layer: str | None  # "InfiniBand" or "Ethernet"
     lid: int | None
     gids: tuple[Gid, ...] = ()
+    sm_lid: int | None = None  # ports/N/sm_lid: the LID of the subnet manager that configured the port (IB)
     counters: dict[str, int] = field(default_factory=dict)
     hw_counters: dict[str, int] = field(default_factory=dict)
     gid_table_len: int | None = None  # entries under gids/, empty ones included (NCCL scans them all)
@@ -124,6 +130,12 @@ class RdmaPort:
     def is_ib(self) -> bool:
         return self.link_layer == "InfiniBand"
 
+    @property
+    def is_unspecified(self) -> bool:
+        """Neither InfiniBand nor Ethernet: an EFA port. NCCL's own IB transport skips such ports
+        (net_ib init.cc); traffic reaches them only through a net plugin (aws-ofi-nccl)."""
+        return self.link_layer == "Unknown"
+
     def roce_v2_gids(self) -> list[Gid]:
         return [g for g in self.gids if g.roce_version == 2 and g.is_routable]
 
@@ -139,11 +151,18 @@ class RdmaDevice:
     pci_address: str | None
     netdevs: tuple[str, ...]
     ports: tuple[RdmaPort, ...]
+    driver: str | None = None  # kernel driver of the PCI function ("mlx5_core", "efa")
 
     @property
     def model(self) -> str | None:
         """What "the same model" means for sibling comparisons: hca_type, else board_id."""
         return self.hca_type or self.board_id
+
+    @property
+    def is_efa(self) -> bool:
+        """An AWS Elastic Fabric Adapter: RDMA through libfabric's efa provider and aws-ofi-nccl,
+        never through NCCL's built-in IB transport."""
+        return self.driver == EFA_DRIVER
 
 
 def parse_rate(text: str | None) -> tuple[float | None, int | None, str | None]:
@@ -175,10 +194,10 @@ def read_port(root: Root, device: str, port: int) -> RdmaPort:
     if rate_text is not None and rate is None:
         root.note(f"{base}/rate", f"unrecognised rate {rate_text[:40]!r}")
     link_layer = read_str(root, f"{base}/link_layer")
-    if link_layer not in (None, "InfiniBand", "Ethernet"):
+    if link_layer is not None and link_layer not in LINK_LAYERS:
         root.note(f"{base}/link_layer", f"unknown link layer {link_layer[:40]!r}")
     gids = []
-    entries = [name for name in root.listdir(f"{base}/gids") if name.isdigit()]
+    entries = [name for name in root.listdir(f"{base}/gids") if (name.isascii() and name.isdigit())]
     for name in entries:
         gid = read_str(root, f"{base}/gids/{name}")
         if gid is None or gid == ZERO_GID or parse_gid(gid) is None:
@@ -206,6 +225,7 @@ def read_port(root: Root, device: str, port: int) -> RdmaPort:
         speed_name=speed,
         link_layer=link_layer,
         lid=read_int(root, f"{base}/lid", base=0),
+        sm_lid=read_int(root, f"{base}/sm_lid", base=0),
         gids=tuple(gids),
         counters=read_counters(root, f"{base}/counters"),
         hw_counters=read_counters(root, f"{base}/hw_counters"),
@@ -216,9 +236,10 @@ def read_port(root: Root, device: str, port: int) -> RdmaPort:
 def read_device(root: Root, name: str) -> RdmaDevice:
     base = f"{IB_CLASS}/{name}"
     ports = tuple(
-        read_port(root, name, int(p)) for p in root.listdir(f"{base}/ports") if p.isdigit()
+        read_port(root, name, int(p)) for p in root.listdir(f"{base}/ports") if (p.isascii() and p.isdigit())
     )
     pci = pci_address_of(root.resolve(f"{base}/device"))
+    driver = root.resolve(f"{base}/device/driver")
     return RdmaDevice(
         name=name,
         node_type=read_str(root, f"{base}/node_type"),
@@ -229,6 +250,7 @@ def read_device(root: Root, name: str) -> RdmaDevice:
         pci_address=pci,
         netdevs=tuple(root.listdir(f"{base}/device/net")),
         ports=ports,
+        driver=driver.rsplit("/", 1)[-1] if driver else None,
     )
 
 
@@ -259,7 +281,7 @@ def read_port_counters(root: Root) -> dict[str, dict[str, int]]:
 
 
 def natural_key(name: str) -> tuple:
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+    return tuple(int(part) if (part.isascii() and part.isdigit()) else part for part in re.split(r"(\d+)", name))
 
 
 DEV_INFINIBAND = "dev/infiniband"

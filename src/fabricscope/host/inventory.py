@@ -18,12 +18,16 @@ from fabricscope.host.infiniband import (
     read_rdma_devices,
 )
 from fabricscope.host.iommu import IommuGroups, read_iommu_groups
+from fabricscope.host.kernel_log import KERNEL_LOG_COMMANDS, KernelLog, read_kernel_log
 from fabricscope.host.lldp import LldpNeighbor, lldpctl_argv, read_lldp
+from fabricscope.host.mlxconfig import mlxconfig_argv, read_mlxconfig
 from fabricscope.host.netclass import IP_ADDR, NetDevice, physical_netdev_names, read_net_devices
+from fabricscope.host.nvlink import NVIDIA_SMI_QUERY_ALL, NVLINK_STATUS, NvlinkState, read_nvlink
 from fabricscope.host.pci import DISTANCES, PCI_DEVICES, PciDevice, pcie_distance, read_pci_devices
 from fabricscope.host.procfs import KernelState, read_kernel_state, read_netstat
 from fabricscope.host.qos import QosConfig, qos_commands, read_qos
 from fabricscope.host.root import Problem, Root
+from fabricscope.host.subnet import SMINFO, SmQuery, read_sminfo
 from fabricscope.host.verbs import IBV_DEVINFO, VerbsPort, read_verbs_ports
 from fabricscope.host.versions import DPKG_QUERY, RPM_QUERY, SoftwareVersions, read_versions
 
@@ -60,6 +64,11 @@ class Inventory:
     iommu: IommuGroups = field(default_factory=IommuGroups)  # /sys/kernel/iommu_groups
     verbs: dict[str, VerbsPort] | None = None  # "mlx5_0/1" -> ibv_devinfo -v; None: not available
     char_devices: tuple[str, ...] | None = None  # names under /dev/infiniband; None: /dev not visible
+    kernel_log: KernelLog | None = None  # dmesg (else journalctl -k) as events; None: neither answered
+    kernel_log_problem: str | None = None  # why kernel_log is None
+    mlxconfig: dict[str, dict[str, str]] | None = None  # RDMA device -> `mlxconfig q`; None: mlxconfig absent
+    sminfo: SmQuery | None = None  # `sminfo`; None: no InfiniBand port
+    nvlink: NvlinkState | None = None  # nvidia-smi nvlink -s and -q (Fabric); None: no GPU found by nvidia-smi
 
     # ----- lookups -----------------------------------------------------------------------
     @property
@@ -151,6 +160,11 @@ def _roce_netdevs(rdma: list[RdmaDevice]) -> set[str]:
     return names | {n for d in rdma if any(p.is_roce for p in d.ports) for n in d.netdevs}
 
 
+def _mlx5_pcis(rdma: list[RdmaDevice]) -> dict[str, str]:
+    """ConnectX HCAs (mlx5_core) and their PCI functions: what `mlxconfig` is asked about."""
+    return {d.name: d.pci_address for d in rdma if d.driver == "mlx5_core" and d.pci_address}
+
+
 def _commands_ahead(root: Root, rdma: list[RdmaDevice]) -> list[list[str]]:
     """Every command :func:`read_inventory` will (or may) run, known from sysfs before any runs."""
     if not root.is_live:
@@ -158,6 +172,10 @@ def _commands_ahead(root: Root, rdma: list[RdmaDevice]) -> list[list[str]]:
     commands = [list(c) for c in (IP_ADDR, NVIDIA_SMI_QUERY, DPKG_QUERY, RPM_QUERY, lldpctl_argv())]
     if rdma:
         commands.append(list(IBV_DEVINFO))
+    if any(p.is_ib for d in rdma for p in d.ports):
+        commands.append(list(SMINFO))
+    commands += [mlxconfig_argv(pci) for pci in sorted(_mlx5_pcis(rdma).values())]
+    commands += [list(c) for c in KERNEL_LOG_COMMANDS] + [list(NVLINK_STATUS), list(NVIDIA_SMI_QUERY_ALL)]
     commands += [c for n in sorted(_ethtool_netdevs(rdma, physical_netdev_names(root))) for c in ethtool_commands(n)]
     return commands + [c for n in sorted(_roce_netdevs(rdma)) for c in qos_commands(n)]
 
@@ -185,6 +203,10 @@ def read_inventory(root: Root, command_timeout_s: float | None = None) -> Invent
         versions = read_versions(root, drivers)
         lldp = read_lldp(root, quiet=True)  # recorded by snapshots, read back by `topology discover lldp --root`
         verbs = read_verbs_ports(root) if rdma else None
+        kernel_log, kernel_log_problem = read_kernel_log(root)
+        nvlink = read_nvlink(root) if gpu_source == "nvidia-smi" else None
+        mlxconfig = read_mlxconfig(root, _mlx5_pcis(rdma)) if _mlx5_pcis(rdma) else None
+        sminfo = read_sminfo(root) if any(p.is_ib for d in rdma for p in d.ports) else None
     hostname = root.read("proc/sys/kernel/hostname")
     return Inventory(
         hostname=hostname.strip() if hostname else None,
@@ -199,6 +221,11 @@ def read_inventory(root: Root, command_timeout_s: float | None = None) -> Invent
         iommu=read_iommu_groups(root),
         verbs=verbs,
         char_devices=read_char_devices(root) if rdma else None,
+        kernel_log=kernel_log,
+        kernel_log_problem=kernel_log_problem,
+        nvlink=nvlink,
+        sminfo=sminfo,
+        mlxconfig=mlxconfig,
         ethtool=ethtool,
         qos=qos,
         nccl_conf=root.read(NCCL_CONF),

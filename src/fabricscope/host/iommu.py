@@ -41,7 +41,7 @@ def group_of(resolved: str | None) -> int | None:
     if resolved is None:
         return None
     tail = resolved.rstrip("/").rsplit("/", 1)[-1]
-    return int(tail) if tail.isdigit() else None
+    return int(tail) if (tail.isascii() and tail.isdigit()) else None
 
 
 def read_iommu_groups(root: Root) -> IommuGroups:
@@ -49,7 +49,7 @@ def read_iommu_groups(root: Root) -> IommuGroups:
         return IommuGroups(visible=False)
     types: dict[int, str | None] = {}
     for name in root.listdir(IOMMU_GROUPS):
-        if not name.isdigit():
+        if not (name.isascii() and name.isdigit()):
             continue
         rel = f"{IOMMU_GROUPS}/{name}/type"
         text = read_str(root, rel)

@@ -26,7 +26,7 @@ LLDPCTL = "lldpctl"
 SWITCH_CAPABILITIES = ("Bridge", "Router")
 _ID_TYPES = ("mac", "ifname", "local", "ip", "ifalias", "unhandled")
 _KEYVALUE = re.compile(
-    r"^lldp\.(.+?)\.(via|rid|age|chassis|port|vlan|ppvid|pi|lldp-med|unknown-tlvs|custom-tlvs|ttl|lldp)(?:\.(.*))?$"
+    r"^lldp\.(.+?)\.(via|rid|age|chassis|port|vlan|ppvid|pi|lldp-med|unknown-tlvs|custom-tlvs|ttl|lldp)(?:\.(.*))?\Z"
 )
 _MAU_SPEED = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(G|Gig|M)?(?=base)", re.IGNORECASE)
 
@@ -61,7 +61,7 @@ class LldpNeighbor:
         """
         if self.port_id and self.port_id_type in ("ifname", "ifalias"):
             return self.port_id
-        if self.port_id and self.port_id_type == "local" and not self.port_id.isdigit():
+        if self.port_id and self.port_id_type == "local" and not (self.port_id.isascii() and self.port_id.isdigit()):
             return self.port_id
         return self.port_descr or self.port_id
 

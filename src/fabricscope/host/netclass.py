@@ -73,7 +73,7 @@ def _read_enable_dir(root: Root, rel: str) -> dict[int, bool]:
     out: dict[int, bool] = {}
     for name in root.listdir(rel):
         value = read_int(root, f"{rel}/{name}")
-        if name.isdigit() and value is not None:
+        if (name.isascii() and name.isdigit()) and value is not None:
             out[int(name)] = value == 1
     return out
 

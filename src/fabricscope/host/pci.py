@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from fabricscope.host.aer import AerStats, read_aer
@@ -11,7 +12,7 @@ from fabricscope.host.root import Root
 from fabricscope.host.sysfs import read_int, read_str
 
 PCI_DEVICES = "sys/bus/pci/devices"
-_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
 _SPEED = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s")
 PCI_CAP_EXP = 0x10
 PCI_EXT_CAP_ACS = 0x000D
@@ -74,16 +75,8 @@ class PciDevice:
         return self.config_bytes is not None and 0 < self.config_bytes < FULL_CONFIG_MIN_BYTES
 
     @property
-    def is_bridge(self) -> bool:
-        return self.class_id is not None and (self.class_id >> 8) == 0x0604
-
-    @property
     def is_nvidia_gpu(self) -> bool:
         return self.vendor_id == 0x10DE and self.class_id is not None and (self.class_id >> 8) in (0x0300, 0x0302)
-
-    @property
-    def is_network(self) -> bool:
-        return self.class_id is not None and (self.class_id >> 16) == 0x02
 
     @property
     def link_degraded(self) -> bool:
@@ -108,28 +101,44 @@ def parse_link_speed(text: str | None) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def parse_config_space(data: bytes) -> tuple[int | None, AcsControl | None]:
-    """Port type from the PCIe capability and ACS control from the extended capability list."""
-    port_type = None
-    acs = None
-    if len(data) >= 0x40 and data[0x06] & 0x10:  # status: capabilities list present
-        offset = data[0x34] & 0xFC
-        seen = set()
-        while 0x40 <= offset < min(len(data), 256) - 4 and offset not in seen:
-            seen.add(offset)
-            cap_id, nxt = data[offset], data[offset + 1] & 0xFC
-            if cap_id == PCI_CAP_EXP:
-                port_type = (int.from_bytes(data[offset + 2 : offset + 4], "little") >> 4) & 0xF
-                break
-            offset = nxt
+def capabilities(data: bytes) -> Iterator[tuple[int, int]]:
+    """(capability ID, offset) of each entry of the standard capability list (from 0x34; PCI
+    Local Bus spec 6.7, include/uapi/linux/pci_regs.h), stopping on a loop or a short read."""
+    if len(data) < 0x40 or not data[0x06] & 0x10:  # status: capabilities list present
+        return
+    offset = data[0x34] & 0xFC
+    seen = set()
+    while 0x40 <= offset < min(len(data), 256) - 4 and offset not in seen:
+        seen.add(offset)
+        yield data[offset], offset
+        offset = data[offset + 1] & 0xFC
+
+
+def extended_capabilities(data: bytes) -> Iterator[tuple[int, int]]:
+    """(extended capability ID, offset) of each entry of the PCIe extended capability list: from
+    0x100, each header is ID (bits 15:0), version (19:16), next offset (31:20) (PCIe base spec
+    7.6.3; PCI_EXT_CAP_* in include/uapi/linux/pci_regs.h)."""
     offset = 0x100
     seen = set()
     while 0x100 <= offset <= len(data) - 8 and offset not in seen:
         seen.add(offset)
         header = int.from_bytes(data[offset : offset + 4], "little")
         if header in (0, 0xFFFFFFFF):
+            return
+        yield header & 0xFFFF, offset
+        offset = (header >> 20) & 0xFFC
+
+
+def parse_config_space(data: bytes) -> tuple[int | None, AcsControl | None]:
+    """Port type from the PCIe capability and ACS control from the extended capability list."""
+    port_type = None
+    acs = None
+    for cap_id, offset in capabilities(data):
+        if cap_id == PCI_CAP_EXP:
+            port_type = (int.from_bytes(data[offset + 2 : offset + 4], "little") >> 4) & 0xF
             break
-        if header & 0xFFFF == PCI_EXT_CAP_ACS:
+    for cap_id, offset in extended_capabilities(data):
+        if cap_id == PCI_EXT_CAP_ACS:
             ctrl = int.from_bytes(data[offset + 6 : offset + 8], "little")
             acs = AcsControl(
                 source_validation=bool(ctrl & 0x01),
@@ -139,7 +148,6 @@ def parse_config_space(data: bytes) -> tuple[int | None, AcsControl | None]:
                 egress_control=bool(ctrl & 0x20),
             )
             break
-        offset = (header >> 20) & 0xFFC
     return port_type, acs
 
 

@@ -50,7 +50,7 @@ def parse_mlnx_qos(text: str) -> QosConfig | None:
     for match in _PRIO_DSCP.finditer(text):
         prio = int(match.group(1))
         for value in match.group(2).replace(" ", "").split(","):
-            if value.isdigit():
+            if (value.isascii() and value.isdigit()):
                 dscp_map[int(value)] = prio
     if trust_match is None and pfc is None:
         return None

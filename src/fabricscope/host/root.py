@@ -4,32 +4,48 @@ A Root is either the live machine (``/``) or a snapshot: a directory laid out li
 .tar.gz of one, with captured command outputs under ``cmd/`` listed by ``cmd/index.json``.
 Readers never raise for bad data: a failed read returns ``None`` and the reason is recorded in
 ``Root.problems`` so that callers can report it.
+
+A snapshot is untrusted input: an archive is served from an index of its members and never
+unpacked (:mod:`.archive`), and in a directory or an archive every path is resolved by our own
+walk, confined to the snapshot (:mod:`.confined`). Only regular files are read, with a size cap.
 """
 
 from __future__ import annotations
 
-import atexit
 import errno
 import json
 import os
 import shutil
-import tarfile
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from fabricscope.host import command
+from fabricscope.host.archive import SNAPSHOT_TOPS, ArchiveError, open_archive
+from fabricscope.host.confined import (
+    DIR,
+    FILE,
+    LINK,
+    ConfinedFs,
+    DirStore,
+    Entry,
+    kind_of_mode,
+    not_regular,
+    read_fd,
+)
 
 # Largest file we read from sysfs/procfs/snapshots; anything bigger is not a kernel attribute.
 MAX_READ_BYTES = 8 * 1024 * 1024
-READ_CHUNK_BYTES = 64 * 1024
 DEFAULT_COMMAND_TIMEOUT_S = 10.0
 COMMAND_TIMEOUT_ENV = "FABRICSCOPE_COMMAND_TIMEOUT"
+
+
+# Errors that mean "no value here": absent, and what sysfs answers for a value a device lacks.
+_ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.EINVAL, errno.EOPNOTSUPP, errno.ENODATA)
 
 
 class RootError(Exception):
@@ -69,16 +85,59 @@ class Recording:
     commands: dict[tuple[str, ...], CommandResult] = field(default_factory=dict)
 
 
+class LiveFs:
+    """The machine itself: the kernel resolves paths (its links are the truth, not an attack).
+    The same operations as :class:`ConfinedFs`, raising the same OSErrors."""
+
+    def lstat(self, rel: str) -> Entry:
+        st = os.lstat("/" + rel.lstrip("/"))
+        kind, what = kind_of_mode(st.st_mode)
+        return Entry(kind, os.readlink("/" + rel.lstrip("/")) if kind == LINK else "", st.st_size, what)
+
+    def stat(self, rel: str) -> Entry:
+        kind, what = kind_of_mode(os.stat("/" + rel.lstrip("/")).st_mode)
+        return Entry(kind, what=what)
+
+    def realpath(self, rel: str) -> str:
+        real = os.path.realpath("/" + rel.lstrip("/"))
+        if not os.path.lexists(real):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), rel)
+        return real.lstrip("/")
+
+    def readlink(self, rel: str) -> str:
+        return os.readlink("/" + rel.lstrip("/"))
+
+    def read(self, rel: str, limit: int, follow: bool = True) -> bytes:
+        fd = os.open("/" + rel.lstrip("/"), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
+        try:
+            kind, what = kind_of_mode(os.fstat(fd).st_mode)
+            if kind != FILE:
+                raise not_regular(Entry(kind, what=what), rel)
+            return read_fd(fd, limit)
+        finally:
+            os.close(fd)
+
+    def listdir(self, rel: str) -> list[str]:
+        return sorted(os.listdir("/" + rel.lstrip("/")))
+
+
+Fs = LiveFs | ConfinedFs
+
+
 @dataclass
 class Root:
-    """Filesystem root plus command runner. Use :meth:`live` or :meth:`at`."""
+    """Filesystem root plus command runner. Use :meth:`live` or :meth:`at`.
 
-    path: Path
+    ``location`` says where it came from (``/``, a snapshot directory, an archive); files are
+    read only through ``fs``, never through ``location``: in a snapshot ``fs`` resolves every
+    path itself, confined to the snapshot (:mod:`.confined`)."""
+
+    location: Path
     is_live: bool
     label: str
+    fs: Fs
     problems: list[Problem] = field(default_factory=list)
     recording: Recording | None = None
-    _real_dirs: dict[Path, str] = field(default_factory=dict, repr=False)
     _commands: dict[tuple[str, ...], tuple[str, int]] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _ahead: dict[tuple[str, ...], Future[CommandResult]] = field(default_factory=dict, repr=False)
@@ -87,24 +146,34 @@ class Root:
     # ----- construction -------------------------------------------------------------------
     @classmethod
     def live(cls) -> Root:
-        return cls(path=Path("/"), is_live=True, label="/", command_timeout_s=_command_timeout_from_env())
+        return cls(location=Path("/"), is_live=True, label="/", fs=LiveFs(), command_timeout_s=_command_timeout_from_env())
 
     @classmethod
     def at(cls, location: str | os.PathLike[str]) -> Root:
-        """Open a snapshot directory or .tar.gz; ``/`` gives the live machine."""
+        """Open a snapshot directory or archive (.tar.gz, also .tar, bzip2, xz); ``/`` is the live machine."""
         loc = Path(location)
         if str(loc) == "/":
             return cls.live()
         if not loc.exists():
             raise RootError(f"--root {loc}: no such file or directory")
-        if loc.is_dir():
-            if not any((loc / top).exists() for top in ("sys", "proc", "cmd", "etc")):
-                raise RootError(f"--root {loc}: not a snapshot (no sys/, proc/, cmd/ or etc/ inside)")
-            root = cls(path=loc.resolve(), is_live=False, label=str(loc))
-        elif loc.is_file():
-            root = cls(path=_extract_snapshot(loc), is_live=False, label=str(loc))
-        else:
-            raise RootError(f"--root {loc}: neither a directory nor a snapshot archive")
+        problems: list[tuple[str, str]] = []
+        try:
+            if loc.is_dir():
+                fs = ConfinedFs(DirStore(loc))
+            elif loc.is_file():
+                store, problems = open_archive(loc)
+                fs = ConfinedFs(store)
+            else:
+                raise RootError(f"--root {loc}: neither a directory nor a snapshot archive")
+        except ArchiveError as exc:
+            raise RootError(f"--root {loc}: {exc}") from None
+        except OSError as exc:
+            raise RootError(f"--root {loc}: cannot read: {exc.strerror or exc}") from None
+        root = cls(location=loc, is_live=False, label=str(loc), fs=fs)
+        if not any(root.exists(top) for top in SNAPSHOT_TOPS):
+            raise RootError(f"--root {loc}: not a snapshot (no sys/, proc/, cmd/ or etc/ inside)")
+        for source, reason in problems:
+            root.note(source, reason)
         root._load_command_index()
         return root
 
@@ -115,14 +184,13 @@ class Root:
             self.problems.append(Problem(source, reason))
 
     # ----- files --------------------------------------------------------------------------
-    def _host_path(self, rel: str) -> Path:
-        return self.path / rel.lstrip("/")
-
     def read(self, rel: str, *, missing_ok: bool = True) -> str | None:
         """Text of a file, stripped of trailing newlines, or None (absent, unreadable, binary)."""
         data = self.read_bytes(rel, missing_ok=missing_ok)
-        if data is None:
-            return None
+        return None if data is None else self.text_of(rel, data)
+
+    def text_of(self, rel: str, data: bytes) -> str | None:
+        """``data`` read from ``rel`` as text: None (and a problem) when not UTF-8 or holding NULs."""
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -133,103 +201,76 @@ class Root:
             return None
         return text.rstrip("\n")
 
-    def read_bytes(self, rel: str, *, missing_ok: bool = True) -> bytes | None:
-        target = self._host_path(rel)
-        if not self.is_live and not self._inside(target):
-            self.note(rel, "path leaves the snapshot")
-            return None
+    def read_bytes(self, rel: str, *, missing_ok: bool = True, follow: bool = True,
+                   limit: int = MAX_READ_BYTES, source: str | None = None) -> bytes | None:
+        """Contents of a regular file, at most ``limit`` bytes; None (and a problem unless absent
+        and ``missing_ok``) otherwise. ``follow=False``: a link at the end is refused, as with
+        O_NOFOLLOW. ``source`` names the file in problems and the recording (default ``rel``)."""
+        source = source or rel
         try:
-            with open(target, "rb") as handle:
-                chunks = []
-                total = 0
-                # Small reads: procfs handlers refuse huge buffers (ENOMEM on /proc/sys files).
-                while total <= MAX_READ_BYTES:
-                    chunk = handle.read(READ_CHUNK_BYTES)
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
-                    total += len(chunk)
-                data = b"".join(chunks)
-        except FileNotFoundError:
-            if not missing_ok:
-                self.note(rel, "absent")
-            return None
+            data = self.fs.read(rel, limit, follow)
         except OSError as exc:
-            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EINVAL, errno.EOPNOTSUPP, errno.ENODATA):
+            if exc.errno in _ABSENT:
                 # sysfs answers EINVAL/EOPNOTSUPP for "no such value here" (speed of a virtual
                 # device, GID types hidden in a container): unknown, not a fault.
                 if not missing_ok:
-                    self.note(rel, "absent")
-                return None
-            self.note(rel, f"unreadable: {exc.strerror or exc}")
+                    self.note(source, "absent")
+            elif exc.errno == errno.ELOOP and not follow:
+                self.note(source, "a symlink where a file was expected")
+            else:
+                self.note(source, f"unreadable: {exc.strerror or exc}")
             return None
-        if len(data) > MAX_READ_BYTES:
-            self.note(rel, f"larger than {MAX_READ_BYTES} bytes")
+        if len(data) > limit:
+            self.note(source, f"larger than {limit} bytes" + ("" if limit == MAX_READ_BYTES else ": not a sysfs attribute"))
             return None
         if self.recording is not None:
-            self.recording.files[rel.lstrip("/")] = data
+            self.recording.files[source.lstrip("/")] = data
         return data
 
     def exists(self, rel: str) -> bool:
-        target = self._host_path(rel)
-        return os.path.lexists(target) and (self.is_live or self._inside(target))
+        """Whether ``rel`` exists (a dangling link does)."""
+        try:
+            self.fs.lstat(rel)
+            return True
+        except OSError:
+            return False
 
     def is_dir(self, rel: str) -> bool:
-        target = self._host_path(rel)
-        return target.is_dir() and (self.is_live or self._inside(target))
-
-    def listdir(self, rel: str) -> list[str]:
-        """Sorted entry names, [] when absent or unreadable."""
-        target = self._host_path(rel)
-        if not self.is_live and not self._inside(target):
-            return []
         try:
-            names = sorted(os.listdir(target))
-            if self.recording is not None:
-                self.recording.dirs.add(rel.lstrip("/"))
-            return names
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
-                self.note(rel, f"cannot list: {exc.strerror or exc}")
-            return []
+            return self.fs.stat(rel).kind == DIR
+        except OSError:
+            return False
 
-    def resolve(self, rel: str) -> str | None:
-        """Path of ``rel`` with symlinks resolved, relative to the root (``sys/devices/...``)."""
-        target = self._host_path(rel)
+    def lstat(self, rel: str) -> Entry | None:
+        """Kind (and link target) of ``rel`` itself, None when absent."""
         try:
-            real = Path(os.path.realpath(target))
+            return self.fs.lstat(rel)
         except OSError:
             return None
+
+    def listdir(self, rel: str, *, source: str | None = None) -> list[str]:
+        """Sorted entry names, [] when absent or unreadable."""
+        source = source or rel
         try:
-            inside = real.relative_to(self.path.resolve() if not self.is_live else Path("/"))
-        except ValueError:
-            self.note(rel, "symlink leaves the snapshot")
-            return None
-        if not os.path.lexists(real):
+            names = self.fs.listdir(rel)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+                self.note(source, f"cannot list: {exc.strerror or exc}")
+            return []
+        if self.recording is not None:
+            self.recording.dirs.add(source.lstrip("/"))
+        return names
+
+    def resolve(self, rel: str) -> str | None:
+        """Path of ``rel`` with symlinks resolved, relative to the root (``sys/devices/...``);
+        None when it does not exist. In a snapshot links never lead outside it."""
+        try:
+            real = self.fs.realpath(rel)
+        except OSError:
             return None
         if self.recording is not None:
             self.recording.paths.add(rel.lstrip("/"))
-        return str(PurePosixPath(inside))
-
-    def _inside(self, target: Path) -> bool:
-        """Whether ``target``, with every symlink resolved, stays inside the snapshot."""
-        name = target.name
-        if name in ("", ".", "..") or os.path.islink(target):
-            real = os.path.realpath(target)
-        else:
-            # Resolve each directory once: a port has ~50 counter files in one directory, and a
-            # full realpath costs an lstat per path component.
-            parent = self._real_dirs.get(target.parent)
-            if parent is None:
-                parent = self._real_dirs[target.parent] = os.path.realpath(target.parent)
-            real = os.path.join(parent, name)
-        try:
-            Path(real).relative_to(self.path)
-            return True
-        except ValueError:
-            return False
+        return real
 
     # ----- commands -----------------------------------------------------------------------
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float | None = None) -> CommandResult:
@@ -343,56 +384,3 @@ def _run_live(key: tuple[str, ...], deadline: float, cancel: threading.Event | N
     if outcome.rc is None:
         return CommandResult(key, available=True, rc=None, reason=str(outcome.why_stopped))
     return CommandResult(key, available=True, rc=outcome.rc, stdout=outcome.stdout_text)
-
-
-def _extract_snapshot(archive: Path) -> Path:
-    """Unpack a snapshot archive into a private temporary directory (removed at exit)."""
-    try:
-        is_tar = tarfile.is_tarfile(archive)
-    except OSError as exc:
-        raise RootError(f"--root {archive}: cannot read: {exc.strerror or exc}") from None
-    if not is_tar:
-        raise RootError(f"--root {archive}: not a snapshot archive (expected a .tar.gz)")
-    dest = Path(tempfile.mkdtemp(prefix="fabricscope-root-"))
-    atexit.register(shutil.rmtree, dest, True)
-    try:
-        with tarfile.open(archive, "r:*") as tar:
-            members = [m for m in tar.getmembers() if _safe_member(m)]
-            if hasattr(tarfile, "data_filter"):
-                tar.extractall(dest, members=members, filter=_tolerant_filter)
-            else:  # Python < 3.10.12: members were vetted by _safe_member
-                tar.extractall(dest, members=members)
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        raise RootError(f"--root {archive}: corrupt snapshot archive ({exc})") from None
-    entries = os.listdir(dest)
-    # Accept archives with a single top-level directory wrapping the snapshot.
-    if len(entries) == 1 and (dest / entries[0]).is_dir() and entries[0] not in ("sys", "proc", "cmd", "etc"):
-        return (dest / entries[0]).resolve()
-    if not any(e in ("sys", "proc", "cmd", "etc") for e in entries):
-        raise RootError(f"--root {archive}: not a snapshot (no sys/, proc/, cmd/ or etc/ inside)")
-    return dest.resolve()
-
-
-def _safe_member(member: tarfile.TarInfo) -> bool:
-    name = PurePosixPath(member.name)
-    if name.is_absolute() or ".." in name.parts:
-        return False
-    if member.issym() or member.islnk():
-        link = PurePosixPath(member.linkname)
-        if link.is_absolute():
-            return False
-        depth = len(name.parent.parts)
-        ups = 0
-        for part in link.parts:
-            ups = ups + 1 if part == ".." else ups - 1 if part != "." else ups
-            if ups > depth:
-                return False
-    return member.isfile() or member.isdir() or member.issym()
-
-
-def _tolerant_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    """tarfile's data filter, but a refused member is skipped instead of aborting the extraction."""
-    try:
-        return tarfile.data_filter(member, dest)
-    except tarfile.FilterError:
-        return None

@@ -2,24 +2,26 @@
 
 The allow-list is the host model itself: the inventory is read once through a recording Root,
 and every file, directory, symlink and command output it touched is written out, with symlinks
-kept as the kernel lays them out. ``scrub`` replaces GUIDs, MAC addresses, IP addresses (also
-inside GIDs), UUIDs and the hostname consistently, so that a snapshot can be shared.
+kept as the kernel lays them out. Scrubbing (:mod:`.scrub`) replaces what identifies the machine
+consistently, so that a snapshot can be shared and still judges the same.
 """
 
 from __future__ import annotations
 
-import ipaddress
+import io
 import json
-import os
+import posixpath
 import re
-import stat
 import tarfile
-from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+import time
+from pathlib import Path
+from typing import BinaryIO
 
+from fabricscope.host.confined import DIR, FILE, ConfinedFs, DirStore
 from fabricscope.host.inventory import read_inventory
 from fabricscope.host.root import Recording, Root
-from fabricscope.host.tempfiles import private_dir
+from fabricscope.host.scrub import STANDARD, STRICT, Scrubber
+from fabricscope.host.tempfiles import atomic_writer
 
 SNAPSHOT_DIRNAME = "fabricscope-snapshot"
 
@@ -34,212 +36,148 @@ def capture(root: Root) -> Recording:
         root.recording = None
 
 
-# ----- scrubbing ------------------------------------------------------------------------------
-_GID = r"(?<![0-9a-fA-F:])(?:[0-9a-fA-F]{4}:){7}[0-9a-fA-F]{4}(?![0-9a-fA-F:])"
-_IPOIB_HW = r"(?<![0-9a-fA-F:])(?:[0-9a-fA-F]{2}:){19}[0-9a-fA-F]{2}(?![0-9a-fA-F:])"
-_MAC = r"(?<![0-9a-fA-F:])(?:[0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}(?![0-9a-fA-F:])"
-_GUID = r"(?<![0-9a-fA-F:])(?:[0-9a-fA-F]{4}:){3}[0-9a-fA-F]{4}(?![0-9a-fA-F:.])"
-_UUID = r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
-_IPV6 = r"(?<![0-9a-fA-F:])[0-9a-fA-F]{0,4}(?::[0-9a-fA-F]{0,4}){2,7}(?![0-9a-fA-F:])"
-_IPV4 = r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])"
-_TOKEN = re.compile("|".join(f"(?P<{n}>{p})" for n, p in (
-    ("gid", _GID), ("ipoib", _IPOIB_HW), ("mac", _MAC), ("guid", _GUID), ("uuid", _UUID), ("ipv6", _IPV6), ("ipv4", _IPV4),
-)))
-_KEEP_V4 = {"127.0.0.1", "0.0.0.0", "255.255.255.255"}
-
-
-@dataclass
-class Scrubber:
-    """Consistent replacement of identifying values: the same input always maps to the same output."""
-
-    hostname: str | None = None
-    maps: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    def _next(self, kind: str, original: str, make) -> str:
-        table = self.maps.setdefault(kind, {})
-        key = original.lower()
-        if key not in table:
-            table[key] = make(len(table) + 1)
-        return table[key]
-
-    def ipv4(self, text: str) -> str:
-        try:
-            addr = ipaddress.IPv4Address(text)
-        except ValueError:
-            return text
-        if text in _KEEP_V4 or addr.is_loopback:
-            return text
-        return self._next("ipv4", text, lambda n: f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}")
-
-    def mac(self, text: str) -> str:
-        if text == "00:00:00:00:00:00":
-            return text
-        return self._next("mac", text, lambda n: "02:00:" + ":".join(f"{(n >> s) & 255:02x}" for s in (24, 16, 8, 0)))
-
-    def guid(self, text: str) -> str:
-        return self._next("guid", text, lambda n: f"0200:0000:{(n >> 16) & 0xFFFF:04x}:{n & 0xFFFF:04x}")
-
-    def uuid(self, text: str) -> str:
-        return self._next("uuid", text, lambda n: f"00000000-0000-4000-8000-{n:012x}")
-
-    def ipv6(self, addr: ipaddress.IPv6Address) -> ipaddress.IPv6Address:
-        if addr.is_unspecified or addr.is_loopback:
-            return addr
-        if addr.ipv4_mapped is not None:
-            return ipaddress.IPv6Address(f"::ffff:{self.ipv4(str(addr.ipv4_mapped))}")
-        iid = int(addr) & ((1 << 64) - 1)
-        prefix = int(addr) >> 64
-        new_iid = int(self._next("iid", f"{iid:x}", lambda n: f"{0x0200_0000_0000_0000 | n:x}"), 16)
-        new_prefix = prefix
-        if not addr.is_link_local:
-            new_prefix = int(self._next("prefix", f"{prefix:x}", lambda n: f"{0xFD00_0000_0000_0000 | n:x}"), 16)
-        return ipaddress.IPv6Address((new_prefix << 64) | new_iid)
-
-    def gid(self, text: str) -> str:
-        try:
-            addr = ipaddress.IPv6Address(text)
-        except ValueError:
-            return text
-        return ":".join(f"{(int(self.ipv6(addr)) >> s) & 0xFFFF:04x}" for s in range(112, -1, -16))
-
-    def _replace(self, match: re.Match[str]) -> str:
-        kind, value = match.lastgroup, match.group(0)
-        if kind == "gid":
-            return self.gid(value)
-        if kind == "ipoib":
-            # IPoIB hardware address: 4 bytes of flags/QPN, then the 16-byte port GID.
-            parts = value.split(":")
-            gid = ":".join("".join(parts[i : i + 2]) for i in range(4, 20, 2))
-            new = self.gid(gid).replace(":", "")
-            return ":".join(parts[:4] + [new[i : i + 2] for i in range(0, 32, 2)])
-        if kind == "mac":
-            return self.mac(value)
-        if kind == "guid":
-            return self.guid(value)
-        if kind == "uuid":
-            return self.uuid(value)
-        if kind == "ipv6":
-            try:
-                return str(self.ipv6(ipaddress.IPv6Address(value)))
-            except ValueError:
-                return value
-        return self.ipv4(value)
-
-    def text(self, text: str) -> str:
-        text = _TOKEN.sub(self._replace, text)
-        if self.hostname:
-            text = re.sub(rf"\b{re.escape(self.hostname)}\b", "node-1", text)
-        return text
-
-    def data(self, data: bytes) -> bytes:
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            return data  # binary (PCI config space): no identifiers
-        if "\x00" in text:
-            return data
-        return self.text(text).encode("utf-8")
-
-
 # ----- writing ----------------------------------------------------------------------------------
-def _materialize(src_root: Path, rel: str, links: dict[str, str]) -> str:
-    """Follow ``rel`` inside the source root, recording each symlink met on the way; returns the
-    resolved path (relative to the root)."""
-    cur = PurePosixPath()
-    for part in PurePosixPath(rel).parts:
-        cur = cur / part
-        for _ in range(40):  # symlink chains are short in sysfs; stop on loops
-            host = src_root / cur
-            if not host.is_symlink():
-                break
-            target = os.readlink(host)
-            if os.path.isabs(target):
-                target = os.path.relpath(target, "/" + str(cur.parent)) if str(src_root) == "/" else os.path.relpath(
-                    str(src_root) + target, src_root / cur.parent
-                )
-            links[str(cur)] = target
-            cur = PurePosixPath(os.path.normpath(str(cur.parent / target)))
-            if str(cur).startswith(".."):
-                return str(cur)
-    return str(cur)
+def _source_fs(root: Root) -> ConfinedFs:
+    """The root's files walked by the confined logic, so the links met on a path can be listed:
+    a snapshot's own fs; for the live machine, ``/`` seen the same way (its links are relative or
+    absolute from ``/``, which the walk reads exactly as the kernel does)."""
+    return root.fs if isinstance(root.fs, ConfinedFs) else ConfinedFs(DirStore(Path("/")))
 
 
-def _device_placeholders(src_root: Path, rel: str) -> dict[str, bytes]:
+def _materialize(fs: ConfinedFs, rel: str, links: dict[str, str]) -> str | None:
+    """Resolve ``rel`` inside the root, recording each symlink met on the way (absolute targets
+    made relative, so the snapshot reads the same anywhere); the resolved path, None if absent."""
+    met: list[tuple[str, str]] = []
+    try:
+        real = fs.realpath(rel, met=met)
+    except OSError:
+        real = None
+    for path, target in met:
+        links.setdefault(path, _relative_inside(path, target))
+    return real
+
+
+def _relative_inside(path: str, target: str) -> str:
+    """The target of the link at ``path`` as a relative path that stays inside the snapshot
+    (``..`` above the root dropped, as the confined walk reads it), so that even unpacked by tar
+    the snapshot written never points outside itself."""
+    where = posixpath.dirname(path)
+    parts = [] if target.startswith("/") else [p for p in where.split("/") if p]
+    for part in target.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    return posixpath.relpath("/" + "/".join(parts), "/" + where)
+
+
+def _device_placeholders(fs: ConfinedFs, rel: str) -> dict[str, bytes]:
     """Empty files named like the device nodes of a listed /dev directory: the names are what the
     host model reads (which /dev/infiniband/uverbsN exist); devices are never opened. Of /dev
     itself only ``null`` is kept, so a missing /dev/infiniband still reads as absent, not unknown."""
-    base = src_root / rel
     try:
-        names = ["null"] if rel == "dev" else os.listdir(base)
+        names = ["null"] if rel == "dev" else fs.listdir(rel)
     except OSError:
         return {}
     out = {}
     for name in names:
         try:
-            mode = os.lstat(base / name).st_mode
+            entry = fs.lstat(f"{rel}/{name}")
         except OSError:
             continue
-        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or (stat.S_ISREG(mode) and not (base / name).stat().st_size):
+        if entry.what in ("character device", "block device") or (entry.kind == FILE and not entry.size):
             out[f"{rel}/{name}"] = b""
     return out
 
 
-def write_snapshot(root: Root, recording: Recording, out: Path, scrub: bool = False) -> Path:
-    """Write the recorded files, symlinks and command outputs as a .tar.gz snapshot."""
-    scrubber = None
-    if scrub:
-        hostname = recording.files.get("proc/sys/kernel/hostname", b"").decode("utf-8", "replace").strip() or None
-        scrubber = Scrubber(hostname=hostname)
+def _layout(root: Root, recording: Recording, scrubber: Scrubber | None) -> tuple[set[str], dict[str, bytes], dict[str, str]]:
+    """Directories, files (by resolved path) and symlinks of the snapshot to write."""
+    fs = _source_fs(root)
     links: dict[str, str] = {}
     files: dict[str, bytes] = {}
     dirs: set[str] = set()
     for rel, data in recording.files.items():
         if rel.startswith("cmd/"):
             continue  # captured outputs of a source snapshot are re-written from the commands below
-        real = _materialize(root.path, rel, links)
-        files[real] = scrubber.data(data) if scrubber else data
+        real = _materialize(fs, rel, links)
+        if real:
+            files[real] = scrubber.data(real, data) if scrubber else data
     for rel in recording.dirs | recording.paths:
-        real = _materialize(root.path, rel, links)
-        if (root.path / real).is_dir():
+        real = _materialize(fs, rel, links)
+        if real is not None and _is_dir(fs, real):
             dirs.add(real)
             if real == "dev" or real.startswith("dev/"):
-                files.update(_device_placeholders(root.path, real))
+                files.update(_device_placeholders(fs, real))
     commands = []
     for i, result in enumerate(sorted(recording.commands.values(), key=lambda r: r.argv)):
         if not result.available or result.rc is None:
             continue
         name = f"{i:03d}-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", "_".join(result.argv))[:60]
-        stdout = scrubber.text(result.stdout) if scrubber else result.stdout
+        stdout = scrubber.command(result.argv, result.stdout) if scrubber else result.stdout
         files[f"cmd/{name}"] = stdout.encode("utf-8")
         commands.append({"argv": list(result.argv), "stdout": name, "rc": result.rc})
     files["cmd/index.json"] = (json.dumps(commands, indent=1) + "\n").encode()
+    return dirs, files, links
+
+
+def _is_dir(fs: ConfinedFs, rel: str) -> bool:
+    try:
+        return fs.stat(rel).kind == DIR
+    except OSError:
+        return False
+
+
+def _write_tar(handle: BinaryIO, name: str, dirs: set[str], files: dict[str, bytes], links: dict[str, str]) -> None:
+    """The snapshot as a .tar.gz written from memory (never through a directory on disk), under
+    one top directory; parents before children, a name taken once (directories, then files)."""
+    dirs = set(dirs) | {""}
+    for path in [*files, *links]:
+        parent = posixpath.dirname(path)
+        while parent and parent not in dirs:
+            dirs.add(parent)
+            parent = posixpath.dirname(parent)
+    entries: dict[str, tuple[str, bytes | str]] = {d: ("dir", b"") for d in dirs}
+    for path, data in files.items():
+        entries.setdefault(path, ("file", data))
+    for path, target in links.items():
+        entries.setdefault(path, ("link", target))
+    now = int(time.time())
+    with tarfile.open(name=name, mode="w:gz", fileobj=handle) as tar:
+        for path in sorted(entries, key=lambda p: p.split("/")):
+            kind, value = entries[path]
+            info = tarfile.TarInfo(f"{SNAPSHOT_DIRNAME}/{path}".rstrip("/"))
+            info.mtime = now
+            if kind == "dir":
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            elif kind == "link":
+                info.type, info.mode, info.linkname = tarfile.SYMTYPE, 0o777, str(value)
+                tar.addfile(info)
+            else:
+                data = value if isinstance(value, bytes) else b""
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
+
+
+def write_snapshot(root: Root, recording: Recording, out: Path, scrub: bool | str = False) -> Path:
+    """Write the recorded files, symlinks and command outputs as a .tar.gz snapshot; ``scrub``:
+    False, True (the standard level) or a level of :mod:`.scrub`.
+
+    ``out`` is replaced atomically: the archive is written to a new file of a unique name beside
+    it (O_EXCL: a link planted at any name is never followed) and renamed over it; owner-only,
+    since an unscrubbed snapshot names the node, its addresses and its kernel command line."""
+    scrubber = None
+    if scrub:
+        hostname = recording.files.get("proc/sys/kernel/hostname", b"").decode("utf-8", "replace").strip() or None
+        scrubber = Scrubber(hostname=hostname, level=STRICT if scrub == STRICT else STANDARD)
+    dirs, files, links = _layout(root, recording, scrubber)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with private_dir("snap") as tmp:
-        base = tmp / SNAPSHOT_DIRNAME
-        for rel in sorted(dirs):
-            if not rel.startswith(".."):
-                (base / rel).mkdir(parents=True, exist_ok=True)
-        for rel, data in files.items():
-            if rel.startswith(".."):
-                continue
-            path = base / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.is_symlink():
-                continue
-            path.write_bytes(data)
-        for rel, target in sorted(links.items()):
-            path = base / rel
-            if path.exists() or path.is_symlink() or rel.startswith(".."):
-                continue
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.symlink_to(target)
-        partial = out.with_name(out.name + ".partial")
-        with tarfile.open(partial, "w:gz") as tar:
-            tar.add(base, arcname=SNAPSHOT_DIRNAME)
-        partial.replace(out)
+    with atomic_writer(out, mode=0o600) as handle:
+        _write_tar(handle, out.name, dirs, files, links)
     return out
 
 
-def take_snapshot(root: Root, out: Path, scrub: bool = False) -> tuple[Path, Recording]:
+def take_snapshot(root: Root, out: Path, scrub: bool | str = False) -> tuple[Path, Recording]:
     recording = capture(root)
     return write_snapshot(root, recording, out, scrub=scrub), recording

@@ -16,17 +16,23 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 PREFIX = "fabricscope-"
 PRIVATE_MODE = 0o700
 
 
-def make_private_dir(purpose: str) -> Path:
-    """A new owner-only directory ``$TMPDIR/fabricscope-<purpose>-*``; removed at exit at the latest."""
+def make_private_dir(purpose: str, *, outlive_process: bool = False) -> Path:
+    """A new owner-only directory ``$TMPDIR/fabricscope-<purpose>-*``; removed at exit at the latest.
+
+    ``outlive_process``: the directory serves daemons that run on after this process (a lab's
+    Slurm); whoever stops them removes it with :func:`remove_private_dir`.
+    """
     path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{purpose}-"))
     os.chmod(path, PRIVATE_MODE)  # mkdtemp's mode already; said again because it is the point
-    with _LOCK:
-        _MADE.add(path)
+    if not outlive_process:
+        with _LOCK:
+            _MADE.add(path)
     return path
 
 
@@ -47,17 +53,25 @@ def private_dir(purpose: str) -> Iterator[Path]:
 
 
 def atomic_write(target: Path, data: bytes, mode: int = 0o644) -> None:
-    """Replace ``target`` with ``data`` so readers never see half a file.
+    """Replace ``target`` with ``data`` so readers never see half a file (see :func:`atomic_writer`)."""
+    with atomic_writer(target, mode) as handle:
+        handle.write(data)
 
-    The temporary file is created beside the target with O_EXCL (a unique name, never following
-    a planted symlink), and renamed over the target (a rename replaces a symlink at the target
-    instead of writing through it). It is removed if anything, a signal included, interrupts.
-    Raises OSError.
+
+@contextlib.contextmanager
+def atomic_writer(target: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
+    """``with atomic_writer(path) as handle:`` write the new contents of ``target``; it replaces
+    the target when the block ends, so readers never see half a file.
+
+    The temporary file is created beside the target with O_EXCL|O_NOFOLLOW (mkstemp: a unique,
+    unpredictable name; a symlink planted at any name is never followed), and renamed over the
+    target (a rename replaces a symlink at the target instead of writing through it). It is
+    removed if anything, a signal included, interrupts. Raises OSError.
     """
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             os.fchmod(handle.fileno(), mode)
         os.replace(tmp, target)
     except BaseException:

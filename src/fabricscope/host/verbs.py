@@ -40,7 +40,7 @@ class VerbsPort:
 def _mtu(text: str | None) -> int | None:
     """``"4096 (5)"`` -> 4096; ``"invalid MTU (0)"`` -> None."""
     first = (text or "").split(" ", 1)[0]
-    return int(first) if first.isdigit() else None
+    return int(first) if (first.isascii() and first.isdigit()) else None
 
 
 def parse_ibv_devinfo(text: str) -> dict[str, VerbsPort]:
@@ -67,7 +67,7 @@ def parse_ibv_devinfo(text: str) -> dict[str, VerbsPort]:
             device, port, fields = value or None, None, {}
         elif key == "port" and device is not None:
             flush()
-            port, fields = (int(value) if value.isdigit() else None), {}
+            port, fields = (int(value) if (value.isascii() and value.isdigit()) else None), {}
         elif port is not None:
             fields[key] = value
     flush()

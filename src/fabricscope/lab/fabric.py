@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricscope.host.tempfiles import atomic_write
-from fabricscope.lab import lldp
+from fabricscope.lab import lldp, slurm
 from fabricscope.lab.plan import HostPlan, Plan, Port, Uplink, build_plan, tbf_args
 from fabricscope.lab.runner import CommandError, Runner, package_for
 from fabricscope.lab.spec import PREFIX, LabError, LabSpec, check_name, format_rate, host_index
@@ -33,6 +34,7 @@ STATE_SCHEMA = "fabricscope.lab-state/v1"
 STATUS_SCHEMA = "fabricscope.lab/v1"
 NFT_TABLE = "fabricscope"
 LOSS_SCALE = 1_000_000  # nft numgen modulus: loss resolution of 0.0001%
+_NAME_CHAR = re.compile(r"[a-z0-9]")  # what a lab name may hold (lab.spec.NAME_RE)
 
 
 def state_dir() -> Path:
@@ -50,9 +52,10 @@ class LinkSetting:
 
     rate_bps: int | None
     loss_pct: float = 0.0
+    queue_bytes: int | None = None  # the switch port's queue towards the host (None: 50 ms at the rate)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rate_bps": self.rate_bps, "loss_pct": self.loss_pct}
+        return {"rate_bps": self.rate_bps, "loss_pct": self.loss_pct, "queue_bytes": self.queue_bytes}
 
 
 @dataclass
@@ -61,6 +64,7 @@ class LabState:
     status: str = "creating"  # creating -> up
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     links: dict[str, LinkSetting] = field(default_factory=dict)  # host or leaf name -> setting
+    slurm_dir: str | None = None  # the private directory of the lab's Slurm (lab/slurm.py)
 
     @property
     def plan(self) -> Plan:
@@ -81,6 +85,7 @@ class LabState:
             "status": self.status,
             "created": self.created,
             "links": {k: v.to_dict() for k, v in self.links.items()},
+            **({"slurm_dir": self.slurm_dir} if self.slurm_dir else {}),
         }
 
     @classmethod
@@ -89,10 +94,12 @@ class LabState:
             raise LabError(f"lab state has schema {doc.get('schema')!r}, expected {STATE_SCHEMA}")
         spec = LabSpec.model_validate(doc["spec"])
         links = {
-            str(k): LinkSetting(v.get("rate_bps"), float(v.get("loss_pct") or 0.0))
+            str(k): LinkSetting(v.get("rate_bps"), float(v.get("loss_pct") or 0.0), v.get("queue_bytes"))
             for k, v in (doc.get("links") or {}).items()
         }
-        return cls(spec=spec, status=str(doc.get("status", "creating")), created=str(doc.get("created", "")), links=links)
+        recorded = doc.get("slurm_dir")
+        return cls(spec=spec, status=str(doc.get("status", "creating")), created=str(doc.get("created", "")), links=links,
+                   slurm_dir=recorded if isinstance(recorded, str) else None)
 
 
 @dataclass
@@ -170,9 +177,23 @@ class Labs:
 
     # ----- kernel discovery ---------------------------------------------------------------
     def namespaces(self, prefix: str = PREFIX) -> list[str]:
-        out = self.runner.run(["ip", "netns", "list"]).stdout
-        names = [line.split()[0] for line in out.splitlines() if line.strip()]
+        """Named namespaces starting with ``prefix``, exactly as the kernel has them: read as JSON
+        (``ip -j``), so a name holding a newline or blank is one name, not two half names."""
+        out = self.runner.run(["ip", "-j", "netns", "list"]).stdout
+        try:
+            entries = json.loads(out) if out.strip() else []
+        except ValueError:
+            raise LabError(f"ip -j netns list printed something that is not JSON: {out[:80]!r}") from None
+        names = [e["name"] for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)]
         return sorted(n for n in names if n.startswith(prefix))
+
+    def lab_namespaces(self, name: str) -> list[str]:
+        """Every namespace of lab ``name``: ``fsl-NAME-`` plus anything, and also ``fsl-NAME``
+        followed by any character a lab name cannot hold (``fsl-t1\n-h1``, left by a version that
+        let such names through). Lab names are [a-z0-9] only, so lab ``t12`` is never swept by
+        ``lab down t1``."""
+        stem = f"{PREFIX}{name}"
+        return [ns for ns in self.namespaces(stem) if ns == stem or not _NAME_CHAR.fullmatch(ns[len(stem)])]
 
     # ----- capabilities -------------------------------------------------------------------
     def check_capabilities(self, need_nft: bool) -> None:
@@ -222,6 +243,9 @@ class Labs:
                 if set(live) == set(existing.plan.namespaces):
                     self.apply_links(existing)  # re-assert shaping, cheap and idempotent
                     started = lldp.ensure(existing.plan, self.runner) if spec.lldp else []
+                    if spec.slurm and not slurm.answering(existing.plan, self.runner, Path(existing.slurm_dir or "/nonexistent")):
+                        self._start_slurm(existing)
+                        started.append("slurm")
                     return UpResult(existing, bool(started), time.monotonic() - t0)
             if existing and existing.spec != spec and not replace and existing.status == "up":
                 raise LabError(
@@ -234,6 +258,8 @@ class Labs:
             self.check_capabilities(need_nft)
             if spec.lldp:
                 lldp.require(self.runner)
+            if spec.slurm:
+                slurm.require(self.runner)
             state = LabState(spec=spec)
             self._save(state)  # before creating anything: down must always find it
             try:
@@ -241,12 +267,23 @@ class Labs:
                 self.apply_links(state)
                 if spec.lldp:
                     lldp.ensure(state.plan, self.runner)
+                if spec.slurm:
+                    self._start_slurm(state)
             except BaseException:
                 self._remove(spec.name)
                 raise
             state.status = "up"
             self._save(state)
             return UpResult(state, True, time.monotonic() - t0)
+
+    def _start_slurm(self, state: LabState) -> None:
+        """A fresh Slurm for the lab; its directory is in the state file before any daemon starts."""
+        slurm.stop_all(state.spec.name, state.slurm_dir, self.runner)
+        folder = slurm.prepare(state.spec.name)
+        state.slurm_dir = str(folder)
+        self._save(state)
+        hosts = {h.name: self.etc_netns / h.namespace / "hosts" for h in state.plan.hosts}
+        slurm.start(state.plan, self.runner, folder, hosts)
 
     def _build(self, plan: Plan) -> None:
         run = self.runner.run
@@ -293,24 +330,27 @@ class Labs:
                 raise LabError(f"cannot write {folder}/hosts: {exc.strerror or exc}") from None
 
     # ----- shaping and loss ---------------------------------------------------------------
-    def _shape(self, ns: str, dev: str, rate_bps: int | None) -> None:
+    def _shape(self, ns: str, dev: str, rate_bps: int | None, queue_bytes: int | None = None, mtu: int = 1500) -> None:
         if rate_bps is None:
             self.runner.run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
         else:
-            self.runner.run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", *tbf_args(rate_bps)])
+            args = tbf_args(rate_bps, queue_bytes, mtu)
+            self.runner.run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", *args])
 
     def apply_links(self, state: LabState) -> None:
         """Make the kernel's shaping and loss rules match ``state`` (both ends of every link)."""
         plan = state.plan
+        mtu = state.spec.mtu
         for host in plan.hosts:
             setting = state.link(host.name)
             for port in host.ports:
                 self._shape(host.namespace, port.dev, setting.rate_bps)  # host -> switch
-                self._shape(plan.fabric_namespace, port.port, setting.rate_bps)  # switch -> host
+                # switch -> host: the switch port's egress queue
+                self._shape(plan.fabric_namespace, port.port, setting.rate_bps, setting.queue_bytes, mtu)
         for up in plan.uplinks:
             setting = state.link(up.leaf)
-            self._shape(plan.fabric_namespace, up.leaf_port, setting.rate_bps)
-            self._shape(plan.fabric_namespace, up.spine_port, setting.rate_bps)
+            self._shape(plan.fabric_namespace, up.leaf_port, setting.rate_bps, setting.queue_bytes, mtu)
+            self._shape(plan.fabric_namespace, up.spine_port, setting.rate_bps, setting.queue_bytes, mtu)
         self._apply_loss(state)
 
     def _apply_loss(self, state: LabState) -> None:
@@ -335,8 +375,16 @@ class Labs:
             )
         self.runner.run(["ip", "netns", "exec", plan.fabric_namespace, "nft", "-f", "-"], input_text=script)
 
-    def set_link(self, name: str, target: str, *, rate_bps: int | None | str = "keep", loss_pct: float | None = None) -> LabState:
-        """Change one host's link (or one leaf's uplink): rate (None = unshaped) and/or loss."""
+    def set_link(
+        self,
+        name: str,
+        target: str,
+        *,
+        rate_bps: int | None | str = "keep",
+        loss_pct: float | None = None,
+        queue_bytes: int | None | str = "keep",
+    ) -> LabState:
+        """Change one host's link (or one leaf's uplink): rate (None = unshaped), loss, switch queue."""
         require_root()
         with self._locked(name):
             state = self.load(name)
@@ -350,15 +398,22 @@ class Labs:
             current = state.link(target)
             new_rate = current.rate_bps if rate_bps == "keep" else rate_bps
             new_loss = current.loss_pct if loss_pct is None else loss_pct
-            state.links[target] = LinkSetting(None if isinstance(new_rate, str) else new_rate, new_loss)
+            new_queue = current.queue_bytes if queue_bytes == "keep" else queue_bytes
+            rate = None if isinstance(new_rate, str) else new_rate
+            if new_queue is not None and not isinstance(new_queue, str):
+                if rate is None:
+                    raise LabError(f"--queue needs a shaped link: give {target} a --link-rate too")
+                if new_queue < 2 * (state.spec.mtu + 14):
+                    raise LabError(f"--queue {new_queue}: at least two packets ({2 * (state.spec.mtu + 14)} bytes)")
+            state.links[target] = LinkSetting(rate, new_loss, None if isinstance(new_queue, str) else new_queue)
             self.apply_links(state)
             self._save(state)
             return state
 
     # ----- down ---------------------------------------------------------------------------
     def down(self, name: str) -> list[str]:
-        require_root()
         check_name(name)
+        require_root()
         with self._locked(name):
             removed = self._remove(name)
         with contextlib.suppress(OSError):
@@ -367,7 +422,11 @@ class Labs:
 
     def _remove(self, name: str) -> list[str]:
         prefix = f"{PREFIX}{name}-"
-        found = self.namespaces(prefix)
+        recorded = None
+        with contextlib.suppress(LabError):
+            recorded = self.load(name).slurm_dir
+        slurm.stop_all(name, recorded, self.runner)  # before the namespaces: its daemons live in them and here
+        found = self.lab_namespaces(name)
         for ns in found:
             self._kill_inside(ns)
         for ns in found:
@@ -376,9 +435,9 @@ class Labs:
             with contextlib.suppress(OSError):
                 (folder / "hosts").unlink(missing_ok=True)
                 folder.rmdir()
-        left = self.namespaces(prefix)
+        left = self.lab_namespaces(name)
         if left:
-            raise LabError(f"could not remove namespaces {', '.join(left)}")
+            raise LabError(f"could not remove namespaces {', '.join(map(repr, left))}")
         with contextlib.suppress(FileNotFoundError):
             self._state_path(name).unlink()
         lldp.forget(name)
@@ -429,6 +488,7 @@ class Labs:
             )
         uplinks = [self._uplink_doc(up, state.link(up.leaf), plan.fabric_namespace, plan.fabric_namespace in live) for up in plan.uplinks]
         complete = live == set(plan.namespaces)
+        extra = {"slurm": slurm.status(self.runner, Path(state.slurm_dir))} if state.spec.slurm and state.slurm_dir else {}
         return {
             "schema": STATUS_SCHEMA,
             "name": state.spec.name,
@@ -440,6 +500,7 @@ class Labs:
             "switches": list(plan.switches),
             "hosts": hosts,
             "uplinks": uplinks,
+            **extra,
         }
 
     def _live_qdisc(self, ns: str, dev: str) -> dict[str, Any] | None:
@@ -470,6 +531,7 @@ class Labs:
             "rate": format_rate(setting.rate_bps),
             "rate_gbps": setting.rate_bps / 1e9 if setting.rate_bps else None,
             "loss_pct": setting.loss_pct,
+            "queue_bytes": setting.queue_bytes,
             "live_host_side": self._live_qdisc(host.namespace, port.dev) if present else None,
             "live_switch_side": self._live_qdisc(fab, port.port) if present else None,
         }
@@ -481,6 +543,7 @@ class Labs:
             "rate": format_rate(setting.rate_bps),
             "rate_gbps": setting.rate_bps / 1e9 if setting.rate_bps else None,
             "loss_pct": setting.loss_pct,
+            "queue_bytes": setting.queue_bytes,
             "live_leaf_side": self._live_qdisc(fab, up.leaf_port) if present else None,
             "live_spine_side": self._live_qdisc(fab, up.spine_port) if present else None,
         }

@@ -123,15 +123,45 @@ def build_plan(spec: LabSpec) -> Plan:
     return Plan(spec=spec, fabric_namespace=fabric, hosts=tuple(hosts), switches=tuple(switches), uplinks=tuple(uplinks))
 
 
-def tbf_args(rate_bps: int) -> list[str]:
+ETH_HEADER_BYTES = 14  # tc counts each packet with its Ethernet header
+SWITCH_BUCKET_PACKETS = 10
+
+
+def tbf_args(rate_bps: int, queue_bytes: int | None = None, mtu: int = 1500) -> list[str]:
     """tc tbf parameters for ``rate_bps``.
 
     The bucket holds at least 2 ms of traffic and never less than 128 KiB: veth hands tbf
     64 KiB GSO packets, and a bucket smaller than a packet makes tbf split every packet
     (CPU) or stall. The queue holds 50 ms at the rate so TCP is not starved by tail drops
     before it can fill the link.
+
+    With ``queue_bytes`` (a switch port's buffer, ``lab set --queue``) the port behaves as a
+    switch's: the bucket holds 10 packets, so tbf splits GSO packets and drops packet by packet,
+    and at most ``queue_bytes`` wait.
     """
     rate_Bps = rate_bps / 8
+    if queue_bytes is not None:
+        burst = SWITCH_BUCKET_PACKETS * (mtu + ETH_HEADER_BYTES)
+        return ["rate", f"{rate_bps}bit", "burst", str(burst), "limit", str(queue_bytes)]
     burst = max(131072, int(rate_Bps * 0.002))
     limit = max(2 * burst, int(rate_Bps * 0.050) + burst)
     return ["rate", f"{rate_bps}bit", "burst", str(burst), "limit", str(limit)]
+
+
+def switch_gso_frames(rate_bps: int, mtu: int = 1500) -> int:
+    """The largest GSO packet, in frames, a ``--queue`` port takes (or drops) whole.
+
+    tbf splits only a packet larger than its bucket (net/sched/sch_tbf.c tbf_enqueue, max_size),
+    so the TCP senders' TSO packets of a few segments pass, or are dropped, as one. tc hands the
+    kernel the bucket as whole microseconds at the rate (tc_calc_xmittime), and the kernel turns
+    that back into bytes: at 200 Mbit/s the 10-frame bucket (15140 bytes) becomes 15125, so a GSO
+    packet of 9 frames passes whole and one of 10 is split.
+    """
+    burst = SWITCH_BUCKET_PACKETS * (mtu + ETH_HEADER_BYTES)
+    max_size = int(burst * 8e6 / rate_bps) * rate_bps / 8e6
+    return max(1, int(max_size // (mtu + ETH_HEADER_BYTES)))
+
+
+def host_bucket_bytes(rate_bps: int) -> int:
+    """The bucket of a lab host's own egress: what it may send back to back (see :func:`tbf_args`)."""
+    return int(tbf_args(rate_bps)[3])

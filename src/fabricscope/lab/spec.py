@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Literal
 
@@ -12,7 +11,7 @@ from fabricscope import units
 from fabricscope.errors import FabricscopeError
 
 PREFIX = "fsl-"  # every namespace a lab creates starts with this
-NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+NAME_RE = re.compile(r"[a-z][a-z0-9]{0,11}")  # always fullmatch: "t1\n" must not pass (issue 15 item 10)
 MAX_HOSTS = 64  # namespaces are cheap, but every host is a process tree on a small machine
 MAX_RAILS = 8
 MIN_RATE_BPS = 8_000  # tbf cannot shape below a few kbit/s usefully
@@ -50,21 +49,22 @@ def parse_loss(text: str) -> float:
     raw = str(text).strip()
     if not raw.endswith("%"):
         raise LabError(f"loss {text!r}: write a percentage with %, e.g. 0.1% or 2%")
+    if raw == "100%":
+        return 100.0
     try:
-        pct = float(raw[:-1])
-    except ValueError:
-        raise LabError(f"loss {text!r} is not a number followed by %") from None
-    if not math.isfinite(pct) or not 0.0 <= pct <= 100.0:
-        raise LabError(f"loss {text!r} must be between 0% and 100%")
-    return pct
+        return units.parse_probability(raw) * 100.0
+    except units.UnitError as exc:
+        raise LabError(f"loss {text!r}: {exc}") from None
 
 
 def parse_oversubscription(text: str) -> float:
-    """``"4:1"`` -> 4.0 (downlink capacity : uplink capacity of a leaf)."""
-    match = re.match(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*:\s*([0-9]+(?:\.[0-9]+)?)\s*$", str(text))
-    if not match or float(match.group(2)) == 0 or float(match.group(1)) == 0:
+    """``"4:1"`` -> 4.0 (downlink capacity : uplink capacity of a leaf), at most 1000:1."""
+    if ":" not in str(text):
         raise LabError(f"oversubscription {text!r}: write DOWN:UP, e.g. 4:1 or 1:1")
-    ratio = float(match.group(1)) / float(match.group(2))
+    try:
+        ratio = units.parse_ratio(text)
+    except units.UnitError as exc:
+        raise LabError(f"oversubscription {text!r}: {exc}") from None
     if ratio > 1000:
         raise LabError(f"oversubscription {text!r} is beyond 1000:1")
     return ratio
@@ -99,11 +99,12 @@ class LabSpec(BaseModel):
     loss_on: tuple[str, ...] = ()
     mtu: int = Field(default=1500, ge=576, le=65000)
     lldp: bool = False  # run lldpd on every switch and host (lab/lldp.py)
+    slurm: bool = False  # run munged, slurmctld and one slurmd per host (lab/slurm.py)
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not NAME_RE.match(value):
+        if not NAME_RE.fullmatch(value):
             raise ValueError(
                 f"lab name {value!r}: 1-12 characters, lower-case letters and digits, starting with a letter"
             )
@@ -161,6 +162,6 @@ class LabSpec(BaseModel):
 
 
 def check_name(name: str) -> str:
-    if not NAME_RE.match(name or ""):
+    if not NAME_RE.fullmatch(name or ""):
         raise LabError(f"lab name {name!r}: 1-12 characters, lower-case letters and digits, starting with a letter")
     return name

@@ -192,8 +192,8 @@ HW_COUNTERS: dict[str, CounterName] = {
     "rx_dct_connect": CounterName("rdma_dct_connects_received_total", "DCT connect requests received."),
 }
 
-OTHER_PORT_COUNTER = "rdma_port_counter_total"  # unmapped counters/* files, label ``counter``
-OTHER_HW_COUNTER = "rdma_hw_counter_total"  # unmapped hw_counters/* files, label ``counter``
+OTHER_PORT_COUNTER = "rdma_port_stat_total"  # unmapped counters/* files, label ``counter``
+OTHER_HW_COUNTER = "rdma_hw_stat_total"  # unmapped hw_counters/* files, label ``counter`` (promtool: a name must not say "counter")
 
 # ethtool -S per-priority statistics (mlx5 names ``rx_prio3_pause``), keyed by (direction, stat).
 PRIO_STATS: dict[tuple[str, str], CounterName] = {

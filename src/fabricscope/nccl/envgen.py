@@ -17,17 +17,20 @@ from typing import Any
 
 from fabricscope.host.inventory import Inventory
 from fabricscope.nccl.node import (
+    DEFAULT_GID_POLICY,
     LEVEL_RANK,
     NicPort,
     active_ports,
     best_roce_gid,
     gdr_module_state,
+    gpudirect_without_module,
     is_virtual_name,
     main_link_layer,
     nic_ports,
     usable_interface,
 )
 from fabricscope.nccl.variables import parse_version
+from fabricscope.nccl_gid import explain_choice, select_gid
 
 SCHEMA = "fabricscope.nccl_env/v1"
 FORMATS = ("shell", "json", "slurm", "k8s")
@@ -45,7 +48,7 @@ class EnvVar:
 @dataclass
 class EnvPlan:
     host: str | None
-    fabric: str  # "InfiniBand", "RoCE" or "TCP"
+    fabric: str  # "InfiniBand", "RoCE", "EFA" or "TCP"
     workload: str
     variables: list[EnvVar] = field(default_factory=list)
     excluded: list[tuple[str, str]] = field(default_factory=list)  # (port or netdev, why)
@@ -114,10 +117,9 @@ def _gdr_level(inv: Inventory, plan: EnvPlan, nics: set[str]) -> None:
     counts = Counter(a.distance for a in relevant)
     summary = ", ".join(f"{n} GPU(s) {d}" for d, n in sorted(counts.items()))
     if module is False:
-        plan.notes.append(
-            "no nvidia_peermem module is loaded: GPUDirect RDMA works only through DMA-BUF (NCCL >= 2.19, "
-            "kernel >= 5.12, open GPU driver); otherwise `modprobe nvidia-peermem`"
-        )
+        dmabuf, advice = gpudirect_without_module(inv)
+        if not dmabuf:
+            plan.notes.append(f"no nvidia_peermem module is loaded: {advice}")
     rank = LEVEL_RANK.get(dist, 4)
     if rank <= LEVEL_RANK["PXB"]:
         plan.unset("NCCL_NET_GDR_LEVEL", f"measured GPU-to-nearest-NIC distance: {summary}; NCCL's default (PXB) already uses GPUDirect RDMA for all of them")
@@ -133,7 +135,7 @@ def _roce(inv: Inventory, plan: EnvPlan, ports: list[NicPort], version: tuple[in
     for p in ports:
         gid = best_roce_gid(p.raw)
         if gid is None:
-            plan.excluded.append((p.label, f"no RoCE v2 GID with an IPv4 address ({p.netdev or 'its netdev'} has no IPv4 address): it cannot reach peers over routed RoCE v2"))
+            plan.excluded.append((p.label, _no_gid_reason(inv, p)))
             continue
         gid_of[p.label] = gid.index
         chosen.append(p)
@@ -206,6 +208,16 @@ def _roce(inv: Inventory, plan: EnvPlan, ports: list[NicPort], version: tuple[in
     return chosen
 
 
+def _no_gid_reason(inv: Inventory, p: NicPort) -> str:
+    """Why NCCL's default GID walk finds no RoCE v2 IPv4 entry on the port, from its GID table;
+    "no IPv4 address" only when the netdev really has none."""
+    choice = select_gid(p.raw.gids, p.raw.gid_table_len, DEFAULT_GID_POLICY)
+    message, _ = explain_choice(p.raw.gids, p.netdev, choice, DEFAULT_GID_POLICY)
+    dev = inv.netdev(p.netdev)
+    no_ipv4 = f"; {p.netdev} has no IPv4 address" if dev is not None and not dev.ipv4 else ""
+    return f"{message}{no_ipv4}: it cannot reach peers over routed RoCE v2"
+
+
 def _dscp_for(inv: Inventory, ports: list[NicPort], prio: int) -> int:
     """A DSCP that every selected netdev maps to ``prio``: 26 (AF31) for priority 3, else AFx1."""
     tables = [inv.qos[p.netdev] for p in ports if p.netdev and p.netdev in inv.qos]
@@ -249,15 +261,18 @@ def plan_env(
         raise ValueError(f"workload must be one of {', '.join(WORKLOADS)}")
     version = parse_version(nccl_version)
     layer = main_link_layer(inv)
-    fabric = {"IB": "InfiniBand", "RoCE": "RoCE", None: "TCP"}[layer]
+    efa = [d for d in inv.rdma_devices if d.is_efa and any(p.is_active for p in d.ports)]
+    fabric = {"IB": "InfiniBand", "RoCE": "RoCE", None: "EFA" if efa else "TCP"}[layer]
     plan = EnvPlan(host=inv.hostname, fabric=fabric, workload=workload)
     for p in nic_ports(inv):
         if not p.active:
             plan.excluded.append((p.label, f"port state {p.state or 'unknown'} (not ACTIVE): NCCL would skip it anyway"))
-        elif p.link != layer:
+        elif p.link != layer and not (p.link is None and fabric == "EFA"):
             plan.excluded.append((p.label, f"{p.link or 'unknown'} link layer while most ports are {layer}: NCCL cannot connect the two kinds"))
     _socket_ifname(inv, plan)
-    if layer is None:
+    if layer is None and efa:
+        _efa(inv, plan, efa)
+    elif layer is None:
         _tcp_only(inv, plan)
     else:
         ports = [p for p in active_ports(inv) if p.link == layer]
@@ -282,6 +297,18 @@ def plan_env(
             plan.unset("NCCL_CROSS_NIC", "NCCL's default (2) prefers the same NIC on every node and crosses rails only when faster; pass --rail-optimized to forbid crossing")
     plan.set("NCCL_DEBUG", "WARN", "production: print errors only (INFO costs log volume at scale; use it when debugging)")
     return plan
+
+
+def _efa(inv: Inventory, plan: EnvPlan, devices: list) -> None:
+    """AWS EFA: NCCL's IB transport skips ports whose link layer is neither InfiniBand nor Ethernet
+    (NCCL v2.30.7-1 src/transport/net_ib/init.cc), so RDMA comes only from the aws-ofi-nccl net plugin
+    (libnccl-net.so, loaded by default: src/plugin/net.cc) over libfabric's efa provider."""
+    names = ", ".join(d.name for d in devices)
+    plan.unset("NCCL_NET_PLUGIN", f"EFA ({names}): NCCL loads libnccl-net.so, which aws-ofi-nccl installs, by default; 'none' would leave EFA unused and fall back to TCP sockets")
+    plan.unset("FI_PROVIDER", "aws-ofi-nccl >= 1.6 picks libfabric's efa provider itself; another provider would bypass EFA's RDMA (aws-ofi-nccl doc/efa-env-var.md)")
+    plan.unset("NCCL_IB_HCA", "EFA ports are not used by NCCL's IB transport, so the HCA list does not apply")
+    _gdr_level(inv, plan, {d.name for d in devices})
+    plan.notes.append(f"AWS EFA ({names}): inter-node data goes over RDMA through aws-ofi-nccl and libfabric; check the log for 'NET/OFI' (or 'NET/AWS Libfabric') to confirm it loaded")
 
 
 def _tcp_only(inv: Inventory, plan: EnvPlan) -> None:

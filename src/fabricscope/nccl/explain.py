@@ -2,8 +2,8 @@
 
 Sources (NVIDIA/nccl at 2.30 unless said): ``src/nccl.h.in`` (ncclResult_t), libibverbs
 ``enum ibv_wc_status`` (the same numbers NCCL prints as ``status=``/``error``),
-``src/misc/ibvwrap.cc`` hints, ``src/transport/net_ib`` and maintainer answers quoted in
-/work/shared/reference/nccl.md (status 12 = ack timeout, status 4 = usually ACS, status 5 = flush).
+``src/misc/ibvwrap.cc`` hints, ``src/transport/net_ib`` and maintainers' answers in NVIDIA/nccl's
+GitHub issues (status 12 = ack timeout, status 4 = usually ACS, status 5 = flush).
 """
 
 from __future__ import annotations
@@ -149,6 +149,16 @@ _VERBS_EXPLAIN: dict[str, tuple[str, str]] = {
         "the NIC could not register or allocate memory: locked-memory limit (ulimit -l) too low or NIC resources exhausted",
         "run with an unlimited memlock limit (Slurm: PropagateResourceLimits; containers: --ulimit memlock=-1)",
     ),
+    # ENODEV from the kernel while moving the queue pair to RTR: the address (GID) it was given has no
+    # usable net device behind it (NVIDIA/nccl#799, #925: SR-IOV and containers).
+    "no such device": (
+        "the queue pair could not be moved to the ready state because the RDMA device or the net device behind "
+        "its GID is not there (ENODEV): on RoCE the GID's netdev is down, was removed or renamed, or is not in this "
+        "network namespace (containers, SR-IOV virtual functions)",
+        "check inside the container that each RoCE HCA's netdev is up with its address (ip addr; `fabricscope "
+        "doctor`), that NCCL_IB_HCA lists only ports that are up, and leave NCCL_IB_GID_INDEX unset or point it at "
+        "an entry that exists",
+    ),
     "operation not permitted": (
         "the process is not allowed to use the RDMA device (container capabilities or device permissions)",
         "expose /dev/infiniband to the container and grant IPC_LOCK",
@@ -203,6 +213,78 @@ WARN_EXPLAIN: dict[str, tuple[str, str, str]] = {
         "read the message; rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET for context",
     ),
 }
+
+
+# Asynchronous events, by the text rdma-core's ibv_event_type_str() gives them (libibverbs/verbs.c),
+# which NCCL prints after "Got async event : " (2.3-2.2x) or "Got non-fatal async event: " (2.2x+,
+# transport/net_ib/common.cc:167-180 at v2.30.7-1, which names port active, SM change, LID and P_Key
+# change, client reregistration and path migration non-fatal, and prints "GID table changed" on its own).
+_NOTICE = ": a notice from the port or the subnet manager, not an error"
+ASYNC_EVENTS: dict[str, tuple[str, str, str | None]] = {
+    "port active": ("info", "the port went (back) to ACTIVE" + _NOTICE, None),
+    "SM change": ("info", "the InfiniBand subnet manager changed (failover or restart)" + _NOTICE, None),
+    "LID change": ("info", "the port's LID changed (the subnet manager re-swept the fabric)" + _NOTICE, None),
+    "P_Key change": ("info", "the port's partition key table changed" + _NOTICE, None),
+    "client reregistration": ("info", "the subnet manager asked clients to register again" + _NOTICE, None),
+    "path migrated": ("info", "a queue pair moved to its alternate path" + _NOTICE, None),
+    "send queue drained": ("info", "a send queue finished draining" + _NOTICE, None),
+    "last WQE reached": ("info", "a queue pair reached its last work request" + _NOTICE, None),
+    "SRQ limit reached": ("info", "a shared receive queue reached its limit" + _NOTICE, None),
+    "GID table change": (
+        "warn",
+        "the port's GID table changed: an address was added to or removed from the RoCE net device (DHCP renewal, "
+        "NetworkManager, an interface going down and up). Connections built on a GID that went away stop working; "
+        "NCCL up to 2.30 only reports it (NVIDIA/nccl#1819)",
+        "keep the RoCE interfaces' addresses static while jobs run; if the interface flapped, check the port with "
+        "`fabricscope doctor`; jobs started before the change may need a restart",
+    ),
+}
+_FATAL_EVENT = (
+    "fail",
+    "the RDMA device reported a fatal asynchronous event ({event}): connections on it are broken",
+    "check the port state, counters and dmesg on that host (`fabricscope doctor`); a port error is a link going "
+    "down (cable, transceiver, switch port); catastrophic and work-queue errors point at the NIC or its firmware",
+)
+
+
+def explain_async(event: str | None) -> tuple[str, str, str | None]:
+    """(severity, meaning, fix) for an asynchronous event; unknown events count as fatal."""
+    text = (event or "").strip()
+    for name, value in ASYNC_EVENTS.items():
+        if text.lower().startswith(name.lower()):
+            return value
+    severity, meaning, fix = _FATAL_EVENT
+    return severity, meaning.format(event=text or "unknown"), fix
+
+
+# WARN texts whose meaning is more specific than their kind's: (text, severity, meaning, fix).
+WARN_TEXTS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        # bootstrap.cc:126 at v2.30.7-1: no interface matched NCCL_SOCKET_IFNAME (or none but lo/docker exists).
+        "no socket interface found",
+        "fail",
+        "NCCL found no network interface for its bootstrap connections: NCCL_SOCKET_IFNAME matches no interface "
+        "that is up with an address (by default NCCL skips lo and docker*). This is the root cause: init fails here",
+        "set NCCL_SOCKET_IFNAME to an interface that exists on every node and has an address (`ip -br addr`; "
+        "`fabricscope nccl env` picks one), or unset it",
+    ),
+    (
+        # misc/ibvwrap.cc (ibvsymbols.cc since 2.19): dlopen of libibverbs.so / libibverbs.so.1 failed.
+        "Failed to open libibverbs",
+        "warn",
+        "NCCL could not load libibverbs: rdma-core is not installed where the job runs (usually the container "
+        "image), so NCCL cannot see any RDMA device and uses TCP sockets",
+        "install rdma-core / libibverbs1 (and the provider, e.g. libmlx5-1) in the image, or mount the host's",
+    ),
+)
+
+
+def explain_warn_text(message: str) -> tuple[str, str, str] | None:
+    """(severity, meaning, fix) for a WARN whose text says more than its kind, else None."""
+    for text, severity, meaning, fix in WARN_TEXTS:
+        if text in message:
+            return severity, meaning, fix
+    return None
 
 
 def ib_timeout_seconds(exponent: int) -> float | None:

@@ -1,6 +1,6 @@
 """NCCL's device/interface list syntax (NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_OOB_NET_IFNAME).
 
-Semantics, as in NCCL's ``parseStringList``/``matchIfList`` (src/misc/utils.cc): an optional
+Semantics, as in NCCL's ``parseStringList``/``matchIfList`` (src/misc/utils.cc, v2.30.7-1): an optional
 leading ``^`` makes the list an exclude list; then an optional ``=`` makes every token an exact
 name, otherwise every token is a *prefix*; tokens are separated by ``,`` and each is
 ``name[:port[:rail[:plane]]]`` (the port only matters for HCAs). So ``mlx5_1`` also selects
@@ -9,7 +9,10 @@ name, otherwise every token is a *prefix*; tokens are separated by ``,`` and eac
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+from fabricscope.nccl_gid import c_strtol
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,11 @@ class DeviceList:
     exact: bool
     tokens: tuple[ListToken, ...]
     problems: tuple[str, ...] = ()  # tokens that could not be parsed
+
+    @property
+    def spaced(self) -> tuple[ListToken, ...]:
+        """Entries whose name holds a blank: NCCL compares it as written, so they match nothing."""
+        return tuple(t for t in self.tokens if any(c.isspace() for c in t.name))
 
     def token_matches(self, token: ListToken, name: str, port: int | None = None) -> bool:
         if self.exact:
@@ -45,7 +53,11 @@ class DeviceList:
 
 
 def parse_list(value: str) -> DeviceList:
-    text = value.strip()
+    """The list as NCCL reads it (init.cc / linux.cc, then parseStringList in src/misc/utils.cc at
+    v2.30.7-1): ``^`` and ``=`` count only as the very first characters; entries are split on ','
+    alone (strtok_r: empty entries vanish) and nothing is stripped, so ``mlx5_0:1, mlx5_1:1`` names
+    a device " mlx5_1" that does not exist (:attr:`DeviceList.spaced`)."""
+    text = value
     exclude = text.startswith("^")
     if exclude:
         text = text[1:]
@@ -55,18 +67,16 @@ def parse_list(value: str) -> DeviceList:
     tokens = []
     problems = []
     for raw in text.split(","):
-        raw = raw.strip()
         if not raw:
             continue
         parts = raw.split(":")
         name = parts[0]
         port: int | None = None
         if len(parts) >= 2 and parts[1] != "":
-            try:
-                port = int(parts[1])
-            except ValueError:
+            if not re.match(r"\s*[+-]?\d", parts[1]):  # atoi gives 0, a port no device has
                 problems.append(raw)
                 continue
+            port, _ = c_strtol(parts[1], 10)  # NCCL's atoi: leading digits ('1"' is port 1)
             if port < 0:
                 port = None
         if not name:

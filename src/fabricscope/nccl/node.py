@@ -5,6 +5,7 @@ Shared by ``nccl env`` (what to set) and ``nccl lint`` (whether what is set fits
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from fabricscope.host.infiniband import Gid, RdmaPort, natural_key
@@ -82,16 +83,40 @@ def is_virtual_name(name: str) -> bool:
     return name.startswith(VIRTUAL_PREFIXES)
 
 
-def gpu_nic_distances(inv: Inventory) -> dict[int, tuple[str | None, str | None]]:
-    """GPU index -> (nearest NIC, nvidia-smi style distance)."""
-    return {a.gpu_index: (a.nic, a.distance) for a in inv.affinity}
+# Grace Hopper / Grace Blackwell superchips: the GPU reaches the CPU (and NICs behind it) over
+# NVLink-C2C. nvidia-smi names them "NVIDIA GH200 480GB", "NVIDIA GB200", "NVIDIA GB300".
+_C2C_GPU = re.compile(r"\bG[BH]\d{3}\b")
+
+
+def c2c_gpus(inv: Inventory) -> list[str]:
+    """GPUs on a Grace/C2C superchip, by the name nvidia-smi reports ("GPU0 NVIDIA GH200 480GB")."""
+    return [f"GPU{g.index} {g.name}" for g in inv.gpus if g.name and _C2C_GPU.search(g.name)]
 
 
 def gdr_module_state(inv: Inventory) -> bool | None:
-    """True when a peer-memory module is loaded, False when modules are known and none is, else None.
-
-    DMA-BUF (kernel >= 5.12, open GPU driver, NCCL >= 2.19) also gives GPUDirect RDMA without the
-    module, which the inventory cannot see; callers word their findings accordingly."""
+    """True when a peer-memory module is loaded, False when modules are known and none is, else None."""
     if not inv.kernel.modules_known:
         return None
     return bool({"nvidia_peermem", "nv_peer_mem"} & set(inv.kernel.modules))
+
+
+def gpudirect_without_module(inv: Inventory) -> tuple[bool | None, str]:
+    """No peer-memory module is loaded: can GPUDirect RDMA still work, and what to do.
+
+    DMA-BUF carries it since NCCL 2.13 (NCCL_DMABUF_ENABLE; NVIDIA/nccl v2.30.7-1 env.rst) with the
+    open GPU kernel module and kernel >= 5.12 (host.versions.dmabuf_capable). nvidia-peermem needs
+    the peer-memory API of MLNX_OFED/DOCA's ib_core, which upstream ib_core lacks (ib_core then has no
+    /sys/module/ib_core/version): there it does not load at all."""
+    versions = inv.versions
+    capable = versions.dmabuf_capable
+    kernel = versions.kernel or "?"
+    if capable:
+        return True, f"DMA-BUF carries GPUDirect RDMA here (open GPU kernel module, kernel {kernel} >= 5.12; NCCL >= 2.13): nvidia-peermem is not needed"
+    upstream = "ib_core" not in versions.modules
+    if capable is False:
+        why = "the proprietary GPU kernel module" if not versions.nvidia_open else f"kernel {kernel} < 5.12"
+        fix = "switch to the open GPU kernel module (kernel >= 5.12) so NCCL >= 2.13 uses DMA-BUF"
+        if upstream:
+            return False, f"no DMA-BUF ({why}) and nvidia-peermem cannot load on upstream ib_core: {fix}, or install MLNX_OFED/DOCA and load nvidia-peermem"
+        return False, f"no DMA-BUF ({why}): `modprobe nvidia-peermem` (and list it in /etc/modules-load.d/), or {fix}"
+    return None, "DMA-BUF (NCCL >= 2.13, kernel >= 5.12, open GPU kernel module) needs no module; otherwise `modprobe nvidia-peermem` (MLNX_OFED/DOCA ib_core only)"

@@ -13,13 +13,19 @@ import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+# Names read from job sources: NCCL's, and libfabric's and aws-ofi-nccl's (EFA jobs carry both).
+PREFIXES = ("NCCL_", "FI_", "OFI_NCCL_")
+_NAME = r"(?:NCCL|FI|OFI_NCCL)_[A-Za-z0-9_]*"
 ORIGIN_RANK = {"environ": 0, "env-file": 0, "script": 0, "NCCL_CONF_FILE": 1, "/etc/nccl.conf": 2}
 
-_ASSIGN = re.compile(r"""(?<![\w$])(NCCL_[A-Za-z0-9_]*)=("(?:[^"\\]|\\.)*"|'[^']*'|[^\s;,&|)]*)""")
-_PY_ENVIRON = re.compile(r"""environ\[\s*["'](NCCL_\w+)["']\s*\]\s*=\s*(?:str\()?\s*["']?([^"')\n]*)""")
-_YAML_NAME = re.compile(r"""^\s*-?\s*name:\s*["']?(NCCL_\w+)["']?\s*$""")
+_ASSIGN = re.compile(r"""(?<![\w$])(""" + _NAME + r""")=("(?:[^"\\]|\\.)*"|'[^']*'|[^\s;&|)]*)""")
+# In --export=A=B,C=D (sbatch, srun) a comma ends the value; anywhere else it is part of it
+# (export NCCL_IB_HCA==mlx5_0:1,mlx5_1:1 sets the whole list).
+_EXPORT_ASSIGN = re.compile(r"""(?<![\w$])(""" + _NAME + r""")=("(?:[^"\\]|\\.)*"|'[^']*'|[^\s;,&|)]*)""")
+_PY_ENVIRON = re.compile(r"""environ\[\s*["'](""" + _NAME + r""")["']\s*\]\s*=\s*(?:str\()?\s*["']?([^"')\n]*)""")
+_YAML_NAME = re.compile(r"""^\s*-?\s*name:\s*["']?(""" + _NAME + r""")["']?\s*$""")
 _YAML_VALUE = re.compile(r"""^\s*value:\s*(.*?)\s*$""")
-_UNSET = re.compile(r"^\s*unset\s+(.+)$")
+_UNSET = re.compile(r"^\s*unset\s+(.+)\Z")
 _CONF_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
 
@@ -45,6 +51,8 @@ class SettingSet:
     effective: dict[str, Setting] = field(default_factory=dict)
     shadowed: list[tuple[Setting, Setting]] = field(default_factory=list)  # (lost, winner)
     unparsed: list[tuple[str, int, str]] = field(default_factory=list)  # (path, line, text)
+    missing: list[Setting] = field(default_factory=list)  # NCCL_CONF_FILE settings naming no file
+    misread: list[tuple[str, int, str, str]] = field(default_factory=list)  # (path, line, text, how NCCL reads it)
 
     def get(self, name: str) -> str | None:
         s = self.effective.get(name)
@@ -79,9 +87,44 @@ def parse_env_file(text: str, path: str, origin: str = "env-file") -> tuple[list
         name, value = match.group(1), match.group(2)
         if value and value[0] not in "\"'" and " #" in value:
             value = value.split(" #", 1)[0].rstrip()
-        if name.startswith("NCCL_"):
+        if name.startswith(PREFIXES):
             settings.append(Setting(name, _unquote(value), origin, path, number))
     return settings, unparsed
+
+
+_CONF_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_conf_file(text: str, path: str, origin: str) -> tuple[list[Setting], list[tuple[str, int, str]], list[tuple[str, int, str, str]]]:
+    """/etc/nccl.conf or the NCCL_CONF_FILE file as NCCL's ``setEnvFile`` reads it (NCCL v2.30.7-1
+    src/misc/param.cc): a line starting with '#' is skipped, one without '=' too; otherwise the
+    name is everything before the first '=' and the value everything after it, verbatim: no
+    ``export``, no quote removal, no blank stripping, no trailing comments. Returns the settings,
+    the lines NCCL skips, and the lines NCCL reads other than a shell would (with how)."""
+    settings: list[Setting] = []
+    skipped: list[tuple[str, int, str]] = []
+    misread: list[tuple[str, int, str, str]] = []
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw[:-1] if raw.endswith("\r") else raw
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        if not sep:
+            skipped.append((path, number, line[:200]))
+            continue
+        name, value = name[:1023], value[:1023]
+        if not _CONF_NAME.fullmatch(name):
+            if name.strip().removeprefix("export").strip().startswith(PREFIXES):
+                misread.append((path, number, line[:200], f"NCCL takes the name as {name!r} (no 'export', no blanks around '='), so the line sets no variable"))
+            continue
+        if not name.startswith(PREFIXES):
+            continue
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            misread.append((path, number, line[:200], f"NCCL keeps the quotes: {name} is {value!r}, quotes included"))
+        elif " #" in value or "\t#" in value:
+            misread.append((path, number, line[:200], f"NCCL keeps the comment: {name} is {value!r}"))
+        settings.append(Setting(name, value, origin, path, number))
+    return settings, skipped, misread
 
 
 def parse_script(text: str, path: str) -> list[Setting]:
@@ -111,14 +154,14 @@ def parse_script(text: str, path: str) -> list[Setting]:
             except ValueError:
                 names = unset.group(1).split()
             for name in names:
-                if name.startswith("NCCL_"):
+                if name.startswith(PREFIXES):
                     settings.append(Setting(name, "", "script-unset", path, number))
             continue
         for match in _PY_ENVIRON.finditer(raw):
             settings.append(Setting(match.group(1), match.group(2).strip(), "script", path, number))
         if "environ[" in raw:
             continue
-        for match in _ASSIGN.finditer(raw):
+        for match in (_EXPORT_ASSIGN if "--export" in raw else _ASSIGN).finditer(raw):
             settings.append(Setting(match.group(1), _unquote(match.group(2)), "script", path, number))
     # Apply in order: later assignments and unsets win.
     result: dict[str, Setting] = {}
@@ -131,7 +174,7 @@ def parse_script(text: str, path: str) -> list[Setting]:
 
 
 def from_environ(environ: Mapping[str, str]) -> list[Setting]:
-    return [Setting(k, v, "environ") for k, v in sorted(environ.items()) if k.startswith("NCCL_")]
+    return [Setting(k, v, "environ") for k, v in sorted(environ.items()) if k.startswith(PREFIXES)]
 
 
 def merge(groups: Iterable[list[Setting]]) -> SettingSet:

@@ -17,11 +17,12 @@ from html import escape
 from typing import Any
 
 from fabricscope import __version__
-from fabricscope.bench.counters import HIGHLIGHT_TEXT
-from fabricscope.bench.history import MetricStat, compare, headline, headline_text
-from fabricscope.bench.matrix import heatmap_svg
+from fabricscope.bench.history import MetricStat, compare, headline
 from fabricscope.bench.result import BenchResult
-from fabricscope.report.plots import Series, bar_chart, line_chart
+from fabricscope.errors import FabricscopeError
+from fabricscope.report.bench import HIGHLIGHT_TEXT, headline_text, redop_root
+from fabricscope.report.incast import incast_svg
+from fabricscope.report.plots import Series, bar_chart, heatmap_svg, line_chart
 from fabricscope.store import StoredRun
 
 Baselines = Mapping[int, tuple[str, dict[str, MetricStat]]]  # run id -> (label, stats)
@@ -144,33 +145,16 @@ def rdma_plot(run: StoredRun) -> str:
             [n.removeprefix("lat_").removesuffix("_us") for n in names], [("latency", [lat[n] for n in names])],
             f"perftest one-way latency, run {run.id}", "microseconds", name="rdma-latency",
         )  # fmt: skip
-    if any("bw_average_gbps" in r for r in rows):
-        pts = [
-            (float(r["size_bytes"]), float(r["bw_average_gbps"]))
-            for r in rows
-            if r.get("bw_average_gbps") is not None
-        ]
-        return line_chart(
-            [Series("average", pts)],
-            f"perftest bandwidth by message size, run {run.id}",
-            "message size (bytes)",
-            "Gb/s",
-            name="rdma-sweep",
-            log_x=True,
-        )
-    pts = [
-        (float(r["size_bytes"]), float(r["lat_typical_us"]))
-        for r in rows
-        if r.get("lat_typical_us") is not None
-    ]
-    return line_chart(
-        [Series("typical", pts)],
-        f"perftest latency by message size, run {run.id}",
-        "message size (bytes)",
-        "microseconds",
-        name="rdma-sweep",
-        log_x=True,
+    key, label, what, unit = (
+        ("bw_average_gbps", "average", "bandwidth", "Gb/s")
+        if any("bw_average_gbps" in r for r in rows)
+        else ("lat_typical_us", "typical", "latency", "microseconds")
     )
+    pts = [(float(r["size_bytes"]), float(r[key])) for r in rows if r.get(key) is not None]
+    return line_chart(
+        [Series(label, pts)], f"perftest {what} by message size, run {run.id}", "message size (bytes)", unit,
+        name="rdma-sweep", log_x=True,
+    )  # fmt: skip
 
 
 def _busbw_points(result: BenchResult) -> list[tuple[float, float]]:
@@ -217,7 +201,6 @@ def collectives_overview(runs: Sequence[StoredRun]) -> str:
 
 def _entries_html(run: StoredRun, base: tuple[str, dict[str, MetricStat]] | None) -> str:
     r = run.result
-    op = str(r.params.get("op", ""))
     changes = {c.name: c for c in compare(r, base[1])} if base is not None else {}
     headers = ["size (B)", "count", "type", "redop", "root", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong",
                "slowest rank (us)", "straggler"]  # fmt: skip
@@ -229,8 +212,7 @@ def _entries_html(run: StoredRun, base: tuple[str, dict[str, MetricStat]] | None
             e.size_bytes,
             e.count,
             e.type or r.params.get("dtype"),
-            e.redop or ("sum" if op in ("all_reduce", "reduce_scatter") else "none"),
-            e.root if e.root is not None else (r.params.get("root", 0) if op == "broadcast" else -1),
+            *redop_root(r, e),
             e.time_s * 1e6,
             e.algbw_GBps,
             e.busbw_GBps,
@@ -305,10 +287,35 @@ def _matrix_html(run: StoredRun) -> str:
     if r.cleared:
         rows = [(s.transport, s.label, s.retest_gbps, s.reason) for s in r.cleared]
         parts.append("<h4>Cleared on retest</h4>" + _table(["transport", "suspect", "retest (Gbit/s)", "first reason"], rows))
+    if r.topology is not None:
+        parts.append(_matrix_topology_html(r))
     failures = (r.failures or []) + (rdma.failures if rdma is not None else [])
     if failures:
         parts.append("<h4>Pairs that could not be measured</h4><ul>" + "".join(f"<li>{escape(f)}</li>" for f in failures) + "</ul>")
     return "".join(parts)
+
+
+def _matrix_topology_html(r: BenchResult) -> str:
+    """The fabric of a ``--topology`` run, its suspect cables (and suspect hosts' NIC cables, and
+    every cable of a suspect switch) in red."""
+    from fabricscope.report.topology import topology_svg
+    from fabricscope.topology.view import view_from_document
+
+    try:
+        view = view_from_document(r.topology or {})
+    except (FabricscopeError, KeyError, TypeError, ValueError) as exc:
+        return f"<p class='meta'>The fabric of this run cannot be drawn: {escape(str(exc))}</p>"
+    marked: list[tuple[str, str]] = []
+    for s in r.suspects or []:
+        if s.kind == "link" and s.link:
+            marked.append((s.link[0], s.link[1]))
+        elif s.kind == "host":
+            marked += [(s.host, sw) for sw, items in view.nics_of.items() if any(h == s.host for h, _ in items)]
+        elif s.kind == "switch":
+            marked += [(x.a, x.b) for x in view.links if s.host in (x.a, x.b)]  # every cable of the switch
+    notes = "".join(f"<li>{escape(n)}</li>" for n in r.notes or [])
+    return ("<h4>Fabric (suspects in red)</h4>" + topology_svg(view, marked, f"{view.name}: suspect links in red")
+            + (f"<ul class='meta'>{notes}</ul>" if notes else ""))
 
 
 def _mark_verdicts(table: str) -> str:
@@ -444,6 +451,7 @@ def _run_section(run: StoredRun, baselines: Baselines) -> str:
         connect_plot(run) if r.kind == "connect" else "",
         rdma_plot(run) if r.kind == "rdma" else "",
         collective_plot(run, baselines.get(run.id)) if r.kind == "collective" else "",
+        incast_svg(r, name=f"incast-{run.id}") if r.kind == "incast" else "",
     ):
         if chart:
             parts.append(chart)

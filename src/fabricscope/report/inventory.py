@@ -22,10 +22,11 @@ def render_inventory(inv: Inventory, out: Console) -> None:
             pci = inv.pci.get(dev.pci_address or "")
             for port in dev.ports:
                 v2 = port.roce_v2_gids()
-                gid = f"{v2[0].index} {v2[0].ipv4 or v2[0].gid}" if v2 else ("-" if port.is_ib else "none")
+                gid = f"{v2[0].index} {v2[0].ipv4 or v2[0].gid}" if v2 else ("-" if port.is_ib or dev.is_efa else "none")
+                layer = f"{port.link_layer} (EFA)" if dev.is_efa else port.link_layer
                 table.add_row(
                     port.name, _fmt(port.state), _fmt(port.phys_state),
-                    _fmt(port.rate_gbps and f"{port.rate_gbps:g}"), _fmt(port.link_layer), _fmt(inv.port_netdev(port)),
+                    _fmt(port.rate_gbps and f"{port.rate_gbps:g}"), _fmt(layer), _fmt(inv.port_netdev(port)),
                     _fmt(dev.pci_address), _fmt(pci.numa_node if pci else None), _fmt(dev.fw_ver), gid,
                 )
         out.print(table)

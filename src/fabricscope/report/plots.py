@@ -8,6 +8,7 @@ text is escaped; every chart is an ``<svg class="plot">`` with a ``<title>`` for
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -246,3 +247,79 @@ def bar_chart(
     out += _legend([label for label, _ in series])
     out.append("</svg>")
     return "\n".join(out)
+
+
+# ----- heat map (pairwise matrices) ---------------------------------------------------------------
+def _heat_colour(ratio: float | None) -> str:
+    """Red (0) -> yellow (0.5) -> green (>= 1) of the fleet median."""
+    if ratio is None:
+        return "#dddddd"
+    r = max(0.0, min(1.0, ratio))
+    if r < 0.5:
+        red, green = 215, int(48 + (r / 0.5) * (190 - 48))
+    else:
+        red, green = int(215 - ((r - 0.5) / 0.5) * (215 - 40)), int(190 - ((r - 0.5) / 0.5) * (190 - 160))
+    return f"#{red:02x}{green:02x}{60:02x}"
+
+
+def heatmap_svg(
+    hosts: Sequence[str],
+    matrix_gbps: Sequence[Sequence[float | None]],
+    *,
+    title: str | None = None,
+    cell: int = 44,
+    name: str | None = None,
+    reference_gbps: float | None = None,
+) -> str:
+    """An N x N heat map (sender rows, receiver columns), coloured by fraction of the median.
+
+    With ``name`` the SVG is marked as a report plot (``class="plot" data-plot=NAME``); cells
+    are ``rect.cell``. ``reference_gbps`` (the blame's fleet median, from the pairs among the
+    better hosts) is what the colours compare with; without it, the median of all pairs, which
+    a bad host drags down in a small fleet.
+    """
+    n = len(hosts)
+    vals = [v for i, row in enumerate(matrix_gbps) for j, v in enumerate(row) if i != j and v is not None]
+    med = reference_gbps if reference_gbps else (statistics.median(vals) if vals else None)
+    label_w = max(40, 8 * max((len(h) for h in hosts), default=2) + 10)
+    top = 30 + label_w
+    width = label_w + n * cell + 20
+    height = top + n * cell + 40
+    title = title or "pairwise TCP bandwidth (Gbit/s), rows send to columns"
+    marker = f' class="plot" data-plot="{escape(name)}" role="img"' if name else ""
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg"{marker} width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        'font-family="sans-serif" font-size="11">',
+        f"<title>{escape(title)}</title>",
+        f'<text x="4" y="16" font-size="13">{escape(title)}</text>',
+    ]
+    for j, h in enumerate(hosts):
+        x = label_w + j * cell + cell / 2
+        out.append(f'<text x="{x:.0f}" y="{top - 6}" text-anchor="start" transform="rotate(-60 {x:.0f} {top - 6})">{escape(h)}</text>')
+    for i, h in enumerate(hosts):
+        y = top + i * cell
+        out.append(f'<text x="{label_w - 6}" y="{y + cell / 2 + 4:.0f}" text-anchor="end">{escape(h)}</text>')
+        for j in range(n):
+            out += _heat_cell(hosts, matrix_gbps, i, j, med, label_w + j * cell, y, cell)
+    if med is not None:
+        out.append(
+            f'<text x="4" y="{height - 12}">{"fleet median" if reference_gbps else "median"} {med:.3g} Gbit/s; '
+            "red = far below it, green = at or above it</text>"
+        )
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _heat_cell(
+    hosts: Sequence[str], matrix: Sequence[Sequence[float | None]], i: int, j: int, med: float | None, x: int, y: int, cell: int
+) -> list[str]:
+    v = matrix[i][j] if i != j else None
+    fill = "#ffffff" if i == j else _heat_colour((v / med) if (v is not None and med) else None)
+    tip = f"{hosts[i]} -> {hosts[j]}: {v:.3f} Gbit/s" if v is not None else f"{hosts[i]} -> {hosts[j]}"
+    out = [
+        f'<rect class="cell" x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" fill="{fill}" stroke="#999999" stroke-width="0.5">'
+        f"<title>{escape(tip)}</title></rect>"
+    ]
+    if v is not None:
+        out.append(f'<text x="{x + cell / 2 - 1:.0f}" y="{y + cell / 2 + 4:.0f}" text-anchor="middle">{v:.3g}</text>')
+    return out

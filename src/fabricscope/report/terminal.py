@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from itertools import groupby
 
@@ -25,13 +26,23 @@ AREA_TITLES = {
     "link": "Link health",
     "pcie": "PCIe and GPUDirect",
     "tcp": "TCP",
+    "kernel": "Kernel log",
+    "gpu": "GPUs, NVLink and NVSwitch",
     "nccl": "NCCL",
     "doctor": "Doctor",
 }
 
 
+# Output that is not a terminal (a file, a pipe, a CI log) has no width to fit: tables widen to their
+# content instead of cutting cells ("ACTI…") at rich's default of 80 columns. $COLUMNS still wins.
+PIPE_WIDTH = 4096
+
+
 def console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    out = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    if not out.is_terminal and not os.environ.get("COLUMNS"):
+        out.width = PIPE_WIDTH
+    return out
 
 
 def render_findings(

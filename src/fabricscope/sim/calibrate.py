@@ -28,7 +28,7 @@ import numpy as np
 
 from fabricscope.errors import FabricscopeError
 
-_SIZE_KEY = re.compile(r"^size_(\d+)_time_s$")
+_SIZE_KEY = re.compile(r"^size_(\d+)_time_s\Z")
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,7 @@ def samples_from_result(result: Any) -> Samples:
 def calibrate(sim: Any, samples: Samples, algo: str | None = None, rounds: int = 3) -> tuple[Any, dict[str, Any]]:
     """A copy of ``sim`` whose transport alpha and efficiency (or per-flow cap) reproduce the
     samples' fitted line. Returns (calibrated simulator, report)."""
+    from fabricscope.sim import select
     from fabricscope.sim.engine import Simulator
 
     if samples.ranks is not None and samples.ranks != sim.topo.n_gpus:
@@ -125,7 +126,7 @@ def calibrate(sim: Any, samples: Samples, algo: str | None = None, rounds: int =
     def model(t: Any) -> tuple[Simulator, list[float], Any]:
         s = Simulator(sim.topo, t, routing=sim.routing, seed=sim.seed, nvlink_efficiency=sim.nvlink_efficiency,
                       intra_alpha_s=sim.intra_alpha_s, slice_bytes=sim.slice_bytes)
-        res = [s.collective(samples.op, algo, n) for n in samples.sizes]
+        res = [select.collective(s, samples.op, n, algo=algo) for n in samples.sizes]
         return s, [r.time_s for r in res], res
 
     start = model(tr)[1]

@@ -33,7 +33,9 @@ DEFAULT_ALGO = {
     "all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring",
     "alltoall": "direct", "broadcast": "ring", "sendrecv": "direct",
 }
-MAX_ALLTOALL_TRANSFERS = 1_100_000
+# Above this many transfers an alltoall is solved by per-link aggregation (sim/alltoall.py): the
+# same slowest rate and latency, without a flow per transfer.
+AGGREGATE_ALLTOALL_ABOVE = 20_000
 
 
 @dataclass
@@ -45,6 +47,7 @@ class Pattern:
     dst_nic: np.ndarray
     entropy: np.ndarray  # extra ECMP hash input (channel / QP)
     chain: np.ndarray  # ring or chain id (for ring timing); 0 when irrelevant
+    share: np.ndarray | None = None  # of the transfer's bytes each row carries (1 unless striped)
 
     def __len__(self) -> int:
         return len(self.src_gpu)
@@ -74,6 +77,23 @@ class Plan:
     size_bytes: int
     ranks: int
     phases: list[Phase] = field(default_factory=list)
+    # Phases that run at once, sliced and pipelined (the intra- and inter-node parts of a
+    # hierarchical algorithm): the plan takes the slowest phase's bandwidth time, not the sum.
+    overlap: bool = False
+
+
+def stripe(pattern: Pattern, sockets: int) -> Pattern:
+    """Each network transfer cut over ``sockets`` sockets (NCCL's socket transport), each its own
+    TCP flow with its own ECMP hash; a transfer ends when its slowest socket does."""
+    net = np.flatnonzero(pattern.src_nic >= 0)
+    if sockets <= 1 or not len(net):
+        return pattern
+    keep = np.flatnonzero(pattern.src_nic < 0)
+    rows = np.concatenate([keep, np.repeat(net, sockets)])
+    sock = np.concatenate([np.zeros(len(keep), np.int64), np.tile(np.arange(sockets), len(net))])
+    share = np.where(np.arange(len(rows)) < len(keep), 1.0, 1.0 / sockets)
+    return Pattern(pattern.key + f"-x{sockets}", pattern.src_gpu[rows], pattern.dst_gpu[rows], pattern.src_nic[rows],
+                   pattern.dst_nic[rows], pattern.entropy[rows] * 64 + sock, pattern.chain[rows], share)
 
 
 def _direct(topo: Topology, src: np.ndarray, dst: np.ndarray, entropy: np.ndarray | int = 0,
@@ -129,9 +149,9 @@ def ring_pattern(topo: Topology, groups: np.ndarray, key: str, channels: int | N
     nic_local = topo.local_nic_of_gpu[loc[:, 0, :] % G]  # (ng, gpn): NIC of each local rank
     _, starts = np.unique(nic_local[0], return_index=True)
     starts = np.sort(starts)
-    C = len(starts) if channels is None else channels
-    if C < 1 or C > 64:
+    if channels is not None and not 1 <= channels <= 64:
         raise FabricscopeError("--channels must be between 1 and 64")
+    C = len(starts) if channels is None else channels
     parts = []
     for c in range(C):
         s = int(starts[c % len(starts)])
@@ -284,11 +304,13 @@ def halving_doubling_phases(topo: Topology, groups: np.ndarray, size: float, op:
 
 
 def plan(topo: Topology, op: str, algo: str | None, size_bytes: int, groups: np.ndarray | None = None,
-         channels: int | None = None) -> Plan:
+         channels: int | None = None, pxn: bool = True) -> Plan:
     """The phases of one collective on ``groups`` (rows of global GPU ids, all run at once);
     default: one communicator of every GPU."""
     op = collective_ops.lookup(op, among=collective_ops.MEASURED).name
-    algo = (algo or DEFAULT_ALGO[op]).lower()
+    algo = (algo or "auto").lower()
+    if algo == "auto":  # NCCL's choice is sim/select.py's; a bare plan takes the flow model's default
+        algo = DEFAULT_ALGO[op]
     if algo not in ALGOS:
         raise FabricscopeError(f"unknown algorithm {algo!r} (choose from {', '.join(ALGOS)})")
     if size_bytes <= 0:
@@ -308,22 +330,14 @@ def plan(topo: Topology, op: str, algo: str | None, size_bytes: int, groups: np.
     if op == "sendrecv":
         if algo != "direct":
             raise FabricscopeError("sendrecv uses --algo direct")
-        pat = _direct(topo, groups.ravel(), np.roll(groups, -1, axis=1).ravel(), 0, 0, "p2p")
+        pat = _direct(topo, groups.ravel(), np.roll(groups, -1, axis=1).ravel(), 0, 0, "p2p" if pxn else "p2p-nopxn",
+                      via_rail_of_dst=pxn)
         pl.phases.append(Phase("send/recv to next rank", pat, "sync", 1, n))
         return pl
     if op == "alltoall":
         if algo != "direct":
             raise FabricscopeError("alltoall uses --algo direct (every rank sends to every other at once)")
-        if ng * p * (p - 1) > MAX_ALLTOALL_TRANSFERS:
-            raise FabricscopeError(
-                f"alltoall over {p} ranks is {ng * p * (p - 1):,} concurrent transfers; the model handles up to "
-                f"{MAX_ALLTOALL_TRANSFERS:,} (about 1,024 ranks): simulate the expert-parallel group instead"
-            )
-        i, j = np.nonzero(~np.eye(p, dtype=bool))
-        src = groups[:, i].ravel()
-        dst = groups[:, j].ravel()
-        pat = _direct(topo, src, dst, 0, 0, "alltoall", via_rail_of_dst=True)
-        pl.phases.append(Phase("alltoall (all pairs at once)", pat, "sync", 1, n / p))
+        pl.phases.append(alltoall_phase(topo, groups, n, pxn))
         return pl
     if algo == "ring":
         pat, C = ring_pattern(topo, groups, "ring", channels)
@@ -354,9 +368,9 @@ def plan(topo: Topology, op: str, algo: str | None, size_bytes: int, groups: np.
         intra, _ = ring_pattern(topo, loc, "hier-intra")
         inter_groups = groups.reshape(ng, nn, gpn).transpose(0, 2, 1).reshape(ng * gpn, nn)
         inter, _ = ring_pattern(topo, inter_groups, "hier-inter")
-        pl.phases.append(Phase("intra-node reduce-scatter", intra, "ring", gpn - 1, n / gpn))
+        pl.phases.append(Phase("intra-node reduce-scatter + all-gather", intra, "ring", 2 * (gpn - 1), n / gpn))
         pl.phases.append(Phase("inter-node all-reduce (one ring per rail)", inter, "ring", 2 * (nn - 1), n / (gpn * nn)))
-        pl.phases.append(Phase("intra-node all-gather", intra, "ring", gpn - 1, n / gpn))
+        pl.overlap = True
         return pl
     if algo == "halving-doubling":
         if op not in ("all_reduce", "all_gather", "reduce_scatter"):
@@ -364,6 +378,83 @@ def plan(topo: Topology, op: str, algo: str | None, size_bytes: int, groups: np.
         pl.phases.extend(halving_doubling_phases(topo, groups, n, op))
         return pl
     raise FabricscopeError(f"--algo {algo} does not apply to {op}")
+
+
+def _heads(topo: Topology, groups: np.ndarray) -> np.ndarray:
+    """One group per (communicator, NIC): the GPU on each node that owns that NIC (NCCL's NVLS and
+    CollNet heads), so every rail carries its own share. Shape (groups x NICs, nodes)."""
+    G = topo.node.gpus_per_node
+    ng, _ = groups.shape
+    nn, gpn = _layout(topo, groups)
+    loc = groups.reshape(ng, nn, gpn)
+    nic_local = topo.local_nic_of_gpu[loc[:, 0, :] % G]
+    _, starts = np.unique(nic_local[0], return_index=True)
+    heads = loc[:, :, np.sort(starts)]  # (ng, nn, C)
+    return heads.transpose(0, 2, 1).reshape(-1, nn)
+
+
+def nvls_phase(topo: Topology, groups: np.ndarray, size: float, op: str, efficiency: float) -> Phase:
+    """NVLink SHARP inside each node (NVLink domain). For all_reduce every GPU's NVLink carries
+    n (1 + 1/g) each way: the switch reads the n-byte buffer to reduce (multimem.ld_reduce) and the
+    GPU stores its reduced n/g share, which the switch multicasts to every GPU (multimem.st);
+    all_gather / reduce_scatter move n (g-1)/g. The switch is not a GPU endpoint here, so each
+    GPU exchanges with a neighbour on the NVSwitch, which loads every GPU link exactly once each
+    way. ``efficiency`` is NCCL's nvlsEfficiency (bytes are divided by it)."""
+    ng, _ = groups.shape
+    nn, gpn = _layout(topo, groups)
+    loc = groups.reshape(ng * nn, gpn)
+    chain = np.repeat(np.arange(ng * nn), gpn)
+    pat = _direct(topo, loc.ravel(), np.roll(loc, -1, axis=1).ravel(), 0, chain, "nvls")
+    per = size * (1 + 1 / gpn) if op == "all_reduce" else size * (gpn - 1) / gpn
+    return Phase("NVLS in-switch reduction (NVLink SHARP)", pat, "sync", 1, per / efficiency)
+
+
+def nvlstree_phases(topo: Topology, groups: np.ndarray, size: float, efficiency: float) -> list[Phase]:
+    """NCCL's NVLSTree all_reduce: NVLS inside each node while the node's NIC heads run a double
+    binary tree across nodes on their own rail, each with 1/C of the data; pipelined (overlap)."""
+    heads = _heads(topo, groups)
+    C = heads.shape[0] // groups.shape[0]
+    tree = tree_phase(topo, heads, size / C, "nvlstree")
+    tree.name = f"tree across nodes on {C} rail(s)"
+    return [nvls_phase(topo, groups, size, "all_reduce", efficiency), tree]
+
+
+def collnet_phases(topo: Topology, groups: np.ndarray, size: float, op: str, nvls_efficiency: float) -> list[Phase]:
+    """CollNet (SHARP): every NIC sends its 1/C share once into the switches, which reduce in the
+    network, and receives the result once: n/C each way per NIC, half a ring's network bytes.
+    The switch is not an endpoint here: each head exchanges with the next node's head on the same
+    rail, which loads every access link as SHARP does. Inside the node: NVLS where the node has
+    it, else a ring reduce-scatter + all-gather; pipelined with the network part (overlap)."""
+    ng, _ = groups.shape
+    nn, gpn = _layout(topo, groups)
+    heads = _heads(topo, groups)
+    C = heads.shape[0] // ng
+    share = size / C if op == "all_reduce" else size * (nn - 1) / nn / C
+    net = _direct(topo, heads.ravel(), np.roll(heads, -1, axis=1).ravel(), 0, 0, "collnet")
+    phases = [Phase("in-network reduction (SHARP), per rail", net, "sync", 1, share)]
+    if gpn > 1:
+        if nvls_efficiency > 0:
+            phases.insert(0, nvls_phase(topo, groups, size, op, nvls_efficiency))
+        else:
+            intra, _ = ring_pattern(topo, groups.reshape(ng * nn, gpn), "collnet-intra")
+            steps = 2 * (gpn - 1) if op == "all_reduce" else gpn - 1
+            phases.insert(0, Phase("intra-node ring to the NIC heads", intra, "ring", steps, size / gpn))
+    return phases
+
+
+def alltoall_phase(topo: Topology, groups: np.ndarray, n: float, pxn: bool = True) -> Phase:
+    """Every rank sends n/p to every other at once (MoE dispatch), via the NIC on the
+    destination's rail (NCCL's PXN), or with ``pxn=False`` (NCCL_PXN_DISABLE=1) by its own NIC."""
+    ng, p = groups.shape
+    if ng * p * (p - 1) > AGGREGATE_ALLTOALL_ABOVE:  # count transfers per link instead
+        from fabricscope.sim import alltoall
+
+        agg = alltoall.build(topo, groups, _layout(topo, groups), pxn)
+        return Phase("alltoall (all pairs at once, aggregated per link)", agg, "sync", 1, n / p)  # type: ignore[arg-type]
+    i, j = np.nonzero(~np.eye(p, dtype=bool))
+    pat = _direct(topo, groups[:, i].ravel(), groups[:, j].ravel(), 0, 0, "alltoall" if pxn else "alltoall-nopxn",
+                  via_rail_of_dst=pxn)
+    return Phase("alltoall (all pairs at once)", pat, "sync", 1, n / p)
 
 
 def p2p_plan(topo: Topology, src: np.ndarray, dst: np.ndarray, size_bytes: float, key: str,

@@ -23,6 +23,13 @@ def run_grid(workload: str, base: dict[str, Any], vary: dict[str, list[str]],
     if not vary:
         raise FabricscopeError("--vary at least one parameter")
     keys = list(vary)
+    base = dict(base)
+    if "transport" in vary and "routing" not in vary and not base.get("routing"):
+        # Routing is the fabric's, not the transport's: every row takes the same routing so that
+        # the grid compares transports only (the first transport's default, named in the output).
+        from fabricscope.sim.transport import make_transport
+
+        base["routing"] = make_transport(str(vary["transport"][0])).default_routing
     rows: list[dict[str, Any]] = []
     sweep = workload == "collective" and len(parse_sizes(str(base.get("size", "1G")), max_count=MAX_SIZES)) > 1
     if workload == "collective":

@@ -39,18 +39,9 @@ from typing import Any
 import numpy as np
 
 from fabricscope.errors import FabricscopeError
+from fabricscope.sim.fabrics import KIND_FABRIC, Fabric, Routes, _access_arrays
 from fabricscope.sim.hashing import flow_hash, pick
-from fabricscope.sim.topology import (
-    KIND_FABRIC,
-    TOPOLOGY_KINDS,
-    Fabric,
-    NodeSpec,
-    Routes,
-    Topology,
-    TopologyOptions,
-    _access_arrays,
-    build,
-)
+from fabricscope.sim.topology import TOPOLOGY_KINDS, NodeSpec, Topology, TopologyOptions, build
 from fabricscope.units import parse_rate, parse_ratio
 
 MAX_SWITCHES = 20_000
@@ -341,7 +332,28 @@ def _graph_topology(doc: dict[str, Any]) -> Topology:
             edges.append((index[a], index[b], rate, lat * 1e-6))
     if len(edges) > MAX_LINKS:
         raise FabricscopeError(f"topology file: more than {MAX_LINKS} links")
-    attach = doc.get("attach")
+    sw_of_nic = _attachments(doc.get("attach"), index, nodes, N)
+    missing = np.flatnonzero(sw_of_nic < 0)
+    if len(missing) and nodes > 1:
+        e = int(missing[0])
+        raise FabricscopeError(f"topology file: NIC {e % N} of node {e // N} is not attached to any switch")
+    access = np.full(nodes * N, nic_bps / 8)
+    for n_, r in _node_rates(doc).items():
+        if not 0 <= n_ < nodes:
+            raise FabricscopeError(f"topology file: node_nic_rate names node {n_}, but nodes are 0..{nodes - 1}")
+        access[n_ * N : (n_ + 1) * N] = r / 8
+    fabric = GraphFabric(
+        switch_names=list(switches), edges=edges, switch_of_nic=sw_of_nic, access_Bps=access, access_latency_s=lat_s
+    )
+    params: dict[str, Any] = {"name": str(doc.get("name", "custom"))}
+    hosts = _host_names(doc, nodes)
+    if hosts:
+        params["hosts"] = hosts
+    return Topology("custom", nodes, node, fabric, nic_bps / 8, params)
+
+
+def _attachments(attach: Any, index: dict[str, int], nodes: int, N: int) -> np.ndarray:
+    """``attach: {switch: [3, 0-7, 5/1]}`` -> the switch index of every NIC (-1: not attached)."""
     if not isinstance(attach, dict) or not attach:
         raise FabricscopeError("topology file: attach must map switch names to lists of nodes (or node/nic)")
     sw_of_nic = np.full(nodes * N, -1, np.int64)
@@ -367,23 +379,7 @@ def _graph_topology(doc: dict[str, Any]) -> Topology:
                     if sw_of_nic[e] >= 0:
                         raise FabricscopeError(f"topology file: NIC {j} of node {n_} is attached twice")
                     sw_of_nic[e] = index[sw]
-    missing = np.flatnonzero(sw_of_nic < 0)
-    if len(missing) and nodes > 1:
-        e = int(missing[0])
-        raise FabricscopeError(f"topology file: NIC {e % N} of node {e // N} is not attached to any switch")
-    access = np.full(nodes * N, nic_bps / 8)
-    for n_, r in _node_rates(doc).items():
-        if not 0 <= n_ < nodes:
-            raise FabricscopeError(f"topology file: node_nic_rate names node {n_}, but nodes are 0..{nodes - 1}")
-        access[n_ * N : (n_ + 1) * N] = r / 8
-    fabric = GraphFabric(
-        switch_names=list(switches), edges=edges, switch_of_nic=sw_of_nic, access_Bps=access, access_latency_s=lat_s
-    )
-    params: dict[str, Any] = {"name": str(doc.get("name", "custom"))}
-    hosts = _host_names(doc, nodes)
-    if hosts:
-        params["hosts"] = hosts
-    return Topology("custom", nodes, node, fabric, nic_bps / 8, params)
+    return sw_of_nic
 
 
 def _host_names(doc: dict[str, Any], nodes: int) -> list[str] | None:

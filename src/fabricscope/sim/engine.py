@@ -4,8 +4,9 @@ Link capacities seen by the solver are the raw capacities times an efficiency pe
 NVLink times the node's NVLink efficiency, network links times the transport's efficiency.
 Transport effects that depend on the solution are applied as a second solve:
 
-* RoCE with ECN (DCQCN): contended links (saturated, shared by several flows) lose
-  ``1 - dcqcn_efficiency`` of their capacity to rate oscillation;
+* RoCE with ECN (DCQCN): contended links (a saturated switch egress fed through two or more
+  input ports, where a queue builds; never a NIC's own egress) lose ``1 - dcqcn_efficiency``
+  of their capacity to rate oscillation;
 * RoCE with PFC but no ECN: flows that share a link upstream of an incast point with flows
   paused there are held to those flows' rate (head-of-line blocking);
 * loss: go-back-N / retransmissions inflate link load; TCP flows are capped by the Padhye
@@ -24,7 +25,8 @@ import numpy as np
 
 from fabricscope.collective_ops import bus_factor
 from fabricscope.errors import FabricscopeError
-from fabricscope.sim import collectives
+from fabricscope.sim import alltoall, collectives
+from fabricscope.sim.alltoall import AggregatePattern
 from fabricscope.sim.collectives import Pattern, Phase, Plan
 from fabricscope.sim.solver import Solution, max_min
 from fabricscope.sim.topology import KIND_ACCESS, KIND_FABRIC, KIND_NAMES, KIND_NVLINK, Routes, Topology
@@ -51,6 +53,8 @@ class PatternResult:
     eff_cap: np.ndarray  # capacities the solver used (per link)
     adjustments: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    n_transfers: int | None = None  # when ``pattern`` stands for more transfers (aggregated alltoall)
+    link_flows: np.ndarray | None = None  # per link, transfers crossing it (aggregated alltoall)
 
 
 @dataclass
@@ -66,11 +70,15 @@ class CollectiveResult:
     bottlenecks: list[dict[str, Any]]
     limited_by: str
     stats: dict[str, Any]
+    proto: str = "Simple"
+    alternatives: list[dict[str, Any]] | None = None  # --explain: every pair NCCL allows, with its time
+    excluded: list[dict[str, str]] | None = None  # --explain: algorithms NCCL does not run here, and why
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "op": self.op,
             "algo": self.algo,
+            "proto": self.proto,
             "size_bytes": self.size_bytes,
             "ranks": self.ranks,
             "time_s": self.time_s,
@@ -81,6 +89,10 @@ class CollectiveResult:
             "phases": self.phases,
             "solver": self.stats,
         }
+        if self.alternatives is not None:
+            d["alternatives"] = self.alternatives
+            d["excluded"] = self.excluded or []
+        return d
 
 
 class Simulator:
@@ -120,6 +132,8 @@ class Simulator:
     def pattern_id(pattern: Pattern) -> str:
         """Identity of a traffic pattern: its key plus a digest of its transfers, so that two
         patterns are solved once only when they really are the same."""
+        if isinstance(pattern, AggregatePattern):
+            return pattern.id
         cached = getattr(pattern, "_id", None)
         if cached is not None:
             return cached
@@ -135,7 +149,13 @@ class Simulator:
         if pid in self._cache:
             return self._cache[pid]
         t0 = time.perf_counter()
+        if isinstance(pattern, AggregatePattern):
+            res = alltoall.solve(self, pattern)
+            res.wall_s = time.perf_counter() - t0
+            self._cache[pid] = res
+            return res
         topo, tr = self.topo, self.transport
+        pattern = collectives.stripe(pattern, tr.sockets)
         n = len(pattern)
         routes = topo.route(pattern.src_gpu, pattern.dst_gpu, pattern.src_nic, pattern.dst_nic,
                             pattern.entropy, self.routing == "adaptive", self.seed)
@@ -190,11 +210,37 @@ class Simulator:
         self._cache[pid] = res
         return res
 
-    def _contended(self, routes: Routes, sol: Solution) -> np.ndarray:
-        """Saturated network links carrying more than one flow."""
-        count = np.bincount(routes.link, minlength=self.topo.n_links)
+    def _switch_egress(self) -> np.ndarray:
+        """Network links that leave a switch port. A NIC's own egress (the first n_nics fabric
+        links, nic->switch) queues in the NIC, which paces itself: no switch queue, no ECN mark."""
         k = self.topo.link_kind
-        return sol.saturated & (count >= 2) & ((k == KIND_ACCESS) | (k == KIND_FABRIC))
+        out = (k == KIND_ACCESS) | (k == KIND_FABRIC)
+        o = self.topo.o_fabric
+        out[o:o + self.topo.n_nics] = False
+        return out
+
+    def _fan_in(self, routes: Routes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per link, the number of distinct upstream links its flows arrive over; with the
+        incidence sorted by (flow, stage) and each entry's upstream link (-1 at a flow's first)."""
+        order = np.lexsort((routes.stage, routes.flow))
+        f, lk = routes.flow[order], routes.link[order]
+        same = np.r_[False, f[1:] == f[:-1]] if len(f) else np.zeros(0, bool)
+        prev = np.full(len(f), -1, np.int64)
+        if len(f) > 1:
+            prev[1:][same[1:]] = lk[:-1][same[1:]]
+        fan = np.zeros(self.topo.n_links, np.int64)
+        on = prev >= 0
+        if on.any():
+            pairs = np.unique(np.stack([lk[on], prev[on]]), axis=1)
+            fan = np.bincount(pairs[0], minlength=self.topo.n_links)
+        return fan, f, lk, same
+
+    def _contended(self, routes: Routes, sol: Solution) -> np.ndarray:
+        """Where DCQCN acts: a saturated switch egress fed by two or more input ports, where a
+        queue builds and ECN marks (Zhu et al., SIGCOMM 2015). Not a NIC's own egress, and not a
+        switch port whose flows all come in through one port (the upstream link paces them)."""
+        fan, *_ = self._fan_in(routes)
+        return sol.saturated & self._switch_egress() & (fan >= 2)
 
     def _pfc_hol_caps(self, routes: Routes, sol: Solution, n: int) -> np.ndarray:
         """Victim caps under PFC without ECN.
@@ -211,20 +257,10 @@ class Simulator:
         caps = np.full(n, np.inf)
         k = topo.link_kind
         net = (k == KIND_ACCESS) | (k == KIND_FABRIC)
-        order = np.lexsort((routes.stage, routes.flow))
-        f, lk = routes.flow[order], routes.link[order]
-        if len(f) < 2:
+        if len(routes) < 2:
             return caps
-        same = np.r_[False, f[1:] == f[:-1]]
-        prev = np.full(len(f), -1, np.int64)
-        prev[1:][same[1:]] = lk[:-1][same[1:]]
-        sat_net = sol.saturated & net
-        on = sat_net[lk] & (prev >= 0)
-        if not on.any():
-            return caps
-        pairs = np.unique(np.stack([lk[on], prev[on]]), axis=1)
-        fan_in = np.bincount(pairs[0], minlength=topo.n_links)
-        incast = fan_in >= 2
+        fan_in, f, lk, same = self._fan_in(routes)
+        incast = sol.saturated & self._switch_egress() & (fan_in >= 2)
         at_e = np.flatnonzero(incast[lk])  # entries sitting on an incast link
         if not len(at_e):
             return caps
@@ -248,12 +284,15 @@ class Simulator:
     def phase_time(self, phase: Phase, res: PatternResult) -> dict[str, Any]:
         tr = self.transport
         rate = res.solution.rate
+        if res.pattern.share is not None:  # striped: a row moves share of the bytes at its rate
+            rate = rate / res.pattern.share
         b = float(phase.bytes)
         lat = res.path_lat_s + res.alpha_s
         moving = res.pattern.src_gpu != res.pattern.dst_gpu
         if not moving.any() or b == 0:
             return {"name": phase.name, "time_s": 0.0, "steps": phase.steps, "bytes_per_transfer": b,
-                    "transfers": len(res.pattern), "min_rate_GBps": None, "latency_s": 0.0, "stall_s": 0.0}
+                    "transfers": res.n_transfers or len(res.pattern), "min_rate_GBps": None, "latency_s": 0.0,
+                    "stall_s": 0.0}
         r_min = float(rate[moving].min())
         if r_min <= 0:
             raise FabricscopeError(f"phase {phase.name!r}: a transfer gets no bandwidth (a zero-capacity link?)")
@@ -302,7 +341,7 @@ class Simulator:
             "timing": phase.timing,
             "steps": int(n_steps),
             "bytes_per_transfer": b,
-            "transfers": int(len(res.pattern)),
+            "transfers": int(res.n_transfers or len(res.pattern)),
             "min_rate_GBps": r_min / 1e9,
             "latency_s": n_steps * lat_step,
             "bandwidth_s": n_steps * bw,
@@ -333,7 +372,7 @@ class Simulator:
                     "capacity_gbps": float(self.topo.cap_Bps[i]) * 8 / 1e9,
                     "usable_GBps": float(res.eff_cap[i]) / 1e9,
                     "utilization": float(sol.load[i] / res.eff_cap[i]) if res.eff_cap[i] > 0 else None,
-                    "flows": int(np.sum(res.routes.link == i)),
+                    "flows": int(np.sum(res.routes.link == i)) if res.link_flows is None else int(round(res.link_flows[i])),
                     "slowest_flows_bottlenecked": int(c),
                 })
             if len(ids) > top:
@@ -357,6 +396,10 @@ class Simulator:
             bw_s = d.get("bandwidth_s", 0.0)
             if bw_s > worst[0]:
                 worst = (bw_s, res)
+        if pl.overlap and phases:
+            # pipelined phases: every phase's latency, but only the slowest phase's bandwidth time
+            total = sum(p["time_s"] - p.get("bandwidth_s", 0.0) for p in phases) + max(
+                p.get("bandwidth_s", 0.0) for p in phases)
         algbw = pl.size_bytes / total / 1e9 if total > 0 else math.inf
         busbw = algbw * bus_factor(pl.op, pl.ranks)
         bott = self.bottlenecks(worst[1]) if worst[1] is not None else []
@@ -374,7 +417,7 @@ class Simulator:
         else:
             limited = "nothing (no data moves)"
         ids = {self.pattern_id(p.pattern) for p in pl.phases}
-        n_flows = sum(len(self._cache[k].pattern) for k in ids)
+        n_flows = sum(self._cache[k].n_transfers or len(self._cache[k].pattern) for k in ids)
         stats = {
             "distinct_patterns": len(ids),
             "transfers": n_flows,

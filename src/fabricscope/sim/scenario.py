@@ -19,6 +19,10 @@ from fabricscope.units import format_rate, parse_probability, parse_rate, parse_
 MAX_SIZES = 40  # sizes in one sweep: each is a full solve of the model
 
 DEFAULTS: dict[str, Any] = {
+    "system": None,
+    "nvlink_domain": None,
+    "intra_link": "nvlink",
+    "nvswitch": True,
     "topology": "rail-optimized",
     "topology_file": None,
     "nodes": 2,
@@ -46,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
     "mtu": None,
     "ecn": True,
     "per_core_gbps": None,
+    "nsocks_perthread": None,
+    "socket_nthreads": None,
     "rto_ms": None,
     "alpha_us": None,
     "efficiency": None,
@@ -54,13 +60,18 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "op": "all_reduce",
     "algo": None,
+    "proto": None,
+    "sharp": False,
+    "explain": False,
+    "pxn": True,
     "size": "1G",
     "channels": None,
     "node_order": None,
 }
 
-INT_KEYS = {"nodes", "gpus_per_node", "nics_per_node", "hosts_per_leaf", "spines", "radix", "tiers",
+INT_KEYS = {"nsocks_perthread", "socket_nthreads", "nvlink_domain", "nodes", "gpus_per_node", "nics_per_node", "hosts_per_leaf", "spines", "radix", "tiers",
             "hosts_per_router", "routers_per_group", "global_links_per_router", "seed", "mtu", "channels"}
+BOOL_KEYS = {"ecn", "sharp", "explain", "nvswitch", "pxn"}
 FLOAT_KEYS = {"nvlink_GBps", "pcie_GBps", "nvlink_efficiency", "link_latency_us", "per_core_gbps", "rto_ms",
               "alpha_us", "efficiency"}
 
@@ -68,6 +79,18 @@ FLOAT_KEYS = {"nvlink_GBps", "pcie_GBps", "nvlink_efficiency", "link_latency_us"
 def normalise(params: dict[str, Any]) -> dict[str, Any]:
     """Defaults filled in, keys with dashes accepted, numbers typed; unknown keys rejected."""
     out = dict(DEFAULTS)
+    system = params.get("system")
+    if system:  # a preset fills what the user did not give
+        from fabricscope.sim.systems import system_params
+
+        domain = params.get("nvlink_domain", params.get("nvlink-domain"))
+        try:
+            domain = None if domain is None else int(domain)
+        except (TypeError, ValueError):
+            raise FabricscopeError(f"--nvlink-domain must be an integer, got {domain!r}") from None
+        out.update(system_params(str(system), domain))
+    elif params.get("nvlink_domain") is not None:
+        raise FabricscopeError("--nvlink-domain needs --system gb200-nvl72 (a multi-node NVLink domain)")
     for k, v in params.items():
         key = k.replace("-", "_")
         if key not in DEFAULTS and key not in EXTRA_KEYS:
@@ -86,9 +109,9 @@ def normalise(params: dict[str, Any]) -> dict[str, Any]:
                 raise FabricscopeError(f"{k} must be a number, got {v!r}") from None
             if not math.isfinite(v):
                 raise FabricscopeError(f"{k} must be finite")
-        elif key == "ecn" and isinstance(v, str):
+        elif key in BOOL_KEYS and isinstance(v, str):
             if v.lower() not in ("true", "false", "on", "off", "1", "0", "yes", "no"):
-                raise FabricscopeError(f"ecn must be on or off, got {v!r}")
+                raise FabricscopeError(f"{key} must be on or off, got {v!r}")
             v = v.lower() in ("true", "on", "1", "yes")
         out[key] = v
     return out
@@ -99,7 +122,8 @@ EXTRA_KEYS = {
     "params", "gpus", "tp", "pp", "dp", "gpu_tflops", "tokens_per_step", "seq_len", "micro_batch", "layers",
     "hidden", "dp_collective", "grad_bytes", "act_bytes", "overlap_dp", "batch", "prompt_tokens",
     "output_tokens", "kv_heads", "head_dim", "hbm_GBps", "kv_bytes_per_token", "requests", "connection",
-    "weight_bytes", "prefill_nodes", "workload",
+    "weight_bytes", "prefill_nodes", "workload", "experts", "active_experts", "active_params", "ep", "tpot_target_ms",
+    "heads", "vocab", "ffn", "recompute", "virtual_stages", "sequence_parallel", "cp",
 }
 
 
@@ -150,13 +174,20 @@ def build_topology(p: dict[str, Any]) -> Topology:
         global_rate_bps=parse_rate(p["global_rate"]) if p.get("global_rate") else None,
         link_latency_s=float(p["link_latency_us"]) * 1e-6,
         node_nic_rate_bps=_node_rates(p.get("node_nic_rate")),
+        intra_link=str(p["intra_link"]),
+        nvswitch=bool(p["nvswitch"]),
     )
     for key in ("hosts_per_leaf", "spines", "radix", "tiers", "hosts_per_router", "routers_per_group",
                 "global_links_per_router"):
         v = getattr(opts, key)
         if v is not None and v < 1:
             raise FabricscopeError(f"--{key.replace('_', '-')} must be >= 1")
-    return build(opts)
+    topo = build(opts)
+    if p.get("system"):
+        from fabricscope.sim.systems import describe
+
+        topo.params.update(describe(str(p["system"]).lower()))
+    return topo
 
 
 def build_simulator(p: dict[str, Any], topo: Topology | None = None) -> Simulator:
@@ -173,6 +204,8 @@ def build_simulator(p: dict[str, Any], topo: Topology | None = None) -> Simulato
         alpha_s=None if alpha is None else float(alpha) * 1e-6,
         efficiency=p.get("efficiency"),
         framing=str(p["framing"]),
+        nsocks_perthread=_opt_int(p, "nsocks_perthread"),
+        socket_nthreads=_opt_int(p, "socket_nthreads"),
     )
     return Simulator(topo, transport, routing=p.get("routing"), seed=int(p["seed"]),
                      nvlink_efficiency=float(p["nvlink_efficiency"]))
@@ -220,13 +253,19 @@ def run_collective(params: dict[str, Any], sim: Simulator | None = None) -> dict
     sizes = parse_sizes(str(p["size"]), max_count=MAX_SIZES)
     sim = sim or build_simulator(p)
     groups = communicator(sim.topo, p.get("node_order"))
-    results = [sim.collective(p["op"], p.get("algo"), s, groups, channels=_opt_int(p, "channels")) for s in sizes]
+    from fabricscope.sim import select
+
+    results = [select.collective(sim, p["op"], s, groups, algo=p.get("algo"), proto=p.get("proto"),
+                                 channels=_opt_int(p, "channels"), sharp=bool(p["sharp"]), explain=bool(p["explain"]),
+                                 pxn=bool(p["pxn"]))
+               for s in sizes]
     last = results[-1].to_dict()
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "kind": "collective",
         "op": last["op"],
         "algo": last["algo"],
+        "proto": last["proto"],
         "ranks": last["ranks"],
         "size_bytes": last["size_bytes"],
         "time_s": last["time_s"],

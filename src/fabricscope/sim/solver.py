@@ -34,6 +34,29 @@ class Solution:
         return float(self.rate.min()) if len(self.rate) else float("inf")
 
 
+def _checked(
+    n_flows: int,
+    flow: np.ndarray,
+    link: np.ndarray,
+    coef: np.ndarray,
+    capacity: np.ndarray,
+    flow_cap: np.ndarray | None,
+    multiplicity: np.ndarray | None,
+) -> tuple[np.ndarray, ...]:
+    """The solver's inputs as arrays of the right types, refused when they cannot describe a network."""
+    flow = np.asarray(flow, np.int64)
+    link = np.asarray(link, np.int64)
+    coef = np.asarray(coef, np.float64)
+    capacity = np.asarray(capacity, np.float64)
+    if len(flow) and (link.min() < 0 or link.max() >= len(capacity) or flow.min() < 0 or flow.max() >= n_flows):
+        raise ValueError("incidence refers to a link or flow that does not exist")
+    if np.any(capacity < 0) or np.any(coef < 0):
+        raise ValueError("capacities and coefficients must be non-negative")
+    mult = np.ones(n_flows) if multiplicity is None else np.asarray(multiplicity, np.float64)
+    fcap = np.full(n_flows, np.inf) if flow_cap is None else np.asarray(flow_cap, np.float64).copy()
+    return flow, link, coef, capacity, mult, fcap
+
+
 def max_min(
     n_flows: int,
     flow: np.ndarray,
@@ -50,17 +73,8 @@ def max_min(
     ``multiplicity``: optional count of identical flows folded into one row (they share one rate
     by symmetry of max-min fairness, and each loads the links).
     """
-    flow = np.asarray(flow, np.int64)
-    link = np.asarray(link, np.int64)
-    coef = np.asarray(coef, np.float64)
-    capacity = np.asarray(capacity, np.float64)
+    flow, link, coef, capacity, mult, fcap = _checked(n_flows, flow, link, coef, capacity, flow_cap, multiplicity)
     n_links = len(capacity)
-    if len(flow) and (link.min() < 0 or link.max() >= n_links or flow.min() < 0 or flow.max() >= n_flows):
-        raise ValueError("incidence refers to a link or flow that does not exist")
-    if np.any(capacity < 0) or np.any(coef < 0):
-        raise ValueError("capacities and coefficients must be non-negative")
-    mult = np.ones(n_flows) if multiplicity is None else np.asarray(multiplicity, np.float64)
-    fcap = np.full(n_flows, np.inf) if flow_cap is None else np.asarray(flow_cap, np.float64).copy()
 
     # Entries on infinite links or with zero coefficient never constrain anything.
     keep = np.isfinite(capacity[link]) & (coef > 0)

@@ -53,6 +53,8 @@ class Transport:
     rto_s: float | None = None  # None = derived from RTT (adaptive retransmission)
     min_rto_s: float = 0.0
     dcqcn_efficiency: float = 1.0  # bandwidth utilisation of a contended link under DCQCN
+    sockets: int = 1  # TCP sockets one NCCL connection stripes over (NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS)
+    threads: int = 1  # helper threads (cores) that serve them; the proxy thread alone when 0 were asked
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -89,6 +91,8 @@ class Transport:
     def flow_cap_Bps(self, rtt_s: float) -> float:
         """Per-flow ceiling: the per-core cap, and for TCP under loss the Padhye et al. bound."""
         cap = self.per_flow_cap_Bps
+        if self.sockets > 1:  # T threads copy for S sockets: each socket gets min(S, T)/S of a core's rate
+            cap = cap * min(self.sockets, self.threads) / self.sockets
         if self.retransmission == "tcp" and self.loss > 0:
             cap = min(cap, padhye_Bps(self.payload_bytes, rtt_s, self.loss, self.rto(rtt_s)))
         return cap
@@ -107,6 +111,26 @@ class Transport:
         if self.retransmission == "go-back-n":
             return p
         return 1.0 - (1.0 - p) ** max(packets, 1.0)
+
+
+MAX_SOCKETS, MAX_THREADS = 64, 16  # src/transport/net_socket.cc
+
+
+def socket_striping(nsocks_perthread: int | None, nthreads: int | None) -> tuple[int, int]:
+    """(sockets, threads) of one connection of NCCL's socket transport (NVIDIA NCCL v2.30.7-1,
+    src/transport/net_socket.cc, ncclNetSocketGetNsockNthread): NCCL_SOCKET_NTHREADS helper threads
+    (at most 16) each drive NCCL_NSOCKS_PERTHREAD sockets (at most 64 in all) and a message is cut
+    into one task per socket. Auto-detection gives 0 threads and 1 socket per thread (2 x 8 on AWS,
+    4 x 1 on GCP); 0 sockets means the data rides the proxy thread's control socket alone."""
+    nt = 0 if nthreads is None else int(nthreads)
+    ns = 1 if nsocks_perthread is None else int(nsocks_perthread)
+    if nt < 0 or ns < 0:
+        raise FabricscopeError("--nsocks-perthread and --socket-nthreads must be >= 0")
+    nt = min(nt, MAX_THREADS)
+    if ns * nt > MAX_SOCKETS:
+        ns = MAX_SOCKETS // nt
+    sockets = ns * nt
+    return (sockets, nt) if sockets > 0 else (1, 1)
 
 
 def mathis_Bps(mss_bytes: float, rtt_s: float, p: float) -> float:
@@ -134,6 +158,8 @@ def make_transport(
     alpha_s: float | None = None,
     efficiency: float | None = None,
     framing: str = "ethernet",
+    nsocks_perthread: int | None = None,
+    socket_nthreads: int | None = None,
 ) -> Transport:
     """The named transport with documented defaults; every default can be overridden (and
     calibrated from measurements with ``fabricscope sim --calibrate``)."""
@@ -187,6 +213,20 @@ def make_transport(
             rto_s=rto_s, min_rto_s=1e-3,
             notes=["application-level loss recovery: resend lost datagrams after a timer (default 1 ms)"],
         )
+    _override(t, per_core_gbps, alpha_s, efficiency, nsocks_perthread, socket_nthreads)
+    return t
+
+
+def _override(
+    t: Transport,
+    per_core_gbps: float | None,
+    alpha_s: float | None,
+    efficiency: float | None,
+    nsocks_perthread: int | None,
+    socket_nthreads: int | None,
+) -> None:
+    """The user's (or the calibration's) overrides of a transport's defaults, each checked."""
+    key = t.name
     if per_core_gbps is not None and key in ("ib", "roce", "roce-lossy"):
         raise FabricscopeError("--per-core-gbps applies to tcp and udp only (RDMA bypasses the kernel)")
     if alpha_s is not None:
@@ -199,6 +239,10 @@ def make_transport(
         t.endpoint_efficiency = efficiency / t.wire_efficiency if efficiency <= t.wire_efficiency else 1.0
         if efficiency > t.wire_efficiency:
             t.wire_efficiency = efficiency
+    if nsocks_perthread is not None or socket_nthreads is not None:
+        if key != "tcp":
+            raise FabricscopeError("--nsocks-perthread and --socket-nthreads apply to tcp (NCCL's socket transport)")
+        t.sockets, t.threads = socket_striping(nsocks_perthread, socket_nthreads)
+        t.notes.append(f"NCCL socket transport: {t.sockets} socket(s) per connection, {t.threads} thread(s)")
     if t.mtu_bytes < 256 or t.mtu_bytes > 65536:
         raise FabricscopeError("--mtu must be between 256 and 65536 bytes")
-    return t

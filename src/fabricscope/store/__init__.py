@@ -14,6 +14,23 @@ Errors (corrupt file, newer schema, unknown id) raise :class:`StoreError`, a
 """
 
 from fabricscope.store.migrations import SCHEMA_VERSION
-from fabricscope.store.sqlite import Baseline, Store, StoredRun, StoreError, default_db_path, params_key
+from fabricscope.store.sqlite import (
+    Baseline,
+    MissingHistory,
+    Store,
+    StoredRun,
+    StoreError,
+    default_db_path,
+    params_key,
+)
 
-__all__ = ["SCHEMA_VERSION", "Baseline", "Store", "StoreError", "StoredRun", "default_db_path", "params_key"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "Baseline",
+    "MissingHistory",
+    "Store",
+    "StoreError",
+    "StoredRun",
+    "default_db_path",
+    "params_key",
+]

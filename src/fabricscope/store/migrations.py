@@ -18,7 +18,7 @@ from typing import Any
 
 Migration = str | Callable[[sqlite3.Cursor], None]
 
-_SIZE_METRIC = re.compile(r"^size_(\d+)_(time_s|max_rank_time_s|algbw_GBps|busbw_GBps|wrong_count)$")
+_SIZE_METRIC = re.compile(r"^size_(\d+)_(time_s|max_rank_time_s|algbw_GBps|busbw_GBps|wrong_count)\Z")
 _ENTRY_FIELD = {
     "time_s": "time_s",
     "max_rank_time_s": "max_rank_time_s",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import platformdirs
 from pydantic import ValidationError
@@ -35,6 +36,10 @@ BASELINE_NAME_MAX = 100
 
 class StoreError(FabricscopeError):
     """The history database cannot be used (corrupt, newer schema, unwritable, unknown id)."""
+
+
+class MissingHistory(StoreError):
+    """A read of a history that does not exist (nothing was ever stored at that path)."""
 
 
 @dataclass(frozen=True)
@@ -72,19 +77,24 @@ class Store:
     :meth:`get_baseline`, :meth:`list_baselines`, :meth:`delete_baseline`, :meth:`results`.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, create: bool = True) -> None:
         self.path = Path(path).expanduser() if path is not None else default_db_path()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(
-                f"history database directory {self.path.parent}: {exc.strerror or exc}"
-            ) from None
-        if self.path.exists() and self.path.is_dir():
+        if self.path.is_dir():
             raise StoreError(f"history database {self.path} is a directory")
+        if create:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"history database directory {self.path.parent}: {exc.strerror or exc}"
+                ) from None
+        elif not self.path.exists():
+            raise MissingHistory(f"no history at {self.path} (nothing stored yet)")
         try:
+            # mode=rw: a read never creates the file, even if it vanished since the check above
+            uri = f"file:{quote(str(self.path.absolute()))}?mode={'rwc' if create else 'rw'}"
             self._conn = sqlite3.connect(
-                str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+                uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as exc:
             raise StoreError(f"history database {self.path}: {exc}") from None
@@ -95,8 +105,11 @@ class Store:
             raise
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None = None) -> Store:
-        return cls(path)
+    def open(cls, path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Store:
+        """The history at ``path`` (default :func:`default_db_path`). Commands that only read pass
+        ``create=False``: a history that does not exist raises :class:`MissingHistory` and nothing
+        (no directory, no file) is created on the way."""
+        return cls(path, create=create)
 
     # ----- connection management ----------------------------------------------------------
     def close(self) -> None:
@@ -205,7 +218,7 @@ class Store:
 
     def get(self, run_id: int) -> StoredRun:
         """The run with this id; :class:`StoreError` when there is none."""
-        rows = self._retry(self._select, "WHERE id = ?", [int(run_id)], None)
+        rows = self._retry(self._select, "WHERE id = ?", [int(run_id)], None) if _storable_id(run_id) else []
         if not rows:
             raise StoreError(f"no run with id {run_id} in {self.path}")
         return rows[0]
@@ -237,7 +250,7 @@ class Store:
             where.append("started >= ?")
             args.append(since.astimezone(timezone.utc).isoformat())
         if ids is not None:
-            ids = [int(i) for i in ids]
+            ids = [int(i) for i in ids if _storable_id(i)]  # 10**30 is no run, not an OverflowError
             if not ids:
                 return []
             where.append(f"id IN ({','.join('?' * len(ids))})")
@@ -350,6 +363,11 @@ class Store:
             )
             for name, kind, ids, created, note in rows
         ]
+
+
+def _storable_id(run_id: int) -> bool:
+    """Whether ``run_id`` fits SQLite's INTEGER (a run id is 1..2**63-1; a larger one names no run)."""
+    return 0 < int(run_id) < 2**63
 
 
 def _params_match(params: dict[str, Any], wanted: dict[str, Any]) -> bool:

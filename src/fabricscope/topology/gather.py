@@ -1,17 +1,16 @@
 """Every node's LLDP neighbours, gathered to rank 0 of a job (srun, torchrun, mpirun, or
-``--launch lab:NAME``/``local:N``), the way ``bench matrix`` coordinates: through
-torch.distributed's TCPStore on rank 0, with one participant per host.
+``--launch lab:NAME``/``local:N``), through the job's store (:mod:`fabricscope.bench.rendezvous`,
+as ``bench matrix`` and ``fleet doctor`` meet), with one participant per host.
 """
 
 from __future__ import annotations
 
 import json
 import socket
-import time
 from dataclasses import asdict
-from datetime import timedelta
 from typing import Any
 
+from fabricscope.bench import rendezvous
 from fabricscope.bench.launch import DistEnv
 from fabricscope.host.lldp import LldpNeighbor, read_lldp
 from fabricscope.host.netclass import read_net_devices
@@ -51,31 +50,14 @@ def gather(env: DistEnv, reading: NodeLldp | None, timeout_s: float) -> list[Nod
     ``reading`` is None on ranks that are not their host's participant (local rank > 0)."""
     if env.world_size == 1:
         return [reading] if reading is not None else []
+    items = {"lldp": json.dumps(to_wire(reading)).encode()} if reading is not None else {}
     try:
-        from torch.distributed import TCPStore
-    except ImportError:
-        raise TopologyError("gathering across nodes needs torch (torch.distributed's store): pip install 'fabricscope[torch]'") from None
-    wait = timedelta(seconds=timeout_s)
-    try:
-        store = TCPStore(env.master_addr, env.master_port, env.world_size, env.rank == 0, timeout=wait, wait_for_workers=True)
-    except Exception as exc:
-        raise TopologyError(f"rank {env.rank}: cannot reach the job's store at {env.master_addr}:{env.master_port}: {exc}") from None
-    try:
-        store.set(f"lldp/{env.rank}", json.dumps(to_wire(reading) if reading is not None else None))
-        if env.rank != 0:
-            store.wait(["lldp/done"], wait)
-            store.add("lldp/left", 1)
-            return None
-        keys = [f"lldp/{r}" for r in range(env.world_size)]
-        store.wait(keys, wait)
-        docs = [json.loads(store.get(k).decode()) for k in keys]
-        store.set("lldp/done", "1")
-        end = time.monotonic() + 10.0  # rank 0 hosts the store: let the others read "done" first
-        while store.add("lldp/left", 0) < env.world_size - 1 and time.monotonic() < end:
-            time.sleep(0.05)
-    except Exception as exc:  # a store timeout: a peer died or never came
-        raise TopologyError(f"rank {env.rank}: gathering LLDP readings failed: {exc} (deadline {timeout_s:g} s)") from None
-    return [from_wire(d) for d in docs if d is not None]
+        got = rendezvous.gather(rendezvous.open_store(env, timeout_s, needs="gathering across nodes"), env, items, timeout_s)
+    except rendezvous.RendezvousError as exc:
+        raise TopologyError(f"gathering LLDP readings failed: {exc}") from None
+    if got is None:
+        return None
+    return [from_wire(json.loads(g["lldp"])) for g in got if "lldp" in g]
 
 
 def host_label(env: DistEnv) -> str:

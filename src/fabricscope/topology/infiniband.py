@@ -18,7 +18,7 @@ from fabricscope.host.ibnetdiscover import IbFabric, IbNode
 from fabricscope.topology.model import Attachment, Cable, Discovery
 
 _MANAGED_SWITCH = re.compile(r"^MF0;([^:]+):")
-_HOST_DEVICE = re.compile(r"^(\S+)\s+((?:mlx\d+_\d+|HCA-\d+|hfi\d+_\d+|qib\d+|ibp\S+|bnxt_re\d+|irdma\d+|[a-z]+\d*_\d+))$")
+_HOST_DEVICE = re.compile(r"^(\S+)\s+((?:mlx\d+_\d+|HCA-\d+|hfi\d+_\d+|qib\d+|ibp\S+|bnxt_re\d+|irdma\d+|[a-z]+\d*_\d+))\Z")
 _VENDOR_DEFAULT = re.compile(r"Mellanox Technologies|ConnectX|InfiniHost|NVIDIA Technologies|Intel|QLogic", re.IGNORECASE)
 _AGGREGATION = re.compile(r"Aggregation Node", re.IGNORECASE)
 

@@ -15,7 +15,7 @@ from fabricscope.monitor.collectors.base import Families, ScrapeContext
 from fabricscope.monitor.names import PORT_STATS, PRIO_STATS
 from fabricscope.monitor.topology import Topology
 
-_PRIO = re.compile(r"^(rx|tx)_prio([0-7])_(\w+)$")
+_PRIO = re.compile(r"^(rx|tx)_prio([0-7])_(\w+)\Z")
 
 EthtoolSnapshot = dict[str, EthtoolStatsResult]
 ETHTOOL_TIMEOUT_S = 5.0  # all netdevs at once: one hung ethtool costs this once, not per netdev

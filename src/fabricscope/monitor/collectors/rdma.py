@@ -97,25 +97,17 @@ class RdmaCollector:
                     labels,
                     status.hw_lifespan_ms / 1000.0,
                 )
-            for name, value in status.counters.items():
-                mapped = PORT_COUNTERS.get(name)
-                if mapped is not None:
-                    out.counter(mapped.name, mapped.help, labels, value * mapped.scale)
-                else:
-                    out.counter(
-                        OTHER_PORT_COUNTER,
-                        "Port counters without a dedicated metric, by sysfs file name.",
-                        {**labels, "counter": name},
-                        value,
-                    )
-            for name, value in status.hw_counters.items():
-                mapped = HW_COUNTERS.get(name)
-                if mapped is not None:
-                    out.counter(mapped.name, mapped.help, labels, value * mapped.scale)
-                else:
-                    out.counter(
-                        OTHER_HW_COUNTER,
-                        "Driver hw_counters without a dedicated metric, by sysfs file name.",
-                        {**labels, "counter": name},
-                        value,
-                    )
+            _counters(out, labels, status.counters, PORT_COUNTERS, OTHER_PORT_COUNTER,
+                      "Port counters without a dedicated metric, by sysfs file name.")
+            _counters(out, labels, status.hw_counters, HW_COUNTERS, OTHER_HW_COUNTER,
+                      "Driver hw_counters without a dedicated metric, by sysfs file name.")
+
+
+def _counters(out: Families, labels: dict[str, str], values: dict[str, int], table: dict, other: str, other_help: str) -> None:
+    """One sysfs counter directory: mapped names get their own metric, the rest one labelled family."""
+    for name, value in values.items():
+        mapped = table.get(name)
+        if mapped is not None:
+            out.counter(mapped.name, mapped.help, labels, value * mapped.scale)
+        else:
+            out.counter(other, other_help, {**labels, "counter": name}, value)

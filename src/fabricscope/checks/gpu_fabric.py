@@ -1,0 +1,95 @@
+"""NVLink links and the NVSwitch fabric: what `nvidia-smi nvlink -s` and the Fabric section of
+`nvidia-smi -q` say about the GPU-to-GPU paths NCCL uses inside a node (and across an NVL72 rack)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fabricscope.checks.registry import CheckContext, check, not_evaluated
+from fabricscope.findings import Finding, Severity
+from fabricscope.host.inventory import Inventory
+
+# NVML's nvmlGpuFabricState_t values as nvidia-smi prints them, and states that mean "no fabric here".
+FABRIC_PENDING = ("Not Started", "In Progress")
+NO_FABRIC = ("N/A", "Not Supported", "")
+
+
+def _label(inv: Inventory, index: int | None = None, pci: str | None = None) -> str:
+    for gpu in inv.gpus:
+        if gpu.index == index or (pci and gpu.pci_address == pci):
+            return f"GPU{gpu.index} ({gpu.pci_address})"
+    return f"GPU{index}" if index is not None else f"GPU {pci}"
+
+
+def _nvidia_smi_gpus(inv: Inventory) -> bool:
+    return bool(inv.gpus) and inv.gpu_source == "nvidia-smi"
+
+
+@check("gpu.nvlink", "NVLink links up at full speed")
+def nvlink(ctx: CheckContext) -> Iterator[Finding]:
+    """`nvidia-smi nvlink -s` lists each GPU's NVLink links with their speed, or `<inactive>`. An
+    inactive link on a GPU whose siblings have it up is a failed link (bad NVLink bridge/board
+    connector or NVSwitch port): NCCL's intra-node rings and trees lose that bandwidth or fall back
+    to PCIe, so it fails. A link slower than the node's fastest is degraded and warns. GPUs without
+    NVLink (PCIe cards) print no links and are not judged."""
+    inv = ctx.inventory
+    state = inv.nvlink
+    if state is None or state.links is None:
+        if _nvidia_smi_gpus(inv):
+            yield not_evaluated("gpu.nvlink", "GPUs", "`nvidia-smi nvlink -s` not available", fix="run doctor where nvidia-smi works (driver loaded)")
+        return
+    speeds = [s for g in state.links for s in g.links.values() if s is not None]
+    if not speeds:
+        return
+    best = max(speeds)
+    flagged = 0
+    for gpu in state.links:
+        down = sorted(n for n, s in gpu.links.items() if s is None)
+        slow = sorted(n for n, s in gpu.links.items() if s is not None and s < best)
+        evidence = {"links_gbps": {str(n): s for n, s in gpu.links.items()}, "expected_gbps": best}
+        fix = ("`nvidia-smi nvlink -e -i N` for the link's error counters and `nvidia-smi -q -d NVLINK`; reset the GPU or reboot, "
+               "then reseat the board/NVLink bridge or raise a hardware ticket if it stays down")
+        if down:
+            flagged += 1
+            yield Finding("gpu.nvlink", Severity.FAIL, _label(inv, gpu.index),
+                          f"NVLink link(s) {', '.join(map(str, down))} inactive ({len(gpu.links) - len(down)} of {len(gpu.links)} up)", evidence, fix)
+        elif slow:
+            flagged += 1
+            yield Finding("gpu.nvlink", Severity.WARN, _label(inv, gpu.index),
+                          f"NVLink link(s) {', '.join(map(str, slow))} below {best:g} GB/s", evidence, fix)
+    if not flagged:
+        yield Finding("gpu.nvlink", Severity.PASS, "GPUs", f"all NVLink links of {len(state.links)} GPU(s) up at {best:g} GB/s")
+
+
+@check("gpu.fabric", "NVSwitch fabric registration")
+def fabric(ctx: CheckContext) -> Iterator[Finding]:
+    """On NVSwitch systems each GPU registers with the fabric (Fabric Manager on HGX, the NVLink
+    fabric on GB200 NVL): `nvidia-smi -q` shows Fabric State and Status. Until State is Completed
+    with Status Success, CUDA on that GPU cannot use NVLink peers (jobs fail to start or fall back),
+    so Not Started, In Progress or an error status fail (start or fix nvidia-fabricmanager); a
+    Health Summary of Unhealthy fails too. GPUs whose State is N/A have no fabric to join."""
+    inv = ctx.inventory
+    state = inv.nvlink
+    if state is None or state.fabric is None:
+        if _nvidia_smi_gpus(inv):
+            yield not_evaluated("gpu.fabric", "GPUs", "`nvidia-smi -q` not available", fix="run doctor where nvidia-smi works (driver loaded)")
+        return
+    fix = ("check `systemctl status nvidia-fabricmanager` and /var/log/fabricmanager.log (HGX), or the NVLink fabric/NMX "
+           "controller (GB200); the fabric manager's version must match the driver's; then reset the GPUs or reboot")
+    good = bad = 0
+    for gpu in state.fabric:
+        if (gpu.state or "") in NO_FABRIC:
+            continue
+        evidence = {"state": gpu.state, "status": gpu.status, "clique_id": gpu.clique_id, "health": gpu.health, "pci": gpu.pci}
+        bad += 1
+        if gpu.state in FABRIC_PENDING:
+            yield Finding("gpu.fabric", Severity.FAIL, _label(inv, pci=gpu.pci), f"fabric registration {gpu.state}: NVLink through NVSwitch not usable", evidence, fix)
+        elif gpu.status not in (None, "Success", "N/A"):
+            yield Finding("gpu.fabric", Severity.FAIL, _label(inv, pci=gpu.pci), f"fabric registration {gpu.state} with status {gpu.status}", evidence, fix)
+        elif gpu.health == "Unhealthy":
+            yield Finding("gpu.fabric", Severity.FAIL, _label(inv, pci=gpu.pci), "fabric health summary Unhealthy", evidence, fix)
+        else:
+            bad -= 1
+            good += 1
+    if good and not bad:
+        yield Finding("gpu.fabric", Severity.PASS, "GPUs", f"{good} GPU(s) registered with the NVLink fabric (Completed, Success)")

@@ -1,0 +1,163 @@
+"""``bench incast`` (measure N-to-1 fan-in) and ``sim incast`` (the same curve from the transport models)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from fabricscope.cli.bench import bench_app
+from fabricscope.cli.collective import _first_error
+from fabricscope.cli.common import JSON_HELP, die, print_json, store_and_print
+from fabricscope.cli.launching import LAUNCH_HELP, dist_env, launch_ranks
+from fabricscope.cli.sim import sim_app
+from fabricscope.errors import FabricscopeError
+from fabricscope.units import UnitError, parse_rate, parse_size, size_token
+
+
+def _counts(text: str | None) -> list[int]:
+    if not text:
+        return []
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        die(f"--senders {text!r}: write sender counts, e.g. 1,2,4,8")
+    if not counts or any(not 1 <= n <= 4096 for n in counts):
+        die(f"--senders {text!r}: each count must be 1..4096")
+    return sorted(set(counts))
+
+
+@bench_app.command("incast")
+def bench_incast(
+    senders: str = typer.Option(None, "--senders", help="Sender counts to measure, e.g. 1,2,4,8 (default: 1, 2, 4 ... every sender)."),
+    size: str = typer.Option("256KiB", "--size", help="Response size each sender sends per round, e.g. 64KiB, 1MiB."),
+    rounds: int = typer.Option(50, "--rounds", min=1, max=100_000, help="Timed rounds per sender count."),
+    warmup: int = typer.Option(2, "--warmup", min=0, max=1000, help="Untimed rounds before each sender count."),
+    congestion: str = typer.Option(None, "--congestion", help="TCP congestion control of the senders (cubic, reno, bbr...; default: the host's)."),
+    round_timeout: float = typer.Option(10.0, "--round-timeout", min=0.01, max=600, help="Seconds a round may take before the run fails."),
+    timeout: float = typer.Option(60.0, "--timeout", min=1, max=3600, help="Seconds for every rank to join."),
+    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
+    master_addr: str = typer.Option(None, "--master-addr", help="Host of rank 0, the receiver (default MASTER_ADDR)."),
+    master_port: int = typer.Option(None, "--master-port", min=1, max=65535, help="Port rank 0 listens on (default MASTER_PORT or 29500)."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    store: bool = typer.Option(True, "--store/--no-store", help="Save the result in the history."),
+) -> None:
+    """N senders answer rank 0 at once, round after round: goodput and round completion time as N
+    grows, with the retransmits and timeouts behind them (TCP incast collapse)."""
+    from fabricscope.bench.incast import (
+        TOKEN_ENV,
+        IncastError,
+        IncastParams,
+        new_job_token,
+        run_receiver,
+        run_sender,
+    )
+
+    try:
+        size_bytes = parse_size(size)
+    except UnitError as exc:
+        die(f"--size: {exc}")
+    counts = _counts(senders)
+    try:
+        params = IncastParams(
+            senders=counts, size_bytes=size_bytes, rounds=rounds, warmup=warmup, congestion=congestion,
+            round_timeout_s=round_timeout, join_timeout_s=timeout,
+        )
+    except ValueError as exc:
+        die(_first_error(exc))
+    if launch:
+        os.environ.setdefault(TOKEN_ENV, new_job_token())  # the launched ranks inherit it
+        args = ["bench", "incast", "--size", size_token(size_bytes), "--rounds", str(rounds), "--warmup", str(warmup),
+                "--round-timeout", str(round_timeout), "--timeout", str(timeout), "--store" if store else "--no-store"]
+        args += ["--senders", ",".join(map(str, counts))] if counts else []
+        args += ["--congestion", congestion] if congestion else []
+        args += ["--json"] if json_out else []
+        budget = timeout + (rounds + warmup + 2) * round_timeout * max(1, len(counts) or 8) + 60
+        launch_ranks(launch, args, timeout_s=budget, master_port=master_port)
+    env = dist_env(master_addr, master_port)
+    try:
+        if env.rank != 0:
+            run_sender(env, params)
+            return
+        result = run_receiver(env, params, progress=_progress(json_out))
+    except IncastError as exc:
+        die(str(exc))
+    store_and_print(result, store=store, json_out=json_out)
+
+
+def _progress(json_out: bool):
+    if json_out or not sys.stderr.isatty():
+        return None
+
+    def show(count: int, done: int) -> None:
+        sys.stderr.write(f"\r# {count} senders: round {done}")
+        sys.stderr.flush()
+
+    return show
+
+
+@sim_app.command("incast")
+def sim_incast(
+    transport: str = typer.Option("tcp,roce-pfc,roce-ecn", "--transport", help="Comma-separated: tcp, roce-pfc, roce-ecn."),
+    senders: str = typer.Option("1,2,4,8,16,32", "--senders", help="Sender counts, e.g. 1,2,4,8."),
+    size: str = typer.Option("256KiB", "--size", help="Response size per sender per round."),
+    link_rate: str = typer.Option("100gbit", "--link-rate", help="Every host's link rate (bit/s), e.g. 100gbit, 200mbit."),
+    queue: str = typer.Option("1MiB", "--queue", help="Queue of the switch port towards the receiver, in bytes."),
+    mtu: int = typer.Option(1500, "--mtu", min=576, max=9216, help="MTU in bytes."),
+    rtt_us: float = typer.Option(10.0, "--rtt-us", min=0.1, max=1e6, help="Base round-trip time without queueing, us."),
+    sender_burst: str = typer.Option("0", "--sender-burst", help="Bytes a sender's NIC may release back to back (0: paced at line rate; a lab host: its tc tbf bucket)."),
+    port_gso_frames: int = typer.Option(1, "--port-gso-frames", min=1, max=45, help="Largest GSO packet, in frames, the receiver's port queues or drops whole (1: a physical switch; a lab port: see docs/sim.md)."),
+    rounds: int = typer.Option(50, "--rounds", min=1, max=10_000, help="Rounds per sender count (TCP)."),
+    seed: int = typer.Option(1, "--seed", min=0, max=2**32 - 1, help="Seed of the request jitter (TCP)."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Incast goodput and round completion time as N grows: TCP with its minimum RTO and a
+    shallow queue, RoCE with PFC, RoCE with ECN/DCQCN."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        die("fabricscope sim needs numpy: pip install 'fabricscope[sim]'")
+    from fabricscope.sim.incast import TRANSPORTS, IncastFabric, simulate
+
+    transports = [t.strip() for t in transport.split(",") if t.strip()]
+    bad = [t for t in transports if t not in TRANSPORTS]
+    if bad or not transports:
+        die(f"--transport {transport!r}: use {', '.join(TRANSPORTS)}")
+    try:
+        fabric = IncastFabric(
+            link_bps=parse_rate(link_rate), queue_bytes=parse_size(queue), mtu=mtu, base_rtt_s=rtt_us * 1e-6,
+            sender_bucket_bytes=parse_size(sender_burst) if sender_burst.strip() != "0" else 0,
+            switch_gso_frames=port_gso_frames,
+        )
+        size_bytes = parse_size(size)
+    except FabricscopeError as exc:
+        die(str(exc))
+    if size_bytes > 1 << 30:
+        die("--size: at most 1 GiB per response")
+    counts = _counts(senders)
+    if max(counts) > 1024:
+        die("--senders: the model takes at most 1024 senders")
+    rows = []
+    for name in transports:
+        for count in counts:
+            point = simulate(name, fabric, count, size_bytes, rounds, seed=seed)
+            rows.append({
+                "transport": name, "senders": count, "goodput_gbps": point.goodput_bps / 1e9,
+                "round_p50_ms": point.percentile_s(50) * 1e3, "round_p99_ms": point.percentile_s(99) * 1e3,
+                "round_max_ms": max(point.round_times_s) * 1e3, "timeouts": point.timeouts,
+                "retransmits": point.retransmits, "drops": point.drops,
+            })
+    doc = {
+        "schema": "fabricscope.sim_incast/v1",
+        "fabric": {"link_bps": fabric.link_bps, "queue_bytes": fabric.queue_bytes, "mtu": fabric.mtu,
+                   "base_rtt_s": fabric.base_rtt_s, "sender_bucket_bytes": fabric.sender_bucket_bytes,
+                   "switch_gso_frames": fabric.switch_gso_frames},
+        "size_bytes": size_bytes, "rounds": rounds, "points": rows,
+    }
+    if json_out:
+        print_json(doc)
+        return
+    from fabricscope.report.incast import sim_incast_text
+
+    sys.stdout.write(sim_incast_text(doc))

@@ -1,0 +1,191 @@
+"""Verdicts on why an NCCL job failed: WARN lines, the error codes they led to, hung init, bad files.
+
+WARN lines are grouped by signature in :class:`~fabricscope.nccl.logstate.WarnGroup`; the
+``file:line -> N`` return codes that follow on the same thread are chained to them, so a finding
+can say what its WARN led to. Meanings and fixes come from :mod:`fabricscope.nccl.explain`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fabricscope.findings import Finding, Severity
+from fabricscope.nccl.explain import (
+    WARN_EXPLAIN,
+    explain_async,
+    explain_completion,
+    explain_verbs,
+    explain_warn_text,
+    result_name,
+    wc_status_name,
+)
+from fabricscope.nccl.logstate import LogAggregator, RankState, WarnGroup
+from fabricscope.nccl.logverdicts import MAX_LISTED, names, rank_label, rank_sort
+
+
+def warn_finding(group: WarnGroup, agg: LogAggregator, led_to: list[str]) -> Finding:
+    ranks = sorted(rank_label(k, agg.ranks) for k in group.ranks)
+    where = (
+        f"{len(group.ranks)} rank(s) on {len(group.hosts)} host(s)"
+        if group.hosts
+        else f"{len(group.ranks)} rank(s)"
+    )
+    evidence: dict[str, Any] = {"count": group.count, "example": group.example}
+    if group.source:
+        evidence["source"] = group.source
+    if group.first_timestamp:
+        evidence["first_seen"] = group.first_timestamp
+    evidence["ranks"] = ranks[:MAX_LISTED]
+    if led_to:
+        evidence["led_to"] = led_to
+    if group.kind == "completion_error":
+        status = group.data.get("status")
+        severity, meaning, fix = explain_completion(status)
+        for key in ("vendor_err", "hca", "peer"):
+            if group.data.get(key) is not None:
+                evidence[key] = group.data[key]
+        subject = f"completion status {status} ({wc_status_name(status)})"
+        message = f"{group.count} work completion error(s) on {where}: {meaning}"
+    elif group.kind == "verbs_error":
+        meaning, fix = explain_verbs(group.data.get("call"), group.data.get("error"))
+        severity = "fail"
+        subject = f"{group.data.get('call')} failed: {group.data.get('error')}"
+        message = f"{group.count} time(s) on {where}: {meaning}"
+    else:
+        severity, meaning, fix = _explain_other(group)
+        subject = f"WARN {group.example[:80]}"
+        message = f"{group.count} time(s) on {where}: {meaning}"
+    if led_to:
+        message += f"; this led to {', '.join(led_to)}"
+    return Finding(f"nccl_log.{group.kind}", Severity(severity), subject, message, evidence, fix)
+
+
+def _explain_other(group: WarnGroup) -> tuple[str, str, str | None]:
+    """(severity, meaning, fix) of a WARN that is neither a completion nor a verbs error."""
+    if group.kind == "async_event":
+        return explain_async(group.data.get("event"))
+    return explain_warn_text(group.example) or WARN_EXPLAIN.get(group.kind, WARN_EXPLAIN["warn"])
+
+
+def plugin_findings(agg: LogAggregator) -> list[Finding]:
+    """``net.cc:79 -> 3`` with no WARN before it: a network plugin declined to start, NCCL went on."""
+    if not agg.plugin_skips:
+        return []
+    sites = sorted(agg.plugin_skips)
+    return [
+        Finding(
+            "nccl_log.net_plugin_skipped",
+            Severity.INFO,
+            "NET plugin",
+            f"a network module declined to start ({', '.join(f'{s} -> 3' for s in sites[:4])}, "
+            f"{sum(agg.plugin_skips.values())} time(s)), as a disabled plugin does (NCCL_IBEXT_DISABLE=1, "
+            "NCCL_NET_PLUGIN): NCCL marks it disabled and tries the next network. Not an error",
+            {"sites": {s: agg.plugin_skips[s] for s in sites[:MAX_LISTED]}},
+        )
+    ]
+
+
+def error_findings(agg: LogAggregator) -> list[Finding]:
+    findings = []
+    led_to: dict[str, list[str]] = {}
+    for chain in agg.chains.values():
+        if chain.cause:
+            led_to.setdefault(chain.cause, []).append(
+                f"{result_name(chain.code)} ({chain.code}) at {chain.first_site}"
+            )
+    for group in agg.warn_groups.values():
+        findings.append(warn_finding(group, agg, led_to.get(f"{group.kind}|{group.key}", [])))
+    failed = [s for s in agg.ranks.values() if s.last_result]
+    if failed:
+        by_code: dict[int, list[RankState]] = {}
+        for s in failed:
+            by_code.setdefault(s.last_result, []).append(s)  # type: ignore[arg-type]
+        for code, states in sorted(by_code.items()):
+            labels = [s.label for s in sorted(states, key=rank_sort)]
+            had_warn = any(s.warns for s in states)
+            findings.append(
+                Finding(
+                    "nccl_log.error_return",
+                    Severity.FAIL,
+                    result_name(code),
+                    f"NCCL returned {result_name(code)} ({code}) on {len(states)} rank(s): {names(labels)}"
+                    + (
+                        ""
+                        if had_warn
+                        else "; no WARN precedes it in this log (look at the other ranks' logs)"
+                    ),
+                    {"code": code, "ranks": labels[:MAX_LISTED]},
+                    "the earliest WARN (see the other findings) is the cause; later errors on other ranks follow from it",
+                )
+            )
+    return findings
+
+
+def init_findings(agg: LogAggregator) -> list[Finding]:
+    started = [s for s in agg.ranks.values() if s.init_started > s.init_completed]
+    if not started:
+        return []
+    labels = [s.label for s in sorted(started, key=rank_sort)]
+    return [
+        Finding(
+            "nccl_log.init_incomplete",
+            Severity.WARN,
+            "initialisation",
+            f"{len(started)} rank(s) started communicator init without an 'Init COMPLETE' line: they hung or failed "
+            f"during init, or the log was cut: {names(labels)}",
+            {"ranks": labels[:MAX_LISTED], "count": len(started)},
+            "if the job hung: compare the last lines of these ranks with the others (bootstrap/connection WARNs, "
+            "NCCL_SOCKET_IFNAME); rerun with NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP,NET",
+        )
+    ]
+
+
+def file_findings(agg: LogAggregator) -> list[Finding]:
+    findings = []
+    for stats in agg.files:
+        if stats.lines and not stats.nccl_lines:
+            findings.append(
+                Finding(
+                    "nccl_log.no_nccl_lines",
+                    Severity.WARN,
+                    stats.name,
+                    f"no NCCL log line in {stats.lines} lines"
+                    + (" (binary data)" if stats.binary_lines else ""),
+                    {"lines": stats.lines, "binary_lines": stats.binary_lines},
+                    "run the job with NCCL_DEBUG=INFO (and NCCL_DEBUG_FILE=nccl.%h.%p.log) and pass those files",
+                )
+            )
+            continue
+        if stats.binary_lines:
+            findings.append(
+                Finding(
+                    "nccl_log.garbled_lines",
+                    Severity.WARN,
+                    stats.name,
+                    f"{stats.binary_lines} of {stats.lines} lines hold binary or non-UTF-8 data (interleaved writes or "
+                    "a corrupt file); they were read as far as possible",
+                    {"binary_lines": stats.binary_lines},
+                    None,
+                )
+            )
+        if stats.overlong_lines:
+            findings.append(
+                Finding(
+                    "nccl_log.overlong_lines",
+                    Severity.INFO,
+                    stats.name,
+                    f"{stats.overlong_lines} line(s) longer than NCCL ever writes were skipped",
+                    {"overlong_lines": stats.overlong_lines},
+                )
+            )
+        if stats.truncated:
+            findings.append(
+                Finding(
+                    "nccl_log.truncated",
+                    Severity.INFO,
+                    stats.name,
+                    "the file ends in the middle of a line (still being written, or cut)",
+                    {"bytes": stats.bytes},
+                )
+            )
+    return findings

@@ -1,0 +1,206 @@
+"""alltoall at MoE scale: per-link aggregation instead of p^2 flows.
+
+An alltoall of p ranks is p(p-1) concurrent transfers, all of n/p bytes, finishing together
+(one synchronous step). Its time is set by the slowest transfer, and in max-min fairness the
+slowest rate is the first level of progressive filling: ``min over links of capacity / (transfers
+crossing it)`` (and any per-flow cap below that). So the model needs only how many transfers
+cross each link, never the transfers themselves.
+
+Those counts come from *legs* that many transfers share exactly (NCCL's PXN, as the flow model
+routes it): a transfer from GPU s on node A to GPU d on node B leaves by the NIC on d's rail r:
+s -> owner(A, r) over NVLink (when s is not that NIC's GPU), NIC(A, r) -> NIC(B, r) over PCIe and
+the fabric, owner(B, r) -> d over NVLink (when d is not). The gpn x |rail r's GPUs| transfers of a
+(A, B, r) triple share the network leg, including its ECMP hash (same NICs, same key), so it is
+routed once with that multiplicity: N(N-1)R network legs instead of p(p-1) transfers, routed in
+chunks so memory stays flat. NVLink legs are counted per node. 8,192 ranks (1,024 nodes x 8) are
+8.4 million network legs.
+
+Exact for the slowest transfer's rate and the step's latency; per-flow rates other than the
+slowest are not computed (an alltoall step waits for the slowest). DCQCN is applied to the
+saturated switch egresses with more than one leg at the slowest level; PFC head-of-line
+blocking is not modelled on this path (docs/sim.md, limits).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fabricscope.errors import FabricscopeError
+from fabricscope.sim.fabrics import KIND_NVLINK
+from fabricscope.sim.solver import Solution
+
+CHUNK = 262_144  # network legs routed at once
+
+
+@dataclass
+class AggregatePattern:
+    """An alltoall described by its legs (see the module docstring)."""
+
+    key: str
+    nodes: np.ndarray  # (groups, nodes per group): node ids of each communicator
+    local: np.ndarray  # local GPU ids every node contributes
+    intra_src: np.ndarray  # NVLink legs: src/dst GPU and multiplicity (transfers per leg)
+    intra_dst: np.ndarray
+    intra_mult: np.ndarray
+    transfers: int
+    pxn: bool = True  # leave by the NIC on the destination's rail (NCCL's PXN), else by one's own
+    hops: int = 0  # NVLink legs on a network transfer's way (to the NIC's GPU, from it)
+
+    def __len__(self) -> int:
+        return self.transfers
+
+    @property
+    def id(self) -> str:
+        h = hashlib.blake2b(digest_size=16)
+        for a in (self.nodes, self.local):
+            h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+        return f"{self.key}:{self.transfers}:{h.hexdigest()}"
+
+
+def build(topo: Any, groups: np.ndarray, layout: tuple[int, int], pxn: bool = True) -> AggregatePattern:
+    """The legs of an alltoall over ``groups`` (node-major, every node the same local GPUs)."""
+    G, N = topo.node.gpus_per_node, topo.node.nics_per_node
+    ng, p = groups.shape
+    nn, gpn = layout
+    loc = groups.reshape(ng, nn, gpn)
+    local = loc[0, 0] % G
+    if not np.all(loc % G == local):
+        raise FabricscopeError("a large alltoall needs every node to contribute the same local GPUs")
+    nodes = loc[:, :, 0] // G
+    rail = topo.local_nic_of_gpu[local]  # NIC of each local rank
+    owner = topo.local_gpu_of_nic[rail]  # GPU on that NIC's PCIe switch
+    per_rail = np.bincount(rail, minlength=N)  # destinations per rail on a node
+    # NVLink legs on one node, as (src local, dst local) -> transfers, then copied to every node
+    legs: dict[tuple[int, int], float] = {}
+    for i, s in enumerate(local):
+        for j, d in enumerate(local):
+            if i != j:  # direct, inside the node
+                legs[(int(s), int(d))] = legs.get((int(s), int(d)), 0.0) + 1.0
+        # to the GPU of the NIC it leaves by, for every remote node: the destination's rail (PXN)
+        # or its own NIC (without PXN)
+        outs = [(r, (nn - 1) * per_rail[r]) for r in np.flatnonzero(per_rail)] if pxn else [(rail[i], (nn - 1) * gpn)]
+        for r, m in outs:
+            o = int(topo.local_gpu_of_nic[r])
+            if o != s:
+                legs[(int(s), o)] = legs.get((int(s), o), 0.0) + m
+    for j, d in enumerate(local):  # from the NIC's GPU to the destination, for every remote sender
+        o = int(owner[j])
+        if o != d:
+            legs[(o, int(d))] = legs.get((o, int(d)), 0.0) + (nn - 1) * gpn
+    pre = any(int(topo.local_gpu_of_nic[r]) != s for s in local for r in (np.flatnonzero(per_rail) if pxn else
+                                                                          [topo.local_nic_of_gpu[s]]))
+    post = bool(np.any(owner != local))
+    pairs = np.array(list(legs.keys()), np.int64).reshape(-1, 2)
+    mult = np.array(list(legs.values()))
+    base = nodes.ravel() * G
+    src = (base[:, None] + pairs[None, :, 0]).ravel()
+    dst = (base[:, None] + pairs[None, :, 1]).ravel()
+    return AggregatePattern("alltoall-agg" if pxn else "alltoall-agg-nopxn", nodes, local, src, dst,
+                            np.tile(mult, len(base)), ng * p * (p - 1), pxn, int(pre) + int(post))
+
+
+def network_legs(topo: Any, ap: AggregatePattern) -> Iterator[tuple[np.ndarray, ...]]:
+    """(src GPU, dst GPU, src NIC, dst NIC, transfers) of the network legs, in chunks."""
+    G, N = topo.node.gpus_per_node, topo.node.nics_per_node
+    rail = topo.local_nic_of_gpu[ap.local]
+    per_rail = np.bincount(rail, minlength=N)
+    rails = np.flatnonzero(per_rail)
+    gpn = len(ap.local)
+    if ap.pxn:  # one leg per rail: every sender of the node to that rail's destinations
+        ra, rb = rails, rails
+        m = gpn * per_rail[rails].astype(np.float64)
+    else:  # one leg per (source rail, destination rail)
+        ra, rb = np.repeat(rails, len(rails)), np.tile(rails, len(rails))
+        m = (per_rail[ra] * per_rail[rb]).astype(np.float64)
+    oa, ob = topo.local_gpu_of_nic[ra], topo.local_gpu_of_nic[rb]
+    k = len(ra)
+    for nodes in ap.nodes:
+        nn = len(nodes)
+        step = max(1, CHUNK // max(1, (nn - 1) * k))
+        for a0 in range(0, nn, step):
+            a = np.arange(a0, min(nn, a0 + step))
+            ai, bi = np.meshgrid(a, np.arange(nn), indexing="ij")
+            keep = ai != bi
+            pairs = int(keep.sum())
+            A = np.repeat(nodes[ai[keep]], k)
+            B = np.repeat(nodes[bi[keep]], k)
+            yield (A * G + np.tile(oa, pairs), B * G + np.tile(ob, pairs), A * N + np.tile(ra, pairs),
+                   B * N + np.tile(rb, pairs), np.tile(m, pairs))
+
+
+def solve(sim: Any, ap: AggregatePattern) -> Any:
+    """Per-link transfer counts -> the slowest transfer's rate, its bottleneck and the latency."""
+    from fabricscope.sim.engine import PatternResult
+
+    topo, tr = sim.topo, sim.transport
+    adaptive = sim.routing == "adaptive"
+    n_links = topo.n_links
+    w = np.zeros(n_links)  # transfers per link, times coefficient (and retransmission inflation)
+    intra = topo.route(ap.intra_src, ap.intra_dst, np.full(len(ap.intra_src), -1), np.full(len(ap.intra_src), -1),
+                       np.zeros(len(ap.intra_src), np.int64), adaptive, sim.seed)
+    w += np.bincount(intra.link, weights=intra.coef * ap.intra_mult[intra.flow], minlength=n_links)
+    lat_intra = _max_path(topo, intra, len(ap.intra_src))
+    lat_net, legs = 0.0, 0
+    for src, dst, sn, dn, mult in network_legs(topo, ap):
+        r = topo.route(src, dst, sn, dn, np.zeros(len(src), np.int64), adaptive, sim.seed)
+        coef = r.coef * mult[r.flow]
+        if tr.loss > 0:  # go-back-N / retransmissions at the RTT of the longest path so far
+            rtt = 2 * (tr.alpha_s + _max_path(topo, r, len(src)))
+            infl = tr.inflation(np.ceil(topo.nic_rate_Bps * rtt / tr.mtu_bytes) + 1.0)
+            coef = np.where(topo.link_kind[r.link] != KIND_NVLINK, coef * infl, coef)
+        w += np.bincount(r.link, weights=coef, minlength=n_links)
+        lat_net = max(lat_net, _max_path(topo, r, len(src)))
+        legs += len(src)
+    hops = lat_intra * ap.hops
+    lat = max(lat_net + hops + tr.alpha_s if legs else 0.0, lat_intra + sim.intra_alpha_s)
+    cap = sim.base_cap.copy()
+    rate, link = _first_level(cap, w)
+    adjustments = [f"alltoall by per-link aggregation: {legs:,} network legs for {ap.transfers:,} transfers"]
+    if tr.name == "roce" and tr.lossless and not tr.ecn:
+        adjustments.append("PFC head-of-line blocking is not modelled for an aggregated alltoall")
+    if legs and tr.name in ("roce", "roce-lossy") and tr.ecn and tr.dcqcn_efficiency < 1:
+        sat = (w > 0) & (w * rate >= cap * (1 - 1e-9)) & sim._switch_egress() & (w > 1)
+        if sat.any():
+            cap[sat] *= tr.dcqcn_efficiency
+            rate, link = _first_level(cap, w)
+            adjustments.append(f"DCQCN: {int(sat.sum())} contended link(s) at {tr.dcqcn_efficiency:g} of capacity")
+    rtt = 2 * (lat_net + tr.alpha_s)
+    flow_cap = tr.flow_cap_Bps(rtt) * tr.sockets if legs else np.inf  # a connection stripes over its sockets
+    if flow_cap < rate:
+        rate, link = flow_cap, -1
+    load = w * rate
+    sol = Solution(rate=np.array([rate]), bottleneck=np.array([link]), load=load,
+                   saturated=(w > 0) & (load >= cap * (1 - 1e-9)), iterations=1)
+    from fabricscope.sim.collectives import Pattern
+
+    one = np.array([0], np.int64)
+    rep = Pattern(ap.key, one, one + 1, one if legs else -one - 1, one + 1 if legs else -one - 1, one * 0, one * 0)
+    rto = np.array([tr.rto(rtt) if tr.loss > 0 else 0.0])
+    res = PatternResult(rep, intra, sol, np.array([lat - (tr.alpha_s if legs else sim.intra_alpha_s)]),
+                        np.array([tr.alpha_s if legs else sim.intra_alpha_s]), np.array([legs > 0]), rto, cap,
+                        adjustments)
+    res.n_transfers = ap.transfers
+    res.link_flows = w
+    return res
+
+
+def _max_path(topo: Any, routes: Any, n: int) -> float:
+    if not len(routes):
+        return 0.0
+    lat = np.bincount(routes.flow, weights=routes.coef * topo.lat_s[routes.link], minlength=n)
+    return float(lat.max())
+
+
+def _first_level(cap: np.ndarray, w: np.ndarray) -> tuple[float, int]:
+    """Progressive filling's first freeze: min over loaded links of capacity / load."""
+    on = np.flatnonzero(w > 0)
+    if not len(on):
+        return float("inf"), -1
+    ratio = cap[on] / w[on]
+    i = int(np.argmin(ratio))
+    return float(ratio[i]), int(on[i])

@@ -1,0 +1,210 @@
+"""``sim infer``: LLM serving on a fabric, inside one node or across nodes.
+
+One model instance is tp x ep GPUs (rank = tp rank + tp x ep rank, node-major):
+
+* decode, per token: memory-bound (the instance's weights and KV cache read from HBM) or
+  compute-bound (2 x active parameters x batch FLOPs), spread over the tp x ep GPUs;
+* tensor parallel: 2 all-reduces per layer of (batch / ep) x h activations in every TP group,
+  timed as NCCL runs them (``select.collective``: NCCL's algorithm and protocol), in one node or
+  across nodes when tp exceeds a node;
+* expert parallel (MoE, ``--experts``): per layer a dispatch and a combine alltoall in every EP
+  group, each rank sending its (batch / ep) tokens' top-k activations (k x h each), over the
+  network when the EP group spans nodes (the transport and the NIC matter here);
+* disaggregated serving: the prefill instance's KV cache moves to the decode instance (the next
+  nodes), each GPU its shard, over a per-request TCP connection (handshake + slow start), a
+  pooled TCP connection, or RDMA with pooled queue pairs; time to first token = prefill + that;
+* ``--tpot-target-ms``: every transport (ib, roce, tcp) at every NIC rate (100G to 800G) on the
+  same fabric, and which of them meet the target.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fabricscope.errors import FabricscopeError
+from fabricscope.sim import collectives, select
+from fabricscope.sim.engine import SCHEMA, Simulator
+from fabricscope.sim.scenario import build_simulator, build_topology, normalise
+from fabricscope.sim.transport import make_transport
+from fabricscope.sim.workloads import _num, shape_of, tcp_transfer_s
+from fabricscope.units import parse_probability, parse_size
+
+INFER_DEFAULTS: dict[str, Any] = {
+    "params": 70e9, "tp": 8, "batch": 32, "prompt_tokens": 2048, "output_tokens": 256, "layers": None,
+    "hidden": None, "gpu_tflops": 400.0, "hbm_GBps": 3350.0, "weight_bytes": 2, "act_bytes": 2,
+    "kv_bytes_per_token": None, "requests": 1, "experts": 0, "active_experts": 2, "active_params": None, "ep": 1,
+    "tpot_target_ms": None,
+}
+TARGET_TRANSPORTS = ("tcp", "roce", "ib")
+TARGET_RATES = ("100G", "200G", "400G", "800G")
+
+
+def _workload(raw: dict[str, Any]) -> dict[str, Any]:
+    w: dict[str, Any] = {"params": _num(raw, "params", 1e3)}
+    for key in ("tp", "batch", "prompt_tokens", "output_tokens", "ep", "active_experts"):
+        w[key] = int(_num(raw, key, 1, True))
+    w["experts"] = int(_num(raw, "experts", 0, True))
+    w["gpu_tflops"] = _num(raw, "gpu_tflops", 1e-3)
+    w["hbm_GBps"] = _num(raw, "hbm_GBps", 1e-3)
+    w["weight_bytes"], w["act_bytes"] = _num(raw, "weight_bytes", 0.5), _num(raw, "act_bytes", 1)
+    w["active_params"] = _num(raw, "active_params", 1e3) if raw.get("active_params") is not None else w["params"]
+    if w["active_params"] > w["params"]:
+        raise FabricscopeError("--active-params cannot exceed --params")
+    if w["experts"] == 0 and w["ep"] > 1:
+        raise FabricscopeError("--ep needs a mixture-of-experts model (--experts)")
+    if w["experts"] and (w["ep"] > w["experts"] or w["active_experts"] > w["experts"]):
+        raise FabricscopeError("--ep and --active-experts cannot exceed --experts")
+    if w["batch"] % w["ep"]:
+        raise FabricscopeError(f"--batch {w['batch']} must be a multiple of --ep {w['ep']} (each EP rank serves a share)")
+    w["layers"], w["hidden"] = shape_of(w["params"] if not w["experts"] else w["active_params"], raw.get("layers"),
+                                        raw.get("hidden"))
+    kv = raw.get("kv_bytes_per_token")
+    L, h = w["layers"], w["hidden"]
+    w["kv_bytes_per_token"] = float(parse_size(kv, minimum=0)) if kv is not None else 2 * L * (h / 8) * w["act_bytes"]
+    return w
+
+
+def _fabric(raw: dict[str, Any], w: dict[str, Any]) -> tuple[dict[str, Any], Any, Simulator, int]:
+    """Fabric parameters, topology and simulator; the node count covers a prefill and a decode
+    instance. Returns also the nodes of one instance."""
+    sp = normalise({k: v for k, v in raw.items() if k not in INFER_DEFAULTS and k != "workload"})
+    G = int(sp["gpus_per_node"])
+    if not 1 <= G <= 1024:  # checked here too: the TP layout below divides by it before the fabric is built
+        raise FabricscopeError("--gpus-per-node must be between 1 and 1024")
+    n = w["tp"] * w["ep"]
+    if w["tp"] > G and w["tp"] % G:
+        raise FabricscopeError(f"--tp {w['tp']} across nodes must be a multiple of --gpus-per-node {G}")
+    if w["tp"] <= G and G % w["tp"]:
+        raise FabricscopeError(f"--tp {w['tp']} must divide --gpus-per-node {G}")
+    per = math.ceil(n / G)
+    if n > G and n % G:
+        raise FabricscopeError(f"an instance of tp x ep = {n} GPUs must fill whole nodes of {G}")
+    if sp.get("topology_file") is None:
+        sp["nodes"] = max(2 * per, int(sp["nodes"]))
+        if sp["topology"] == "single-node":
+            sp["topology"] = "star"
+    topo = build_topology(sp)
+    if topo.nodes < 2 * per:
+        raise FabricscopeError(f"the fabric has {topo.nodes} node(s); a prefill and a decode instance need {2 * per}")
+    return sp, topo, build_simulator(sp, topo), per
+
+
+def _comm(sim: Simulator, w: dict[str, Any]) -> dict[str, Any]:
+    """Per-token TP all-reduces (NCCL's choice) and EP alltoalls of one decode step, and the TP
+    all-reduces of the prefill."""
+    tp, ep, L, h, ab = w["tp"], w["ep"], w["layers"], w["hidden"], w["act_bytes"]
+    ranks = np.arange(tp * ep, dtype=np.int64).reshape(ep, tp)
+    out: dict[str, Any] = {"tp_token_s": 0.0, "tp_prefill_s": 0.0, "ep_token_s": 0.0}
+    local = w["batch"] // ep
+    if tp > 1:
+        r = select.collective(sim, "all_reduce", int(local * h * ab), ranks)
+        rp = select.collective(sim, "all_reduce", int(local * w["prompt_tokens"] * h * ab), ranks)
+        out["tp_token_s"], out["tp_prefill_s"] = 2 * L * r.time_s, 2 * L * rp.time_s
+        out["tensor_parallel"] = {"calls_per_token": 2 * L, "per_call": _call(r), "per_token_s": out["tp_token_s"],
+                                  "prefill_s": out["tp_prefill_s"]}
+    if w["experts"] and ep > 1:
+        size = int(local * w["active_experts"] * h * ab)
+        r = select.collective(sim, "alltoall", max(size, ep), np.ascontiguousarray(ranks.T))
+        out["ep_token_s"] = 2 * L * r.time_s
+        out["expert_parallel"] = {"calls_per_token": 2 * L, "per_call": _call(r), "per_token_s": out["ep_token_s"]}
+    return out
+
+
+def _call(r: Any) -> dict[str, Any]:
+    return {"time_s": r.time_s, "busbw_GBps": r.busbw_GBps, "algbw_GBps": r.algbw_GBps, "size_bytes": r.size_bytes,
+            "algo": r.algo, "proto": r.proto, "limited_by": r.limited_by, "bottlenecks": r.bottlenecks[:3]}
+
+
+def _kv_modes(sp: dict[str, Any], topo: Any, sim: Simulator, w: dict[str, Any], per: int) -> dict[str, Any]:
+    """KV cache of one batch from the prefill instance to the decode instance, each GPU its shard."""
+    n = w["tp"] * w["ep"]
+    kv_bytes = w["batch"] * w["prompt_tokens"] * w["kv_bytes_per_token"]
+    src = np.arange(n)
+    dst = per * topo.node.gpus_per_node + np.arange(n)
+    modes: dict[str, Any] = {}
+    t_user = sim.transport
+    rdma_name = t_user.name if t_user.name in ("ib", "roce", "roce-lossy") else "roce"
+    loss = parse_probability(sp["loss"])
+    for mode, tname in (("tcp_per_request", "tcp"), ("tcp_pooled", "tcp"), ("rdma_pooled", rdma_name)):
+        tr = t_user if t_user.name == tname else make_transport(tname, loss=loss)
+        s2 = Simulator(topo, tr, routing=sp.get("routing"), seed=int(sp["seed"]))
+        plan = collectives.p2p_plan(topo, src, dst, kv_bytes / n, f"kv-{tname}", "KV-cache transfer")
+        res = s2.run_plan(plan)
+        pat = s2.solve_pattern(plan.phases[0].pattern)
+        rate = float(pat.solution.rate[pat.network].min())
+        rtt = float(2 * (pat.path_lat_s + pat.alpha_s)[pat.network].max())
+        if tname == "tcp":
+            t = tcp_transfer_s(kv_bytes / n, rate, rtt, tr.payload_bytes, fresh=(mode == "tcp_per_request"))
+            t += tr.alpha_s
+        else:
+            t = res.time_s
+        modes[mode] = {"transport": tname, "time_s": t, "rate_GBps_per_gpu": rate / 1e9, "rtt_us": rtt * 1e6}
+    return modes
+
+
+def run_infer(params: dict[str, Any]) -> dict[str, Any]:
+    raw = {**INFER_DEFAULTS, **{k.replace("-", "_"): v for k, v in params.items() if v is not None}}
+    w = _workload(raw)
+    sp, topo, sim, per = _fabric(raw, w)
+    n = w["tp"] * w["ep"]
+    P, Pa, batch = w["params"], w["active_params"], w["batch"]
+    ctx = w["prompt_tokens"] + w["output_tokens"] / 2  # mean context length during decode
+    mem_s = (P * w["weight_bytes"] + batch * ctx * w["kv_bytes_per_token"]) / n / (w["hbm_GBps"] * 1e9)
+    cmp_s = 2 * Pa * batch / n / (w["gpu_tflops"] * 1e12)
+    decode_s = max(mem_s, cmp_s)
+    prefill_s = 2 * Pa * batch * w["prompt_tokens"] / n / (w["gpu_tflops"] * 1e12)
+    c = _comm(sim, w)
+    comm = c["tp_token_s"] + c["ep_token_s"]
+    tpot = decode_s + comm
+    modes = _kv_modes(sp, topo, sim, w, per)
+    ttft = {k: prefill_s + c["tp_prefill_s"] + v["time_s"] for k, v in modes.items()}
+    tp_doc = c.get("tensor_parallel", {"calls_per_token": 2 * w["layers"]})
+    doc = {
+        "schema": SCHEMA,
+        "kind": "infer",
+        "workload": {k: w[k] for k in ("params", "tp", "ep", "batch", "prompt_tokens", "output_tokens", "layers", "hidden",
+                                       "kv_bytes_per_token", "gpu_tflops", "hbm_GBps", "experts", "active_experts",
+                                       "active_params")},
+        "time_s": tpot,
+        "decode_step_s": decode_s,
+        "decode_bound": "memory" if mem_s >= cmp_s else "compute",
+        "tp_comm_per_token_s": c["tp_token_s"],
+        "ep_comm_per_token_s": c["ep_token_s"],
+        "time_per_output_token_s": tpot,
+        "comm_share": comm / tpot if tpot > 0 else 0.0,
+        "tokens_per_s": batch / tpot,
+        "prefill_s": prefill_s + c["tp_prefill_s"],
+        "kv_cache_bytes": batch * w["prompt_tokens"] * w["kv_bytes_per_token"],
+        "kv_transfer": modes,
+        "kv_transfer_best": min(modes, key=lambda k: modes[k]["time_s"]),
+        "time_to_first_token_s": ttft,
+        "tensor_parallel": tp_doc,
+        "bottlenecks": (c.get("expert_parallel") or tp_doc).get("per_call", {}).get("bottlenecks", []),
+        "model": sim.describe(),
+    }
+    if c.get("expert_parallel"):
+        doc["expert_parallel"] = c["expert_parallel"]
+    if raw.get("tpot_target_ms") is not None:
+        doc["tpot_target"] = tpot_target(params, _num(raw, "tpot_target_ms", 1e-6))
+    return doc
+
+
+def tpot_target(params: dict[str, Any], target_ms: float) -> dict[str, Any]:
+    """Which transport and NIC rate meet a time-per-output-token target on this fabric: each
+    (transport, rate) in turn, everything else as given; per transport the slowest rate that meets it."""
+    base = {k: v for k, v in params.items() if k.replace("-", "_") not in ("tpot_target_ms", "transport", "nic_rate")}
+    rows = []
+    for tname in TARGET_TRANSPORTS:
+        for rate in TARGET_RATES:
+            d = run_infer({**base, "transport": tname, "nic_rate": rate})
+            t = d["time_per_output_token_s"]
+            rows.append({"transport": tname, "nic_rate": rate, "tpot_s": t, "meets": t * 1e3 <= target_ms,
+                         "ttft_s": min(d["time_to_first_token_s"].values())})
+    slowest = {}
+    for tname in TARGET_TRANSPORTS:
+        ok = [r for r in rows if r["transport"] == tname and r["meets"]]
+        slowest[tname] = ok[0]["nic_rate"] if ok else None
+    return {"target_ms": target_ms, "options": rows, "slowest_rate_that_meets": slowest}

@@ -1,0 +1,217 @@
+"""NCCL's own tuning model: which (algorithm, protocol) pairs NCCL may run for an operation on a
+system, their latency, and the protocol's share of the bandwidth.
+
+Source: NVIDIA NCCL v2.30.7-1, ``src/graph/tuning.cc`` (``ncclTunerConstantsDefaults``,
+``ncclTopoTuneModel``, ``ncclTopoGetAlgoTime``), channel doubling in ``src/graph/connect.cc``.
+The constants below are NCCL's; the structure is paraphrased, not copied. What this module does
+*not* take from NCCL is the raw bandwidth: that is the flow model's answer for the algorithm's
+traffic on the topology (``sim/select.py``); NCCL's protocol factors and per-channel caps are then
+applied to it, as ``ncclTopoTuneModel`` applies them to its own graph bandwidth.
+
+Predicted time of one pair, as in ``ncclTopoGetAlgoTime``: ``latency + bytes / algbw``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+NCCL_SOURCE = "NVIDIA NCCL v2.30.7-1, src/graph/tuning.cc"
+
+# Algorithms fabricscope names (NCCL_ALGO spelling in brackets): ring [Ring], tree [Tree],
+# nvls [NVLS], nvlstree [NVLSTree], collnet [CollNetDirect], pat [PAT].
+NCCL_ALGOS = ("ring", "tree", "nvls", "nvlstree", "collnet", "pat")
+PROTOS = ("LL", "LL128", "Simple")
+_P = {p: i for i, p in enumerate(PROTOS)}
+
+# baseLatencies (us) per algorithm, (LL, LL128, Simple).
+BASE_LAT_US: dict[str, tuple[float, float, float]] = {
+    "tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "collnet": (0.0, 0.0, 0.0),
+    "nvls": (0.0, 0.0, 0.0), "nvlstree": (0.0, 0.0, 0.0), "pat": (8.0, 8.0, 8.0),
+}
+# hwLatencies (us) per link type of a hop, per algorithm, (LL, LL128, Simple). collnet is
+# NCCL's CollNetDirect (the variant on NVSwitch systems).
+HW_LAT_US: dict[str, dict[str, tuple[float, float, float]]] = {
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "collnet": (0.0, 0.0, 3.7),
+               "nvls": (0.0, 0.0, 25.0), "nvlstree": (0.0, 0.0, 25.0), "pat": (0.0, 0.0, 4.0)},
+    "pci": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "collnet": (0.0, 0.0, 3.7),
+            "nvls": (0.0, 0.0, 0.0), "nvlstree": (0.0, 0.0, 0.0), "pat": (0.0, 0.0, 4.0)},
+    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "collnet": (0.0, 0.0, 31.0),
+            "nvls": (0.0, 0.0, 18.0), "nvlstree": (0.0, 0.0, 20.9), "pat": (0.0, 0.0, 14.0)},
+}
+ARCHS = ("volta", "ampere", "hopper", "blackwell")
+# llMaxBws (GB/s busbw): row = GPU generation for one node, or the CPU for several (row 0 Intel,
+# row 1 AMD); column = 1, 2, >2 nodes.
+LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
+# Per-channel caps (GB/s), per generation, per 1 / 2 / >2 nodes.
+PER_CH_MAX_RING_LL128 = {"volta": (20.0, 20.0, 20.0), "ampere": (20.0, 20.0, 20.0),
+                         "hopper": (36.7, 36.7, 36.7), "blackwell": (40.0, 40.0, 40.0)}
+PER_CH_MAX_TREE_LL128 = {"volta": (20.0, 20.0, 20.0), "ampere": (20.0, 20.0, 20.0),
+                         "hopper": (36.7, 36.7, 29.0), "blackwell": (55.6, 31.67, 20.0)}
+PER_CH_MAX_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8),
+                   "hopper": (38.7, 41.4, 36.0), "blackwell": (70.0, 42.8, 24.0)}
+PER_CH_MAX_NVLSTREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8),
+                       "hopper": (0.0, 57.7, 45.5), "blackwell": (0.0, 96.0, 80.0)}
+# nvlsEfficiency: NVLink SHARP's share of the NVLink bandwidth (0 = no NVLS before Hopper).
+NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.74}
+# treeCorrectionFactor[proto][log2(bytes / 64)] for 64 B .. 256 MiB (tree all_reduce only).
+TREE_CORRECTION = (
+    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0),
+    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9),
+)
+NET_OVERHEAD_US = 1.0  # getNetOverhead on an Intel x86 host (2.0 on AMD); x3 for Simple
+RING_PLATEAU = {"volta": 1.9}  # ring Simple all_reduce latency factor on several nodes; 1.4 from Ampere
+MAXCHANNELS = 64  # src/include/device.h
+NVLS_CHANNELS = 16  # NCCL_NVLS_NCHANNELS default (src/transport/nvls.cc)
+
+# GPU preset -> generation (compute capability 7.x Volta, 8.x Ampere, 9.x Hopper, 10.x Blackwell).
+GPU_ARCH = {"v100": "volta", "a100": "ampere", "h100": "hopper", "h200": "hopper", "h800": "hopper",
+            "b200": "blackwell", "gb200": "blackwell"}
+
+
+@dataclass(frozen=True)
+class CommShape:
+    """What NCCL's tuner knows of a communicator."""
+
+    op: str
+    ranks: int
+    nodes: int  # NVLink domains (NCCL's nodes) the communicator spans
+    arch: str  # a member of ARCHS
+    intra_hw: str  # "nvlink" or "pci": the link type between GPUs of a node
+    nvswitch: bool  # an NVSwitch with NVLink SHARP (Hopper and later)
+    channels: int  # NCCL's channel count
+    nics_per_node: int
+    sharp: bool = False  # CollNet: in-network reduction in the IB switches (SHARP)
+    net_extra_us: float = 0.0  # what the transport adds per network hop to NCCL's RDMA figure
+
+    @property
+    def ppn(self) -> float:
+        return self.ranks / self.nodes
+
+    @property
+    def col(self) -> int:
+        """NCCL's index2: 1, 2, or more nodes."""
+        return min(self.nodes, 3) - 1
+
+
+def channels_for(nodes: int, nics_per_node: int, gpus_per_node: int) -> int:
+    """NCCL's channel count: the ring graph search finds one channel per NIC (per GPU in one node),
+    and ``connect.cc`` doubles them (``nChannels * 2``), at most MAXCHANNELS."""
+    base = nics_per_node if nodes > 1 else gpus_per_node
+    return max(2, min(MAXCHANNELS, 2 * max(1, base)))
+
+
+def allowed(shape: CommShape, algo: str) -> tuple[bool, str]:
+    """Whether NCCL runs ``algo`` for this op on this system, and why not (ncclTopoTuneModel's
+    per-function filters and the enable rules that follow it)."""
+    op, multi = shape.op, shape.nodes > 1
+    if op == "broadcast" and algo != "ring":
+        return False, "NCCL runs broadcast on rings only"
+    if op in ("all_gather", "reduce_scatter") and algo not in ("ring", "pat", "nvls", "collnet"):
+        return False, f"NCCL runs {op} with ring, PAT, NVLS or CollNet only"
+    if op == "all_reduce" and algo == "pat":
+        return False, "PAT runs all_gather and reduce_scatter only"
+    if op not in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"):
+        return False, f"{op} is point-to-point in NCCL (no collective algorithm)"
+    if algo in ("nvls", "nvlstree"):
+        if not shape.nvswitch:
+            return False, "NVLS needs NVSwitch with NVLink SHARP (H100, H200, B200, GB200)"
+        if shape.ppn < 2:
+            return False, "NVLS needs several GPUs of one NVLink domain"
+    if algo == "nvlstree" and not multi:
+        return False, "NVLSTree is disabled on a single node"
+    if algo == "nvls" and multi and not shape.sharp:
+        return False, "NVLS across nodes needs CollNet/SHARP (--sharp)"
+    if algo == "collnet":
+        if not shape.sharp:
+            return False, "CollNet needs in-network reduction (SHARP switches): --sharp"
+        if not multi:
+            return False, "CollNet reduces across nodes"
+        if op != "all_reduce" and shape.ppn > shape.nics_per_node:
+            return False, f"CollNet {op} needs one NIC per GPU"
+    if algo == "pat" and (shape.ppn != 1 or not multi):
+        return False, "PAT runs with one GPU per node"
+    return True, ""
+
+
+def protocols(shape: CommShape, algo: str) -> list[str]:
+    """Protocols NCCL enables for ``algo``: NVLS, NVLSTree, CollNet and PAT run Simple only;
+    LL128 only where every intra-node hop is NVLink (typeIntra <= PATH_NVB) from Volta on."""
+    if algo in ("nvls", "nvlstree", "collnet", "pat"):
+        return ["Simple"]
+    out = ["LL", "LL128", "Simple"]
+    if shape.intra_hw != "nvlink":
+        out.remove("LL128")
+    return out
+
+
+def _log2i(x: float) -> int:
+    return int(math.floor(math.log2(x))) if x >= 1 else 0
+
+
+def latency_s(shape: CommShape, algo: str, proto: str, size_bytes: float) -> float:
+    """NCCL's latency of one (algorithm, protocol): a base plus each hop charged the latency of
+    its own link type (NVLink or PCIe inside a node, the network between nodes)."""
+    p, n, nn = _P[proto], shape.ranks, shape.nodes
+    lat = BASE_LAT_US[algo][p]
+    intra = HW_LAT_US[shape.intra_hw][algo][p]
+    # With one GPU per node every hop is exposed: NCCL charges the tree's network latency.
+    inter = HW_LAT_US["net"]["tree" if shape.ppn == 1 else algo][p] + shape.net_extra_us
+    op = shape.op
+    if algo == "ring":
+        steps = 2 * (n - 1) if op == "all_reduce" else n - 1 if op in ("all_gather", "reduce_scatter") else n
+        if op == "broadcast":
+            lat += HW_LAT_US["net" if nn > 1 else shape.intra_hw]["ring"][p]
+        else:
+            overhead = (NET_OVERHEAD_US * (3 if proto == "Simple" else 1)) if nn > 1 else 0.0
+            inter_steps = 0 if nn == 1 else 2 * (nn - 1) if op == "all_reduce" else nn - 1
+            lat += (steps - inter_steps) * max(intra, overhead) + inter_steps * inter
+            if proto == "Simple" and nn > 1 and op == "all_reduce" and size_bytes / (shape.channels * n) >= 64:
+                lat *= RING_PLATEAU.get(shape.arch, 1.4)
+    elif algo == "tree":
+        lat += 2 * ((shape.ppn - 1) * intra + _log2i(nn) * inter)
+    elif algo == "collnet":
+        lat += 2 * (min(1.0, shape.ppn - 1) * intra + (shape.ppn - 1) * 0.4) + inter
+    elif algo == "nvls":
+        lat = intra + (inter if nn > 1 else 0.0)
+    elif algo == "nvlstree":
+        lat += intra + 2 * _log2i(nn) * inter
+    elif algo == "pat":
+        lat += _log2i(nn) * (inter / 3.5) + n * 2.8
+    return lat * 1e-6
+
+
+def protocol_busbw(shape: CommShape, algo: str, proto: str, busbw: float, size_bytes: float) -> float:
+    """The busbw (GB/s, nccl-tests units) this protocol gets out of the flow model's ``busbw`` for
+    the algorithm's traffic: NCCL's protocol factors, per-channel caps and tree derating."""
+    a, col, nch = shape.arch, shape.col, shape.channels
+    row = ARCHS.index(a) if shape.nodes == 1 else 0  # several nodes: the CPU's row (Intel)
+    ll_max = LL_MAX_BW[row][col]
+    bw = busbw
+    if algo == "ring" and proto == "LL":
+        bw = min(ll_max, bw * 0.5)
+    elif algo == "ring" and proto == "LL128":
+        bw = min(bw * 0.92, nch * PER_CH_MAX_RING_LL128[a][col])
+    elif algo == "tree":
+        if shape.op == "all_reduce":
+            bw = min(bw * 0.92, nch * PER_CH_MAX_TREE[a][col])
+        if proto == "LL":
+            bw = min(bw / 3.8, ll_max)
+        elif proto == "LL128":
+            bw = min(bw * (7.0 / 9.0 if shape.nodes == 1 else 120.0 / 128.0), nch * PER_CH_MAX_TREE_LL128[a][col])
+        bw *= tree_correction(proto, size_bytes)
+    elif algo == "nvlstree":
+        cap = NVLS_CHANNELS * PER_CH_MAX_NVLSTREE[a][col]
+        bw = min(bw, cap) if cap > 0 else bw
+    elif algo == "pat":
+        bw *= 0.75
+    return bw
+
+
+def tree_correction(proto: str, size_bytes: float) -> float:
+    """treeCorrectionFactor: trees run below their model for medium sizes (64 B .. 256 MiB)."""
+    log = _log2i(int(size_bytes) >> 6) if size_bytes >= 64 else -1
+    if 0 <= log < 23:
+        return TREE_CORRECTION[_P[proto]][log]
+    return 1.0

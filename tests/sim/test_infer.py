@@ -1,0 +1,60 @@
+"""`sim infer` beyond one node (issue 10 item 6): TP and expert parallelism across nodes, NCCL's
+choice for the TP all-reduce, and which transport and NIC rate meet a TPOT target."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabricscope.errors import FabricscopeError
+from fabricscope.sim.infer import run_infer
+
+MOE = {"params": 47e9, "active_params": 13e9, "experts": 8, "active_experts": 2, "tp": 2, "ep": 8, "batch": 64,
+       "system": "dgx-h100"}
+
+
+def test_moe_expert_parallel_across_nodes_feels_the_transport() -> None:
+    tcp = run_infer({**MOE, "transport": "tcp"})
+    ib = run_infer({**MOE, "transport": "ib"})
+    assert tcp["expert_parallel"]["per_call"]["algo"] == "direct"
+    assert tcp["ep_comm_per_token_s"] > ib["ep_comm_per_token_s"] > 0
+    assert tcp["time_per_output_token_s"] == pytest.approx(
+        tcp["decode_step_s"] + tcp["tp_comm_per_token_s"] + tcp["ep_comm_per_token_s"])
+    # 16 GPUs per instance: two nodes for prefill, two for decode
+    assert tcp["model"]["topology"]["nodes"] == 4
+
+
+def test_dense_tp_in_a_node_does_not_care_about_the_nic() -> None:
+    a = run_infer({"params": 70e9, "tp": 8, "batch": 16, "nic_rate": "100G"})
+    b = run_infer({"params": 70e9, "tp": 8, "batch": 16, "nic_rate": "400G"})
+    assert a["time_per_output_token_s"] == b["time_per_output_token_s"]
+    assert a["tensor_parallel"]["per_call"]["algo"] in ("ring", "tree", "nvls")  # NCCL's choice, in the node
+    assert min(b["time_to_first_token_s"].values()) < min(a["time_to_first_token_s"].values())  # the KV move does
+
+
+def test_tp_across_nodes_goes_over_the_network() -> None:
+    one = run_infer({"params": 70e9, "tp": 8, "batch": 16, "system": "dgx-h100"})
+    two = run_infer({"params": 70e9, "tp": 16, "batch": 16, "system": "dgx-h100"})
+    assert two["tensor_parallel"]["per_call"]["time_s"] > one["tensor_parallel"]["per_call"]["time_s"]
+    assert two["decode_step_s"] == pytest.approx(one["decode_step_s"] / 2)
+
+
+def test_tpot_target_answers_which_transport_and_rate() -> None:
+    d = run_infer({**MOE, "tpot_target_ms": 3.5})
+    t = d["tpot_target"]
+    assert len(t["options"]) == 12
+    for r in t["options"]:
+        assert r["meets"] == (r["tpot_s"] * 1e3 <= 3.5)
+    assert t["slowest_rate_that_meets"]["tcp"] is None  # kernel TCP is too slow for this MoE at any rate
+    assert t["slowest_rate_that_meets"]["ib"] is not None
+
+
+@pytest.mark.parametrize(("params", "match"), [
+    ({"ep": 2}, "needs a mixture-of-experts"),
+    ({"experts": 8, "ep": 4, "batch": 6}, "multiple of --ep"),
+    ({"experts": 8, "ep": 16}, "cannot exceed --experts"),
+    ({"params": 70e9, "active_params": 80e9}, "cannot exceed --params"),
+    ({"tp": 3}, "divide --gpus-per-node"),
+])
+def test_bad_input(params, match) -> None:
+    with pytest.raises(FabricscopeError, match=match):
+        run_infer(params)
