@@ -16,8 +16,12 @@ from pathlib import Path
 
 
 def new_marker() -> str:
-    """A sleep duration no other process will have: 600-700 s with seven random decimals."""
-    return f"{random.randint(600, 699)}.{random.randint(0, 9_999_999):07d}"
+    """A sleep duration no other process will have: 600-700 s with seven random decimals.
+
+    The last decimal is never 0: a command that takes the marker as a float option passes it on
+    to its children as ``str(float)``, which drops a trailing zero (634.4834020 -> 634.483402),
+    and the children would then not carry the marker (one run in ten failed that way)."""
+    return f"{random.randint(600, 699)}.{random.randint(0, 999_999):06d}{random.randint(1, 9)}"
 
 
 def write_hanging_tool(bindir: Path, name: str, marker: str) -> Path:

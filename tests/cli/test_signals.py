@@ -210,7 +210,9 @@ def test_collective_launcher_signalled_ends_every_rank(tmp_path: Path, scratch: 
              "--straggle-rank", "1", "--straggle-ms", "1000", "--timeout", mark, "--no-store"],
             _env(tmp_path, scratch),
         )  # fmt: skip
-        assert wait_for(mark, 3, timeout_s=60), "the ranks never started"
+        if not wait_for(mark, 3, timeout_s=60):
+            proc.kill()
+            pytest.fail(f"the ranks never started (launcher exit {proc.wait()}): {proc.communicate()[1][-2000:]}")
         time.sleep(1.0)
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import require_torch
 from tests.lab import conftest as lab_fixtures
-from tests.lab.conftest import fs
+from tests.lab.conftest import best_rate, fs
 
 pytestmark = pytest.mark.slow
 
@@ -45,20 +45,18 @@ def _collective(launch: str, sizes: str, iters: int = 3, extra: tuple[str, ...] 
 def test_star_1gbit_all_reduce_64mib_reaches_90pct_of_link(make_lab) -> None:
     """The fabric can carry gloo's ring at >= 90% of the link (ceiling: GOODPUT, 95.6%).
 
-    Up to three runs, the best judged: on a shared 2-core CI machine, CPU taken by other tenants
-    (steal) slows a run (one CI run measured 0.890 where this machine measures 0.937-0.952), and
-    contention only ever lowers a rate, so the best run is the fabric's capability.
+    Up to three runs, the best judged (tests/lab/conftest.py best_rate says why).
     """
     make_lab("cstar", "--hosts", "4", "--link-rate", "1gbit")
     link_gbps = 1.0
-    measured: list[float] = []
-    for _ in range(3):
+
+    def busbw_gbps() -> float:
         doc = _collective("lab:cstar", "64M")
         entry = doc["entries"][0]
         assert entry["wrong"] == 0 and doc["params"]["world_size"] == 4
-        measured.append(entry["busbw_GBps"] * 8)
-        if measured[-1] >= 0.90 * link_gbps:
-            break
+        return entry["busbw_GBps"] * 8
+
+    measured = best_rate(busbw_gbps, lambda rate: rate >= 0.90 * link_gbps)
     assert max(measured) >= 0.90 * link_gbps, f"busbw {measured} Gbit/s on 1 Gbit/s links"
     assert max(measured) <= GOODPUT * link_gbps * 1.01, f"busbw {measured} above the TCP ceiling of the link"
 
