@@ -199,6 +199,78 @@ def test_whole_chunk_path_takes_clean_chunks_and_refuses_traps() -> None:
     assert report == _one_by_one(lines)
 
 
+# The whole-channel-chunk path: channel lines of known headers (with and without a device, so
+# with and without a rank to book on), and lines built to pass some of its checks while not being
+# channel lines the per-line loop would count.
+CHANNEL_HEADS = ["h1:10:11 [0]", "h1:10:12 [1]", "h1:10:13", "[0] h2:20:21 [3]"]
+CHANNEL_RESTS = [
+    "05/0 : 3[3] -> 11[3] [send] via NET/IB/3/GDRDMA",
+    "05/0 : 2[2] -> 3[3] [receive] via NET/IB/3/GDRDMA",
+    "06/1 : 3[3] -> 4[4] via P2P/CUMEM/read",
+    "07 : 3 -> 4 via SHM/direct/direct",
+    "08/0 : 1[1] -> 2[2] via P2P/IPC\r",
+]
+CHANNELS = [f"{h} NCCL INFO Channel {r}" for h in CHANNEL_HEADS for r in CHANNEL_RESTS]
+CHANNEL_TRAPS = [
+    "h1:10:11 [0] NCCL INFO Channel 5/ : 3[3] -> 4[4] via P2P/IPC",  # malformed spec
+    "h1:10:11 [0] NCCL INFO Channel 05/0 : x -> y via P2P/IPC",  # malformed rest
+    "h1:10:11 [0] NCCL INFO Channel 05/0 -> 3[3] via P2P/IPC",  # no " : "
+    "h1:10:11 [0] NCCL INFO Channel 05/0 : ",
+    "h1:10:11 [0] NCCL INFO Channel  05/0 : 3[3] -> 4[4] via P2P/IPC",
+    "h1:10:11 [0] NCCL INFO Channel",
+    "h1:10:11 [0] NCCL WARN Channel 05/0 : 3[3] -> 4[4] via P2P/IPC",
+    "h1:10:11 [0] NCCL INFO Ring 00 : 0 -> 1 via P2P/IPC",
+    "h9:90:91 [0] NCCL INFO Channel 05/0 : 3[3] -> 4[4] via P2P/IPC",  # unknown header
+    "h1:10:99 [0] NCCL INFO Channel 05/0 : 3[3] -> 4[4] via P2P/IPC",  # a new thread
+    "h1:10:11 [0] NCCL INFO Channel 05/0 : 1 NCCL INFO Channel 05/0 : 3[3] -> 4[4] via P2P/IPC",
+    "h1:10:11 [0]",
+    "x h1:10:11 [0] NCCL INFO Channel 05/0 : 3[3] -> 4[4] via P2P/IPC",
+    "h1:10:11 [0] NCCL INFO AllReduce: opCount 1a",
+    "",  # a blank line: it merges two channel lines' pieces, and the rest right-strips to a good one
+    "  ",
+]
+# A rank's number, so its channels are booked on it (h1:10:13 has no device: counted, not booked).
+RANK_LINES = [
+    "h1:10:11 [0] NCCL INFO comm 0x55 rank 0 nranks 8 cudaDev 0 busId 1b000 - Init START",
+    "[0] h2:20:21 [3] NCCL INFO comm 0x56 rank 3 nranks 8 cudaDev 3 busId 1c000 - Init START",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.one_of(st.sampled_from(CHANNELS), st.sampled_from(CHANNELS), st.sampled_from(CHANNEL_TRAPS),
+                       st.sampled_from(RANK_LINES), log_lines()), max_size=60),
+    st.lists(st.integers(0, 1000), max_size=5),
+    st.booleans(),
+)  # fmt: skip
+@example(CHANNELS + CHANNELS, [len(CHANNELS)], False)
+@example(CHANNELS + CHANNELS[::-1] + CHANNELS, [len(CHANNELS), 2 * len(CHANNELS)], True)
+@example(CHANNELS + [CHANNEL_TRAPS[10], CHANNEL_TRAPS[11]], [len(CHANNELS)], False)
+def test_whole_channel_chunks_agree_with_one_line_at_a_time(lines: list[str], cuts: list[int], learn: bool) -> None:
+    """Channel lines counted per chunk and booked later land where the per-line loop puts them:
+    the same counts per rank and transport, and an unnumbered rank's local rank from its first line."""
+    lines = [ln.replace("\n", " ") for ln in lines]
+    if learn:
+        lines = RANK_LINES + CHANNELS + lines
+    assert _chunks(lines, cuts)[0] == _one_by_one(lines)
+
+
+def test_whole_channel_chunks_are_taken_and_traps_refused() -> None:
+    """The path is really taken (the property test would pass without it): a chunk of known
+    channel lines, and one holding a new well-formed spec or rest (learnt in place), go whole;
+    each trap in an otherwise clean chunk sends that chunk down the per-line loop."""
+    learn = RANK_LINES + CHANNELS
+    for more in ([], ["h1:10:11 [0] NCCL INFO Channel 31/1 : 0[0] -> 7[7] via P2P/CUMEM/read"]):
+        lines = learn + CHANNELS[::-1] + more
+        report, whole = _chunks(lines, [len(learn)])
+        assert whole == 1 and report == _one_by_one(lines)
+    for trap in CHANNEL_TRAPS:
+        lines = [*learn, CHANNELS[0], trap, CHANNELS[1]]
+        report, whole = _chunks(lines, [len(learn)])
+        assert whole == 0, trap
+        assert report == _one_by_one(lines), trap
+
+
 def _generated(path: Path, size: int, ranks: int, seed: int) -> Path:
     import importlib.util
 

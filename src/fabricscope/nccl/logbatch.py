@@ -15,7 +15,10 @@ Most of a big log is long runs of such lines (the collectives' lines of every ra
 A chunk of ASCII is first tried whole (:meth:`BatchReader.feed_chunk`): a few ``bytes.count``
 calls and one set of its headers, all in C, prove that every line carries exactly one
 `` NCCL INFO ``, a known header and a first word that is plain; then the chunk costs no Python
-step per line. Any doubt sends the chunk down the per-line loop.
+step per line. A chunk of channel lines (the second phase of a job's init: tens of lines per
+rank) is proven the same way to hold only channel lines of known headers, specs and rests; its
+lines are counted per (header, rest) in C and booked on the ranks in bulk later
+(:meth:`BatchReader._settle`). Any doubt sends the chunk down the per-line loop.
 
 Everything else -- a new header, WARN lines, return codes, init lines -- goes through
 :meth:`fabricscope.nccl.logstate.LogAggregator.feed_line`, so the result
@@ -25,6 +28,7 @@ is the one of feeding every line alone (the property test in tests/nccl holds th
 from __future__ import annotations
 
 import re
+from collections import Counter
 from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING
@@ -37,11 +41,13 @@ if TYPE_CHECKING:
 SEP = " NCCL INFO "
 _AFTER = len(SEP)
 _SEP_B = SEP.encode()
-_MIDDLE, _LAST = itemgetter(1), itemgetter(2)
+_CHANNEL_B = b" NCCL INFO Channel "
+_FIRST, _MIDDLE, _LAST = itemgetter(0), itemgetter(1), itemgetter(2)
 WHOLE_BATCH_MIN_LINES = 32  # smaller batches: the per-line loop is as cheap
 _MARKERS_TRIED = 8  # plain first words counted per batch before giving up on the whole-batch path
 _MAX_MARKERS = 256  # plain first words remembered (a real log has a handful; a hostile one no quadratic cost)
 _CACHE_LIMIT = 1 << 17  # entries per cache; cleared when full (a cache, not state)
+_PENDING_LIMIT = 1 << 16  # (header, rest) pairs counted by whole channel chunks before they are booked
 # A first word that could start a "file:line -> N" return code; such lines always take the slow path.
 _RETCODE_WORD = re.compile(r"[^\s:]+:\d+")
 _SPEC = re.compile(r"Channel \d+(?:/\d+)?")
@@ -84,6 +90,21 @@ def _word_class(word: str) -> tuple[str, ...] | None:
             _word_classes.clear()
         found = _word_classes[word] = word_class(word)
     return found
+
+
+def _spec(text: str) -> tuple:
+    """What ``05/0`` of ``Channel 05/0 : ...`` stands for: ``("", True)``, or _BAD if malformed."""
+    return ("", True) if _SPEC.fullmatch("Channel " + text) else _BAD
+
+
+def _rest(text: str) -> tuple:
+    """``(via, local rank)`` of what follows a channel line's first `` : ``, or _BAD. Right-stripped
+    first, as :func:`fabricscope.nccl.log.parse_line` strips the message."""
+    match = _REST.match(text.rstrip())
+    if match is None:
+        return _BAD
+    src, dst, direction, via = match.groups()
+    return (via, int(dst if direction == "receive" else src))
 
 
 class _Channels:
@@ -136,11 +157,22 @@ class BatchReader:
         self.markers: list[tuple[bytes, tuple[bytes, ...]]] = []  # (word's place, its continuations')
         self.min_whole = WHOLE_BATCH_MIN_LINES
         self.whole_chunks = 0  # chunks booked at once (tests and benchmarks read it)
+        # The whole-channel-chunk path: what a channel line's header, spec ("05/0") and rest stand
+        # for, as bytes; and its counts per (header, rest) not yet booked on the ranks. Entries are
+        # only learnt or dropped inside feed(), which books the pending counts first.
+        self.channel_heads: dict[bytes, _Channels] = {}
+        self.channel_known: set[bytes] = set()  # the keys of channel_heads (set <= set runs in C)
+        self.good_specs: set[bytes] = set()
+        self.good_rests: dict[bytes, tuple] = {}  # rest -> (via, local rank)
+        self.good_rest_set: set[bytes] = set()
+        self.pending: Counter[tuple[bytes, bytes]] = Counter()
 
     def feed(self, lines: list, stats: FileStats) -> None:
         """Account for ``lines`` (already counted in ``stats.lines``), in order."""
         if not lines:
             return
+        if self.pending:  # channel lines before these come first on their ranks
+            self._settle()
         raw = isinstance(lines[0], bytes)
         c = self.raw if raw else self.text
         sep, space, colon, kind = c.sep, c.space, c.colon, type(lines[0])
@@ -198,8 +230,14 @@ class BatchReader:
     def feed_chunk(self, body: bytes, lines: int, stats: FileStats) -> None:
         """Account for ``body``: ``lines`` whole lines of ASCII without NUL, none overlong (already
         counted in ``stats.lines``), joined by newlines. Tried whole first, else line by line."""
-        if lines < self.min_whole or not self._all_plain(body, lines, stats):
-            self.feed(body.split(b"\n"), stats)
+        if lines >= self.min_whole:
+            # The first line tells which path could take the chunk: a channel line is never plain.
+            if body.startswith(_CHANNEL_B, body.find(_SEP_B)):
+                if self._all_channels(body, lines, stats):
+                    return
+            elif self._all_plain(body, lines, stats):
+                return
+        self.feed(body.split(b"\n"), stats)
 
     def _all_plain(self, body: bytes, n: int, stats: FileStats) -> bool:
         """Book the ``n`` lines of ``body`` at once when every one is plain; False (nothing booked)
@@ -253,8 +291,95 @@ class BatchReader:
         self.whole_chunks += 1
         return True
 
+    def _all_channels(self, body: bytes, n: int, stats: FileStats) -> bool:
+        """Count the ``n`` lines of ``body`` at once when every one is a channel line the per-line
+        loop would count (known header, spec and rest); False (nothing counted) otherwise.
+
+        Cut at `` NCCL INFO Channel ``, each piece but the first is a message (the per-line loop's
+        ``rest``), then a newline and the next line's header. The message is cut at its first
+        `` : `` into a spec and a rest, each of which must be one the per-line loop parses as well
+        formed. That proves one cut per line: a piece without a newline leaves an empty spec, one
+        with two a newline in the rest, a missing `` : `` an empty rest, and none of these is ever
+        taken (a rest is right-stripped before it is parsed, so the one newline check that decides
+        for a blank line between two channel lines is :meth:`_learn_rests`'). Each header must be known: a known header holds no `` NCCL `` and ends in a
+        digit or ``]``, so the cut is where the line reader finds the level and the first word."""
+        known = self.channel_known
+        if not known or not self.good_rest_set:
+            return False
+        pieces = body.split(_CHANNEL_B)  # head 0 | rest 0 \n head 1 | ... | rest n-1
+        if len(pieces) != n + 1 or b"\n" in pieces[0]:  # early exits; the specs and rests decide
+            return False
+        heads = [pieces[0]]
+        if n > 1:
+            tails = list(map(bytes.rpartition, pieces[1:-1], repeat(b"\n")))
+            heads += map(_LAST, tails)
+            rests = list(map(_FIRST, tails))
+            rests.append(pieces[-1])
+        else:
+            rests = [pieces[1]]
+        if not known.issuperset(heads):
+            return False
+        parts = list(map(bytes.partition, rests, repeat(b" : ")))
+        if not self.good_specs.issuperset(map(_FIRST, parts)) and not self._learn_specs(set(map(_FIRST, parts))):
+            return False
+        rests = list(map(_LAST, parts))
+        if not self.good_rest_set.issuperset(rests) and not self._learn_rests(set(rests)):
+            return False
+        self.pending.update(zip(heads, rests))  # first-seen order kept: the ranks' first channels
+        agg = self.agg
+        agg._last_key = self.channel_heads[heads[-1]].key
+        stats.nccl_lines += n
+        agg.events["channel"] = agg.events.get("channel", 0) + n
+        self.whole_chunks += 1
+        if len(self.pending) >= _PENDING_LIMIT:
+            self._settle()
+        return True
+
+    def _learn_specs(self, specs: set[bytes]) -> bool:
+        """Learn the new specs of a channel chunk (a new channel number per round of a job's
+        init): True when all are well formed, else False (the chunk goes line by line)."""
+        new = specs - self.good_specs
+        if len(self.good_specs) + len(new) >= _CACHE_LIMIT or any(_spec(s.decode()) is _BAD for s in new):
+            return False
+        self.good_specs |= new
+        return True
+
+    def _learn_rests(self, rests: set[bytes]) -> bool:
+        """As :meth:`_learn_specs`, for the rests (``3[3] -> 11[3] [send] via NET/IB/3/GDRDMA``)."""
+        new = rests - self.good_rest_set
+        if len(self.good_rests) + len(new) >= _CACHE_LIMIT:
+            return False  # (clearing would drop rests that pending counts still name)
+        parsed = {rest: _rest(rest.decode()) for rest in new}
+        if _BAD in parsed.values() or any(b"\n" in rest for rest in new):  # (a blank line's newline: see _all_channels)
+            return False
+        self.good_rests.update(parsed)
+        self.good_rest_set |= new
+        return True
+
+    def _settle(self) -> None:
+        """Put the channel lines counted by whole chunks where the per-line loop puts them, in the
+        order their (header, rest) pairs were first seen: the same counts, ranks first touched in
+        the same order, and the same first local rank of an unnumbered rank."""
+        heads, rests = self.channel_heads, self.good_rests
+        touched, first_local = self.touched, self.first_local
+        for (head, rest), count in self.pending.items():
+            entry = heads[head]
+            counts = entry.counts
+            if counts is None:
+                continue
+            via, local = rests[rest]
+            if not counts:
+                touched.append(entry)
+            counts[via] = counts.get(via, 0) + count
+            rank = entry.rank
+            if rank.rank is None and rank not in first_local:
+                first_local[rank] = local
+        self.pending.clear()
+
     def flush(self) -> None:
         """Book the channel lines counted so far on their ranks, in first-seen order."""
+        if self.pending:
+            self._settle()
         for entry in self.touched:
             rank = entry.rank
             for via, count in entry.counts.items():
@@ -271,15 +396,19 @@ class BatchReader:
         spec_text, found, after_text = text.partition(" : ")
         if not found:
             return _BAD, _BAD
-        spec = ("", True) if _SPEC.fullmatch("Channel " + spec_text) else _BAD
-        match = _REST.match(after_text.rstrip())
-        if match is None:
-            after = _BAD
-        else:
-            src, dst, direction, via = match.groups()
-            after = (via, int(dst if direction == "receive" else src))
+        spec, after = _spec(spec_text), _rest(after_text)
         c.store(c.specs, spec_text, spec)
         c.store(c.rests, after_text, after)
+        if c is self.raw:  # the whole-channel-chunk path's sets (learnt inside feed(): nothing pending)
+            if len(self.good_rests) >= _CACHE_LIMIT:
+                self.good_rests.clear()
+                self.good_rest_set.clear()
+                self.good_specs.clear()
+            if spec is not _BAD:
+                self.good_specs.add(spec_text.encode())
+            if after is not _BAD:
+                self.good_rests[after_text.encode()] = after
+                self.good_rest_set.add(after_text.encode())
         return spec, after
 
     def slow(self, line: str, stats: FileStats) -> None:
@@ -305,8 +434,16 @@ class BatchReader:
         if kind == "channel" and word == "Channel":
             rank = self.agg._rank_of(header) if header.cuda_dev is not None else None
             counts = None if rank is None else self.counts.setdefault(rank, {})
+            entry = _Channels(key, rank, counts)
             for c in self._caches(line):
-                c.store(c.other, begin, _Channels(key, rank, counts))
+                c.store(c.other, begin, entry)
+            if line.isascii():  # (inside feed(): nothing pending)
+                if len(self.channel_heads) >= _CACHE_LIMIT:
+                    self.channel_heads.clear()
+                    self.channel_known.clear()
+                head = begin[0].encode()
+                self.channel_heads[head] = entry
+                self.channel_known.add(head)
             return
         continuations = _word_class(word) if kind == "info" else None
         if continuations is None:
