@@ -17,7 +17,12 @@ Each full read runs in a fresh process, ``--repeat`` times (default 3); the medi
 figure judged against the target, and every run's figure is printed (CPU time on a shared virtual
 machine varies by tens of percent from run to run).
 
+With ``--baseline-src DIR`` (the ``src`` folder of another checkout, e.g. a ``git worktree`` of an
+older commit), every run of this reader is paired with one of that one, alternately, and the
+per-pair CPU ratio is printed: the A/B that survives this VM's drifting CPU speed.
+
 Usage:  python benchmarks/nccl_log_throughput.py [--size-mb 1024] [--ranks 4096] [--path /tmp/x.log] [--repeat 3]
+                                                 [--baseline-src DIR]
 """
 
 from __future__ import annotations
@@ -188,7 +193,13 @@ def main() -> int:
         "--repeat", type=int, default=3,
         help="full reads, each in a fresh process: the median is judged against the target (the best is shown too)",
     )  # fmt: skip
+    parser.add_argument(
+        "--baseline-src", default=None,
+        help="the src folder of another checkout: its reader runs alternately with this one, ratios printed",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.baseline_src and not os.path.isdir(os.path.join(args.baseline_src, "fabricscope")):
+        parser.error(f"--baseline-src {args.baseline_src}: no fabricscope package there (give a checkout's src folder)")
     size = int(args.size_mb * 1e6)
     path = args.path or f"/tmp/fabricscope-nccl-bench-{args.ranks}r-{int(args.size_mb)}MB.log"
     if not os.path.exists(path) or os.path.getsize(path) < size:
@@ -203,7 +214,7 @@ def main() -> int:
         lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 22), b""))
 
     # Each measurement runs in a fresh process, so neither the generator nor the other run is counted.
-    def run_reader(stop: int | None) -> dict:
+    def run_reader(stop: int | None, src: str | None = None) -> dict:
         code = (
             "import json, sys, time; sys.path.insert(0, sys.argv[1]); import nccl_log_throughput as b; "
             "stop = int(sys.argv[3]) or None; e, c, n, r = b.measure_reader(sys.argv[2], stop); "
@@ -216,12 +227,17 @@ def main() -> int:
             capture_output=True,
             text=True,
             check=True,
+            env={**os.environ, "PYTHONPATH": src} if src else None,
         )
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     load_before = os.getloadavg()[0]
     eighth = run_reader(total // 8)
-    runs = sorted((run_reader(None) for _ in range(max(1, args.repeat))), key=lambda r: r["cpu_s"])
+    pairs = []
+    for _ in range(max(1, args.repeat)):
+        base = run_reader(None, args.baseline_src) if args.baseline_src else None
+        pairs.append((base, run_reader(None)))
+    runs = sorted((run for _base, run in pairs), key=lambda r: r["cpu_s"])
     full = runs[len(runs) // 2]  # the median run by CPU time
     rss_eighth, rss_full = eighth["peak_mib"], full["peak_mib"]
     elapsed, cpu_s, nbytes = full["wall_s"], full["cpu_s"], full["bytes"]
@@ -243,6 +259,14 @@ def main() -> int:
         f"(load average {load_before:.1f} on {os.cpu_count()} CPUs when it started)"
     )
     print(f"  every run, MB/s per CPU-second: {every}")
+    if args.baseline_src:
+        bases = [b["cpu_s"] for b, _r in pairs]
+        ratios = ", ".join(f"{b['cpu_s'] / r['cpu_s']:.2f}" for b, r in pairs)
+        print(
+            f"  baseline {args.baseline_src}, alternately: {min(bases):.2f}-{max(bases):.2f} s of CPU vs "
+            f"{min(r['cpu_s'] for _b, r in pairs):.2f}-{max(r['cpu_s'] for _b, r in pairs):.2f} s; "
+            f"baseline/this per pair: {ratios}"
+        )
     print(
         f"  vs target {TARGET_MB_S:.0f} MB/s: {cpu_mb_s / TARGET_MB_S:.2f}x per CPU-second, {mb_s / TARGET_MB_S:.2f}x wall"
     )
