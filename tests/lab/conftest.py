@@ -29,6 +29,10 @@ def fs(*args: str, timeout: float = 300, env: dict | None = None, db: Path | Non
     return subprocess.run([sys.executable, "-m", "fabricscope", *args], capture_output=True, text=True, env=full, timeout=timeout)
 
 
+# TCP payload per Ethernet frame at MTU 1500, the lab's default (tbf counts whole frames): 1448 / 1514
+GOODPUT = 1448 / 1514
+
+
 def best_rate(measure: Callable[[], float], enough: Callable[[float], bool], tries: int = 3) -> list[float]:
     """Up to ``tries`` measurements of a rate, stopping at the first that is ``enough``; judge the max.
 
