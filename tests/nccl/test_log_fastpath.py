@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -348,3 +349,33 @@ def test_chunking_does_not_change_lines_or_counts(pieces: list[bytes], chunk_byt
         return lines, (stats.bytes, stats.lines, stats.overlong_lines, stats.binary_lines, stats.truncated)
 
     assert read(chunk_bytes) == read(1 << 22)
+
+
+@pytest.mark.parametrize("new_rests", [True, False], ids=["new-specs-and-rests", "new-specs"])
+def test_channel_chunk_sets_stay_bounded_and_right_on_a_hostile_log(new_rests: bool) -> None:
+    """Every line a new spec, and a new rest or not (a hostile or garbled log): the channel path's
+    sets are caches with a cap, cleared only where nothing counted still names them; the result
+    is the one of one line at a time."""
+    from unittest import mock
+
+    from fabricscope.nccl import logbatch
+
+    lines = [*RANK_LINES]
+    for i in range(3000):
+        peer = i + 1 if new_rests else 1
+        lines.append(f"h1:10:11 [0] NCCL INFO Channel {i}/0 : 0[0] -> {peer}[1] via P2P/IPC")
+    with mock.patch.object(logbatch, "_CACHE_LIMIT", 64):
+        report, whole = _chunks(lines, [len(RANK_LINES) + 1, *range(40, len(lines), 40)])
+        agg = LogAggregator()
+        stats = agg.begin_file("x")
+        stats.lines += len(lines)
+        for start in range(0, len(lines), 40):
+            part = lines[start : start + 40]
+            agg.feed_chunk("\n".join(part).encode(), len(part), stats)
+        reader = agg._batch
+        assert reader is not None
+        sizes = (len(reader.good_specs), len(reader.good_rests), len(reader.good_rest_set), len(reader.channel_heads))
+        assert max(sizes) <= 64, sizes
+        agg.end_file()
+    assert whole > 0
+    assert report == _one_by_one(lines)

@@ -300,9 +300,10 @@ class BatchReader:
         `` : `` into a spec and a rest, each of which must be one the per-line loop parses as well
         formed. That proves one cut per line: a piece without a newline leaves an empty spec, one
         with two a newline in the rest, a missing `` : `` an empty rest, and none of these is ever
-        taken (a rest is right-stripped before it is parsed, so the one newline check that decides
-        for a blank line between two channel lines is :meth:`_learn_rests`'). Each header must be known: a known header holds no `` NCCL `` and ends in a
-        digit or ``]``, so the cut is where the line reader finds the level and the first word."""
+        taken (a rest is right-stripped before it is parsed, so for a blank line between two
+        channel lines it is :meth:`_learn_rests` that refuses the newline; the piece count backs
+        it). Each header must be known: a known header holds no `` NCCL `` and ends in a digit or
+        ``]``, so the cut is where the line reader finds the level and the first word."""
         known = self.channel_known
         if not known or not self.good_rest_set:
             return False
@@ -350,7 +351,7 @@ class BatchReader:
         if len(self.good_rests) + len(new) >= _CACHE_LIMIT:
             return False  # (clearing would drop rests that pending counts still name)
         parsed = {rest: _rest(rest.decode()) for rest in new}
-        if _BAD in parsed.values() or any(b"\n" in rest for rest in new):  # (a blank line's newline: see _all_channels)
+        if _BAD in parsed.values() or any(b"\n" in rest for rest in new):  # a blank line's newline
             return False
         self.good_rests.update(parsed)
         self.good_rest_set |= new
@@ -400,7 +401,7 @@ class BatchReader:
         c.store(c.specs, spec_text, spec)
         c.store(c.rests, after_text, after)
         if c is self.raw:  # the whole-channel-chunk path's sets (learnt inside feed(): nothing pending)
-            if len(self.good_rests) >= _CACHE_LIMIT:
+            if len(self.good_rests) >= _CACHE_LIMIT or len(self.good_specs) >= _CACHE_LIMIT:
                 self.good_rests.clear()
                 self.good_rest_set.clear()
                 self.good_specs.clear()
