@@ -21,7 +21,7 @@ from fabricscope.lab.plan import host_bucket_bytes, switch_gso_frames
 from fabricscope.sim.incast import IncastFabric, simulate
 from tests.conftest import skip_unless_ci
 from tests.lab import conftest as lab_fixtures
-from tests.lab.conftest import fs
+from tests.lab.conftest import GOODPUT, fs
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +68,7 @@ def test_shallow_queue_collapses_and_the_model_follows_the_lab(make_lab) -> None
         measured[queue] = _incast("lab:incast", ",".join(map(str, counts)), ROUNDS)
     shallow = measured[QUEUE_BYTES]
 
-    ceiling = RATE_BPS / 1e9 * (1500 - 52) / (1500 + 14)  # TCP goodput at MTU 1500, in Gb/s
+    ceiling = RATE_BPS / 1e9 * GOODPUT  # TCP goodput at MTU 1500, in Gb/s
     ratios = {}
     for queue, counts in SENDERS.items():
         fabric = IncastFabric(link_bps=RATE_BPS, queue_bytes=queue, mtu=1500, base_rtt_s=50e-6,
