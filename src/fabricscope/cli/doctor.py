@@ -89,7 +89,7 @@ def _with_manifest(report, manifest):
 
     from fabricscope.findings import sort_key
     from fabricscope.fleet.expect import check_manifest
-    from fabricscope.fleet.facts import node_facts
+    from fabricscope.checks.facts import node_facts
 
     extra = check_manifest(manifest, node_facts(report.inventory))
     return dataclasses.replace(report, findings=sorted([*report.findings, *extra], key=sort_key))
