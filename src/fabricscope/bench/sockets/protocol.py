@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from fabricscope.bench.wire import (
+from fabricscope.bench.sockets.wire import (
     MAX_RR_BYTES,
     MAX_UDP_PAYLOAD,
     RR_HEADER_BYTES,

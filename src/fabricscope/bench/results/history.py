@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from fabricscope.bench.result import BenchResult, MatrixSuspect, Status
-from fabricscope.bench.stats import MAD_SCALE, mad, median
+from fabricscope.bench.results.schema import BenchResult, MatrixSuspect, Status
+from fabricscope.bench.results.stats import MAD_SCALE, mad, median
 
 DEFAULT_THRESHOLD_PCT = 5.0
 DEFAULT_MAD_K = 3.0

@@ -2,7 +2,7 @@
 
 Each host decides once whether it can take part (:func:`readiness`): an RDMA device in its
 inventory, the perftest tool on PATH, and an active port with a usable GID, chosen by
-:func:`fabricscope.bench.rdma.choose_port` (the port whose netdev holds the host's matrix
+:func:`fabricscope.bench.rdma.run.choose_port` (the port whose netdev holds the host's matrix
 address, else the first active port; on RoCE the lowest-index RoCE v2 GID with an IPv4
 address). Every host applies the same rule to its own inventory, so both ends of a flow agree
 on the GID type without exchanging indexes. The matrix runs RDMA only when every host is
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricscope.bench.counters import netdev_for_address
-from fabricscope.bench.perftest import PerftestParseError, failure_reason, metrics_from, parse_text
-from fabricscope.bench.rdma import (
+from fabricscope.bench.rdma.perftest import PerftestParseError, failure_reason, metrics_from, parse_text
+from fabricscope.bench.rdma.run import (
     STOP_GRACE_S,
     CommandOutcome,
     PortChoice,

@@ -21,14 +21,14 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from fabricscope.bench.dataport import Mailbox
-from fabricscope.bench.workers.base import Channel, Endpoint, WorkerError, os_reason
-from fabricscope.bench.workers.rr import connect_client, rr_client, rr_responder, udp_echo
-from fabricscope.bench.workers.stream import tcp_sink, tcp_source, udp_sink, udp_source
+from fabricscope.bench.sockets.dataport import Mailbox
+from fabricscope.bench.sockets.workers.base import Channel, Endpoint, WorkerError, os_reason
+from fabricscope.bench.sockets.workers.rr import connect_client, rr_client, rr_responder, udp_echo
+from fabricscope.bench.sockets.workers.stream import tcp_sink, tcp_source, udp_sink, udp_source
 
 
 def main() -> None:
-    """``python -m fabricscope.bench.workers``: first stdin line is the job as JSON.
+    """``python -m fabricscope.bench.sockets.workers``: first stdin line is the job as JSON.
 
     ``{"name": ..., "endpoint": {"fd": N} | {"host": h, "port": p}, "cookie": hex, "cfg": {...},
     "sync": bool}``. A passed socket arrives as an inherited file descriptor.

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from fabricscope.bench.dataport import COOKIE_TIMEOUT_S, CookieGate, same_host
+from fabricscope.bench.sockets.dataport import COOKIE_TIMEOUT_S, CookieGate, same_host
 
 Endpoint = Any  # socket.socket (server side) or tuple[str, int] (client side)
 RECV_CHUNK = 256 * 1024

@@ -6,9 +6,9 @@ import socket
 import time
 from typing import Any
 
-from fabricscope.bench.stats import latency_summary
-from fabricscope.bench.wire import MAX_RR_BYTES, RR_CLOSE, RR_HEADER, RR_HEADER_BYTES, UDP_RR_HEADER
-from fabricscope.bench.workers.base import (
+from fabricscope.bench.results.stats import latency_summary
+from fabricscope.bench.sockets.wire import MAX_RR_BYTES, RR_CLOSE, RR_HEADER, RR_HEADER_BYTES, UDP_RR_HEADER
+from fabricscope.bench.sockets.workers.base import (
     Channel,
     Endpoint,
     WorkerError,

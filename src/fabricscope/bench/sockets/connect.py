@@ -11,10 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fabricscope.bench.client import Peer, Tick, cpu_pct, offset_tick, record_run, run_socket_test
-from fabricscope.bench.procs import WorkerSet
-from fabricscope.bench.result import BenchResult
-from fabricscope.bench.wire import RR_HEADER_BYTES
+from fabricscope.bench.results.schema import BenchResult
+from fabricscope.bench.sockets.client import Peer, Tick, cpu_pct, offset_tick, record_run, run_socket_test
+from fabricscope.bench.sockets.procs import WorkerSet
+from fabricscope.bench.sockets.wire import RR_HEADER_BYTES
 
 STATS = ("p50", "p90", "p99", "p999", "max", "mean")
 

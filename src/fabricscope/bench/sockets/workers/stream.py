@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fabricscope.bench.tcpinfo import read_tcp_info
-from fabricscope.bench.wire import GO_BYTE, UDP_HEADER
-from fabricscope.bench.workers.base import (
+from fabricscope.bench.sockets.tcpinfo import read_tcp_info
+from fabricscope.bench.sockets.wire import GO_BYTE, UDP_HEADER
+from fabricscope.bench.sockets.workers.base import (
     RECV_CHUNK,
     Channel,
     Endpoint,

@@ -26,7 +26,7 @@ import socket
 import threading
 import time
 
-from fabricscope.bench.wire import COOKIE_BYTES
+from fabricscope.bench.sockets.wire import COOKIE_BYTES
 
 COOKIE_TIMEOUT_S = 2.0  # a connected client sends its cookie at once; 2 s covers a lost segment
 MAX_PENDING = 64  # connections waiting for their cookie at once; older ones are dropped first

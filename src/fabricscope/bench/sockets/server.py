@@ -1,7 +1,7 @@
 """``fabricscope bench serve``: serves tests one after another (or a few at once), like iperf3 -s.
 
 Protects the host it runs on: a token is required off loopback, every request is validated
-(:mod:`fabricscope.bench.protocol`) and capped (:class:`ServerLimits`), control connections and
+(:mod:`fabricscope.bench.sockets.protocol`) and capped (:class:`ServerLimits`), control connections and
 concurrent tests are limited, every wait has a deadline, data-plane workers are killed at the
 end of their test's time. It never runs a command and never opens a file named by a client.
 A bad request gets an error reply and a log line; the server keeps serving.
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricscope import __version__
-from fabricscope.bench.dataport import COOKIE_TIMEOUT_S, Mailbox
-from fabricscope.bench.netio import PeerError, describe_os_error, is_loopback, recv_frame, send_frame
-from fabricscope.bench.procs import WorkerSet
-from fabricscope.bench.protocol import (
+from fabricscope.bench.sockets.dataport import COOKIE_TIMEOUT_S, Mailbox
+from fabricscope.bench.sockets.netio import PeerError, describe_os_error, is_loopback, recv_frame, send_frame
+from fabricscope.bench.sockets.procs import WorkerSet
+from fabricscope.bench.sockets.protocol import (
     MAX_TOKEN_CHARS,
     PROTOCOL_VERSION,
     ConnectSpec,
@@ -43,7 +43,7 @@ from fabricscope.bench.protocol import (
 from fabricscope.errors import FabricscopeError
 from fabricscope.logfilter import RepeatLimiter
 
-log = logging.getLogger("fabricscope.bench.server")
+log = logging.getLogger("fabricscope.bench.sockets.server")
 
 HELLO_TIMEOUT_S = 3.0  # the whole hello, from accept to its last byte: before authentication
 REQUEST_TIMEOUT_S = 30.0
@@ -332,7 +332,7 @@ class BenchServer:
     def _tcp_listener(
         self, backlog: int
     ) -> Iterator[tuple[socket.socket, tuple[socket.socket, socket.socket]]]:
-        """A data listener and the mailbox its workers share (see :mod:`fabricscope.bench.dataport`)."""
+        """A data listener and the mailbox its workers share (see :mod:`fabricscope.bench.sockets.dataport`)."""
         sock = self._bound(socket.SOCK_STREAM)
         mailbox = Mailbox.create()
         try:

@@ -1,6 +1,6 @@
 """Starting, synchronising and reaping data-plane worker processes, with deadlines.
 
-Each worker is ``python -m fabricscope.bench.workers`` (argv list, never a shell): its job is
+Each worker is ``python -m fabricscope.bench.sockets.workers`` (argv list, never a shell): its job is
 the first line on its stdin, ``go``/``stop`` lines follow; it answers with JSON lines on stdout.
 A socket handed to a worker travels as an inherited file descriptor (``pass_fds``). Separate
 interpreters, not threads: one Python process cannot drive several streams at line rate.
@@ -19,7 +19,7 @@ from typing import Any
 
 from fabricscope.host import command
 
-WORKER_MODULE = "fabricscope.bench.workers"
+WORKER_MODULE = "fabricscope.bench.sockets.workers"
 MAX_REPORT_BYTES = 16 * 1024 * 1024
 
 
@@ -97,7 +97,7 @@ class WorkerSet:
 
         ``sync``: the worker reports ready and waits for :meth:`go` (client side). ``mailbox``:
         the socket pair through which the workers of one listener hand connections to each other
-        (:class:`fabricscope.bench.dataport.Mailbox`), inherited too.
+        (:class:`fabricscope.bench.sockets.dataport.Mailbox`), inherited too.
         """
         fds: tuple[int, ...] = ()
         if isinstance(endpoint, socket.socket):

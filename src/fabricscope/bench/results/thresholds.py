@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from fabricscope.bench.result import BenchResult, Status
+from fabricscope.bench.results.schema import BenchResult, Status
 
 
 @dataclass(frozen=True)

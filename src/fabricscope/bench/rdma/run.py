@@ -1,7 +1,7 @@
 """``bench rdma``: drive perftest with the device, port and GID index the inventory says to use.
 
 Planning is pure (:func:`choose_port`, :func:`build_argv`), running goes through an injected
-runner with a deadline (argv list, never a shell), parsing is :mod:`fabricscope.bench.perftest`.
+runner with a deadline (argv list, never a shell), parsing is :mod:`fabricscope.bench.rdma.perftest`.
 
 The GID rule, applied identically on both ends (mismatched GID indexes are the classic perftest
 failure): on RoCE, the lowest-index RoCE v2 GID holding an IPv4-mapped address, else the
@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricscope.bench.counters import CounterProbe, local_address_towards, netdev_for_address
-from fabricscope.bench.perftest import (
+from fabricscope.bench.rdma.perftest import (
     PerftestOutput,
     PerftestParseError,
     failure_reason,
@@ -28,7 +28,7 @@ from fabricscope.bench.perftest import (
     parse_json,
     parse_text,
 )
-from fabricscope.bench.result import BenchResult, Stopwatch, new_result
+from fabricscope.bench.results.schema import BenchResult, Stopwatch, new_result
 from fabricscope.host import Inventory, Root, command, read_inventory
 from fabricscope.host.infiniband import Gid, RdmaPort
 from fabricscope.host.tempfiles import private_dir

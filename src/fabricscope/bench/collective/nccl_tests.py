@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from fabricscope.bench.collective import size_metrics
-from fabricscope.bench.result import BenchResult, CollectiveEntry, new_result
+from fabricscope.bench.results.schema import BenchResult, CollectiveEntry, new_result
 from fabricscope.collective_ops import find
 from fabricscope.errors import FabricscopeError
 

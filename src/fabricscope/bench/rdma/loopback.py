@@ -2,8 +2,8 @@
 with ``--use-cuda`` (a GPUDirect RDMA functional check on one node, no peer needed).
 
 Each active InfiniBand/RoCE port runs a perftest server and a client against 127.0.0.1 on the same
-device, port and GID (the choice :func:`~fabricscope.bench.rdma.choose_port` makes), with the GPU
-nearest the HCA (:func:`~fabricscope.bench.rdma.plan_gpu`). GPU buffers need a perftest built with
+device, port and GID (the choice :func:`~fabricscope.bench.rdma.run.choose_port` makes), with the GPU
+nearest the HCA (:func:`~fabricscope.bench.rdma.run.plan_gpu`). GPU buffers need a perftest built with
 CUDA: its ``--help`` then lists ``--use_cuda`` (perftest README, "--use_cuda=<cuda device id>");
 otherwise the run is skipped with that reason, never reported as a pass. EFA ports are left out:
 NCCL reaches them through libfabric, not through verbs tools like these.
@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from fabricscope.bench.perftest import PerftestParseError, failure_reason, metrics_from, parse_text
-from fabricscope.bench.rdma import (
+from fabricscope.bench.rdma.perftest import PerftestParseError, failure_reason, metrics_from, parse_text
+from fabricscope.bench.rdma.run import (
     RdmaParams,
     RdmaPlanError,
     Runner,
@@ -26,7 +26,7 @@ from fabricscope.bench.rdma import (
     plan_gpu,
     subprocess_runner,
 )
-from fabricscope.bench.result import BenchResult, Stopwatch, new_result
+from fabricscope.bench.results.schema import BenchResult, Stopwatch, new_result
 from fabricscope.host import Root, read_inventory
 
 LOOPBACK_PEER = "127.0.0.1"

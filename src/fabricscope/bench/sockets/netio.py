@@ -15,7 +15,7 @@ import socket
 import time
 from typing import Any
 
-from fabricscope.bench.protocol import (
+from fabricscope.bench.sockets.protocol import (
     ProtocolError,
     decode_body,
     decode_length,

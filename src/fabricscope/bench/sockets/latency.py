@@ -11,10 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from fabricscope.bench.client import Peer, Tick, offset_tick, record_run, run_socket_test
-from fabricscope.bench.procs import WorkerSet
-from fabricscope.bench.result import BenchResult
-from fabricscope.bench.wire import MAX_UDP_PAYLOAD, RR_HEADER_BYTES
+from fabricscope.bench.results.schema import BenchResult
+from fabricscope.bench.sockets.client import Peer, Tick, offset_tick, record_run, run_socket_test
+from fabricscope.bench.sockets.procs import WorkerSet
+from fabricscope.bench.sockets.wire import MAX_UDP_PAYLOAD, RR_HEADER_BYTES
 from fabricscope.units import size_label
 
 DEFAULT_SIZES = (64, 1024, 16384, 65536, 1048576)

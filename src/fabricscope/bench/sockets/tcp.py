@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fabricscope.bench.client import Peer, Tick, cpu_pct, gbps, record_run, run_socket_test
-from fabricscope.bench.procs import WorkerSet
-from fabricscope.bench.result import BenchResult, Interval
+from fabricscope.bench.results.schema import BenchResult, Interval
+from fabricscope.bench.sockets.client import Peer, Tick, cpu_pct, gbps, record_run, run_socket_test
+from fabricscope.bench.sockets.procs import WorkerSet
 
 
 class TcpParams(BaseModel):
