@@ -74,8 +74,9 @@ def test_case_shape(split: str, case: dict) -> None:
         lint = case["lint"]
         assert lint == "clean" or (isinstance(lint, list) and lint), "scripts say 'clean' or list findings"
         for item in [] if lint == "clean" else lint:
-            assert set(item) == {"variable", "finding", "why"}
+            assert {"variable", "finding", "why"} <= set(item) <= {"variable", "finding", "why", "basis"}
             assert item["finding"] in VOCAB["lint_finding"]
+            assert item.get("basis", "thread") in VOCAB["lint_basis"]
             assert item["variable"] in path.read_text(encoding="utf-8")
     else:
         assert "lint" not in case
@@ -87,7 +88,7 @@ def test_split_matches_hash() -> None:
 
 def test_vocabulary_documented() -> None:
     readme = (CORPUS / "README.md").read_text(encoding="utf-8")
-    for section in ("root_cause", "lint_finding"):
+    for section in ("root_cause", "lint_finding", "lint_basis"):
         for term in VOCAB[section]:
             assert f"`{term}`" in readme, f"README.md does not document {section} {term}"
 
