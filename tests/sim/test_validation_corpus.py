@@ -1,0 +1,139 @@
+"""The corpus of published figures the simulator is fitted and judged on (issue 23, Validation).
+
+tests/data/sim_validation/ holds published figures only (schema: its README.md). These tests check
+the corpus's shape, never the simulator: every figure names its source and system, the split into
+calibration and held-out parts follows the fixed hash (so nobody can move a figure after seeing
+how the model does on it), rows of one published table never straddle the split, units and
+metrics come from a closed vocabulary, and no figure repeats one fabricscope.sim.published
+already holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fabricscope.sim import published
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "sim_validation"
+
+UNITS = {"us", "ms", "s", "GB/s", "Gb/s", "TFLOP/s", "%", "tokens/s", "tokens/s/GPU", "tokens/s/node"}
+METRIC_UNITS = {
+    "time": {"us"},                 # nccl-tests' time column (out-of-place)
+    "busbw": {"GB/s", "Gb/s"},      # nccl-tests' bus bandwidth (or as a report quotes it)
+    "algbw": {"GB/s"},
+    "latency": {"us"},              # one MoE dispatch/combine kernel
+    "bandwidth": {"GB/s"},          # MoE dispatch/combine bandwidth as the library reports it
+    "tokens_per_s": {"tokens/s"},
+    "tokens_per_s_per_gpu": {"tokens/s/GPU"},
+    "tokens_per_s_per_node": {"tokens/s/node"},
+    "tflops_per_gpu": {"TFLOP/s"},
+    "mfu": {"%"},
+    "step_time": {"s", "ms"},
+}
+TRANSPORTS = {"nvlink", "ib", "roce", "tcp", "efa", "tcpx", "tcpxo"}
+KINDS = {"collective", "moe_dispatch", "moe_combine", "training", "inference", "inference_prefill", "inference_decode"}
+COLLECTIVES = {"all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv"}
+
+
+def load(name: str) -> list[dict]:
+    doc = yaml.safe_load((CORPUS / name).read_text())
+    assert isinstance(doc, list), f"{name}: a list of records"
+    return doc
+
+
+FIGURES = load("figures.yaml")
+
+
+def split_key(rec: dict) -> str:
+    """The string the split hashes: a table's source for its rows, else source|system|metric|size."""
+    if rec.get("table"):
+        return f"{rec['source']['url']}#{rec['table']}"
+    return f"{rec['source']['url']}|{rec['system']['name']}|{rec['metric']}|{rec['workload'].get('size_label')}"
+
+
+def expected_split(key: str) -> str:
+    return "heldout" if int(hashlib.sha256(key.encode()).hexdigest(), 16) % 3 == 0 else "calibration"
+
+
+def test_enough_new_figures() -> None:
+    assert len(FIGURES) >= 40
+    assert len({r["id"] for r in FIGURES}) == len(FIGURES), "ids are unique"
+
+
+@pytest.mark.parametrize("rec", FIGURES, ids=[r["id"] for r in FIGURES])
+def test_record_shape(rec: dict) -> None:
+    src, system, work = rec["source"], rec["system"], rec["workload"]
+    assert src["url"].startswith("https://") and src["where"].strip(), "source: url and where in it"
+    if src.get("repo"):
+        assert src["url"].startswith(f"https://github.com/{src['repo']}/")
+        assert src.get("commit") is None or len(src["commit"]) == 40
+    assert system["name"] and system["transport"] in TRANSPORTS and system["transport_basis"]
+    assert rec["metric"] in METRIC_UNITS and rec["unit"] in UNITS
+    assert rec["unit"] in METRIC_UNITS[rec["metric"]], f"{rec['metric']} in {rec['unit']}"
+    assert isinstance(rec["value"], float) and rec["value"] > 0
+    assert isinstance(rec["read_off_plot"], bool)
+    assert work["kind"] in KINDS
+    if work["kind"] == "collective":
+        assert work["collective"] in COLLECTIVES
+        assert work["size_label"] and (work["size_bytes"] is None or work["size_bytes"] > 0)
+    for key in ("nodes", "gpus_per_node", "ranks"):
+        assert system.get(key) is None or (isinstance(system[key], int) and system[key] > 0)
+    if system.get("nodes") and system.get("gpus_per_node") and system.get("ranks"):
+        assert system["ranks"] == system["nodes"] * system["gpus_per_node"]
+
+
+def test_split_follows_the_fixed_hash() -> None:
+    wrong = [r["id"] for r in FIGURES if r["split_key"] != split_key(r) or r["split"] != expected_split(r["split_key"])]
+    assert not wrong, wrong
+
+
+def test_a_table_is_never_half_fitted() -> None:
+    splits: dict[str, set[str]] = defaultdict(set)
+    for r in FIGURES:
+        if r.get("table"):
+            splits[r["table"]].add(r["split"])
+    assert all(len(s) == 1 for s in splits.values()), {t: s for t, s in splits.items() if len(s) > 1}
+
+
+def test_split_files_are_the_two_parts() -> None:
+    cal, held = load("calibration.yaml"), load("heldout.yaml")
+    assert all(r["split"] == "calibration" for r in cal) and all(r["split"] == "heldout" for r in held)
+    assert sorted(cal + held, key=lambda r: r["id"]) == sorted(FIGURES, key=lambda r: r["id"])
+    assert cal and held
+
+
+def published_figures() -> list[tuple[str, float]]:
+    return ([(v.source, v.figure) for v in published.VALIDATION]
+            + [(c.source, c.figure) for c in published.CALIBRATION if c.figure])
+
+
+def duplicates(records: list[dict], known: list[tuple[str, float]]) -> list[str]:
+    """Records whose source is one published.py cites and whose value is within 0.5% of its figure."""
+    found = []
+    for r in records:
+        url = r["source"]["url"]
+        for source, figure in known:
+            if url == source.split(" ")[0] and abs(r["value"] - figure) <= 0.005 * figure:
+                found.append(f"{r['id']}: {r['value']} from {url}")
+    return found
+
+
+def test_no_figure_repeats_one_published_py_holds() -> None:
+    assert not duplicates(FIGURES, published_figures())
+
+
+def test_the_duplicate_guard_catches_a_repeat() -> None:
+    v = published.VALIDATION[0]
+    planted = {"id": "planted", "source": {"url": v.source}, "value": v.figure}
+    assert duplicates([planted], published_figures())
+
+
+def test_the_split_guard_catches_a_moved_figure() -> None:
+    rec = dict(FIGURES[0])
+    rec["split"] = "calibration" if rec["split"] == "heldout" else "heldout"
+    assert rec["split"] != expected_split(split_key(rec))
