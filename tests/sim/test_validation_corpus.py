@@ -35,7 +35,7 @@ METRIC_UNITS = {
     "mfu": {"%"},
     "step_time": {"s", "ms"},
 }
-TRANSPORTS = {"nvlink", "ib", "roce", "tcp", "efa", "tcpx", "tcpxo"}
+TRANSPORTS = {"nvlink", "ib", "roce", "rdma", "tcp", "efa", "tcpx", "tcpxo"}
 KINDS = {"collective", "moe_dispatch", "moe_combine", "training", "inference", "inference_prefill", "inference_decode"}
 COLLECTIVES = {"all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv"}
 
