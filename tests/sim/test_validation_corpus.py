@@ -11,6 +11,7 @@ already holds.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -107,19 +108,41 @@ def test_split_files_are_the_two_parts() -> None:
     assert cal and held
 
 
-def published_figures() -> list[tuple[str, float]]:
-    return ([(v.source, v.figure) for v in published.VALIDATION]
-            + [(c.source, c.figure) for c in published.CALIBRATION if c.figure])
+def published_figures() -> list[tuple[str, float, str]]:
+    """(source, figure, unit) of every figure fabricscope.sim.published holds."""
+    return ([(v.source, v.figure, v.unit) for v in published.VALIDATION]
+            + [(c.source, c.figure, c.unit) for c in published.CALIBRATION if c.figure])
 
 
-def duplicates(records: list[dict], known: list[tuple[str, float]]) -> list[str]:
-    """Records whose source is one published.py cites and whose value is within 0.5% of its figure."""
+def repository(url: str) -> str:
+    """owner/name of a GitHub address (issue, pull request or file), else the address itself."""
+    m = re.search(r"github\.com/([^/\s]+/[^/\s#]+)", url)
+    return m.group(1) if m else url.split(" ")[0]
+
+
+UNIT_OF_PUBLISHED = {"%": "% MFU"}
+
+
+def numbers(rec: dict) -> list[tuple[float, str]]:
+    """The record's value and the bus bandwidths of its row, with their units."""
+    found = [(rec["value"], UNIT_OF_PUBLISHED.get(rec.get("unit", ""), rec.get("unit", "")))]
+    cols = rec.get("columns") or {}
+    found += [(cols[k], "GB/s") for k in ("busbw_GBps", "inplace_busbw_GBps") if cols.get(k)]
+    return found
+
+
+def duplicates(records: list[dict], known: list[tuple[str, float, str]]) -> list[str]:
+    """Records from a repository (or page) published.py cites holding a number within 0.5% of one of
+    its figures in the same unit: the same measurement, even when quoted from another file or commit."""
     found = []
     for r in records:
-        url = r["source"]["url"]
-        for source, figure in known:
-            if url == source.split(" ")[0] and abs(r["value"] - figure) <= 0.005 * figure:
-                found.append(f"{r['id']}: {r['value']} from {url}")
+        repo = repository(r["source"]["url"])
+        for source, figure, unit in known:
+            if repository(source) != repo:
+                continue
+            for value, value_unit in numbers(r):
+                if value_unit == unit and abs(value - figure) <= 0.005 * figure:
+                    found.append(f"{r['id']}: {value} {unit} from {r['source']['url']} is {figure} of {source}")
     return found
 
 
@@ -128,9 +151,12 @@ def test_no_figure_repeats_one_published_py_holds() -> None:
 
 
 def test_the_duplicate_guard_catches_a_repeat() -> None:
-    v = published.VALIDATION[0]
-    planted = {"id": "planted", "source": {"url": v.source}, "value": v.figure}
+    v = next(v for v in published.VALIDATION if v.unit == "GB/s")
+    planted = {"id": "planted", "source": {"url": v.source}, "value": 1.0, "unit": "us",
+               "columns": {"busbw_GBps": v.figure}}
     assert duplicates([planted], published_figures())
+    elsewhere = {**planted, "source": {"url": "https://github.com/someone/else/blob/0/README.md"}}
+    assert not duplicates([elsewhere], published_figures())
 
 
 def test_the_split_guard_catches_a_moved_figure() -> None:
