@@ -88,6 +88,40 @@ def test_record_shape(rec: dict) -> None:
         assert system["ranks"] == system["nodes"] * system["gpus_per_node"]
 
 
+BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
+              "reduce_scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n}
+
+
+def row_disagreements(rec: dict) -> list[str]:
+    """An nccl-tests row's own columns must agree: algbw = size / time, busbw = algbw x the collective's
+    factor for the record's rank count. A mistyped number or a wrong rank count shows here."""
+    cols, work = rec.get("columns") or {}, rec["workload"]
+    if rec["metric"] != "time" or "algbw_GBps" not in cols:
+        return []
+    found = []
+    for time, alg in ((rec["value"], cols["algbw_GBps"]), (cols["inplace_time_us"], cols["inplace_algbw_GBps"])):
+        if abs(work["size_bytes"] / (time * 1e3) - alg) > 0.011 + 0.02 * alg:
+            found.append(f"{rec['id']}: {work['size_bytes']} B in {time} us is not {alg} GB/s")
+    ranks, factor = rec["system"].get("ranks"), BUS_FACTOR.get(work["collective"])
+    if ranks and factor and cols["algbw_GBps"] >= 1:
+        expected = cols["algbw_GBps"] * factor(ranks)
+        if abs(expected - cols["busbw_GBps"]) > 0.011 + 0.01 * cols["busbw_GBps"]:
+            found.append(f"{rec['id']}: busbw {cols['busbw_GBps']} is not algbw x factor for {ranks} ranks")
+    return found
+
+
+def test_nccl_tests_rows_agree_with_themselves() -> None:
+    assert not [d for r in FIGURES for d in row_disagreements(r)]
+
+
+def test_the_row_check_catches_a_typo() -> None:
+    rec = next(r for r in FIGURES if r["metric"] == "time" and r["columns"]["algbw_GBps"] > 10)
+    typo = {**rec, "value": rec["value"] * 1.3}
+    assert row_disagreements(typo)
+    wrong_ranks = {**rec, "system": {**rec["system"], "ranks": 2}}
+    assert row_disagreements(wrong_ranks)
+
+
 def test_split_follows_the_fixed_hash() -> None:
     wrong = [r["id"] for r in FIGURES if r["split_key"] != split_key(r) or r["split"] != expected_split(r["split_key"])]
     assert not wrong, wrong
