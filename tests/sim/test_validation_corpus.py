@@ -77,7 +77,7 @@ def test_record_shape(rec: dict) -> None:
     assert rec["metric"] in METRIC_UNITS and rec["unit"] in UNITS
     assert rec["unit"] in METRIC_UNITS[rec["metric"]], f"{rec['metric']} in {rec['unit']}"
     assert isinstance(rec["value"], float) and rec["value"] > 0
-    assert isinstance(rec["read_off_plot"], bool)
+    assert isinstance(rec["read_off_plot"], bool) and isinstance(rec.get("reported_problem", False), bool)
     assert work["kind"] in KINDS
     if work["kind"] == "collective":
         assert work["collective"] in COLLECTIVES
