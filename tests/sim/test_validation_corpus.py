@@ -142,6 +142,18 @@ def test_split_files_are_the_two_parts() -> None:
     assert cal and held
 
 
+def test_the_readme_index_lists_every_table_with_its_split() -> None:
+    text = (CORPUS / "README.md").read_text()
+    block = text.split("<!-- tables:start -->")[1].split("<!-- tables:end -->")[0]
+    listed = {cells[0]: (cells[1], int(cells[2])) for line in block.strip().splitlines()[2:]
+              for cells in [[c.strip() for c in line.strip().strip("|").split("|")]]}
+    actual: dict[str, tuple[str, int]] = {}
+    for r in FIGURES:
+        key = r.get("table") or r["id"]
+        actual[key] = (r["split"], actual.get(key, (r["split"], 0))[1] + 1)
+    assert listed == actual
+
+
 def published_figures() -> list[tuple[str, float, str]]:
     """(source, figure, unit) of every figure fabricscope.sim.published holds."""
     return ([(v.source, v.figure, v.unit) for v in published.VALIDATION]
