@@ -38,6 +38,7 @@ METRIC_UNITS = {
 }
 TRANSPORTS = {"nvlink", "ib", "roce", "rdma", "tcp", "efa", "tcpx", "tcpxo"}
 KINDS = {"collective", "moe_dispatch", "moe_combine", "training", "inference", "inference_prefill", "inference_decode"}
+GPUS = {None, "v100", "a100", "h100", "h200", "h800", "b200", "gb200"}
 COLLECTIVES = {"all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv"}
 
 
@@ -74,6 +75,7 @@ def test_record_shape(rec: dict) -> None:
         assert src["url"].startswith(f"https://github.com/{src['repo']}/")
         assert src.get("commit") is None or len(src["commit"]) == 40
     assert system["name"] and system["transport"] in TRANSPORTS and system["transport_basis"]
+    assert system["scale_up"] == "nvlink" and system["gpu"] in GPUS
     assert rec["metric"] in METRIC_UNITS and rec["unit"] in UNITS
     assert rec["unit"] in METRIC_UNITS[rec["metric"]], f"{rec['metric']} in {rec['unit']}"
     assert isinstance(rec["value"], float) and rec["value"] > 0
