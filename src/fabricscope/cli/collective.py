@@ -57,7 +57,7 @@ def collective_params(
     try:
         return CollectiveParams(
             op=op, sizes=size_list, dtype=dtype, warmup=warmup, iters=iters, check=check, root=root, timeout_s=timeout,
-            backend=_auto_backend() if backend == "auto" else backend, straggle_rank=straggle_rank, straggle_s=straggle_ms / 1000.0,
+            backend=auto_backend() if backend == "auto" else backend, straggle_rank=straggle_rank, straggle_s=straggle_ms / 1000.0,
         )  # fmt: skip
     except ValueError as exc:
         die(_first_error(exc))
@@ -103,7 +103,7 @@ def collective(
     raise typer.Exit(1 if bad else 0)
 
 
-def _auto_backend() -> str:
+def auto_backend() -> str:
     try:
         import torch
 

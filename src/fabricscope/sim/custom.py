@@ -251,6 +251,12 @@ def load_topology(path: str | Path, overrides: dict[str, Any] | None = None) -> 
     """Build the topology a YAML file describes (see module docstring)."""
     doc = load_document(path)
     doc.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return topology_from_document(doc)
+
+
+def topology_from_document(doc: dict[str, Any]) -> Topology:
+    """Build the topology a document in the file's format describes (one already in memory:
+    ``topology discover``'s, a lab's plan as ``fabricscope ready`` models it)."""
     kind = str(doc.get("kind", "custom")).lower()
     if kind == "custom" or "switches" in doc:
         return _graph_topology(doc)

@@ -1,0 +1,188 @@
+"""``fabricscope ready``: is this allocation ready for this job? One verdict from doctor, the
+job's NCCL settings, the pairwise matrix and the job's own collective, each against the model."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from fabricscope.bench.launch import Flag, Flags, child_argv, toggle
+from fabricscope.cli.common import JSON_HELP, die, end_rank, print_json
+from fabricscope.cli.launching import LAUNCH_HELP, dist_env, launch_ranks
+from fabricscope.cli.main import app
+from fabricscope.errors import FabricscopeError
+from fabricscope.units import parse_sizes, size_token
+
+# How each ReadyParams field reaches a launched rank (bench/launch.py child_argv).
+READY_FLAGS: Flags = {
+    "budget_s": "--budget",
+    "root": "--root",
+    "expect": "--expect",
+    "scripts": Flag("--script", repeat=True),
+    "env_files": Flag("--env-file", repeat=True),
+    "nccl_version": "--nccl-version",
+    "topology": "--topology",
+    "nic_rate": "--nic-rate",
+    "op": "--op",
+    "sizes": Flag("--sizes", text=lambda sizes: ",".join(map(size_token, sizes))),
+    "dtype": "--dtype",
+    "backend": "--backend",
+    "rdma": toggle("rdma"),
+    "fail_on_warn": Flag("--fail-on", text=lambda warn: "warn" if warn else "fail"),
+}
+
+
+def _absolute(path: str | None) -> str | None:
+    return None if path is None else str(Path(path).resolve())
+
+
+def _read(path: str, option: str) -> tuple[str, str]:
+    try:
+        return path, Path(path).read_text(errors="replace")
+    except OSError as exc:
+        die(f"{option} {path}: {exc.strerror or exc}")
+
+
+def _params(**kw: Any) -> Any:
+    from fabricscope.ready.params import ReadyParams
+
+    try:
+        return ReadyParams(**kw)
+    except ValueError as exc:
+        errors = getattr(exc, "errors", None)
+        first = errors()[0] if callable(errors) else {"msg": str(exc), "loc": ()}
+        die(f"{'.'.join(str(p) for p in first.get('loc', ()))}: {first.get('msg')}")
+
+
+def _topology(spec: str | None) -> str | None:
+    if spec is None or spec == "discover" or spec.startswith("lab:"):
+        return spec
+    if not Path(spec).is_file():
+        die(f"--topology {spec}: no such file (give a file, lab:NAME or discover)")
+    return str(Path(spec).resolve())
+
+
+def _calibration(choice: str, params: Any, world_size: int) -> Any:
+    """The stored collective run the model is calibrated on: ``auto`` the newest of the same
+    operation, backend and rank count (none: uncalibrated), ``none``, or a run id."""
+    if choice == "none":
+        return None
+    from fabricscope.store import Store
+
+    try:
+        with Store.open(create=False) as store:
+            if choice != "auto":
+                return store.get(int(choice)).result
+            runs = store.list(kind="collective", status="ok", params={"op": params.op, "backend": params.backend,
+                                                                      "world_size": world_size}, limit=1)  # fmt: skip
+            return runs[0].result if runs else None
+    except ValueError:
+        die(f"--calibrate {choice!r}: give auto, none or a run id")
+    except FabricscopeError as exc:
+        if choice == "auto":
+            return None  # no history yet: nothing to calibrate on
+        die(str(exc))
+
+
+@app.command("ready")
+def ready(
+    script: list[str] = typer.Option(None, "--script", help="The job's script (Slurm batch file, launcher, manifest): its NCCL settings are linted on every node (repeatable)."),
+    env_file: list[str] = typer.Option(None, "--env-file", help="The job's KEY=VALUE settings file (repeatable)."),
+    expect: str = typer.Option(None, "--expect", help="Expected-hardware manifest (YAML) every node must meet (fleet doctor --expect)."),
+    topology: str = typer.Option(None, "--topology", help="The fabric: a topology file, lab:NAME or discover (LLDP). Without it, one non-blocking switch is assumed."),
+    nic_rate: str = typer.Option(None, "--nic-rate", help="Each node's link rate when neither --topology nor doctor says it, e.g. 400G."),
+    op: str = typer.Option("all_reduce", "--op", help="The job's collective: all_reduce, all_gather, reduce_scatter, alltoall, broadcast, sendrecv."),
+    sizes: str = typer.Option("64M", "--sizes", help="The job's message sizes, e.g. 64M or 16M,256M (the largest is judged)."),
+    dtype: str = typer.Option("float", "--dtype", help="Element type of the collective."),
+    backend: str = typer.Option("auto", "--backend", help="gloo, nccl or auto (nccl where CUDA GPUs are)."),
+    rdma: bool = typer.Option(True, "--rdma/--no-rdma", help="Also run the matrix over RDMA where every node has it."),
+    budget: float = typer.Option(300.0, "--budget", min=10, max=86400, help="Seconds the whole run may take; the steps are sized to fit."),
+    root: str = typer.Option(None, "--root", help="Read each node from this snapshot or mounted filesystem instead ({host} becomes the node's name)."),
+    nccl_version: str = typer.Option(None, "--nccl-version", help="NCCL version the job uses (for the lint)."),
+    calibrate: str = typer.Option("auto", "--calibrate", help="Stored collective run to calibrate the model on: auto (newest matching), none, or a run id."),
+    fail_on: str = typer.Option("fail", "--fail-on", help="fail: exit 1 when not ready; warn: also when ready with warnings."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
+    master_addr: str = typer.Option(None, "--master-addr", help="Host of rank 0 (default MASTER_ADDR; needed under mpirun)."),
+    master_port: int = typer.Option(None, "--master-port", min=1, max=65532, help="Port of rank 0's store (the steps use it and the next three)."),
+) -> None:
+    """Is this allocation ready for this job? Run it as the job runs (srun, torchrun, --launch lab:NAME).
+
+    In order, within --budget: fleet doctor on every node, the job's NCCL settings linted on every
+    node, the pairwise matrix and the job's own collective, each measured against what the
+    simulator predicts for this allocation. Exit 0 ready (or ready with warnings), 1 not ready,
+    2 the run could not complete.
+    """
+    from fabricscope.nccl.job import JobSources
+    from fabricscope.ready.params import ReadyError, plan
+
+    if fail_on not in ("fail", "warn"):
+        die(f"--fail-on {fail_on!r}: use fail or warn")
+    try:
+        size_list = parse_sizes(sizes, maximum=8 << 30)
+    except FabricscopeError as exc:
+        die(f"--sizes: {exc}")
+    if expect is not None:
+        from fabricscope.fleet.manifest import load_manifest
+
+        load_manifest(Path(expect))  # a bad manifest: one line now, not after the doctor step
+    if backend == "auto":
+        from fabricscope.cli.collective import auto_backend
+
+        backend = auto_backend()
+    params = _params(budget_s=budget, root=root if root is None or Path(root).is_absolute() else str(Path.cwd() / root),
+                     expect=_absolute(expect), scripts=[_absolute(s) for s in script or []],
+                     env_files=[_absolute(e) for e in env_file or []], nccl_version=nccl_version, topology=_topology(topology),
+                     nic_rate=nic_rate, op=op, sizes=size_list, dtype=dtype, backend=backend, rdma=rdma,
+                     fail_on_warn=fail_on == "warn")  # fmt: skip
+    sources = JobSources(env_files=[_read(p, "--env-file") for p in params.env_files],
+                         scripts=[_read(p, "--script") for p in params.scripts])  # fmt: skip
+    if launch:
+        try:
+            plan(params, 2)
+        except ReadyError as exc:
+            die(str(exc))
+        args = child_argv(["ready"], params, READY_FLAGS, ["--json"] if json_out else [])
+        launch_ranks(launch, args + ["--calibrate", calibrate], timeout_s=budget + 120, master_port=master_port)
+    _run(params, sources if (params.scripts or params.env_files) else None, calibrate, json_out, master_addr, master_port)
+
+
+def _run(params: Any, sources: Any, calibrate: str, json_out: bool, master_addr: str | None, master_port: int | None) -> None:
+    from fabricscope.ready.params import ReadyError
+    from fabricscope.ready.run import Runner
+    from fabricscope.report.ready import prediction_lines, step_lines, summary_lines, to_document, write_lines
+
+    env = dist_env(master_addr, master_port)
+    if env.launcher == "single":
+        die("run it as the job runs: srun -N 4 fabricscope ready ..., torchrun --nnodes 4 -m fabricscope ready ..., or --launch lab:NAME")
+    calibration = _calibration(calibrate, params, env.world_size) if env.rank == 0 else None
+    out = sys.stdout
+    show = not json_out and env.rank == 0
+    try:
+        runner = Runner(params, env, sources, calibration=calibration,
+                        progress=(lambda step: write_lines(step_lines(step), out)) if show else None)  # fmt: skip
+    except ReadyError as exc:
+        die(str(exc))
+    try:
+        run = runner.execute((lambda pred: write_lines(prediction_lines(pred, runner.run.hosts), out)) if show else None)
+    except FabricscopeError as exc:
+        end_rank(str(exc))  # not rank 0: rank 0 reports the step that failed
+    if run is None:
+        end_rank_quietly()
+    if json_out:
+        print_json(to_document(run))
+    else:
+        write_lines(summary_lines(run), out)
+    code = run.verdict.exit_code(params.fail_on_warn)
+    if run.error:
+        sys.stderr.write(f"fabricscope: error: {run.error}\n")
+    sys.stdout.flush()
+    raise typer.Exit(code)
+
+
+def end_rank_quietly() -> None:
+    """A rank other than 0 is done: rank 0 reports."""
+    raise typer.Exit(0)
