@@ -8,6 +8,7 @@ anything starts, with what it would need.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -17,11 +18,12 @@ from fabricscope.bench.matrix.schedule import phases
 from fabricscope.collective_ops import MeasuredOp
 from fabricscope.errors import FabricscopeError
 
-NODE_STEP_S = 20.0  # doctor and lint on every node, gathered (both read the node once each)
-STORE_SLACK_S = 5.0  # per step: joining the store, the gather
+NODE_STEP_S = 10.0  # doctor or lint on every node, gathered (each reads the node once: ~2-7 s measured in the lab)
+STORE_SLACK_S = 3.0  # per step: joining the store, the gather
 MATRIX_WARMUP_S = 0.25
 MIN_FLOW_S, MAX_FLOW_S = 0.5, 2.0
 MIN_ITERS, MAX_ITERS = 3, 20
+MIN_COLLECTIVE_S = 10.0
 STEPS = ("doctor", "lint", "matrix", "collective")
 PORT_OFFSET = {"doctor": 0, "lint": 1, "matrix": 2, "collective": 3}  # each step meets at its own port
 
@@ -75,19 +77,19 @@ def matrix_seconds(hosts: int, flow_s: float) -> float:
 
 def plan(params: ReadyParams, world_size: int) -> Plan:
     """Fit the steps into ``budget_s``: the job's size bounds its nodes (one rank per node at
-    most), so every rank plans alike. The collective gets what the matrix leaves, at least
-    :data:`MIN_ITERS` iterations' worth of a quarter of it."""
+    most), so every rank plans alike. The matrix's flows are as long as leaves the collective
+    half of the rest; the collective gets what the matrix leaves."""
     hosts = max(2, world_size)
     fixed = 2 * (NODE_STEP_S + STORE_SLACK_S) + 2 * STORE_SLACK_S
     left = params.budget_s - fixed
-    flow_s = MAX_FLOW_S
-    while flow_s > MIN_FLOW_S and matrix_seconds(hosts, flow_s) > left / 2:
+    if left - matrix_seconds(hosts, MIN_FLOW_S) < MIN_COLLECTIVE_S:
+        need = fixed + matrix_seconds(hosts, MIN_FLOW_S) + MIN_COLLECTIVE_S
+        raise ReadyError(f"a budget of {params.budget_s:g} s is too short for {world_size} rank(s): it needs at least {math.ceil(need)} s (--budget)")
+    flow_s = MAX_FLOW_S  # the longest flows that leave the collective half of what is left
+    while flow_s > MIN_FLOW_S and left - matrix_seconds(hosts, flow_s) < max(MIN_COLLECTIVE_S, left / 2):
         flow_s = max(MIN_FLOW_S, flow_s / 2)
     matrix_s = matrix_seconds(hosts, flow_s)
     collective_s = left - matrix_s
-    if collective_s < max(10.0, left / 4):
-        need = fixed + matrix_seconds(hosts, MIN_FLOW_S) + 10.0
-        raise ReadyError(f"a budget of {params.budget_s:g} s is too short for {world_size} rank(s): it needs at least {need:.0f} s (--budget)")
     iters = MAX_ITERS if collective_s >= 120 else max(MIN_ITERS, int(MAX_ITERS * collective_s / 120))
     return Plan(flow_s, iters, 1 if iters < 10 else 3, NODE_STEP_S + STORE_SLACK_S, matrix_s + STORE_SLACK_S + 30.0,
                 collective_s + STORE_SLACK_S)  # fmt: skip
