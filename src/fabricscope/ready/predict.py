@@ -45,7 +45,7 @@ class Degradation:
 
     def describe(self) -> str:
         what = "link" if self.kind == "host" else "cable"
-        return (f"{self.name}: {what} at {format_rate(self.rate_bps)}b/s where the fabric is built for "
+        return (f"{what} at {format_rate(self.rate_bps)}b/s where the fabric is built for "
                 f"{format_rate(self.nominal_bps)}b/s (from the {self.source})")
 
 

@@ -32,7 +32,7 @@ FAIL_BELOW = 0.75  # measured / expected below this: not ready
 WARN_BELOW = 0.90  # measured / expected below this: ready with warnings
 
 READY, WARNINGS, NOT_READY = "ready", "ready with warnings", "not ready"
-STATUS_RANK = {"pass": 0, "skipped": 1, "warn": 1, "fail": 2, "error": 3}
+STATUS_RANK = {"pass": 0, "skipped": 0, "warn": 1, "fail": 2, "error": 3}  # skipped: not asked for
 
 
 @dataclass(frozen=True)
@@ -189,7 +189,8 @@ def judge_measured(name: str, unit: str, predicted: float | None, measured: floa
         status = "fail"
         culprits.append(Culprit("fabric", "unknown", (
             f"measured {measured:.4g} {unit}, {vs_predicted:.0%} of the {predicted:.4g} {unit} the model predicts for this fabric as it is: "
-            "something the model does not know differs"), "look at the suspects below; rerun with --topology if none is named"))  # fmt: skip
+            "something the model does not know differs"),
+            "see the matrix's suspects" if suspects else "give --topology so the matrix can place the slow flows on the fabric"))  # fmt: skip
     culprits += [suspect_culprit(s) for s in suspects]
     if measured is None:
         line = f"{what}: nothing measured"
@@ -273,7 +274,7 @@ def drain_list(steps: Sequence[Step]) -> list[dict[str, Any]]:
         for c in step.culprits:
             if c.kind != "node" or c.name in out or c.name == "unknown":
                 continue
-            reason = drain_reason(c.finding or f"ready.{step.name}", "")
+            reason = drain_reason(c.finding or f"ready.{step.name}", c.problem.split(";")[0])
             try:
                 argv = drain_argv(c.name, reason)
             except FabricscopeError:  # a name Slurm would refuse: listed, no command

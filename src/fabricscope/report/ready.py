@@ -43,7 +43,7 @@ def prediction_lines(pred: Prediction, hosts: list[str]) -> list[str]:
                      f"(as built: {_num(pred.busbw_expected[-1] if pred.busbw_expected else None)})")  # fmt: skip
     if pred.calibration:
         lines.append(f"    calibrated on stored run {pred.calibration.get('run_id')}")
-    lines += [f"    known slower than built: {d.describe()}" for d in pred.degradations]
+    lines += [f"    known slower than built: {d.name}: {d.describe()}" for d in pred.degradations]
     lines += [f"    {note}" for note in pred.notes]
     return lines
 
@@ -52,16 +52,16 @@ def summary_lines(run: ReadyRun) -> list[str]:
     """The ten-second summary."""
     v = run.verdict
     lines = ["", f"fabricscope ready: {v.word.upper()}  ({run.world_size} rank(s), {len(run.hosts)} node(s), {run.duration_s:.0f} s of a {run.params.budget_s:g} s budget)"]
-    lines.append(f"  {'step':<11} {'status':<6} {'predicted':>10} {'measured':>10} {'error':>7}  culprit")
+    lines.append(f"  {'step':<11} {'status':<6} {'predicted':>10} {'measured':>10} {'unit':<7} {'error':>7}  culprit")
     by_name = {s.name: s for s in v.steps}
     for name in STEPS:
         s = by_name.get(name)
         if s is None:
-            lines.append(f"  {name:<11} {'-':<6} {'':>10} {'':>10} {'':>7}  not run")
+            lines.append(f"  {name:<11} {'-':<6} {'':>10} {'':>10} {'':<7} {'':>7}  not run")
             continue
         err = f"{s.error_pct:+.1f}%" if s.error_pct is not None else ""
         culprit = ", ".join(f"{c.kind} {c.name}" for c in s.culprits[:3]) or "-"
-        lines.append(f"  {name:<11} {MARK[s.status]:<6} {_num(s.predicted):>10} {_num(s.measured):>10} {err:>7}  {culprit}")
+        lines.append(f"  {name:<11} {MARK[s.status]:<6} {_num(s.predicted):>10} {_num(s.measured):>10} {s.unit or '':<7} {err:>7}  {culprit}")
     if run.error:
         lines.append(f"  the run ended early: {run.error}")
     if v.drain:
