@@ -171,7 +171,7 @@ def _run(params: Any, sources: Any, calibrate: str, json_out: bool, master_addr:
     except FabricscopeError as exc:
         end_rank(str(exc))  # not rank 0: rank 0 reports the step that failed
     if run is None:
-        end_rank_quietly()
+        raise typer.Exit(0)  # not rank 0: rank 0 reports
     if json_out:
         print_json(to_document(run))
     else:
@@ -181,8 +181,3 @@ def _run(params: Any, sources: Any, calibrate: str, json_out: bool, master_addr:
         sys.stderr.write(f"fabricscope: error: {run.error}\n")
     sys.stdout.flush()
     raise typer.Exit(code)
-
-
-def end_rank_quietly() -> None:
-    """A rank other than 0 is done: rank 0 reports."""
-    raise typer.Exit(0)

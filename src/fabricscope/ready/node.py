@@ -71,8 +71,10 @@ def own_items(env: DistEnv, sources: JobSources | None, root_template: str | Non
 def _finding(d: Any) -> Finding:
     if not isinstance(d, dict):
         raise ValueError("a finding that is not an object")
+    evidence = d.get("evidence")
+    fix = d.get("fix")
     return Finding(str(d["id"]), Severity(str(d["severity"])), str(d.get("subject", "")), str(d.get("message", "")),
-                   d.get("evidence") if isinstance(d.get("evidence"), dict) else {}, d.get("fix"))  # fmt: skip
+                   evidence if isinstance(evidence, dict) else {}, str(fix) if fix is not None else None)  # fmt: skip
 
 
 def decode(rank: int, raw: bytes) -> NodeInfo:

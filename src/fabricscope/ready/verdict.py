@@ -222,7 +222,7 @@ def judge_matrix(hosts: Sequence[str], measured: Sequence[Sequence[float | None]
         return Step("matrix", "error", "no pair was measured", unit="Gbit/s")
     pred_med = median(predicted[i][j] for i, j, _ in got) if predicted else None
     exp_med = median(expected[i][j] for i, j, _ in got) if expected else None
-    errors = [(v - predicted[i][j]) / predicted[i][j] for i, j, v in got if predicted and predicted[i][j]]
+    errors = [(v - p) / p for p, v in ((predicted[i][j] if predicted else None, v) for i, j, v in got) if p]
     worst = min(got, key=lambda t: t[2] / (expected[t[0]][t[1]] or 1) if expected else t[2])
     i, j, v = worst
     slow = _ratio(v, expected[i][j] if expected else None)
@@ -230,9 +230,10 @@ def judge_matrix(hosts: Sequence[str], measured: Sequence[Sequence[float | None]
     step.status = max(step.status, _status(slow), key=STATUS_RANK.__getitem__)
     if step.status != "pass" and not step.culprits:
         step.culprits = [degradation_culprit(d) for d in degradations]
-    if slow is not None:
-        step.summary += f"; slowest {hosts[i]}->{hosts[j]} {v:.4g} Gbit/s ({slow:.0%} of its {expected[i][j]:.4g})" if expected else ""
-    step.details = {"median_error_pct": median(errors) * 100 if errors else None,
+    if slow is not None and expected:
+        step.summary += f"; slowest {hosts[i]}->{hosts[j]} {v:.4g} Gbit/s ({slow:.0%} of its {expected[i][j] or 0:.4g})"
+    med_error = median(errors)
+    step.details = {"median_error_pct": med_error * 100 if med_error is not None else None,
                     "pairs_within_10pct": sum(abs(e) <= PREDICTION_HOLDS for e in errors), "pairs": len(got)}  # fmt: skip
     return step
 
