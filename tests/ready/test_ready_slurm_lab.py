@@ -80,10 +80,15 @@ def _nodes(step: dict) -> set[str]:
 
 
 def test_a_healthy_allocation_is_ready(cluster) -> None:
-    code, doc = ready(cluster)
+    """Up to three runs, stopping at the first that is ready: contention from other tenants of a
+    2-core machine only ever slows a run (tests/lab/conftest.py best_rate), so one that is ready
+    shows what the fabric can do; a real fault stays in every run."""
+    for _ in range(3):
+        code, doc = ready(cluster)
+        if doc["verdict"] == "ready":
+            break
     assert (code, doc["verdict"]) == (0, "ready"), doc["steps"]
-    assert [s["status"] for s in doc["steps"]] == ["pass", "pass", "pass", "pass"] or all(
-        s["status"] in ("pass", "warn") for s in doc["steps"])  # the lint may warn; nothing fails
+    assert [s["status"] for s in doc["steps"]] == ["pass"] * 4
     assert doc["drain"] == []
 
 
