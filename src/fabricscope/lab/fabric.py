@@ -278,7 +278,7 @@ class Labs:
 
     def _start_slurm(self, state: LabState) -> None:
         """A fresh Slurm for the lab; its directory is in the state file before any daemon starts."""
-        slurm.stop_all(state.spec.name, state.slurm_dir, self.runner)
+        slurm.stop_all(state.spec.name, state.slurm_dir)
         folder = slurm.prepare(state.spec.name)
         state.slurm_dir = str(folder)
         self._save(state)
@@ -425,7 +425,7 @@ class Labs:
         recorded = None
         with contextlib.suppress(LabError):
             recorded = self.load(name).slurm_dir
-        slurm.stop_all(name, recorded, self.runner)  # before the namespaces: its daemons live in them and here
+        slurm.stop_all(name, recorded)  # before the namespaces: its daemons live in them and here
         found = self.lab_namespaces(name)
         for ns in found:
             self._kill_inside(ns)
