@@ -128,10 +128,22 @@ def _check_leg_free(runner: Runner, lab: str) -> None:
             raise LabError(f"lab {name[3:]} already runs Slurm here; one Slurm lab at a time (`fabricscope lab down {name[3:]}`)")
 
 
+def check_leg_name_free(runner: Runner, lab: str) -> None:
+    """Refuse when an interface on this machine already has the leg's name: it is not the lab's
+    (the lab's leg goes with its fabric namespace), and deleting it would cut whatever uses it."""
+    leg = leg_name(lab)
+    if runner.run(["ip", "-o", "link", "show", "dev", leg], check=False).rc == 0:
+        raise LabError(f"an interface named {leg} already exists here and is not lab {lab}'s; --slurm needs that name "
+                       f"for its leg: rename or remove {leg}, or give the lab another name")
+
+
 def _add_leg(plan: Plan, runner: Runner) -> None:
     run, leg, fab = runner.run, leg_name(plan.spec.name), plan.fabric_namespace
     switch, mtu = plan.hosts[0].ports[0].switch, str(plan.spec.mtu)
-    run(["ip", "link", "del", leg], check=False)  # left by a crash (it also dies with the fabric)
+    # a leg of this lab's earlier Slurm is removed through its end in the fabric namespace (a veth
+    # goes as a pair); an interface of that name that is still here is someone else's: refuse
+    run(["ip", "-n", fab, "link", "del", LEG_IN_FABRIC], check=False)
+    check_leg_name_free(runner, plan.spec.name)
     run(["ip", "link", "add", leg, "type", "veth", "peer", "name", LEG_IN_FABRIC, "netns", fab])
     run(["ip", "-n", fab, "link", "set", LEG_IN_FABRIC, "addrgenmode", "none"])
     run(["ip", "-n", fab, "link", "set", LEG_IN_FABRIC, "mtu", mtu, "master", switch, "up"])
