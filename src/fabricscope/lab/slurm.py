@@ -273,8 +273,7 @@ def stop(directory: Path) -> None:
     pids = running(directory)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
+            _signal_if_ours(directory, pid, sig)
         deadline = time.monotonic() + STOP_DEADLINE_S
         while pids and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -284,6 +283,21 @@ def stop(directory: Path) -> None:
     if pids:
         raise LabError(f"Slurm processes {', '.join(map(str, pids))} of {directory} did not end")
     remove_private_dir(directory)
+
+
+def _signal_if_ours(directory: Path, pid: int, sig: signal.Signals) -> None:
+    """Signal ``pid`` through a pidfd opened before its argv is checked again, so a number reused
+    between the check and the signal cannot be hit."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return  # gone
+    try:
+        if pid in running(directory):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(fd, sig)
+    finally:
+        os.close(fd)
 
 
 def leftovers(lab: str) -> list[Path]:
