@@ -42,7 +42,8 @@ def test_lab_up_slurm_refuses_an_interface_with_its_legs_name(lab_dir: Path) -> 
     lab = "tleg"
     leg = slurm.leg_name(lab)
     assert not _link_exists(leg), f"{leg} exists before the test"
-    subprocess.run(["ip", "link", "add", leg, "type", "dummy"], check=True)  # someone's interface, down, no address
+    # someone's interface: an empty bridge, down, no address (a bridge: kernels without the dummy module have it)
+    subprocess.run(["ip", "link", "add", leg, "type", "bridge"], check=True)
     try:
         proc = fs("lab", "up", "--name", lab, "--hosts", "2", "--slurm")
         lines = proc.stderr.strip().splitlines()
