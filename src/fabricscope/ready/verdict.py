@@ -123,14 +123,14 @@ def judge_lint(per_node: Sequence[tuple[str, Sequence[Finding] | str]], sources:
                 key = (f.id, f.subject, f.severity.value)
                 by_code.setdefault(key, []).append(node)
                 worst[key] = f
-    culprits = []
-    for key, nodes in sorted(by_code.items(), key=lambda kv: (-worst[kv[0]].severity.rank, kv[0])):
+    culprits, failing = [], 0
+    for key in sorted(by_code, key=lambda k: (-worst[k].severity.rank, k)):  # failures first
         f = worst[key]
-        culprits.append(Culprit("setting", f.subject, f"{f.id}: {f.message}", f.fix or "", f.id, tuple(nodes)))
-    failing = [c for k, c in zip(sorted(by_code, key=lambda k: (-worst[k].severity.rank, k)), culprits) if worst[k].severity is Severity.FAIL]
+        culprits.append(Culprit("setting", f.subject, f"{f.id}: {f.message}", f.fix or "", f.id, tuple(by_code[key])))
+        failing += f.severity is Severity.FAIL
     status = "fail" if failing or errors else "warn" if culprits else "pass"
     where = ", ".join(sources)
-    line = (f"{len(failing)} setting(s) fail on the nodes" if failing else f"{len(culprits)} warning(s)" if culprits else
+    line = (f"{failing} setting(s) fail on the nodes" if failing else f"{len(culprits)} warning(s)" if culprits else
             f"{where}: nothing above info on {len(per_node)} node(s)")  # fmt: skip
     return Step("lint", status, line, errors + culprits)
 
