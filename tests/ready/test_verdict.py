@@ -124,3 +124,13 @@ def test_verdict_word_exit_codes_and_drain_list() -> None:
     assert v.drain[0]["command"][:3] == ["scontrol", "update", "NodeName=h3"] and "State=DRAIN" in v.drain[0]["command"]
     assert verdict([ok, Step("matrix", "error", "rank 2 sent nothing")]).exit_code() == 2
     assert not verdict([warn, Step("matrix", "warn", "", judge_doctor([("h9", [Finding("x", Severity.WARN, "s", "m")])]).culprits)]).drain
+
+
+def test_one_noisy_pair_is_no_warning_one_slow_pair_fails() -> None:
+    hosts = ["h1", "h2", "h3"]
+    built = [[None, 1.0, 1.0], [1.0, None, 1.0], [1.0, 1.0, None]]
+    noisy = [[None, 0.99, 0.98], [0.89, None, 0.97], [0.99, 0.98, None]]  # h2->h1 at 89%: within the matrix's own noise
+    assert judge_matrix(hosts, noisy, built, built, [], []).status == "pass"
+    slow = [[None, 0.99, 0.98], [0.70, None, 0.97], [0.99, 0.98, None]]  # h2->h1 at 70% of what it should carry
+    step = judge_matrix(hosts, slow, built, built, [], [])
+    assert step.status == "fail" and "h2->h1" in step.summary
