@@ -134,3 +134,4 @@ def test_one_noisy_pair_is_no_warning_one_slow_pair_fails() -> None:
     slow = [[None, 0.99, 0.98], [0.70, None, 0.97], [0.99, 0.98, None]]  # h2->h1 at 70% of what it should carry
     step = judge_matrix(hosts, slow, built, built, [], [])
     assert step.status == "fail" and "h2->h1" in step.summary
+    assert [(c.kind, c.name) for c in step.culprits] == [("link", "h2->h1")]  # nothing else known: the pair is the culprit

@@ -231,6 +231,9 @@ def judge_matrix(hosts: Sequence[str], measured: Sequence[Sequence[float | None]
     step.status = max(step.status, pair, key=STATUS_RANK.__getitem__)
     if step.status != "pass" and not step.culprits:
         step.culprits = [degradation_culprit(d) for d in degradations]
+    if pair == "fail" and not step.culprits and slow is not None:  # nothing known or blamed: the pair itself
+        step.culprits = [Culprit("link", f"{hosts[i]}->{hosts[j]}", f"{v:.4g} Gbit/s, {slow:.0%} of what the fabric as built gives this pair",
+                                 f"bench tcp between {hosts[i]} and {hosts[j]}; give --topology to place it on a cable", "ready.slow_pair")]  # fmt: skip
     if slow is not None and expected:
         step.summary += f"; slowest {hosts[i]}->{hosts[j]} {v:.4g} Gbit/s ({slow:.0%} of its {expected[i][j] or 0:.4g})"
     med_error = median(errors)
