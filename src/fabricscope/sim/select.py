@@ -25,7 +25,7 @@ import numpy as np
 from fabricscope import collective_ops
 from fabricscope.collective_ops import bus_factor
 from fabricscope.errors import FabricscopeError
-from fabricscope.sim import collectives, tuning
+from fabricscope.sim import collectives, gpus, tuning
 from fabricscope.sim.collectives import Plan
 from fabricscope.sim.engine import CollectiveResult, Simulator
 
@@ -52,7 +52,7 @@ class Alternative:
 def comm_shape(sim: Simulator, op: str, groups: np.ndarray | None, sharp: bool) -> tuning.CommShape | None:
     """What NCCL's tuner sees; None for CPU hosts (not NCCL)."""
     topo = sim.topo
-    arch = tuning.GPU_ARCH.get(topo.node.gpu)
+    arch = gpus.arch_of(topo.node.gpu)
     if arch is None:
         return None
     if groups is None:

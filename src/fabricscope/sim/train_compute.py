@@ -30,17 +30,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# Dense 16-bit tensor-core TFLOP/s, HBM GB/s and SM count per GPU (NVIDIA A100 80GB SXM, H100 SXM,
-# H200 SXM, B200 and GB200 datasheets; SM counts from the A100/H100 architecture whitepapers
-# and the Blackwell datasheet).
-GPU_SPECS: dict[str, tuple[float, float, int]] = {
-    "a100": (312.0, 2039.0, 108),
-    "h100": (989.0, 3350.0, 132),
-    "h800": (989.0, 3350.0, 132),
-    "h200": (989.0, 4800.0, 132),
-    "b200": (2250.0, 8000.0, 148),
-    "gb200": (2500.0, 8000.0, 148),
-}
+from fabricscope.sim import gpus
+
 # Sustained fraction of peak of a large, well-shaped GEMM inside Megatron-LM's training loop.
 # Fitted to ONE figure: SC21's 1T-parameter row, 163 TFLOP/s per GPU on 3072 A100 (arXiv
 # 2104.04473 §1 and §5.1); see sim/published.py CALIBRATION. Every other training row validates it.
@@ -59,9 +50,10 @@ class Gpu:
 
 
 def gpu_spec(name: str, peak_tflops: float | None = None) -> Gpu:
-    """The GPU's datasheet figures; ``peak_tflops`` overrides the peak (a custom part)."""
-    peak, hbm, sms = GPU_SPECS.get(name.lower(), GPU_SPECS["h100"])
-    return Gpu(name, float(peak_tflops or peak), hbm, sms)
+    """The GPU's datasheet figures (sim/gpus.py; an unknown GPU is refused, never stood in for);
+    ``peak_tflops`` overrides the peak (a custom part)."""
+    g = gpus.lookup(name)
+    return Gpu(g.name, float(peak_tflops or g.bf16_tflops), g.hbm_GBps, g.sms)
 
 
 def gemm_time(gpu: Gpu, m: float, n: float, k: float, batch: float = 1.0) -> float:
