@@ -26,8 +26,8 @@ from fabricscope import collective_ops
 from fabricscope.collective_ops import bus_factor
 from fabricscope.errors import FabricscopeError
 from fabricscope.sim import collectives, gpus, tuning
-from fabricscope.sim.collectives import Plan
 from fabricscope.sim.engine import CollectiveResult, Simulator
+from fabricscope.sim.patterns import Plan
 
 AUTO = "auto"
 FLOW_ONLY_ALGOS = ("hierarchical", "halving-doubling", "direct")

@@ -33,6 +33,7 @@ import numpy as np
 from fabricscope.errors import FabricscopeError
 from fabricscope.sim import collectives, select, train_compute
 from fabricscope.sim.engine import SCHEMA, Simulator
+from fabricscope.sim.patterns import Pattern
 from fabricscope.sim.scenario import build_simulator, build_topology, normalise
 from fabricscope.sim.train_compute import RECOMPUTE, Gpu, Layer
 from fabricscope.sim.workloads import _num, shape_of
@@ -296,9 +297,9 @@ def _shared_slowdown(sim: Simulator, groups: np.ndarray, ranks: np.ndarray, md: 
     if not others:
         return 1.0
     mark = 1 << 40  # chain ids of the other traffic, to tell the gradient flows apart after solving
-    parts = [dp_pat] + [collectives.Pattern(p.key, p.src_gpu, p.dst_gpu, p.src_nic, p.dst_nic, p.entropy,
+    parts = [dp_pat] + [Pattern(p.key, p.src_gpu, p.dst_gpu, p.src_nic, p.dst_nic, p.entropy,
                                             p.chain + mark) for p in others]
-    both = sim.solve_pattern(collectives.Pattern.concat("train-shared", parts))
+    both = sim.solve_pattern(Pattern.concat("train-shared", parts))
     alone = sim.solve_pattern(dp_pat)
     mine = (both.pattern.chain < mark) & (both.pattern.src_gpu != both.pattern.dst_gpu)
     solo = alone.pattern.src_gpu != alone.pattern.dst_gpu
