@@ -26,15 +26,13 @@ import numpy as np
 from fabricscope.collective_ops import bus_factor
 from fabricscope.errors import FabricscopeError
 from fabricscope.sim import alltoall, collectives, effects
+from fabricscope.sim.params import NVLINK_EFFICIENCY
 from fabricscope.sim.patterns import AggregatePattern, Pattern, PatternResult, Phase, Plan
 from fabricscope.sim.solver import Solution, max_min
 from fabricscope.sim.topology import KIND_ACCESS, KIND_FABRIC, KIND_NAMES, KIND_NVLINK, Routes, Topology
 from fabricscope.sim.transport import Transport
 
 SCHEMA = "fabricscope.sim/v1"
-# NCCL ring all_reduce inside one H100 node reaches ~370 GB/s busbw of 450 GB/s NVLink
-# (NVIDIA/nccl-tests #212): 0.82 of the NVLink rate.
-NVLINK_EFFICIENCY = 0.82
 INTRA_ALPHA_S = 0.6e-6  # per NVLink hop of a step: kernel/flag latency (NCCL LL ~1 us per step)
 SLICE_BYTES = 512 * 1024  # pipeline granularity of trees and chains (NCCL Simple chunk order)
 MAX_ENTRIES = 120_000_000  # incidence entries one pattern may hold (~2.9 GB); beyond: clear error

@@ -27,17 +27,13 @@ import numpy as np
 from fabricscope.errors import FabricscopeError
 from fabricscope.sim import collectives, select
 from fabricscope.sim.engine import SCHEMA, Simulator
+from fabricscope.sim.params import InferPlan
 from fabricscope.sim.scenario import build_simulator, build_topology, normalise
 from fabricscope.sim.transport import make_transport
 from fabricscope.sim.workloads import _num, shape_of, tcp_transfer_s
 from fabricscope.units import parse_probability, parse_size
 
-INFER_DEFAULTS: dict[str, Any] = {
-    "params": 70e9, "tp": 8, "batch": 32, "prompt_tokens": 2048, "output_tokens": 256, "layers": None,
-    "hidden": None, "gpu_tflops": 400.0, "hbm_GBps": 3350.0, "weight_bytes": 2, "act_bytes": 2,
-    "kv_bytes_per_token": None, "requests": 1, "experts": 0, "active_experts": 2, "active_params": None, "ep": 1,
-    "tpot_target_ms": None,
-}
+INFER_DEFAULTS: dict[str, Any] = {k: f.default for k, f in InferPlan.model_fields.items()}
 TARGET_TRANSPORTS = ("tcp", "roce", "ib")
 TARGET_RATES = ("100G", "200G", "400G", "800G")
 

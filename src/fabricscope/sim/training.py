@@ -33,18 +33,13 @@ import numpy as np
 from fabricscope.errors import FabricscopeError
 from fabricscope.sim import collectives, select, train_compute
 from fabricscope.sim.engine import SCHEMA, Simulator
+from fabricscope.sim.params import TrainPlan
 from fabricscope.sim.patterns import Pattern
 from fabricscope.sim.scenario import build_simulator, build_topology, normalise
 from fabricscope.sim.train_compute import RECOMPUTE, Gpu, Layer
 from fabricscope.sim.workloads import _num, shape_of
 
-TRAIN_DEFAULTS: dict[str, Any] = {
-    "params": 70e9, "gpus": None, "tp": 8, "pp": 1, "dp": None, "gpu_tflops": None,
-    "tokens_per_step": 4 * 2**20, "seq_len": 4096, "micro_batch": 1, "layers": None, "hidden": None,
-    "dp_collective": "allreduce", "grad_bytes": 2, "act_bytes": 2, "overlap_dp": True,
-    "heads": None, "vocab": 51200, "ffn": None, "recompute": "selective", "virtual_stages": 1,
-    "sequence_parallel": None, "cp": 1, "ep": 1, "experts": 0, "active_experts": 2,
-}
+TRAIN_DEFAULTS: dict[str, Any] = {k: f.default for k, f in TrainPlan.model_fields.items()}
 _OFF = ("false", "0", "no", "off")
 
 
