@@ -142,7 +142,6 @@ class InferPlan(_Params):
     hbm_GBps: float = _f(3350.0, "HBM bandwidth per GPU, GB/s (H100 SXM 3350).", flag="--hbm-GBps")
     weight_bytes: float = _f(2, "Bytes per weight (2 bf16, 1 fp8).")
     act_bytes: float = _f(2, "Bytes per activation element.")
-    requests: int = _f(1, "Requests (reserved).")
     experts: int = _f(0, "Mixture of experts: experts per MoE layer (0: dense).")
     active_experts: int = _f(2, "MoE: experts each token goes to (top-k).")
     active_params: float | None = _f(None, "MoE: parameters active per token, e.g. 13e9 (default: all).")
