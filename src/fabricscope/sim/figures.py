@@ -1,0 +1,123 @@
+"""A published figure (one record of tests/data/sim_validation/*.yaml) asked of the model.
+
+The records describe a system the way its source did (GPU, nodes, transport, NICs, NCCL
+settings); ``scenario`` turns that into the simulator's parameters, ``evaluate`` runs the model
+and gives the ratio and whether it is within the issue's band: +-15% bandwidth, +-30%
+small-message latency, +-20% training and inference throughput. A record the model cannot
+express yet comes back with the reason, never a made-up number. This module reads no files:
+``benchmarks/sim_validation.py`` and the tests hand it the records.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fabricscope.errors import FabricscopeError
+
+# GPU -> the system preset whose node it is (8 GPUs on NVSwitch, one NIC per GPU).
+SYSTEM_OF_GPU = {"a100": "dgx-a100", "h100": "dgx-h100", "h200": "hgx-h200", "b200": "dgx-b200",
+                 "gb200": "gb200-nvl72", "h800": "dgx-h800", "h20": "hgx-h20", "v100": "dgx-1v"}
+SMALL_BYTES = 64 * 1024  # at or below: a latency figure (band 30%)
+BANDS = {"latency": 0.30, "bandwidth": 0.15, "throughput": 0.20}
+ENV = re.compile(r"(NCCL_[A-Z0-9_]+)=(\S+)")
+
+
+def settings_env(rec: dict[str, Any]) -> dict[str, str]:
+    """NCCL_* variables the source says were set (as keys, or inside an ``env``/``test`` string)."""
+    out: dict[str, str] = {}
+    for k, v in (rec.get("settings") or {}).items():
+        if str(k).startswith("NCCL_"):
+            out[str(k)] = str(v)
+        elif isinstance(v, str):
+            out.update(dict(ENV.findall(v)))
+    return out
+
+
+def scenario(rec: dict[str, Any]) -> dict[str, Any]:
+    """The simulator's parameters for a collective record; FabricscopeError when it cannot say."""
+    s, w = rec["system"], rec["workload"]
+    if w.get("kind") != "collective":
+        raise FabricscopeError(f"workload {w.get('kind')} is not evaluated here yet")
+    gpu = str(s.get("gpu") or "").lower()
+    if gpu not in SYSTEM_OF_GPU:
+        raise FabricscopeError(f"GPU {s.get('gpu')!r} not named")
+    ranks = s.get("ranks") or ((s.get("nodes") or 0) * (s.get("gpus_per_node") or 0))
+    gpn = s.get("gpus_per_node") or 8
+    if not ranks:
+        raise FabricscopeError("rank count not stated")
+    p: dict[str, Any] = {"system": SYSTEM_OF_GPU[gpu], "op": w["collective"], "size": str(w["size_bytes"])}
+    transport = s.get("transport")
+    if gpu == "gb200":  # an NVL72 rack is one NVLink domain, whatever the tray split (issue 23 item 7)
+        if ranks % 72:
+            p.update(nvlink_domain=gpn, nodes=ranks // gpn)
+        else:
+            p["nodes"] = ranks // 72
+    else:
+        p["nodes"] = max(1, ranks // gpn)
+        p["gpus_per_node"] = gpn if ranks >= gpn else ranks
+    if p["nodes"] == 1 or transport == "nvlink":
+        p["topology"] = "single-node"
+        p["nodes"] = 1
+    else:
+        p["transport"] = transport
+        if s.get("nic_count"):
+            p["nics_per_node"] = int(s["nic_count"])
+        if s.get("nic_rate_gbps"):
+            p["nic_rate"] = f"{s['nic_rate_gbps']}G"
+    env = settings_env(rec)
+    if "NCCL_ALGO" in env:
+        p["algo"] = env["NCCL_ALGO"].lower().replace("collnetchain", "collnet").replace("collnetdirect", "collnet")
+    if "NCCL_PROTO" in env:
+        p["proto"] = env["NCCL_PROTO"].lower()
+    if p.get("transport") == "tcp":
+        for var, key in (("NCCL_NSOCKS_PERTHREAD", "nsocks_perthread"), ("NCCL_SOCKET_NTHREADS", "socket_nthreads")):
+            if var in env:
+                p[key] = int(env[var])
+    if env.get("NCCL_COLLNET_ENABLE") == "1":
+        p["sharp"] = True
+    return p
+
+
+def band_of(rec: dict[str, Any]) -> str:
+    kind = rec["workload"].get("kind")
+    if kind != "collective":
+        return "throughput"
+    size = rec["workload"].get("size_bytes") or 0
+    return "latency" if rec["metric"] == "time" and size <= SMALL_BYTES else "bandwidth"
+
+
+def _published(rec: dict[str, Any]) -> float:
+    v = float(rec["value"])
+    unit = rec.get("unit")
+    if unit == "Gb/s":
+        return v / 8  # GB/s
+    return v
+
+
+def evaluate(rec: dict[str, Any]) -> dict[str, Any]:
+    """The model's answer for one record: ratio model / published, band, and whether it holds;
+    or ``skipped`` with the reason the model cannot answer it."""
+    from fabricscope.sim.scenario import run_collective
+
+    out: dict[str, Any] = {"id": rec["id"], "table": rec["table"], "metric": rec["metric"],
+                           "published": _published(rec), "band": band_of(rec)}
+    try:
+        p = scenario(rec)
+        if rec["workload"].get("size_bytes") is None:
+            raise FabricscopeError("size not stated")
+        doc = run_collective(p)
+    except FabricscopeError as exc:
+        out["skipped"] = str(exc)
+        return out
+    r = doc["results"][0]
+    model = {"time": r["time_s"] * 1e6, "busbw": r["busbw_GBps"], "algbw": r["algbw_GBps"]}.get(rec["metric"])
+    if model is None:
+        out["skipped"] = f"metric {rec['metric']} not evaluated"
+        return out
+    out.update(model=model, algo=f"{r['algo']}/{r['proto']}", params=p)
+    ratio = model / out["published"]  # as docs/sim.md's table: for a time, < 1 is a model faster than published
+    out["ratio"] = ratio
+    tol = BANDS[out["band"]]
+    out["holds"] = 1 - tol <= ratio <= 1 + tol
+    return out
