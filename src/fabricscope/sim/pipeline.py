@@ -101,20 +101,26 @@ def chunk_bytes(algo: str, proto: str, size: float, nc: int, heads: int, nodes: 
 
 def stages(algo: str, op: str, ranks: int, nodes: int, ppn: float) -> int:
     """Store-and-forward stages a chunk crosses before the pipeline is full: the ring's steps, the
-    intra-node chain of the tree up and down, NVLS's reduce and multicast, and the network part of
+    intra-node chain of the tree up and down, NVLS's scatter, reduce + multicast and gather (the thread
+    groups of src/device/all_reduce.h), and the network part of
     a tree as ONE stage up and one down, whatever its depth (an assumption: see docs/sim.md, the
     pipeline ramp; charging every tree level would put the 1,984-GPU NVLSTree row at 0.81 of its
-    published busbw, and no calibration sweep deeper than two nodes exists to decide it)."""
+    published busbw, and no calibration sweep deeper than two nodes exists to decide it). NVLSTree's
+    four NVLink thread groups (scatter, reduce, multicast, gather) are counted as two stages: the
+    count that fits the two-node calibration sweeps (H100, B200); all four put their 8 MiB rows
+    at 1.2-1.3x the published time. A choice fitted to calibration data, named as such."""
     net = 1 if nodes > 1 else 0
     if algo == "ring":
         return 2 * (ranks - 1) if op == "all_reduce" else max(1, ranks - 1)
     if algo == "tree":
         return 2 * (max(0, int(ppn) - 1) + net)
-    if algo == "nvlstree":
+    if algo == "nvlstree":  # four NVLink thread groups and the network tree; counted as 2 + 2 (see above)
         return 2 + 2 * net
     if algo == "collnet":
         return 4
-    return 2  # nvls: reduce into the switch, multicast out; pat: its log steps are in NCCL's latency
+    if algo == "nvls":  # all_reduce.h's thread groups: scatter into the NVLS buffer, reduce + multicast, gather out
+        return 3 if op == "all_reduce" else 2
+    return 1  # pat: its log steps are in NCCL's latency
 
 
 def ramp(algo: str, proto: str, op: str, size: float, bandwidth_s: float, *, channels: int, ranks: int, nodes: int,

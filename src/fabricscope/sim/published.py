@@ -36,6 +36,7 @@ class Calibration:
     unit: str
     what: str
     source: str
+    tables: tuple[str, ...] = ()  # tables of tests/data/sim_validation/calibration.yaml it was fitted on (never heldout.yaml)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,12 @@ CALIBRATION: tuple[Calibration, ...] = (
                 "per A100: Megatron-LM's 1T-parameter GPT on 3072 A100 (TP 8, PP 64, DP 6, full recomputation), "
                 "SC21 §1 and §5.1 text; configuration from NVIDIA/Megatron-LM examples/sc21/run_table_1.sh",
                 SC21),
+    Calibration("NVLSTree pipeline stages (sim/pipeline.py)", "2 + 2 per network tree", 0.0, "",
+                "store-and-forward stages of NVLSTree's ramp, chosen on the whole 1 MiB-8 GiB sweeps of two "
+                "2-node systems (2 + 2 fits; 4 + 2, one per NVLink thread group, puts the 8 MiB rows at 1.2-1.3x); "
+                "chunk sizes, channels and NVLS's 3 stages are NCCL's (v2.30.7-1), not fitted",
+                "tests/data/sim_validation/calibration.yaml",
+                ("dstack-nebius-h100-2node-allreduce", "dstack-lambda-b200-2node-allreduce")),
     Calibration("TCP per-core cap", "40 Gb/s", 0.0, "",
                 "one core cannot copy 100 Gb/s (an assumption to measure with bench tcp)",
                 "Cai et al., SIGCOMM 2021"),
@@ -193,7 +200,8 @@ def markdown() -> tuple[str, str]:
     cal = ["| Constant | Value | Fitted to | Source |", "|---|---|---|---|"]
     for c in CALIBRATION:
         fig = f"{c.figure:g} {c.unit}: " if c.figure else ""
-        cal.append(f"| {c.constant} | {c.value} | {fig}{c.what} | {c.source} |")
+        tables = f" (tables: {', '.join(c.tables)})" if c.tables else ""
+        cal.append(f"| {c.constant} | {c.value} | {fig}{c.what}{tables} | {c.source} |")
     val = ["| Case | Published | Model | Ratio | Band | Holds | Source | Command |", "|---|---|---|---|---|---|---|---|"]
     for v in VALIDATION:
         m = model_figure(v)
