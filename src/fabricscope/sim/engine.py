@@ -106,6 +106,10 @@ class Simulator:
         net = (kind == KIND_ACCESS) | (kind == KIND_FABRIC)
         eff[net] = transport.efficiency
         self.base_cap = topology.cap_Bps * eff
+        host = transport.host_cap_Bps(topology.node.nics_per_node)
+        if np.isfinite(host):  # the socket transport stages every byte through host memory (sim/transport.py)
+            access = kind == KIND_ACCESS
+            self.base_cap[access] = np.minimum(self.base_cap[access], host)
         self._cache: dict[str, PatternResult] = {}
 
     # ----------------------------------------------------------------------------- patterns

@@ -18,6 +18,9 @@ from fabricscope.errors import FabricscopeError
 # GPU -> the system preset whose node it is (8 GPUs on NVSwitch, one NIC per GPU).
 SYSTEM_OF_GPU = {"a100": "dgx-a100", "h100": "dgx-h100", "h200": "hgx-h200", "b200": "dgx-b200",
                  "gb200": "gb200-nvl72", "h800": "dgx-h800", "h20": "hgx-h20", "v100": "dgx-1v"}
+# Cloud transports: the instance the figure names is the preset (its NICs as NCCL sees them).
+CLOUD_SYSTEM = {("efa", "a100"): "aws-p4d", ("efa", "h100"): "aws-p5", ("efa", "h200"): "aws-p5en",
+                ("efa", "b200"): "aws-p6", ("tcpx", "h100"): "gcp-a3-high", ("tcpxo", "h100"): "gcp-a3-mega"}
 SMALL_BYTES = 64 * 1024  # at or below: a latency figure (band 30%)
 BANDS = {"latency": 0.30, "bandwidth": 0.15, "throughput": 0.20}
 ENV = re.compile(r"(NCCL_[A-Z0-9_]+)=(\S+)")
@@ -46,13 +49,13 @@ def scenario(rec: dict[str, Any]) -> dict[str, Any]:
     gpn = s.get("gpus_per_node") or 8
     if not ranks:
         raise FabricscopeError("rank count not stated")
-    p: dict[str, Any] = {"system": SYSTEM_OF_GPU[gpu], "op": w["collective"], "size": str(w["size_bytes"])}
+    p: dict[str, Any] = {"system": SYSTEM_OF_GPU[gpu], "op": w["collective"], "size": str(w["size_bytes"] or "1G")}
     transport = s.get("transport")
-    if gpu == "gb200":  # an NVL72 rack is one NVLink domain, whatever the tray split (issue 23 item 7)
-        if ranks % 72:
-            p.update(nvlink_domain=gpn, nodes=ranks // gpn)
-        else:
-            p["nodes"] = ranks // 72
+    cloud = CLOUD_SYSTEM.get((transport, gpu))
+    if cloud:
+        p["system"] = cloud
+    if gpu == "gb200":  # trays of an NVL72 rack fold into its NVLink domain (scenario.fold_trays)
+        p.update(nodes=ranks // gpn, gpus_per_node=gpn)
     else:
         p["nodes"] = max(1, ranks // gpn)
         p["gpus_per_node"] = gpn if ranks >= gpn else ranks
@@ -61,9 +64,9 @@ def scenario(rec: dict[str, Any]) -> dict[str, Any]:
         p["nodes"] = 1
     else:
         p["transport"] = transport
-        if s.get("nic_count"):
+        if s.get("nic_count") and not cloud:
             p["nics_per_node"] = int(s["nic_count"])
-        if s.get("nic_rate_gbps"):
+        if s.get("nic_rate_gbps") and not cloud:
             p["nic_rate"] = f"{s['nic_rate_gbps']}G"
     env = settings_env(rec)
     if "NCCL_ALGO" in env:
@@ -74,6 +77,8 @@ def scenario(rec: dict[str, Any]) -> dict[str, Any]:
         for var, key in (("NCCL_NSOCKS_PERTHREAD", "nsocks_perthread"), ("NCCL_SOCKET_NTHREADS", "socket_nthreads")):
             if var in env:
                 p[key] = int(env[var])
+    if env.get("NCCL_MIN_NCHANNELS") and env.get("NCCL_MIN_NCHANNELS") == env.get("NCCL_MAX_NCHANNELS"):
+        p["channels"] = int(env["NCCL_MIN_NCHANNELS"])
     if env.get("NCCL_COLLNET_ENABLE") == "1":
         p["sharp"] = True
     return p
@@ -95,17 +100,20 @@ def _published(rec: dict[str, Any]) -> float:
     return v
 
 
-def evaluate(rec: dict[str, Any]) -> dict[str, Any]:
+def evaluate(rec: dict[str, Any], overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The model's answer for one record: ratio model / published, band, and whether it holds;
-    or ``skipped`` with the reason the model cannot answer it."""
+    or ``skipped`` with the reason the model cannot answer it. ``overrides``: parameters to try
+    (a fit of the calibration split)."""
     from fabricscope.sim.scenario import run_collective
 
     out: dict[str, Any] = {"id": rec["id"], "table": rec["table"], "metric": rec["metric"],
                            "published": _published(rec), "band": band_of(rec)}
     try:
-        p = scenario(rec)
+        p = {**scenario(rec), **(overrides or {})}
         if rec["workload"].get("size_bytes") is None:
-            raise FabricscopeError("size not stated")
+            if ">=" not in str(rec["workload"].get("size_label")):
+                raise FabricscopeError("size not stated")
+            p["size"] = "1G"  # a plateau figure ('>= 32MiB'): the model's plateau
         doc = run_collective(p)
     except FabricscopeError as exc:
         out["skipped"] = str(exc)

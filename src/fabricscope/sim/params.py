@@ -47,7 +47,7 @@ class _Params(BaseModel):
 class Scenario(_Params):
     """The fabric, the transport and the collective."""
 
-    system: str | None = _f(None, "A real system: dgx-a100, dgx-h100, hgx-h200, dgx-b200, gb200-nvl72, pcie-server (GPUs, NVLink, PCIe, NICs; sources in docs/sim.md).")
+    system: str | None = _f(None, "A real system: dgx-1v, dgx-a100, dgx-h100, dgx-h800, hgx-h20, hgx-h200, dgx-b200, gb200-nvl72, pcie-server; cloud: aws-p4d, aws-p5, aws-p5en, aws-p6, gcp-a3-high, gcp-a3-mega, gcp-a3-ultra, gcp-a4, azure-nd-a100-v4, azure-nd-h100-v5, azure-nd-h200-v5, azure-nd-gb200-v6 (GPUs, NVLink, PCIe, NICs, network; sources in docs/sim.md).")
     nvlink_domain: int | None = _f(None, "GPUs in one multi-node NVLink domain (gb200-nvl72: 72; NVL36: 36).")
     intra_link: str = _f("nvlink", "How GPUs of a node talk: nvlink, or pci (no NVLink).")
     nvswitch: bool = _f(True, "GPUs on an NVSwitch (NVLS possible from Hopper on).")
@@ -73,13 +73,14 @@ class Scenario(_Params):
     global_rate: str | None = _f(None, "Dragonfly: global link rate (default: the NIC rate).")
     link_latency_us: float = _f(0.25, "Latency of each network link, us.", ge=0)
     node_nic_rate: tuple[str, ...] | dict[int, str] = _f((), "A slow host: NODE=RATE, e.g. 3=250mbit (repeatable).")
-    transport: str = _f("ib", "ib, roce, roce-lossy, tcp or udp.")
+    transport: str = _f("ib", "ib, roce, roce-lossy, tcp, udp, or a cloud transport: efa (AWS), tcpx, tcpxo (GCP A3 High, A3 Mega); default ib, or the --system's.")
     loss: str = _f("0", "Packet loss probability on network links: 0.001, 0.1%.")
     mtu: int | None = _f(None, "MTU in bytes (default 4096 for ib/roce, 1500 for tcp/udp).")
     ecn: bool = _f(True, "RoCE: ECN/DCQCN congestion control (off: PFC only, head-of-line blocking).", flag="--ecn/--no-ecn")
     per_core_gbps: float | None = _f(None, "tcp/udp: throughput one core sustains per flow, Gb/s (default 40 / 15).")
     nsocks_perthread: int | None = _f(None, "tcp: NCCL_NSOCKS_PERTHREAD, sockets per helper thread (NCCL's default 1).")
     socket_nthreads: int | None = _f(None, "tcp: NCCL_SOCKET_NTHREADS, helper threads per connection (NCCL's default 0: the proxy thread, one socket).")
+    host_mem_GBps: float | None = _f(None, "tcp: memory bandwidth of one node that NCCL's socket transport stages every byte through (4 touches per byte each way), GB/s.", flag="--host-mem-GBps", gt=0)
     rto_ms: float | None = _f(None, "Retransmission timeout in ms (default: adaptive, from the RTT).", ge=0.001, le=600_000)
     alpha_us: float | None = _f(None, "Per-message latency of the transport, us (overrides the default).")
     efficiency: float | None = _f(None, "Goodput per unit of link rate on network links, 0..1 (overrides the default).")

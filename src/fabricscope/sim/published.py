@@ -82,6 +82,26 @@ CALIBRATION: tuple[Calibration, ...] = (
     Calibration("TCP per-core cap", "40 Gb/s", 0.0, "",
                 "one core cannot copy 100 Gb/s (an assumption to measure with bench tcp)",
                 "Cai et al., SIGCOMM 2021"),
+    Calibration("TCP: NCCL socket transport per network hop (TCP_NCCL_HOP_S)", "250 us", 0.0, "",
+                "least squares on log(model/published) over every TCP row of the calibration split "
+                "(grid 15-250 us); NCCL over sockets on cloud VMs takes 1-2 ms for 64 KiB-4 MiB all_reduces",
+                "tests/data/sim_validation/calibration.yaml",
+                ("skypilot-a3high-tcpx-vs-tcp-allreduce", "nccl209-gcp-32gbe-tcp")),
+    Calibration("TCP: host memory for the staging copies (TCP_HOST_MEM_GBPS)", "120 GB/s per node", 0.0, "",
+                "4 memory touches per byte each way (GPU to bounce buffer, kernel copy in and out, NIC DMA); "
+                "fitted with the hop cost above (grid 80-240 GB/s)", "tests/data/sim_validation/calibration.yaml",
+                ("skypilot-a3high-tcpx-vs-tcp-allreduce", "nccl209-gcp-32gbe-tcp")),
+    Calibration("EFA: per network hop (alpha)", "30 us", 0.0, "",
+                "2x p5.48xlarge, 8 B-16 GiB (grid 10-35 us); no calibration row is network-bound, so EFA keeps "
+                "the RDMA endpoint efficiency 0.96 unfitted", "tests/data/sim_validation/calibration.yaml",
+                ("aws-p5-2node-allreduce", "aws-p5-2node-allreduce-eks")),
+    Calibration("TCPX: per network hop and per-flow cap", "250 us, 60 Gb/s", 0.0, "",
+                "2x a3-highgpu-8g, GPUDirect-TCPX, 1 KB-2 GB (grid 10-600 us, 10-100 Gb/s)",
+                "tests/data/sim_validation/calibration.yaml", ("skypilot-a3high-tcpx-vs-tcp-allreduce",)),
+    Calibration("TCPXO: per network hop and efficiency", "60 us, 0.80", 0.0, "",
+                "2x a3-megagpu-8g, GPUDirect-TCPXO, all_reduce 8 B-8 GiB and all_gather 8 MiB-8 GiB "
+                "(grid 5-80 us, 0.5-0.9)", "tests/data/sim_validation/calibration.yaml",
+                ("a3mega-ztan-2node-allreduce", "dstack-a3mega-ll128-2node-allgather")),
 )
 
 _H100_NODE = {"topology": "single-node", "nodes": 1}

@@ -43,8 +43,32 @@ def normalise(params: dict[str, Any]) -> dict[str, Any]:
     elif given.get("nvlink_domain") is not None:
         raise FabricscopeError("--nvlink-domain needs --system gb200-nvl72 (a multi-node NVLink domain)")
     fabric = {**base, **{k: v for k, v in given.items() if k in DEFAULTS and v is not None}}
+    if system and base.get("nvlink_domain_gpus"):
+        fabric = fold_trays(fabric, base["nvlink_domain_gpus"], given.get("nics_per_node"))
+    fabric.pop("nvlink_domain_gpus", None)
     out = validate(Scenario, fabric).model_dump()
     out.update({k: v for k, v in given.items() if k in WORKLOAD_KEYS and v is not None})
+    return out
+
+
+def fold_trays(p: dict[str, Any], domain: int, tray_nics: Any = None) -> dict[str, Any]:
+    """A multi-node NVLink domain described as it is cabled (``--system gb200-nvl72 --nodes 18
+    --gpus-per-node 4``: 18 trays of 4) is ONE NVLink domain of 72 GPUs, not 18 nodes over the
+    network: the model's node is the NVLink domain (issue 23 item 7). Trays fill whole domains."""
+    gpn = int(p.get("gpus_per_node", domain))
+    if gpn == domain or p.get("topology_file"):
+        return p
+    total = int(p.get("nodes", 1)) * gpn
+    if total < domain:  # a partly filled rack: one smaller domain
+        domain = total
+    if total % domain:
+        raise FabricscopeError(
+            f"{total} GPUs in trays of {gpn} do not fill whole NVLink domains of {domain} GPUs "
+            f"(--nvlink-domain N partitions the rack into smaller domains)")
+    per_gpu_nics = int(tray_nics) / gpn if tray_nics else int(p.get("nics_per_node") or domain) / domain
+    out = {**p, "nodes": total // domain, "gpus_per_node": domain, "nics_per_node": max(1, round(per_gpu_nics * domain))}
+    if out["nodes"] == 1 and out.get("topology") not in (None, "single-node"):
+        out["topology"] = "single-node"
     return out
 
 
@@ -127,6 +151,7 @@ def build_simulator(p: dict[str, Any], topo: Topology | None = None) -> Simulato
         framing=str(p["framing"]),
         nsocks_perthread=_opt_int(p, "nsocks_perthread"),
         socket_nthreads=_opt_int(p, "socket_nthreads"),
+        host_mem_GBps=p.get("host_mem_GBps"),
     )
     return Simulator(topo, transport, routing=p.get("routing"), seed=int(p["seed"]),
                      nvlink_efficiency=float(p["nvlink_efficiency"]))

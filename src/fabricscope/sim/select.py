@@ -28,6 +28,7 @@ from fabricscope.errors import FabricscopeError
 from fabricscope.sim import collectives, gpus, pipeline, tuning
 from fabricscope.sim.engine import CollectiveResult, Simulator
 from fabricscope.sim.patterns import Plan
+from fabricscope.sim.transport import Transport
 
 AUTO = "auto"
 FLOW_ONLY_ALGOS = ("hierarchical", "halving-doubling", "direct")
@@ -67,8 +68,12 @@ def comm_shape(sim: Simulator, op: str, groups: np.ndarray | None, sharp: bool) 
         nvswitch=intra == "nvlink" and tuning.NVLS_EFFICIENCY[arch] > 0 and topo.node.nvswitch,
         channels=tuning.channels_for(nn, topo.node.nics_per_node, gpn),
         nics_per_node=topo.node.nics_per_node, sharp=sharp,
-        net_extra_us=max(0.0, sim.transport.alpha_s - RDMA_ALPHA_S) * 1e6,
+        net_extra_us=max(0.0, _hop_s(sim.transport) - RDMA_ALPHA_S) * 1e6,
     )
+
+
+def _hop_s(tr: Transport) -> float:
+    return tr.alpha_s if tr.nccl_hop_s is None else tr.nccl_hop_s
 
 
 def flow_plan(sim: Simulator, op: str, algo: str, size: int, groups: np.ndarray | None,
