@@ -54,14 +54,17 @@ def calibration_lines(rep: dict[str, Any] | None) -> list[str]:
     ]
 
 
-def assumption_lines(doc: dict[str, Any]) -> list[str]:
-    """The defaults that decided this answer, where they come from and how to override them."""
-    rows = doc.get("assumptions") or []
+def assumption_lines(doc: dict[str, Any], explain: bool = False) -> list[str]:
+    """The defaults that decided this answer, where they come from and how to override them
+    (all of them with ``explain``)."""
+    rows = [a for a in doc.get("assumptions") or [] if explain or a.get("changed")]
     if not rows:
         return []
-    out = ["assumptions (defaults that changed this answer; --explain lists them all):"]
+    head = "assumptions (* changed this answer):" if explain else "assumptions that changed this answer (--explain: all):"
+    out = [head]
     for a in rows:
-        out.append(f"  {a['name']} = {a['value']}: {a['source']}; override: {a['override']}")
+        mark = "*" if explain and a.get("changed") else " "
+        out.append(f" {mark} {a['name']} = {a['value']}: {a['source']}; override: {a['override']}")
     return out
 
 
@@ -77,7 +80,7 @@ def collective_lines(doc: dict[str, Any], summary: str, explain: bool) -> list[s
         if explain:
             out.extend(alternative_lines(r))
     out.extend(bottleneck_lines(doc["bottlenecks"]))
-    out.extend(assumption_lines(doc))
+    out.extend(assumption_lines(doc, explain))
     return out
 
 

@@ -84,6 +84,40 @@ def scenario(rec: dict[str, Any]) -> dict[str, Any]:
     return p
 
 
+# Training records: the model as published -> (named model, sequence length). The sequence lengths
+# are each recipe's (Llama 3.1: 8192; Nemotron-4: 4096; GPT-3 175B: 2048 as the config says).
+TRAIN_MODELS = {"llama 3.1 8b": ("llama3-8b", 8192), "llama 3.1 70b": ("llama3-70b", 8192),
+                "llama 3.1 405b": ("llama3-405b", 8192), "nemotron4 15b": ("nemotron4-15b", 4096),
+                "nemotron4 340b": ("nemotron4-340b", 4096), "nemo megatron gpt-3 175b": ("gpt3-175b", 2048),
+                "maxtext llama3 70b": ("llama3-70b", 8192), "mpt-70b": ("mpt-70b", 2048)}
+CONFIG = re.compile(r"\b(TP|PP|CP|VP|MBS|GA|EP|SEQ)=(\d+)")
+
+
+def train_scenario(rec: dict[str, Any]) -> dict[str, Any]:
+    """The simulator's parameters for a training record (sim train)."""
+    s, w = rec["system"], rec["workload"]
+    key = next((k for k in TRAIN_MODELS if str(w.get("model", "")).lower().startswith(k)), None)
+    if key is None:
+        raise FabricscopeError(f"model {w.get('model')!r} has no shape here")
+    name, seq = TRAIN_MODELS[key]
+    cfg = {k.lower(): int(v) for k, v in CONFIG.findall(str(w.get("config_as_published", "")))}
+    gpu = str(s.get("gpu") or "h100").lower()
+    p: dict[str, Any] = {"model": name, "system": SYSTEM_OF_GPU.get(gpu, "dgx-h100"), "gpus": int(w["gpus"]),
+                         "seq_len": int(w.get("seq_len") or cfg.get("seq") or seq),
+                         "precision": str(w.get("precision") or "bf16").lower()}
+    if s.get("transport") in ("roce", "tcp", "efa"):
+        p["transport"] = s["transport"]
+    fsdp = "FSDP" in str(w.get("config_as_published", "")) or w.get("sharding") == "FULL_SHARD"
+    if fsdp:
+        p.update(tp=1, pp=1, dp_collective="fsdp", micro_batch=int(w.get("micro_batch") or cfg.get("mbs", 1)),
+                 recompute="full" if w.get("activation_checkpointing") else "none")
+    else:
+        p.update(tp=cfg.get("tp", 1), pp=cfg.get("pp", 1), cp=cfg.get("cp", 1), virtual_stages=cfg.get("vp", 1),
+                 micro_batch=cfg.get("mbs", 1), dp_collective="zero", recompute="none")
+    p["tokens_per_step"] = int(w.get("global_batch_tokens") or int(w["global_batch"]) * p["seq_len"])
+    return p
+
+
 def band_of(rec: dict[str, Any]) -> str:
     kind = rec["workload"].get("kind")
     if kind != "collective":
@@ -108,6 +142,8 @@ def evaluate(rec: dict[str, Any], overrides: dict[str, Any] | None = None) -> di
 
     out: dict[str, Any] = {"id": rec["id"], "table": rec["table"], "metric": rec["metric"],
                            "published": _published(rec), "band": band_of(rec)}
+    if rec["workload"].get("kind") == "training":
+        return _evaluate_train(rec, out, overrides)
     try:
         p = {**scenario(rec), **(overrides or {})}
         if rec["workload"].get("size_bytes") is None:
@@ -128,4 +164,25 @@ def evaluate(rec: dict[str, Any], overrides: dict[str, Any] | None = None) -> di
     out["ratio"] = ratio
     tol = BANDS[out["band"]]
     out["holds"] = 1 - tol <= ratio <= 1 + tol
+    return out
+
+
+def _evaluate_train(rec: dict[str, Any], out: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    from fabricscope.sim.workloads import run_train
+
+    try:
+        p = {**train_scenario(rec), **(overrides or {})}
+        doc = run_train(p)
+    except FabricscopeError as exc:
+        out["skipped"] = str(exc)
+        return out
+    gpus = doc["workload"]["gpus"]
+    model = {"step_time": doc["step_time_s"], "mfu": doc["mfu"] * 100, "tokens_per_s": doc["tokens_per_s"],
+             "tokens_per_s_per_gpu": doc["tokens_per_s"] / gpus}.get(rec["metric"])
+    if model is None:
+        out["skipped"] = f"metric {rec['metric']} not evaluated"
+        return out
+    out.update(model=model, algo=f"tp{doc['workload']['tp']}pp{doc['workload']['pp']}dp{doc['workload']['dp']}",
+               params=p, ratio=model / out["published"])
+    out["holds"] = abs(out["ratio"] - 1) <= BANDS["throughput"]
     return out

@@ -79,6 +79,12 @@ CALIBRATION: tuple[Calibration, ...] = (
                 "chunk sizes, channels and NVLS's 3 stages are NCCL's (v2.30.7-1), not fitted",
                 "tests/data/sim_validation/calibration.yaml",
                 ("dstack-nebius-h100-2node-allreduce", "dstack-lambda-b200-2node-allreduce")),
+    Calibration("FP8_GEMM_EFFICIENCY (sim train --precision fp8)", "0.60", 0.0, "",
+                "least squares on log(model/published step time) over the FP8 training rows of the calibration "
+                "split (grid 0.50-0.70; 0.60 and 0.65 within 0.1% of each other)",
+                "tests/data/sim_validation/calibration.yaml",
+                ("dgxc-nemotron-nemotron4-15b-fp8", "dgxc-nemo-megatron-nemo-megatron-fp8",
+                 "dgxc-maxtext-maxtext-llama3-70b-fp8")),
     Calibration("TCP per-core cap", "40 Gb/s", 0.0, "",
                 "one core cannot copy 100 Gb/s (an assumption to measure with bench tcp)",
                 "Cai et al., SIGCOMM 2021"),
@@ -112,7 +118,8 @@ def _megatron(gpus: int, tp: int, pp: int, batch: int, mb: int, layers: int, hid
     """A Megatron-LM GPT run on DGX A100 (Selene): sequence 2048, vocabulary 51,200."""
     return {"workload": "train", "system": "dgx-a100", "gpus": gpus, "tp": tp, "pp": pp, "micro_batch": mb,
             "tokens_per_step": batch * 2048, "seq_len": 2048, "layers": layers, "hidden": hidden, "heads": heads,
-            "virtual_stages": v, "recompute": recompute, "sequence_parallel": recompute == "selective", **extra}
+            "virtual_stages": v, "recompute": recompute, "sequence_parallel": recompute == "selective",
+            "flash_attention": False, **extra}  # 2021-22: no fused attention yet
 
 
 # Korthikanti et al. 2022 runs (DP 1): GPUs, TP, PP, global batch, micro-batch, layers, hidden, heads, v

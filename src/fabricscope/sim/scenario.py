@@ -222,6 +222,10 @@ def run_collective(params: dict[str, Any], sim: Simulator | None = None) -> dict
         "results": [r.to_dict() for r in results],
         "model": sim.describe(),
     }
+    from fabricscope.sim.assumptions import collect
+
+    given = {k.replace("-", "_"): v for k, v in params.items() if v is not None}
+    doc["assumptions"] = collect(sim, given, doc["results"])
     return doc
 
 

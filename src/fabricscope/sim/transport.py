@@ -303,6 +303,7 @@ def _override(
         if alpha_s < 0:
             raise FabricscopeError("alpha must be >= 0")
         t.alpha_s = alpha_s
+        t.nccl_hop_s = None  # the given alpha is the per-hop cost NCCL's latency model is charged too
     if efficiency is not None:
         if not 0 < efficiency <= 1:
             raise FabricscopeError("efficiency must be in (0, 1]")
