@@ -85,6 +85,12 @@ CALIBRATION: tuple[Calibration, ...] = (
                 "tests/data/sim_validation/calibration.yaml",
                 ("dgxc-nemotron-nemotron4-15b-fp8", "dgxc-nemo-megatron-nemo-megatron-fp8",
                  "dgxc-maxtext-maxtext-llama3-70b-fp8")),
+    Calibration("MoE: NIC per-message overhead and launch latency (sim/moe.py)", "1024 bytes, 30 us", 0.0, "",
+                "least squares on log(model/published) over every MoE row of the calibration split (DeepEP normal "
+                "kernels' bandwidth, pplx-garden's decode latencies; grid 0-16 KiB, 5-40 us): a 7 KiB per-token "
+                "message runs at 0.875 of the transport's rate", "tests/data/sim_validation/calibration.yaml",
+                ("deepep-v1-normal-initial", "deepep-v1-normal-pr130", "aws-p5en-deepep-intranode",
+                 "pplx-fabric-lib-alltoall-decode")),
     Calibration("TCP per-core cap", "40 Gb/s", 0.0, "",
                 "one core cannot copy 100 Gb/s (an assumption to measure with bench tcp)",
                 "Cai et al., SIGCOMM 2021"),
