@@ -27,7 +27,7 @@ FABRIC = ("system", "nvlink_domain", "topology", "topology_file", "nodes", "gpus
           "nic_rate", "gpu", "nvlink_GBps", "pcie_GBps", "oversubscription", "hosts_per_leaf", "spines", "uplink_rate",
           "radix", "tiers", "node_nic_rate", "link_latency_us", "hosts_per_router", "routers_per_group",
           "global_links_per_router", "global_rate")
-TRANSPORT = ("transport", "loss", "mtu", "ecn", "per_core_gbps", "nsocks_perthread", "socket_nthreads", "host_mem_GBps", "rto_ms",
+TRANSPORT = ("transport", "loss", "mtu", "ecn", "per_core_gbps", "nsocks_perthread", "socket_nthreads", "qps_per_connection", "host_mem_GBps", "rto_ms",
              "alpha_us", "efficiency", "framing", "routing", "seed")
 COLLECTIVE = ("op", "algo", "proto", "explain", "pxn", "sharp", "size", "channels", "node_order")
 TRAIN = tuple(TrainPlan.model_fields)

@@ -140,6 +140,12 @@ def solve(topo: Topology, tr: Transport, ap: AggregatePattern, base_cap: np.ndar
         adjustments.append("PFC head-of-line blocking is not modelled for an aggregated alltoall")
     if legs and effects.dcqcn_active(tr):
         sat = (w > 0) & (w * rate >= cap * (1 - 1e-9)) & effects.switch_egress(topo) & (w > 1)
+        o, E = topo.o_fabric, topo.n_nics
+        nic_out = slice(o, o + E)
+        if np.all((w[nic_out] == 0) | (w[nic_out] * rate >= cap[nic_out] * (1 - 1e-9))):
+            # every sending NIC is full at the same level: the senders pace the receivers' ports, where
+            # no queue builds (symmetric all-to-all); queues can still build inside the fabric
+            sat[o + E:o + 2 * E] = False
         cap, note = effects.congestion(tr, cap, sat)
         if note:
             rate, link = _first_level(cap, w)

@@ -142,7 +142,7 @@ class Simulator:
             self._cache[pid] = res
             return res
         topo = self.topo
-        pattern = collectives.stripe(pattern, tr.sockets)
+        pattern = collectives.stripe(pattern, tr.stripes)
         n = len(pattern)
         routes = topo.route(pattern.src_gpu, pattern.dst_gpu, pattern.src_nic, pattern.dst_nic,
                             pattern.entropy, self.routing == "adaptive", self.seed)
@@ -193,10 +193,22 @@ class Simulator:
 
     def _contended(self, routes: Routes, sol: Solution) -> np.ndarray:
         """Where DCQCN acts: a saturated switch egress fed by two or more input ports, where a
-        queue builds and ECN marks (Zhu et al., SIGCOMM 2015). Not a NIC's own egress, and not a
-        switch port whose flows all come in through one port (the upstream link paces them)."""
-        fan, *_ = self._fan_in(routes)
-        return sol.saturated & effects.switch_egress(self.topo) & (fan >= 2)
+        queue builds and ECN marks (Zhu et al., SIGCOMM 2015). Not a NIC's own egress, not a
+        switch port whose flows all come in through one port (the upstream link paces them), and
+        not a port whose flows are all held at their senders' saturated NICs already."""
+        fan, f, lk, _ = self._fan_in(routes)
+        candidate = sol.saturated & effects.switch_egress(self.topo) & (fan >= 2)
+        if not candidate.any():
+            return candidate
+        # A queue builds only where flows arrive faster than the port drains them: a link that carries
+        # some flow whose own NIC egress still has room. Where every flow through it is already held
+        # at its sender's saturated NIC (a symmetric all-to-all), the senders pace it: no queue.
+        o, E = self.topo.o_fabric, self.topo.n_nics
+        nic_egress = (lk >= o) & (lk < o + E)
+        sender_full = np.zeros(int(f.max()) + 1 if len(f) else 0, bool)
+        sender_full[f[nic_egress]] = sol.saturated[lk[nic_egress]]
+        unpaced = np.bincount(lk[~sender_full[f]], minlength=self.topo.n_links) > 0
+        return candidate & unpaced
 
     def _pfc_hol_caps(self, routes: Routes, sol: Solution, n: int) -> np.ndarray:
         """Victim caps under PFC without ECN.

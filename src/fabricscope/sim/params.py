@@ -80,6 +80,7 @@ class Scenario(_Params):
     per_core_gbps: float | None = _f(None, "tcp/udp: throughput one core sustains per flow, Gb/s (default 40 / 15).")
     nsocks_perthread: int | None = _f(None, "tcp: NCCL_NSOCKS_PERTHREAD, sockets per helper thread (NCCL's default 1).")
     socket_nthreads: int | None = _f(None, "tcp: NCCL_SOCKET_NTHREADS, helper threads per connection (NCCL's default 0: the proxy thread, one socket).")
+    qps_per_connection: int | None = _f(None, "ib/roce: NCCL_IB_QPS_PER_CONNECTION, queue pairs per connection; each is its own flow to ECMP (more entropy, fewer collisions). NCCL's default 1.", ge=1, le=128)
     host_mem_GBps: float | None = _f(None, "tcp: memory bandwidth of one node that NCCL's socket transport stages every byte through (4 touches per byte each way), GB/s.", flag="--host-mem-GBps", gt=0)
     rto_ms: float | None = _f(None, "Retransmission timeout in ms (default: adaptive, from the RTT).", ge=0.001, le=600_000)
     alpha_us: float | None = _f(None, "Per-message latency of the transport, us (overrides the default).")

@@ -152,6 +152,7 @@ def build_simulator(p: dict[str, Any], topo: Topology | None = None) -> Simulato
         nsocks_perthread=_opt_int(p, "nsocks_perthread"),
         socket_nthreads=_opt_int(p, "socket_nthreads"),
         host_mem_GBps=p.get("host_mem_GBps"),
+        qps_per_connection=_opt_int(p, "qps_per_connection"),
     )
     return Simulator(topo, transport, routing=p.get("routing"), seed=int(p["seed"]),
                      nvlink_efficiency=float(p["nvlink_efficiency"]))

@@ -62,6 +62,12 @@ class Transport:
     bounce_touches: int = 4
     upper_bound: bool = False  # answers rest on a part of the model not validated on multi-GPU points
     nccl_hop_s: float | None = None  # NCCL's per-network-hop latency on this transport (None: alpha_s)
+    qps: int = 1  # RDMA: queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION), each its own ECMP hash
+
+    @property
+    def stripes(self) -> int:
+        """Flows one connection is cut into on the wire: sockets (TCP) or queue pairs (RDMA)."""
+        return max(self.sockets, self.qps)
     notes: list[str] = field(default_factory=list)
 
     def host_cap_Bps(self, nics_per_node: int) -> float:
@@ -195,6 +201,7 @@ def make_transport(
     nsocks_perthread: int | None = None,
     socket_nthreads: int | None = None,
     host_mem_GBps: float | None = None,
+    qps_per_connection: int | None = None,
 ) -> Transport:
     """The named transport with documented defaults; every default can be overridden (and
     calibrated from measurements with ``fabricscope sim --calibrate``)."""
@@ -221,6 +228,11 @@ def make_transport(
     else:
         t = _socket(key, mtu_bytes, eth, loss, rto_s, per_core_gbps)
     _override(t, per_core_gbps, alpha_s, efficiency, nsocks_perthread, socket_nthreads)
+    if qps_per_connection is not None:
+        if key not in ("ib", "roce", "roce-lossy") or not 1 <= int(qps_per_connection) <= 128:
+            raise FabricscopeError("--qps-per-connection applies to ib and roce, 1 to 128 (NCCL_IB_QPS_PER_CONNECTION)")
+        t.qps = int(qps_per_connection)
+        t.notes.append(f"{t.qps} queue pair(s) per connection, each hashed by ECMP on its own")
     if host_mem_GBps is not None:
         if key != "tcp":
             raise FabricscopeError("--host-mem-GBps applies to tcp (NCCL's socket transport stages through host memory)")
