@@ -107,6 +107,27 @@ def infer(scenario: dict[str, Any], params: Annotated[str, typer.Option("--param
     echo(infer_lines(doc))
 
 
+@sim_app.command("network")
+@scenario_options(TRAIN, INFER, [f for f in FABRIC if f != "nodes"], [t for t in TRANSPORT if t != "transport"],
+                  models=(TrainPlan, InferPlan, Scenario))
+def network(
+    scenario: dict[str, Any],
+    workload: Annotated[str, typer.Option("--workload", help="train (tokens/s of a training step) or infer (output tokens/s of a server).")] = "train",
+    candidate: Annotated[list[str] | None, typer.Option("--candidate", help="A network: TRANSPORT[:NxRATE], e.g. ib:8x400G, roce:8x400G, tcp:2x200G, efa (repeatable; default ib, roce, tcp on the system's NICs).")] = None,
+    json_out: Json = False,
+) -> None:
+    """Which network for a workload: IB vs RoCE vs TCP vs a cloud transport, ratio and reason."""
+    need_numpy()
+    from fabricscope.report.sim import network_lines
+    from fabricscope.sim.network import compare as compare_networks
+
+    doc = compare_networks(workload, dict(scenario), candidate)
+    if json_out:
+        print_json(doc)
+        return
+    echo(network_lines(doc))
+
+
 def parse_vary(items: list[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for it in items:

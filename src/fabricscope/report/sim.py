@@ -222,3 +222,16 @@ def write_compare_plot(doc: dict[str, Any], path: Path) -> None:
         raise FabricscopeError(f"cannot write plot {path}: {exc}") from None
     finally:
         plt.close(fig)
+
+
+def network_lines(doc: dict[str, Any]) -> list[str]:
+    """``sim network``: one row per candidate network, best first."""
+    unit = "tokens/s" if doc["workload"] == "train" else "output tokens/s"
+    out = [f"which network for this {doc['workload']} workload ({unit}, ratio to the best):"]
+    for r in doc["rows"]:
+        nics = f"{r['nics_per_node']}x{r['nic_gbps']:g}G"
+        out.append(f"  {r['candidate']:<14} {r['transport']:<6} {nics:>9}  {r['tokens_per_s']:>14,.0f}  "
+                   f"{r['ratio']:>5.2f}  {r['reason']}")
+        for note in r["unvalidated"]:
+            out.append(f"  {'':<14} note: {note}")
+    return out
