@@ -148,6 +148,8 @@ def evaluate(rec: dict[str, Any], overrides: dict[str, Any] | None = None) -> di
         return _evaluate_train(rec, out, overrides)
     if rec["workload"].get("kind") in ("moe_dispatch", "moe_combine"):
         return _evaluate_moe(rec, out, overrides)
+    if rec["workload"].get("kind") == "inference":
+        return _evaluate_infer(rec, out, overrides)
     try:
         p = {**scenario(rec), **(overrides or {})}
         if rec["workload"].get("size_bytes") is None:
@@ -230,4 +232,34 @@ def _evaluate_moe(rec: dict[str, Any], out: dict[str, Any], overrides: dict[str,
     out.update(model=model, algo=f"{args['mode']}{'-ll' if args['ll'] else ''}", params={**p, **args},
                ratio=model / out["published"])
     out["holds"] = abs(out["ratio"] - 1) <= BANDS[out["band"]]
+    return out
+
+
+INFER_SYSTEMS = {("azure", "a100"): "azure-nd-a100-v4", ("azure", "h100"): "azure-nd-h100-v5",
+                 ("azure", "h200"): "azure-nd-h200-v5"}
+
+
+def _evaluate_infer(rec: dict[str, Any], out: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """A served model's throughput: a batch's prefill, then its output tokens at the model's TPOT."""
+    from fabricscope.sim.infer import run_infer
+
+    s, w = rec["system"], rec["workload"]
+    gpu = str(s.get("gpu") or "").lower()
+    system = INFER_SYSTEMS.get(("azure" if "azure" in str(s.get("name", "")).lower() else "", gpu))
+    model = "llama3-70b" if "70b" in str(w.get("model", "")).lower() else None
+    if not system or not model or s.get("scale_up_detail"):
+        out["skipped"] = "serving system or model not expressible (NVLink bridges, or no named shape)"
+        return out
+    p = {"model": model, "system": system, "tp": int(w.get("tp") or 8), "pp": int(w.get("pp") or 1),
+         "batch": int(w["batch"]), "prompt_tokens": int(w["input_len"]), "output_tokens": int(w["output_len"]),
+         "transport": "ib", **(overrides or {})}
+    try:
+        doc = run_infer(p)
+    except FabricscopeError as exc:
+        out["skipped"] = str(exc)
+        return out
+    total = doc["prefill_batch_s"] + p["output_tokens"] * doc["time_per_output_token_s"]
+    model_v = p["batch"] * p["output_tokens"] / total
+    out.update(model=model_v, algo=f"tp{p['tp']}pp{p['pp']}", params=p, ratio=model_v / out["published"])
+    out["holds"] = abs(out["ratio"] - 1) <= BANDS["throughput"]
     return out

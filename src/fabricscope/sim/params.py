@@ -149,7 +149,7 @@ class InferPlan(_Params):
     heads: int | None = _f(None, "Attention heads (default: hidden / 128).", ge=1)
     kv_heads: int | None = _f(None, "Key/value heads (GQA); the KV cache is 2 x layers x kv_heads x head size per token (default: heads / 8).", ge=1)
     kv_bytes_per_token: str | None = _f(None, "KV-cache bytes per token (default: from --kv-heads, bf16).")
-    gpu_tflops: float | None = _f(None, "Sustained TFLOP/s per GPU (default: 0.40 of the GPU's datasheet peak, sim/gpus.py).")
+    gpu_tflops: float | None = _f(None, "Sustained TFLOP/s per GPU (default: 0.5 of the GPU's datasheet peak, sim/gpus.py; fitted).")
     hbm_GBps: float | None = _f(None, "HBM bandwidth per GPU, GB/s (default: the GPU's datasheet figure, sim/gpus.py).", flag="--hbm-GBps")
     weight_precision: str | None = _f(None, "Weights: bf16 (2 bytes), fp8 (1; FP8 compute where the GPU has it) or int4 (0.5).")
     weight_bytes: float = _f(2, "Bytes per weight (set by --weight-precision).")

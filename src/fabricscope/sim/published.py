@@ -91,6 +91,10 @@ CALIBRATION: tuple[Calibration, ...] = (
                 "message runs at 0.875 of the transport's rate", "tests/data/sim_validation/calibration.yaml",
                 ("deepep-v1-normal-initial", "deepep-v1-normal-pr130", "aws-p5en-deepep-intranode",
                  "pplx-fabric-lib-alltoall-decode")),
+    Calibration("INFER_COMPUTE_SHARE (sim infer)", "0.5 of the datasheet peak", 0.0, "",
+                "TensorRT-LLM Llama 3 70B TP8 offline throughput (batch 16-64, 128 in, 8 out): least squares on "
+                "log(model/published), grid 0.3-0.8", "tests/data/sim_validation/calibration.yaml",
+                ("azure-nd-a100-v4-llama3-70b-tp8", "azure-nd-h200-v5-llama3-70b-tp8")),
     Calibration("TCP per-core cap", "40 Gb/s", 0.0, "",
                 "one core cannot copy 100 Gb/s (an assumption to measure with bench tcp)",
                 "Cai et al., SIGCOMM 2021"),
