@@ -28,6 +28,7 @@ def main() -> int:
     ap.add_argument("--table", action="append", help="only these tables (repeatable)")
     ap.add_argument("--rows", action="store_true", help="print every row, not only the per-table summary")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="one row per table, as docs/sim.md's validation table")
     args = ap.parse_args()
     from fabricscope.sim.figures import evaluate
 
@@ -42,6 +43,9 @@ def main() -> int:
     for r in results:
         tables.setdefault(r["table"] or r["id"], []).append(r)
     judged = [r for r in results if "ratio" in r]
+    if args.markdown:
+        print(markdown(args.split, tables, judged))
+        return 0
     for name, rows in tables.items():
         ok = [r for r in rows if "ratio" in r]
         if not ok:
@@ -58,6 +62,24 @@ def main() -> int:
     print(f"all: {held}/{len(judged)} within band ({held / max(1, len(judged)):.0%}); "
           f"{len(results) - len(judged)} figure(s) the model cannot express yet")
     return 0
+
+
+def markdown(split: str, tables: dict[str, list[dict]], judged: list[dict]) -> str:
+    rows = [f"| Table ({split}) | Metric | Rows judged | Within band | Median model/published | Range | Not expressible |",
+            "|---|---|---:|---:|---:|---|---|"]
+    for name, rs in tables.items():
+        ok = [r for r in rs if "ratio" in r]
+        skipped = {r["skipped"] for r in rs if "skipped" in r}
+        if ok:
+            ratios = sorted(r["ratio"] for r in ok)
+            rows.append(f"| {name} | {ok[0]['metric']} ({ok[0]['band']}) | {len(ok)} | {sum(r['holds'] for r in ok)} | "
+                        f"{statistics.median(ratios):.2f} | {ratios[0]:.2f}-{ratios[-1]:.2f} | "
+                        f"{'; '.join(sorted(skipped)) if skipped else ''} |")
+        else:
+            rows.append(f"| {name} | {rs[0]['metric']} | 0 | - | - | - | {'; '.join(sorted(skipped))} |")
+    held = sum(r["holds"] for r in judged)
+    rows.append(f"| **all** | | {len(judged)} | {held} ({held / max(1, len(judged)):.0%}) | | | |")
+    return "\n".join(rows)
 
 
 if __name__ == "__main__":

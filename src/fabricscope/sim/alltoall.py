@@ -124,11 +124,15 @@ def solve(topo: Topology, tr: Transport, ap: AggregatePattern, base_cap: np.ndar
     for src, dst, sn, dn, mult in network_legs(topo, ap):
         r = topo.route(src, dst, sn, dn, np.zeros(len(src), np.int64), adaptive, seed)
         path = np.bincount(r.flow, weights=r.coef * topo.lat_s[r.link], minlength=len(src))
-        fx = effects.apply(topo, tr, r, r.coef, np.ones(len(src), bool), 2 * (tr.alpha_s + path + hops),
-                           per_connection=True)
-        w += np.bincount(r.link, weights=fx.coef * mult[r.flow], minlength=n_links)
-        flow_cap = min(flow_cap, float(fx.flow_cap.min()))
-        notes = notes or fx.notes
+        if tr.loss > 0 or np.isfinite(tr.per_flow_cap_Bps):  # the transport changes the legs (sim/effects.py)
+            fx = effects.apply(topo, tr, r, r.coef, np.ones(len(src), bool), 2 * (tr.alpha_s + path + hops),
+                               per_connection=True)
+            coef = fx.coef
+            flow_cap = min(flow_cap, float(fx.flow_cap.min()))
+            notes = notes or fx.notes
+        else:
+            coef = r.coef
+        w += np.bincount(r.link, weights=coef * mult[r.flow], minlength=n_links)
         lat_net = max(lat_net, float(path.max()))
         legs += len(src)
         net_transfers += float(mult.sum())

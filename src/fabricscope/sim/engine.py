@@ -186,9 +186,10 @@ class Simulator:
             prev[1:][same[1:]] = lk[:-1][same[1:]]
         fan = np.zeros(self.topo.n_links, np.int64)
         on = prev >= 0
-        if on.any():
-            pairs = np.unique(np.stack([lk[on], prev[on]]), axis=1)
-            fan = np.bincount(pairs[0], minlength=self.topo.n_links)
+        if on.any():  # distinct (link, upstream link) pairs, as one int64 key each (a 1-D unique is fast)
+            n = np.int64(self.topo.n_links)
+            keys = np.unique(lk[on].astype(np.int64) * n + prev[on])
+            fan = np.bincount(keys // n, minlength=self.topo.n_links)
         return fan, f, lk, same
 
     def _contended(self, routes: Routes, sol: Solution) -> np.ndarray:

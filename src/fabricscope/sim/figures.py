@@ -209,7 +209,8 @@ def moe_scenario(rec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     args = {"tokens": int(w.get("tokens_per_batch") or w.get("tokens") or 128), "topk": int(w.get("topk") or 8),
             "hidden": int(w.get("hidden") or 7168), "elem_bytes": 1 + 4 / 128 if dtype == "fp8" else 2.0, "ep": ep,
             "mode": "deepep" if "deepep" in lib else "nccl", "groups": w.get("topk_groups"),
-            "ll": "low-latency" in lib or "low latency" in lib or "pplx" in lib or w.get("phase") == "decode"}
+            "ll": any(x in lib for x in ("low-latency", "low latency", "lowlatency", "pplx"))
+            or "lowlatency" in str(rec.get("table") or "") or w.get("phase") == "decode"}
     return p, args
 
 

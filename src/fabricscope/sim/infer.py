@@ -136,7 +136,8 @@ def _comm(sim: Simulator, w: dict[str, Any]) -> dict[str, Any]:
         r = moe.alltoall(sim, local, w["active_experts"], h, ab, ep, mode=w["ep_mode"], per_node=max(1, G // tp))
         out["ep_token_s"] = 2 * L * r.time_s
         call = {"time_s": r.time_s, "size_bytes": int(local * w["active_experts"] * h * ab), "algo": f"moe-{r.mode}",
-                "proto": "Simple", "limited_by": f"{r.limited_by} bandwidth" if r.time_s > 2 * moe.MOE_ALPHA_S else
+                "proto": "Simple", "limited_by": ("network bandwidth" if r.limited_by == "rdma" else "nvlink bandwidth")
+                if r.time_s > 2 * moe.MOE_ALPHA_S else
                 "latency", "busbw_GBps": r.bandwidth_GBps(), "nic_efficiency": r.nic_efficiency, "bottlenecks": []}
         out["expert_parallel"] = {"calls_per_token": 2 * L, "per_call": call, "per_token_s": out["ep_token_s"],
                                   "mode": r.mode, "detail": r.to_dict()}

@@ -29,6 +29,7 @@ class ModelShape:
     active_experts: int = 0
     active_params: float | None = None
     moe_ffn: int | None = None  # an expert's MLP width, where it differs from the dense layers'
+    kv_bytes_per_token: int | None = None  # where attention caches less than K and V per head (MLA)
 
     def train_params(self) -> dict[str, Any]:
         p = {"params": self.params, "layers": self.layers, "hidden": self.hidden, "heads": self.heads,
@@ -40,6 +41,8 @@ class ModelShape:
     def infer_params(self) -> dict[str, Any]:
         p = {"params": self.params, "layers": self.layers, "hidden": self.hidden, "kv_heads": self.kv_heads,
              "heads": self.heads}
+        if self.kv_bytes_per_token:
+            p["kv_bytes_per_token"] = str(self.kv_bytes_per_token)
         if self.experts:
             p.update(experts=self.experts, active_experts=self.active_experts, active_params=self.active_params)
         return p
@@ -61,7 +64,8 @@ MODELS: dict[str, ModelShape] = {m.name: m for m in (
                experts=8, active_experts=2, active_params=12.9e9),
     ModelShape("deepseek-v3", 671e9, 61, 7168, 128, 128, 18432, 129280, True,
                HF + "deepseek-ai/DeepSeek-V3 config.json (MLA counted as full heads; 256 routed experts, top 8)",
-               experts=256, active_experts=8, active_params=37e9, moe_ffn=2048),
+               experts=256, active_experts=8, active_params=37e9, moe_ffn=2048,
+               kv_bytes_per_token=61 * (512 + 64) * 2),  # MLA: kv_lora_rank 512 + rope 64 per layer, bf16
 )}
 
 

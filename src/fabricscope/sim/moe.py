@@ -66,6 +66,9 @@ def alltoall(sim: Simulator, tokens: float, topk: int, hidden: int, elem_bytes: 
     them on each node (default: as many as the node has GPUs)."""
     if mode not in MODES:
         raise FabricscopeError(f"--ep-mode is {' or '.join(MODES)}")
+    if mode == "deepep" and sim.transport.name not in ("ib", "roce", "roce-lossy"):
+        raise FabricscopeError(f"--ep-mode deepep needs RDMA with GPU-initiated sends (ib or roce), not "
+                               f"{sim.transport.name}: use --ep-mode nccl")
     topo = sim.topo
     gpn = max(1, min(ep, per_node or topo.node.gpus_per_node))
     nodes = math.ceil(ep / gpn)

@@ -39,15 +39,19 @@ def parse_candidate(spec: str) -> dict[str, Any]:
     return out
 
 
-def _reason(doc: dict[str, Any], workload: str) -> str:
-    """The communication that costs the most time, and what limits it."""
+def _reason(doc: dict[str, Any], workload: str, best: dict[str, Any] | None = None) -> str:
+    """The communication that costs this candidate the most time against the best one (or, for the
+    best, the most time outright), and what limits it."""
     if workload == "train":
         comm = doc.get("comm") or {}
         if not comm or doc["exposed_comm_s"] <= 0:
             return "compute-bound: the network is hidden"
-        name, c = max(comm.items(), key=lambda kv: kv[1].get("exposed_s", 0.0))
-        return (f"{name} exposes {c['exposed_s']:.3g} s of {doc['step_time_s']:.3g} s per step, "
-                f"{c.get('algo', '')}/{c.get('proto', '')} limited by {c.get('limited_by')}")
+        ref = (best or {}).get("comm") or {}
+        name, c = max(comm.items(), key=lambda kv: kv[1].get("exposed_s", 0.0) - ref.get(kv[0], {}).get("exposed_s", 0.0))
+        extra = c.get("exposed_s", 0.0) - ref.get(name, {}).get("exposed_s", 0.0)
+        lead = f"{name} exposes {extra:.3g} s more per step than on the best" if best is not None and extra > 0 else \
+            f"{name} exposes {c['exposed_s']:.3g} s of {doc['step_time_s']:.3g} s per step"
+        return f"{lead}, {c.get('algo', '')}/{c.get('proto', '')} limited by {c.get('limited_by')}"
     parts = [(k, doc.get(f"{k}_comm_per_token_s", 0.0)) for k in ("tp", "ep", "pp")]
     name, t = max(parts, key=lambda kv: kv[1])
     if t <= 0:
@@ -77,11 +81,14 @@ def compare(workload: str, params: dict[str, Any], candidates: list[str] | None 
         unvalidated = [UNVALIDATED[cand["transport"]]] if cand["transport"] in UNVALIDATED else []
         rows.append({"candidate": spec, "transport": cand["transport"], "nics_per_node": doc["model"]["topology"]
                      ["nics_per_node"], "nic_gbps": doc["model"]["topology"]["nic_gbps"], "tokens_per_s": metric,
-                     "time_s": doc["time_s"], "reason": _reason(doc, workload), "unvalidated": unvalidated,
+                     "time_s": doc["time_s"], "unvalidated": unvalidated, "_doc": doc,
                      "assumptions": [a for a in doc.get("assumptions", []) if a.get("changed")]})
-    best = max(r["tokens_per_s"] for r in rows)
-    for r in rows:
-        r["ratio"] = r["tokens_per_s"] / best if best > 0 else 0.0
     rows.sort(key=lambda r: -r["tokens_per_s"])
+    best = rows[0]["tokens_per_s"]
+    for i, r in enumerate(rows):
+        r["ratio"] = r["tokens_per_s"] / best if best > 0 else 0.0
+        r["reason"] = _reason(r["_doc"], workload, None if i == 0 else rows[0]["_doc"])
+    for r in rows:
+        r.pop("_doc")
     return {"schema": SCHEMA, "kind": "network", "workload": workload, "base": base, "rows": rows,
             "best": rows[0]["candidate"]}
