@@ -76,7 +76,8 @@ def alltoall(sim: Simulator, tokens: float, topk: int, hidden: int, elem_bytes: 
     copies = tokens * topk
     nvl_rate = topo.node.nvlink_GBps * 1e9 * sim.nvlink_efficiency
     nic_share = topo.node.nics_per_node / topo.node.gpus_per_node  # NICs per GPU (<= 1 as NCCL uses them)
-    nic_rate = topo.nic_rate_Bps * min(1.0, nic_share) * sim.transport.efficiency
+    nic_rate = min(topo.nic_rate_Bps * sim.transport.efficiency, sim.transport.host_cap_Bps(topo.node.nics_per_node))
+    nic_rate *= min(1.0, nic_share)  # the NIC's rate, and for sockets the host's staging copies (sim/transport.py)
     if nodes > 1 and sim.transport.name in ("tcp", "udp"):  # kernel sockets: the per-flow cap binds first
         nic_rate = min(nic_rate, sim.transport.flow_cap_Bps(1e-4) * max(1, sim.transport.sockets) * (ep - gpn))
     if mode == "deepep" and nodes > 1 and not ll:  # low-latency kernels send each (token, expert) directly

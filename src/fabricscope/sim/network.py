@@ -76,9 +76,17 @@ def compare(workload: str, params: dict[str, Any], candidates: list[str] | None 
     for spec in specs:
         cand = parse_candidate(spec)
         p = {**base, **cand}
+        socket = cand["transport"] in ("tcp", "tcpx", "udp")
+        for key in ("host_mem_GBps", "per_core_gbps", "nsocks_perthread", "socket_nthreads") if not socket else ():
+            p.pop(key, None)  # options of the socket transports apply to their rows only
+        if cand["transport"] not in ("ib", "roce", "roce-lossy"):
+            p.pop("qps_per_connection", None)
+        unvalidated = [UNVALIDATED[cand["transport"]]] if cand["transport"] in UNVALIDATED else []
+        if str(p.get("ep_mode", "")).lower() == "deepep" and cand["transport"] not in ("ib", "roce", "roce-lossy"):
+            p["ep_mode"] = "nccl"  # DeepEP needs RDMA: this network runs NCCL's all-to-all instead
+            unvalidated.append("DeepEP needs RDMA: this row runs NCCL's all-to-all")
         doc = run_train(p) if workload == "train" else run_infer(p)
         metric = doc["tokens_per_s"]
-        unvalidated = [UNVALIDATED[cand["transport"]]] if cand["transport"] in UNVALIDATED else []
         rows.append({"candidate": spec, "transport": cand["transport"], "nics_per_node": doc["model"]["topology"]
                      ["nics_per_node"], "nic_gbps": doc["model"]["topology"]["nic_gbps"], "tokens_per_s": metric,
                      "time_s": doc["time_s"], "unvalidated": unvalidated, "_doc": doc,
