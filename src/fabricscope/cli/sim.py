@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -187,7 +188,7 @@ def compare(
         typer.echo(f"fabricscope: warning: {plot_msg}", err=True)
 
 
-def _progress(total: int):  # pragma: no cover - only on a terminal
+def _progress(total: int) -> Callable[[Any], None]:  # pragma: no cover - only on a terminal
     from rich.progress import Progress
 
     prog = Progress(transient=True, console=None)

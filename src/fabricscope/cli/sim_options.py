@@ -64,7 +64,7 @@ def option(name: str, default: Any = None, models: Iterable[type[BaseModel]] = M
         for attr, key in (("ge", "min"), ("le", "max")):
             if getattr(meta, attr, None) is not None:
                 extra[key] = getattr(meta, attr)
-    ann = Annotated[_cli_type(f.annotation), typer.Option(flag, help=help_text, **extra)]
+    ann = Annotated[_cli_type(f.annotation), typer.Option(flag, help=help_text, **extra)]  # type: ignore[valid-type]
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann)
 
 

@@ -194,7 +194,9 @@ def write_compare_plot(doc: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     rows = [r for r in doc["rows"] if "metrics" in r]
-    label = lambda r: ", ".join(f"{k}={v}" for k, v in r["point"].items())  # noqa: E731
+    def label(r: dict[str, Any]) -> str:
+        return ", ".join(f"{k}={v}" for k, v in r["point"].items())
+
     fig, ax = plt.subplots(figsize=(9, 5))
     if rows and "curve" in rows[0]:
         for r in rows:

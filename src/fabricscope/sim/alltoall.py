@@ -119,7 +119,8 @@ def solve(topo: Topology, tr: Transport, ap: AggregatePattern, base_cap: np.ndar
                        np.zeros(len(ap.intra_src), np.int64), adaptive, seed)
     w += np.bincount(intra.link, weights=intra.coef * ap.intra_mult[intra.flow], minlength=n_links)
     lat_intra = _max_path(topo, intra, len(ap.intra_src))
-    lat_net, legs, flow_cap, notes, net_transfers = 0.0, 0, np.inf, [], 0.0
+    notes: list[str] = []
+    lat_net, legs, flow_cap, net_transfers = 0.0, 0, np.inf, 0.0
     hops = lat_intra * ap.hops  # NVLink legs of a transfer's way: its round trip includes them
     for src, dst, sn, dn, mult in network_legs(topo, ap):
         r = topo.route(src, dst, sn, dn, np.zeros(len(src), np.int64), adaptive, seed)

@@ -65,7 +65,7 @@ def switch_egress(topo: Topology) -> np.ndarray:
     """Network links that leave a switch port. A NIC's own egress (the first n_nics fabric links,
     nic->switch) queues in the NIC, which paces itself: no switch queue, no ECN mark."""
     k = topo.link_kind
-    out = (k == KIND_ACCESS) | (k == KIND_FABRIC)
+    out: np.ndarray = (k == KIND_ACCESS) | (k == KIND_FABRIC)
     out[topo.o_fabric:topo.o_fabric + topo.n_nics] = False
     return out
 

@@ -26,10 +26,11 @@ import numpy as np
 from fabricscope.collective_ops import bus_factor
 from fabricscope.errors import FabricscopeError
 from fabricscope.sim import alltoall, collectives, effects
+from fabricscope.sim.fabrics import KIND_ACCESS, KIND_FABRIC, KIND_NAMES, KIND_NVLINK, Routes
 from fabricscope.sim.params import NVLINK_EFFICIENCY
 from fabricscope.sim.patterns import AggregatePattern, Pattern, PatternResult, Phase, Plan
 from fabricscope.sim.solver import Solution, max_min
-from fabricscope.sim.topology import KIND_ACCESS, KIND_FABRIC, KIND_NAMES, KIND_NVLINK, Routes, Topology
+from fabricscope.sim.topology import Topology
 from fabricscope.sim.transport import Transport
 
 SCHEMA = "fabricscope.sim/v1"

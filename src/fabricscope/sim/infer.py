@@ -133,14 +133,14 @@ def _comm(sim: Simulator, w: dict[str, Any]) -> dict[str, Any]:
                                   "prefill_s": out["tp_prefill_s"]}
     if w["experts"] and ep > 1:
         G = sim.topo.node.gpus_per_node
-        r = moe.alltoall(sim, local, w["active_experts"], h, ab, ep, mode=w["ep_mode"], per_node=max(1, G // tp))
-        out["ep_token_s"] = 2 * L * r.time_s
-        call = {"time_s": r.time_s, "size_bytes": int(local * w["active_experts"] * h * ab), "algo": f"moe-{r.mode}",
-                "proto": "Simple", "limited_by": ("network bandwidth" if r.limited_by == "rdma" else "nvlink bandwidth")
-                if r.time_s > 2 * moe.MOE_ALPHA_S else
-                "latency", "busbw_GBps": r.bandwidth_GBps(), "nic_efficiency": r.nic_efficiency, "bottlenecks": []}
+        mr = moe.alltoall(sim, local, w["active_experts"], h, ab, ep, mode=w["ep_mode"], per_node=max(1, G // tp))
+        out["ep_token_s"] = 2 * L * mr.time_s
+        call = {"time_s": mr.time_s, "size_bytes": int(local * w["active_experts"] * h * ab), "algo": f"moe-{mr.mode}",
+                "proto": "Simple", "limited_by": ("network bandwidth" if mr.limited_by == "rdma" else "nvlink bandwidth")
+                if mr.time_s > 2 * moe.MOE_ALPHA_S else
+                "latency", "busbw_GBps": mr.bandwidth_GBps(), "nic_efficiency": mr.nic_efficiency, "bottlenecks": []}
         out["expert_parallel"] = {"calls_per_token": 2 * L, "per_call": call, "per_token_s": out["ep_token_s"],
-                                  "mode": r.mode, "detail": r.to_dict()}
+                                  "mode": mr.mode, "detail": mr.to_dict()}
     if w["pp"] > 1:  # a token's activations cross every stage boundary once
         G = sim.topo.node.gpus_per_node
         src = np.arange(tp)

@@ -32,15 +32,15 @@ class ModelShape:
     kv_bytes_per_token: int | None = None  # where attention caches less than K and V per head (MLA)
 
     def train_params(self) -> dict[str, Any]:
-        p = {"params": self.params, "layers": self.layers, "hidden": self.hidden, "heads": self.heads,
-             "kv_heads": self.kv_heads, "ffn": self.moe_ffn or self.ffn, "vocab": self.vocab, "gated_mlp": self.gated_mlp}
+        p: dict[str, Any] = {"params": self.params, "layers": self.layers, "hidden": self.hidden, "heads": self.heads,
+                             "kv_heads": self.kv_heads, "ffn": self.moe_ffn or self.ffn, "vocab": self.vocab, "gated_mlp": self.gated_mlp}
         if self.experts:
             p.update(experts=self.experts, active_experts=self.active_experts)
         return p
 
     def infer_params(self) -> dict[str, Any]:
-        p = {"params": self.params, "layers": self.layers, "hidden": self.hidden, "kv_heads": self.kv_heads,
-             "heads": self.heads}
+        p: dict[str, Any] = {"params": self.params, "layers": self.layers, "hidden": self.hidden,
+                             "kv_heads": self.kv_heads, "heads": self.heads}
         if self.kv_bytes_per_token:
             p["kv_bytes_per_token"] = str(self.kv_bytes_per_token)
         if self.experts:

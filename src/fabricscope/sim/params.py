@@ -23,7 +23,7 @@ NVLINK_EFFICIENCY = 0.82
 
 def _f(default: Any, help: str, flag: str | None = None, **kw: Any) -> Any:
     """A field with its CLI help (and its flag, where it is not --name-with-dashes)."""
-    extra = {"flag": flag} if flag else None
+    extra: Any = {"flag": flag} if flag else None
     return Field(default, description=help, json_schema_extra=extra, **kw)
 
 
