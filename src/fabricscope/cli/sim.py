@@ -89,7 +89,7 @@ def collective(scenario: dict[str, Any], calibrate_run: Calib = None, json_out: 
 
 
 @sim_app.command("infer")
-@scenario_options(INFER, FABRIC, TRANSPORT, defaults={"transport": "tcp"}, models=(InferPlan, Scenario))
+@scenario_options(INFER, FABRIC, TRANSPORT, ["explain"], defaults={"transport": "tcp"}, models=(InferPlan, Scenario))
 def infer(scenario: dict[str, Any], params: Annotated[str, typer.Option("--params", help="Model parameters, e.g. 70e9.")] = "70e9",
           active_params: Annotated[str | None, typer.Option("--active-params", help="MoE: parameters active per token, e.g. 13e9 (default: all).")] = None,
           json_out: Json = False) -> None:
@@ -105,7 +105,7 @@ def infer(scenario: dict[str, Any], params: Annotated[str, typer.Option("--param
     if json_out:
         print_json(doc)
         return
-    echo(infer_lines(doc))
+    echo(infer_lines(doc, bool(scenario.get("explain"))))
 
 
 @sim_app.command("network")

@@ -15,7 +15,7 @@ from fabricscope.sim.params import Scenario, TrainPlan
 
 
 @sim_app.command("train")
-@scenario_options(TRAIN, [f for f in FABRIC if f != "nodes"], TRANSPORT, models=(TrainPlan, Scenario))
+@scenario_options(TRAIN, [f for f in FABRIC if f != "nodes"], TRANSPORT, ["explain"], models=(TrainPlan, Scenario))
 def train(scenario: dict[str, Any], calibrate_run: Calib = None, json_out: Json = False) -> None:
     """One Megatron-LM training step: compute, bubble, TP/PP/DP/EP/CP communication, TFLOP/s per GPU."""
     need_numpy()
@@ -36,4 +36,4 @@ def train(scenario: dict[str, Any], calibrate_run: Calib = None, json_out: Json 
     if json_out:
         print_json(doc)
         return
-    echo(train_lines(doc))
+    echo(train_lines(doc, bool(p.get("explain"))))

@@ -97,7 +97,7 @@ def alternative_lines(r: dict[str, Any]) -> list[str]:
     return out
 
 
-def train_lines(doc: dict[str, Any]) -> list[str]:
+def train_lines(doc: dict[str, Any], explain: bool = False) -> list[str]:
     w = doc["workload"]
     par = f"tp {w['tp']} x pp {w['pp']} x dp {w['dp']}" + (f" x cp {w['cp']}" if w["cp"] > 1 else "")
     moe = f", {w['experts']} experts (top-{w['active_experts']}, ep {w['ep']})" if w["experts"] else ""
@@ -123,11 +123,11 @@ def train_lines(doc: dict[str, Any]) -> list[str]:
                f"of {w['gpu_peak_tflops']:g} peak")
     out.append(f"tokens per second {doc['tokens_per_s']:,.0f}")
     out.extend(bottleneck_lines(doc["bottlenecks"]))
-    out.extend(assumption_lines(doc))
+    out.extend(assumption_lines(doc, explain))
     return out
 
 
-def infer_lines(doc: dict[str, Any]) -> list[str]:
+def infer_lines(doc: dict[str, Any], explain: bool = False) -> list[str]:
     w = doc["workload"]
     moe = f", {w['experts']} experts (top-{w['active_experts']}), ep {w['ep']}" if w["experts"] else ""
     ep = f" + expert alltoalls {fmt_time(doc['ep_comm_per_token_s'])}" if doc.get("expert_parallel") else ""
@@ -157,7 +157,7 @@ def infer_lines(doc: dict[str, Any]) -> list[str]:
                        f"{'meets' if r['meets'] else 'misses'}")
         for t, rate in target["slowest_rate_that_meets"].items():
             out.append(f"  {t}: {'from ' + rate if rate else 'no rate up to 800G'} meets it")
-    out.extend(assumption_lines(doc))
+    out.extend(assumption_lines(doc, explain))
     return out
 
 
