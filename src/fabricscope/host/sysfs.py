@@ -9,6 +9,16 @@ from fabricscope.host.root import Root
 _ID_NAME = re.compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")
 
 
+def printable_name(name: str) -> str:
+    """A file name as text that encodes: bytes that were not UTF-8 (``os.listdir`` hands them over
+    as surrogate escapes) become ``\\xNN``. Used for every label and every snapshot member name,
+    so a name like ``bad\\xffname`` reads the same on the host and in its snapshot; a name that
+    already holds such text is indistinguishable from it, which is acceptable for display."""
+    if name.isascii():
+        return name
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def parse_id_name(text: str | None) -> tuple[int | None, str | None]:
     """``"4: ACTIVE"`` -> ``(4, "ACTIVE")``; anything else -> ``(None, None)``."""
     if text is None:
