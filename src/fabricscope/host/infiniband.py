@@ -8,7 +8,16 @@ from dataclasses import dataclass, field
 
 from fabricscope.host.pci import pci_address_of
 from fabricscope.host.root import Root
-from fabricscope.host.sysfs import parse_id_name, read_counters, read_int, read_str
+from fabricscope.host.sysfs import (
+    MAX_GIDS,
+    MAX_RDMA_DEVICES,
+    MAX_RDMA_PORTS,
+    capped,
+    parse_id_name,
+    read_counters,
+    read_int,
+    read_str,
+)
 
 IB_CLASS = "sys/class/infiniband"
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\((\d+)X\s*([A-Z0-9]*)\))?")
@@ -198,6 +207,7 @@ def read_port(root: Root, device: str, port: int) -> RdmaPort:
         root.note(f"{base}/link_layer", f"unknown link layer {link_layer[:40]!r}")
     gids = []
     entries = [name for name in root.listdir(f"{base}/gids") if (name.isascii() and name.isdigit())]
+    entries = capped(root, "GID entries", f"{base}/gids", entries, MAX_GIDS)
     for name in entries:
         gid = read_str(root, f"{base}/gids/{name}")
         if gid is None or gid == ZERO_GID or parse_gid(gid) is None:
@@ -235,9 +245,8 @@ def read_port(root: Root, device: str, port: int) -> RdmaPort:
 
 def read_device(root: Root, name: str) -> RdmaDevice:
     base = f"{IB_CLASS}/{name}"
-    ports = tuple(
-        read_port(root, name, int(p)) for p in root.listdir(f"{base}/ports") if (p.isascii() and p.isdigit())
-    )
+    numbers = [p for p in root.listdir(f"{base}/ports") if (p.isascii() and p.isdigit())]
+    ports = tuple(read_port(root, name, int(p)) for p in capped(root, "rdma ports", f"{base}/ports", numbers, MAX_RDMA_PORTS))
     pci = pci_address_of(root.resolve(f"{base}/device"))
     driver = root.resolve(f"{base}/device/driver")
     return RdmaDevice(
@@ -265,7 +274,8 @@ def _read_version(root: Root, rel: str) -> str | None:
 
 def read_rdma_devices(root: Root) -> list[RdmaDevice]:
     """Every RDMA device, in NCCL's natural order (mlx5_2 before mlx5_10)."""
-    return [read_device(root, name) for name in sorted(root.listdir(IB_CLASS), key=natural_key)]
+    names = capped(root, "rdma devices", IB_CLASS, sorted(root.listdir(IB_CLASS), key=natural_key), MAX_RDMA_DEVICES)
+    return [read_device(root, name) for name in names]
 
 
 def read_port_counters(root: Root) -> dict[str, dict[str, int]]:

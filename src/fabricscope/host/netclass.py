@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from fabricscope.host.pci import pci_address_of
 from fabricscope.host.root import Root
-from fabricscope.host.sysfs import read_int, read_str
+from fabricscope.host.sysfs import MAX_NETDEVS, PRIORITIES, capped, read_int, read_str
 
 NET_CLASS = "sys/class/net"
 ARPHRD_ETHER = 1
@@ -72,8 +72,10 @@ def parse_ip_addr_json(text: str) -> dict[str, tuple[list[str], list[str]]]:
 def _read_enable_dir(root: Root, rel: str) -> dict[int, bool]:
     out: dict[int, bool] = {}
     for name in root.listdir(rel):
+        if not (name.isascii() and name.isdigit() and int(name) in PRIORITIES):
+            continue  # 802.1p has priorities 0-7: a directory with others is not the kernel's
         value = read_int(root, f"{rel}/{name}")
-        if (name.isascii() and name.isdigit()) and value is not None:
+        if value is not None:
             out[int(name)] = value == 1
     return out
 
@@ -96,7 +98,7 @@ def read_net_devices(root: Root) -> list[NetDevice]:
         if not addresses and result.stdout.strip():
             root.note("ip -j addr show", "output is not the expected JSON")
     devices = []
-    for name in root.listdir(NET_CLASS):
+    for name in capped(root, "netdevs", NET_CLASS, root.listdir(NET_CLASS), MAX_NETDEVS):
         base = f"{NET_CLASS}/{name}"
         if not root.is_dir(base):
             continue

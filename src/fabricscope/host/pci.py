@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from fabricscope.host.aer import AerStats, read_aer
 from fabricscope.host.iommu import group_of
 from fabricscope.host.root import Root
-from fabricscope.host.sysfs import read_int, read_str
+from fabricscope.host.sysfs import MAX_PCI_DEVICES, capped, read_int, read_str
 
 PCI_DEVICES = "sys/bus/pci/devices"
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
@@ -197,9 +197,8 @@ def read_pci_device(root: Root, address: str) -> PciDevice:
 
 
 def read_pci_devices(root: Root) -> dict[str, PciDevice]:
-    return {
-        addr: read_pci_device(root, addr) for addr in root.listdir(PCI_DEVICES) if _BDF.match(addr)
-    }
+    addresses = [addr for addr in root.listdir(PCI_DEVICES) if _BDF.match(addr)]
+    return {addr: read_pci_device(root, addr) for addr in capped(root, "pci devices", PCI_DEVICES, addresses, MAX_PCI_DEVICES)}
 
 
 def _switch_ids(chain: tuple[str, ...], devices: dict[str, PciDevice]) -> list[int]:

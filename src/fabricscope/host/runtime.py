@@ -26,7 +26,16 @@ from fabricscope.host.netclass import NET_CLASS
 from fabricscope.host.pci import PCI_DEVICES, parse_link_speed
 from fabricscope.host.procfs import parse_netstat
 from fabricscope.host.root import Root
-from fabricscope.host.sysfs import parse_id_name, parse_int
+from fabricscope.host.sysfs import (
+    MAX_COUNTER_FILES,
+    MAX_RDMA_DEVICES,
+    MAX_RDMA_PORTS,
+    PRIORITIES,
+    Budget,
+    capped,
+    parse_id_name,
+    parse_int,
+)
 
 LIFESPAN = "lifespan"  # hw_counters/lifespan: refresh period in ms, not a counter
 
@@ -142,13 +151,15 @@ class _Dir:
             self.root.note(f"{self.rel}/{name}", f"not an integer: {text[:40]!r}")
         return value
 
-    def counters(self, name: str) -> dict[str, int]:
-        """Every integer file of the subdirectory ``name``; N/A files are left out, garbled ones noted."""
+    def counters(self, name: str, budget: Budget | None = None) -> dict[str, int]:
+        """Every integer file of the subdirectory ``name`` (capped, and taken from ``budget``);
+        N/A files are left out, garbled ones noted."""
         sub = self.sub(name)
         if sub is None:
             return {}
         values = {}
-        for entry in sub.names():
+        names = capped(self.root, "counter files", sub.rel, sub.names(), MAX_COUNTER_FILES)
+        for entry in budget.take(names) if budget is not None else names:
             value = sub.int(entry)
             if value is not None:
                 values[entry] = value
@@ -158,14 +169,16 @@ class _Dir:
 def list_rdma_ports(root: Root) -> list[tuple[str, int]]:
     """``(device, port)`` of every RDMA port, devices in natural order (mlx5_2 before mlx5_10)."""
     ports = []
-    for dev in sorted(root.listdir(IB_CLASS), key=natural_key):
+    devices = capped(root, "rdma devices", IB_CLASS, sorted(root.listdir(IB_CLASS), key=natural_key), MAX_RDMA_DEVICES)
+    for dev in devices:
         names = root.listdir(f"{IB_CLASS}/{dev}/ports")
         if not names:
             root.note(f"{IB_CLASS}/{dev}/ports", "RDMA device without ports")
         for name in names:
             if (name.isascii() and name.isdigit()):
                 ports.append((dev, int(name)))
-    return ports
+    return [(d, int(p)) for d, p in (x.split("/") for x in capped(
+        root, "rdma ports", IB_CLASS, [f"{d}/{p}" for d, p in ports], MAX_RDMA_PORTS))]
 
 
 def _id_name(d: _Dir, name: str) -> tuple[int | None, str | None]:
@@ -176,8 +189,9 @@ def _id_name(d: _Dir, name: str) -> tuple[int | None, str | None]:
     return parsed
 
 
-def read_port_status(root: Root, device: str, port: int) -> PortStatus | None:
-    """State, rate and counters of one port; None (and a problem) when the port is gone."""
+def read_port_status(root: Root, device: str, port: int, budget: Budget | None = None) -> PortStatus | None:
+    """State, rate and counters of one port; None (and a problem) when the port is gone.
+    ``budget`` caps the counter files read over many ports (one scrape)."""
     base = f"{IB_CLASS}/{device}/ports/{port}"
     d = _Dir.open(root, base)
     if d is None:
@@ -193,7 +207,7 @@ def read_port_status(root: Root, device: str, port: int) -> PortStatus | None:
     if link_layer is not None and link_layer not in LINK_LAYERS:
         root.note(f"{base}/link_layer", f"unknown link layer {link_layer[:40]!r}")
         link_layer = None
-    hw = d.counters("hw_counters")
+    hw = d.counters("hw_counters", budget)
     lifespan = hw.pop(LIFESPAN, None)
     return PortStatus(
         device=device,
@@ -204,7 +218,7 @@ def read_port_status(root: Root, device: str, port: int) -> PortStatus | None:
         phys_state=phys,
         rate_gbps=rate,
         link_layer=link_layer,
-        counters=d.counters("counters"),
+        counters=d.counters("counters", budget),
         hw_counters=hw,
         hw_lifespan_ms=lifespan,
     )
@@ -244,7 +258,7 @@ def _enable_dir(d: _Dir, rel: str) -> dict[int, bool]:
             break
     if current is not None:
         for name in current.names():
-            if (name.isascii() and name.isdigit()):
+            if name.isascii() and name.isdigit() and int(name) in PRIORITIES:
                 value = current.int(name)
                 if value is not None:
                     out[int(name)] = value == 1

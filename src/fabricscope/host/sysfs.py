@@ -3,8 +3,52 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from fabricscope.host.root import Root
+
+# How many objects of a kind are read at most. A snapshot is untrusted: a 229 KB archive claiming
+# 20,001 RDMA ports made 200,010 series. The caps leave room over the largest real nodes: 8
+# ConnectX PFs with 127 SR-IOV VFs each are 1,024 RDMA devices of one port; a Kubernetes node
+# with thousands of veths; a few hundred PCI functions on a large server; mlx5 writes about 20
+# counters and 45 hw_counters per port (bnxt_re and irdma about 100); 256 GID entries per port.
+MAX_RDMA_DEVICES = 1024
+MAX_RDMA_PORTS = 1024  # across all devices
+MAX_NETDEVS = 8192
+MAX_PCI_DEVICES = 8192
+MAX_COUNTER_FILES = 256  # per counters/ or hw_counters/ directory
+MAX_COUNTER_FILES_PER_SCRAPE = 65_536  # 1,024 ports x 64: every counter file an exporter scrape reads
+MAX_GIDS = 1024  # per port
+PRIORITIES = range(8)  # 802.1p priorities: a per-priority directory has no others
+
+
+def capped(root: Root, kind: str, source: str, names: Sequence[str], limit: int) -> list[str]:
+    """The first ``limit`` of ``names``; the rest is left unread and recorded as a problem that
+    says how many were dropped (the exporter exports the count)."""
+    names = list(names)
+    if len(names) <= limit:
+        return names
+    dropped = len(names) - limit
+    root.note(source, f"{dropped:,} {kind} beyond the cap of {limit:,} left unread", dropped=dropped, kind=kind)
+    return names[:limit]
+
+
+class Budget:
+    """A cap shared by many directories (counter files per scrape): each takes what is left."""
+
+    def __init__(self, kind: str, limit: int) -> None:
+        self.kind, self.limit, self.left, self.dropped = kind, limit, limit, 0
+
+    def take(self, names: list[str]) -> list[str]:
+        allowed = names[: max(self.left, 0)]
+        self.left -= len(allowed)
+        self.dropped += len(names) - len(allowed)
+        return allowed
+
+    def report(self, root: Root, source: str) -> None:
+        if self.dropped:
+            root.note(source, f"{self.dropped:,} {self.kind} beyond the cap of {self.limit:,} left unread",
+                      dropped=self.dropped, kind=self.kind)
 
 _ID_NAME = re.compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")
 
@@ -63,7 +107,7 @@ def read_str(root: Root, rel: str) -> str | None:
 def read_counters(root: Root, rel_dir: str) -> dict[str, int]:
     """Every integer file in a counters directory; garbled or N/A files are left out (and noted)."""
     counters: dict[str, int] = {}
-    for name in root.listdir(rel_dir):
+    for name in capped(root, "counter files", rel_dir, root.listdir(rel_dir), MAX_COUNTER_FILES):
         value = read_int(root, f"{rel_dir}/{name}")
         if value is not None:
             counters[name] = value

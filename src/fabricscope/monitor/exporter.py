@@ -21,6 +21,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from fabricscope import __version__
 from fabricscope.host import Root
+from fabricscope.host.root import Problem
 from fabricscope.monitor.background import Periodic
 from fabricscope.monitor.collectors.base import Collector, Families, ScrapeContext
 from fabricscope.monitor.collectors.doctor import DoctorCollector, DoctorResult, run_doctor_once
@@ -65,6 +66,16 @@ class CollectorHealth:
     success: bool
     duration_s: float
     problems: tuple[str, ...]
+    dropped: dict[str, int] = dataclasses.field(default_factory=dict)  # kind -> objects left unread by a cap
+
+
+def dropped_by_kind(problems: tuple[Problem, ...] | list[Problem]) -> dict[str, int]:
+    """Objects left unread by the caps on how many of a kind are read (host.sysfs.capped)."""
+    out: dict[str, int] = {}
+    for problem in problems:
+        if problem.dropped:
+            out[problem.kind] = out.get(problem.kind, 0) + problem.dropped
+    return out
 
 
 class Exporter:
@@ -169,7 +180,7 @@ class Exporter:
             out, health[collector.name] = self._run(collector, topology)
             families.extend(out)
         yield from families
-        yield from self._meta(health)
+        yield from self._meta(health, dropped_by_kind(topology.problems))
 
     def _run(self, collector: Collector, topology: Topology) -> tuple[list[Metric], CollectorHealth]:
         scoped = dataclasses.replace(self.root, problems=[])
@@ -194,9 +205,9 @@ class Exporter:
         if crashed:
             problems = (*problems, crashed)
         self._log_problems(collector.name, problems)
-        return list(out), CollectorHealth(not problems, duration, problems)
+        return list(out), CollectorHealth(not problems, duration, problems, dropped_by_kind(scoped.problems))
 
-    def _meta(self, health: dict[str, CollectorHealth]) -> Iterator[Metric]:
+    def _meta(self, health: dict[str, CollectorHealth], topology_dropped: dict[str, int]) -> Iterator[Metric]:
         success = GaugeMetricFamily(
             "fabricscope_collector_success",
             "1 when the collector read all its sources; 0 when one was missing, garbled or stale.",
@@ -219,6 +230,17 @@ class Exporter:
         yield success
         yield duration
         yield problems
+        dropped = GaugeMetricFamily(
+            "fabricscope_objects_dropped",
+            "Objects of a kind (rdma ports, netdevs, counter files...) left unread in this scrape because "
+            "there were more than the exporter reads at most: a hostile or broken source, never a real node.",
+            labels=["collector", "kind"],
+        )
+        for name, counts in [*((n, h.dropped) for n, h in health.items()), ("topology", topology_dropped)]:
+            for kind, count in sorted(counts.items()):
+                dropped.add_metric([name, kind], float(count))
+        if dropped.samples:
+            yield dropped
         age = GaugeMetricFamily(
             "fabricscope_refresh_age_seconds",
             "Seconds since the background task last completed successfully.",

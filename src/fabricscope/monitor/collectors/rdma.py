@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from fabricscope.host.runtime import PortStatus, list_rdma_ports, read_port_status
+from fabricscope.host.sysfs import MAX_COUNTER_FILES_PER_SCRAPE, Budget
 from fabricscope.monitor.collectors.base import Families, ScrapeContext
 from fabricscope.monitor.names import HW_COUNTERS, OTHER_HW_COUNTER, OTHER_PORT_COUNTER, PORT_COUNTERS
 
@@ -40,7 +41,9 @@ class RdmaCollector:
                 ctx.root.note(
                     f"sys/class/infiniband/{dev}", "RDMA device vanished since the last topology refresh"
                 )
-        statuses = [s for dev, port in ports if (s := read_port_status(ctx.root, dev, port)) is not None]
+        budget = Budget("counter files", MAX_COUNTER_FILES_PER_SCRAPE)
+        statuses = [s for dev, port in ports if (s := read_port_status(ctx.root, dev, port, budget)) is not None]
+        budget.report(ctx.root, "sys/class/infiniband")
         best: dict[tuple[str, str], float] = {}
         for status in statuses:
             if status.rate_gbps is not None:
