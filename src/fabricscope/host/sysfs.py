@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TypeVar
 
 from fabricscope.host.root import Root
 
@@ -12,6 +13,7 @@ from fabricscope.host.root import Root
 # ConnectX PFs with 127 SR-IOV VFs each are 1,024 RDMA devices of one port; a Kubernetes node
 # with thousands of veths; a few hundred PCI functions on a large server; mlx5 writes about 20
 # counters and 45 hw_counters per port (bnxt_re and irdma about 100); 256 GID entries per port.
+T = TypeVar("T")
 MAX_RDMA_DEVICES = 1024
 MAX_RDMA_PORTS = 1024  # across all devices
 MAX_NETDEVS = 8192
@@ -22,7 +24,7 @@ MAX_GIDS = 1024  # per port
 PRIORITIES = range(8)  # 802.1p priorities: a per-priority directory has no others
 
 
-def capped(root: Root, kind: str, source: str, names: Sequence[str], limit: int) -> list[str]:
+def capped(root: Root, kind: str, source: str, names: Sequence[T], limit: int) -> list[T]:
     """The first ``limit`` of ``names``; the rest is left unread and recorded as a problem that
     says how many were dropped (the exporter exports the count)."""
     names = list(names)
@@ -112,3 +114,106 @@ def read_counters(root: Root, rel_dir: str) -> dict[str, int]:
         if value is not None:
             counters[name] = value
     return counters
+
+
+_MAX_ATTR_BYTES = 64 * 1024
+
+
+class SysDir:
+    """A directory of a kernel object (an RDMA port, a netdev, a PCI function), resolved once:
+    its attributes are read by name without following symlinks, so nothing read through it can
+    leave a snapshot, a port's fifty counters cost one resolution, and every reader of the object
+    notes the same problems (a required attribute absent or empty, a garbled integer)."""
+
+    def __init__(self, root: Root, rel: str, real: str) -> None:
+        self.root = root
+        self.rel = rel  # the path readers asked for: named in problems and the recording
+        self.real = real  # the same directory, symlinks resolved
+
+    @classmethod
+    def open(cls, root: Root, rel: str) -> SysDir | None:
+        """The directory at ``rel`` (symlinks resolved and confined by :meth:`Root.resolve`)."""
+        resolved = root.resolve(rel)
+        if resolved is None or not root.is_dir(resolved):
+            return None
+        return cls(root, rel, resolved)
+
+    def sub(self, name: str) -> SysDir | None:
+        """A subdirectory (``a/b`` for deeper ones); a symlink in its place is not followed."""
+        current: SysDir | None = self
+        for part in name.split("/"):
+            if current is None:
+                return None
+            real = f"{current.real}/{part}" if current.real else part
+            entry = current.root.lstat(real)
+            current = SysDir(current.root, f"{current.rel}/{part}", real) if entry is not None and entry.kind == "dir" else None
+        return current
+
+    def names(self) -> list[str]:
+        return self.root.listdir(self.real, source=self.rel)  # `fabricscope snapshot` keeps what was listed
+
+    def read(self, name: str, *, required: bool = False) -> str | None:
+        """Text of the file (trailing newlines stripped), or None as :meth:`Root.read` would."""
+        rel = f"{self.rel}/{name}"
+        data = self.root.read_bytes(f"{self.real}/{name}", missing_ok=not required, follow=False,
+                                    limit=_MAX_ATTR_BYTES, source=rel)
+        return None if data is None else self.root.text_of(rel, data)
+
+    def required(self, name: str) -> str | None:
+        """A one-line attribute every such object has: absent or empty is a problem."""
+        text = self.read(name, required=True)
+        if text is None:
+            return None
+        text = text.strip()
+        if not text:
+            self.root.note(f"{self.rel}/{name}", "empty")
+            return None
+        return text
+
+    def optional(self, name: str) -> str | None:
+        text = self.read(name)
+        if text is None:
+            return None
+        return text.strip() or None
+
+    def int(self, name: str, base: int = 10) -> int | None:
+        text = self.read(name)
+        value = parse_int(text, base)
+        if text is not None and value is None and text.strip() and not text.startswith("N/A"):
+            self.root.note(f"{self.rel}/{name}", f"not an integer: {text[:40]!r}")
+        return value
+
+    def id_name(self, name: str) -> tuple[int | None, str | None]:
+        """A required ``"<id>: <name>"`` attribute (port state)."""
+        text = self.required(name)
+        parsed = parse_id_name(text)
+        if text is not None and parsed[0] is None:
+            self.root.note(f"{self.rel}/{name}", f"not '<id>: <name>': {text[:40]!r}")
+        return parsed
+
+    def counters(self, name: str, budget: Budget | None = None) -> dict[str, int]:
+        """Every integer file of the subdirectory ``name`` (capped, and taken from ``budget``);
+        N/A files are left out, garbled ones noted."""
+        sub = self.sub(name)
+        if sub is None:
+            return {}
+        values = {}
+        names = capped(self.root, "counter files", sub.rel, sub.names(), MAX_COUNTER_FILES)
+        for entry in budget.take(names) if budget is not None else names:
+            value = sub.int(entry)
+            if value is not None:
+                values[entry] = value
+        return values
+
+    def priorities(self, name: str) -> dict[int, bool]:
+        """A per-priority directory of 0/1 files (MLNX_OFED ``ecn/roce_np/enable/<prio>``)."""
+        out: dict[int, bool] = {}
+        sub = self.sub(name)
+        if sub is None:
+            return out
+        for entry in sub.names():
+            if entry.isascii() and entry.isdigit() and int(entry) in PRIORITIES:
+                value = sub.int(entry)
+                if value is not None:
+                    out[int(entry)] = value == 1
+        return out

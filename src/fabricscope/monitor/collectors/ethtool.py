@@ -8,8 +8,7 @@ import re
 from collections.abc import Callable
 
 from fabricscope.host import Root
-from fabricscope.host.ethtool import ethtool_commands
-from fabricscope.host.runtime import EthtoolStatsResult, read_ethtool_stats_result
+from fabricscope.host.ethtool import EthtoolStatsResult, ethtool_commands, read_ethtool_stats_result
 from fabricscope.monitor.background import Periodic
 from fabricscope.monitor.collectors.base import Families, ScrapeContext
 from fabricscope.monitor.names import PORT_STATS, PRIO_STATS
