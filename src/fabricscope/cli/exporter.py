@@ -45,6 +45,10 @@ def exporter(
     nccl_from_start: bool = typer.Option(
         False, "--nccl-from-start", help="Count what the NCCL logs already hold, not only new lines."
     ),
+    nccl_inspector: list[str] = typer.Option(
+        [], "--nccl-inspector",
+        help="Follow the NCCL Inspector's output in this DIR (NCCL_INSPECTOR_DUMP_DIR: *.log JSONL dumps and *.prom textfiles; repeatable).",
+    ),
     doctor_interval: float = typer.Option(
         300.0, "--doctor-interval", min=0, max=86400, help="Run the doctor every SECONDS in the background (0: off)."
     ),
@@ -72,6 +76,7 @@ def exporter(
         options = ExporterOptions(
             nccl_globs=tuple(nccl_log),
             nccl_from_start=nccl_from_start or once,
+            inspector_dirs=tuple(nccl_inspector),
             doctor_interval_s=doctor_interval,
             ethtool_interval_s=ethtool_interval,
             topology_interval_s=topology_interval,

@@ -118,7 +118,9 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _affinity(gpus: list[Gpu], rdma: list[RdmaDevice], netdevs: list[NetDevice], pci: dict[str, PciDevice]) -> list[GpuAffinity]:
+def gpu_affinity(gpus: list[Gpu], rdma: list[RdmaDevice], netdevs: list[NetDevice], pci: dict[str, PciDevice]) -> list[GpuAffinity]:
+    """Each GPU's nearest NIC by PCIe distance (an RDMA device, else a physical netdev): the NIC
+    NCCL picks for the GPU's rank on a rail-optimised node."""
     nics = [(d.name, d.pci_address) for d in rdma if d.pci_address]
     if not nics:
         nics = [(n.name, n.pci_address) for n in netdevs if n.pci_address and not n.is_loopback]
@@ -216,7 +218,7 @@ def read_inventory(root: Root, command_timeout_s: float | None = None) -> Invent
         pci=pci,
         gpus=tuple(gpus),
         gpu_source=gpu_source,
-        affinity=tuple(_affinity(gpus, rdma, netdevs, pci)),
+        affinity=tuple(gpu_affinity(gpus, rdma, netdevs, pci)),
         kernel=read_kernel_state(root),
         iommu=read_iommu_groups(root),
         verbs=verbs,

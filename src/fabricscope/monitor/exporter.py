@@ -26,11 +26,14 @@ from fabricscope.monitor.background import Periodic
 from fabricscope.monitor.collectors.base import Collector, Families, ScrapeContext
 from fabricscope.monitor.collectors.doctor import DoctorCollector, DoctorResult, run_doctor_once
 from fabricscope.monitor.collectors.ethtool import EthtoolCollector, EthtoolSnapshot, poll_ethtool
+from fabricscope.monitor.collectors.inspector import InspectorCollector
 from fabricscope.monitor.collectors.nccl import NcclCollector
 from fabricscope.monitor.collectors.netdev import NetdevCollector
 from fabricscope.monitor.collectors.pcie import PcieCollector
 from fabricscope.monitor.collectors.rdma import RdmaCollector
 from fabricscope.monitor.collectors.tcp import TcpCollector
+from fabricscope.monitor.inspector_tail import InspectorCounts, InspectorFollower
+from fabricscope.monitor.nccl_expected import ExpectedBusbw, shape_of
 from fabricscope.monitor.nccl_tail import NcclCounts, NcclLogTailer
 from fabricscope.monitor.topology import Topology, read_topology
 
@@ -49,6 +52,7 @@ class ExporterOptions:
     ethtool_interval_s: float = 5.0
     topology_interval_s: float = 60.0
     nccl_poll_interval_s: float = 1.0
+    inspector_dirs: tuple[str, ...] = ()  # NCCL_INSPECTOR_DUMP_DIR directories to follow
 
     def __post_init__(self) -> None:
         if self.doctor_interval_s < 0:
@@ -102,6 +106,12 @@ class Exporter:
         if opts.nccl_globs:
             self.tailer = NcclLogTailer(opts.nccl_globs, from_start=opts.nccl_from_start)
             self.nccl_task = Periodic("nccl", self.tailer.poll, opts.nccl_poll_interval_s)
+        self.inspector: InspectorFollower | None = None
+        self.inspector_task: Periodic[InspectorCounts] | None = None
+        self.expected = ExpectedBusbw()
+        if opts.inspector_dirs:
+            self.inspector = InspectorFollower(opts.inspector_dirs, from_start=opts.nccl_from_start)
+            self.inspector_task = Periodic("nccl_inspector", self._poll_inspector, opts.nccl_poll_interval_s)
 
         self.collectors: list[Collector] = [
             RdmaCollector(),
@@ -114,6 +124,8 @@ class Exporter:
             self.collectors.append(DoctorCollector(self.doctor_task))
         if self.tailer is not None and self.nccl_task is not None:
             self.collectors.append(NcclCollector(self.tailer, self.nccl_task))
+        if self.inspector is not None and self.inspector_task is not None:
+            self.collectors.append(InspectorCollector(self.inspector, self.inspector_task, self.expected))
 
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_RegistryAdapter(self))
@@ -126,8 +138,9 @@ class Exporter:
         The doctor is only primed when asked (it can take seconds on a live node)."""
         self.topology_task.run_once()
         self.ethtool_task.run_once()
-        if self.nccl_task is not None:
-            self.nccl_task.run_once()
+        for task in (self.nccl_task, self.inspector_task):
+            if task is not None:
+                task.run_once()
         if doctor and self.doctor_task is not None:
             self.doctor_task.run_once()
 
@@ -139,8 +152,9 @@ class Exporter:
         self.prime()
         self.topology_task.start(run_first=False)
         self.ethtool_task.start(run_first=False)
-        if self.nccl_task is not None:
-            self.nccl_task.start(run_first=False)
+        for task in (self.nccl_task, self.inspector_task):
+            if task is not None:
+                task.start(run_first=False)
         if self.doctor_task is not None:
             self.doctor_task.start(run_first=True)
 
@@ -149,13 +163,27 @@ class Exporter:
             task.stop()
         if self.tailer is not None:
             self.tailer.close()
+        if self.inspector is not None:
+            self.inspector.close()
 
     def tasks(self) -> list[Periodic]:
         return [
             t
-            for t in (self.topology_task, self.ethtool_task, self.doctor_task, self.nccl_task)
+            for t in (self.topology_task, self.ethtool_task, self.doctor_task, self.nccl_task, self.inspector_task)
             if t is not None
         ]
+
+    def _poll_inspector(self) -> InspectorCounts:
+        """Follow the Inspector's files, then simulate the expected bandwidth of any new shape here,
+        in the background, so that a scrape only looks it up."""
+        assert self.inspector is not None
+        counts = self.inspector.poll()
+        topology = self.topology_task.outcome.value
+        if topology is not None:
+            for comm in self.inspector.view():
+                for (op, _bucket), key in comm.keys.items():
+                    self.expected(shape_of(op, key.mean_size, comm.n_ranks, comm.n_nodes, topology))
+        return counts
 
     def _read_topology(self) -> Topology:
         topology = read_topology(self.root)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from fabricscope.host import Root
 from fabricscope.host.sysfs import printable_name
@@ -39,7 +39,7 @@ class Families:
         entry = self._families.get(full)
         if entry is None:
             keys = tuple(labels)
-            cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            cls = {"counter": CounterMetricFamily, "histogram": HistogramMetricFamily}.get(kind, GaugeMetricFamily)
             entry = (cls(full, help_text, labels=list(keys)), keys)
             self._families[full] = entry
         return entry
@@ -55,6 +55,12 @@ class Families:
         family, keys = self._family("counter", name, help_text, labels)
         if value is not None:
             family.add_metric([printable_name(labels[k]) for k in keys], float(value))
+
+    def histogram(self, name: str, help_text: str, labels: dict[str, str], buckets: list[tuple[str, float]],
+                  sum_value: float) -> None:
+        """``buckets``: (upper bound, cumulative count) pairs ending with ``+Inf``."""
+        family, keys = self._family("histogram", name, help_text, labels)
+        family.add_metric([printable_name(labels[k]) for k in keys], buckets, sum_value)  # type: ignore[call-arg]
 
     def __iter__(self) -> Iterator[Metric]:
         for family, _keys in self._families.values():
