@@ -29,7 +29,7 @@ from fabricscope.monitor.collectors.ethtool import EthtoolCollector, EthtoolSnap
 from fabricscope.monitor.collectors.inspector import InspectorCollector
 from fabricscope.monitor.collectors.nccl import NcclCollector
 from fabricscope.monitor.collectors.netdev import NetdevCollector
-from fabricscope.monitor.collectors.pcie import PcieCollector
+from fabricscope.monitor.collectors.pcie import GpuThroughput, PcieCollector, poll_gpu_pcie
 from fabricscope.monitor.collectors.rdma import RdmaCollector
 from fabricscope.monitor.collectors.tcp import TcpCollector
 from fabricscope.monitor.inspector_tail import InspectorCounts, InspectorFollower
@@ -98,6 +98,9 @@ class Exporter:
             lambda: poll_ethtool(self.root, lambda: self.topology_task.outcome.value),
             opts.ethtool_interval_s,
         )
+        self.gpu_pcie_task: Periodic[GpuThroughput] = Periodic(
+            "gpu_pcie", lambda: poll_gpu_pcie(self.root), opts.ethtool_interval_s
+        )
         self.doctor_task: Periodic[DoctorResult] | None = None
         if opts.doctor_interval_s:
             self.doctor_task = Periodic("doctor", lambda: run_doctor_once(self.root), opts.doctor_interval_s)
@@ -117,7 +120,7 @@ class Exporter:
             RdmaCollector(),
             NetdevCollector(),
             EthtoolCollector(self.ethtool_task),
-            PcieCollector(),
+            PcieCollector(self.gpu_pcie_task),
             TcpCollector(),
         ]
         if self.doctor_task is not None:
@@ -138,6 +141,7 @@ class Exporter:
         The doctor is only primed when asked (it can take seconds on a live node)."""
         self.topology_task.run_once()
         self.ethtool_task.run_once()
+        self.gpu_pcie_task.run_once()
         for task in (self.nccl_task, self.inspector_task):
             if task is not None:
                 task.run_once()
@@ -152,6 +156,7 @@ class Exporter:
         self.prime()
         self.topology_task.start(run_first=False)
         self.ethtool_task.start(run_first=False)
+        self.gpu_pcie_task.start(run_first=False)
         for task in (self.nccl_task, self.inspector_task):
             if task is not None:
                 task.start(run_first=False)
@@ -169,7 +174,8 @@ class Exporter:
     def tasks(self) -> list[Periodic]:
         return [
             t
-            for t in (self.topology_task, self.ethtool_task, self.doctor_task, self.nccl_task, self.inspector_task)
+            for t in (self.topology_task, self.ethtool_task, self.gpu_pcie_task, self.doctor_task, self.nccl_task,
+                      self.inspector_task)
             if t is not None
         ]
 
