@@ -112,6 +112,7 @@ class Exporter:
         self.inspector: InspectorFollower | None = None
         self.inspector_task: Periodic[InspectorCounts] | None = None
         self.expected = ExpectedBusbw()
+        self._inspector_fabric: tuple | None = None
         if opts.inspector_dirs:
             self.inspector = InspectorFollower(opts.inspector_dirs, from_start=opts.nccl_from_start)
             self.inspector_task = Periodic("nccl_inspector", self._poll_inspector, opts.nccl_poll_interval_s)
@@ -128,7 +129,7 @@ class Exporter:
         if self.tailer is not None and self.nccl_task is not None:
             self.collectors.append(NcclCollector(self.tailer, self.nccl_task))
         if self.inspector is not None and self.inspector_task is not None:
-            self.collectors.append(InspectorCollector(self.inspector, self.inspector_task, self.expected))
+            self.collectors.append(InspectorCollector(self.inspector, self.inspector_task))
 
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_RegistryAdapter(self))
@@ -186,9 +187,11 @@ class Exporter:
         counts = self.inspector.poll()
         topology = self.topology_task.outcome.value
         if topology is not None:
-            for comm in self.inspector.view():
-                for (op, _bucket), key in comm.keys.items():
-                    self.expected(shape_of(op, key.mean_size, comm.n_ranks, comm.n_nodes, topology))
+            fabric = (topology.nics, topology.nic_rate_gbps, topology.roce)
+            reset, self._inspector_fabric = fabric != self._inspector_fabric, fabric
+            self.inspector.update_expected(
+                lambda op, size, ranks, nodes: self.expected(shape_of(op, size, ranks, nodes, topology)), reset=reset
+            )
         return counts
 
     def _read_topology(self) -> Topology:
@@ -203,20 +206,27 @@ class Exporter:
 
     # ----- scraping ---------------------------------------------------------------------------
     def render(self) -> bytes:
-        """The exposition (Prometheus text format 0.0.4) of one scrape."""
-        return generate_latest(self.registry)
+        """The exposition (Prometheus text format 0.0.4) of one scrape: prometheus-client's
+        formatting of the families, then the text collectors wrote themselves."""
+        families, raw = self._collect()
+        return generate_latest(_Static(families)) + "".join(raw).encode("utf-8", "backslashreplace")
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._collect()[0]
+
+    def _collect(self) -> tuple[list[Metric], list[str]]:
         topology = self.topology_task.outcome.value or Topology()
         health: dict[str, CollectorHealth] = {}
         families: list[Metric] = []
+        raw: list[str] = []
         for collector in self.collectors:
-            out, health[collector.name] = self._run(collector, topology)
+            out, health[collector.name], text = self._run(collector, topology)
             families.extend(out)
-        yield from families
-        yield from self._meta(health, dropped_by_kind(topology.problems))
+            raw.extend(text)
+        families.extend(self._meta(health, dropped_by_kind(topology.problems)))
+        return families, raw
 
-    def _run(self, collector: Collector, topology: Topology) -> tuple[list[Metric], CollectorHealth]:
+    def _run(self, collector: Collector, topology: Topology) -> tuple[list[Metric], CollectorHealth, list[str]]:
         scoped = dataclasses.replace(self.root, problems=[])
         out = Families()
         started = time.perf_counter()
@@ -239,7 +249,8 @@ class Exporter:
         if crashed:
             problems = (*problems, crashed)
         self._log_problems(collector.name, problems)
-        return list(out), CollectorHealth(not problems, duration, problems, dropped_by_kind(scoped.problems))
+        health = CollectorHealth(not problems, duration, problems, dropped_by_kind(scoped.problems))
+        return list(out), health, out.raw
 
     def _meta(self, health: dict[str, CollectorHealth], topology_dropped: dict[str, int]) -> Iterator[Metric]:
         success = GaugeMetricFamily(
@@ -312,6 +323,16 @@ class Exporter:
         """Run every collector once and return only their health (for tests and ``--once``)."""
         topology = self.topology_task.outcome.value or Topology()
         return {c.name: self._run(c, topology)[1] for c in self.collectors}
+
+
+class _Static:
+    """Families already collected, in the shape generate_latest() reads."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Metric]:
+        return self.families
 
 
 class _RegistryAdapter:

@@ -25,7 +25,8 @@ import threading
 import time
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from fabricscope.monitor.follow import MAX_FILES, FileFollower
@@ -60,26 +61,49 @@ def comm_label(comm: str) -> str:
 
 @dataclass
 class KeyStats:
-    """One (communicator, operation, size bucket)."""
+    """One (communicator, operation, size bucket). Window sums are kept as records arrive, so a
+    scrape reads means without walking the windows."""
 
     count: int = 0
-    sum_s: float = 0.0
     size_sum: float = 0.0
-    buckets: list[int] = field(default_factory=lambda: [0] * len(DURATION_BUCKETS))
     busbw: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT))  # GB/s
     algbw: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT))
-    exec_us: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT))
+    bus_sum: float = 0.0
+    alg_sum: float = 0.0
+    expected: float | None = None  # bytes/s, set by the background poll (ExpectedBusbw)
+    expected_size: float = 0.0  # the size ``expected`` was computed for; 0: not yet
+    labels: tuple[str, ...] = ()  # the exposition's "name{labels} " per family, built once by the renderer
 
     @property
     def mean_size(self) -> float:
         return self.size_sum / self.count if self.count else 0.0
+
+    def add_bw(self, busbw: float | None, algbw: float | None) -> None:
+        if busbw is not None:
+            if len(self.busbw) == RECENT:
+                self.bus_sum -= self.busbw[0]
+            self.busbw.append(busbw)
+            self.bus_sum += busbw
+        if algbw is not None:
+            if len(self.algbw) == RECENT:
+                self.alg_sum -= self.algbw[0]
+            self.algbw.append(algbw)
+            self.alg_sum += algbw
+
+    @property
+    def busbw_gbs(self) -> float | None:
+        return self.bus_sum / len(self.busbw) if self.busbw else None
+
+    @property
+    def algbw_gbs(self) -> float | None:
+        return self.alg_sum / len(self.algbw) if self.algbw else None
 
 
 @dataclass
 class RankStats:
     hostname: str = ""
     last_s: float = 0.0  # wall time of its last completed collective (dump time, else read time)
-    recent: deque[tuple[str, str, float]] = field(default_factory=lambda: deque(maxlen=RECENT))  # (op, bucket, busbw)
+    recent: deque[tuple[KeyStats, float]] = field(default_factory=lambda: deque(maxlen=RECENT))  # (its key, busbw)
     gpu: int | None = None  # from the textfile's gpu label; else inferred from the rank
 
 
@@ -93,6 +117,18 @@ class CommStats:
     last_s: float = 0.0
     keys: dict[tuple[str, str], KeyStats] = field(default_factory=dict)
     ranks: dict[int, RankStats] = field(default_factory=dict)
+    # per operation, every size together: [count, seconds, per-bucket counts] (the duration histogram)
+    ops: dict[str, list] = field(default_factory=dict)
+
+    def observe(self, op: str, seconds: float) -> None:
+        agg = self.ops.get(op)
+        if agg is None:
+            agg = self.ops[op] = [0, 0.0, [0] * len(DURATION_BUCKETS)]
+        agg[0] += 1
+        agg[1] += seconds
+        index = bisect_left(DURATION_BUCKETS, seconds)
+        if index < len(DURATION_BUCKETS):
+            agg[2][index] += 1
 
 
 @dataclass(frozen=True)
@@ -191,22 +227,16 @@ class InspectorFollower:
         comm.name = record.comm_name or comm.name
         comm.n_ranks, comm.n_nodes = record.n_ranks, record.n_nodes
         comm.last_s = max(comm.last_s, when)
-        seconds = record.exec_time_s
         stats.count += 1
-        stats.sum_s += seconds
         stats.size_sum += record.msg_size_bytes
-        index = bisect_left(DURATION_BUCKETS, seconds)
-        if index < len(stats.buckets):
-            stats.buckets[index] += 1
-        stats.busbw.append(record.busbw_gbs)
-        stats.algbw.append(record.algbw_gbs)
-        stats.exec_us.append(record.exec_time_us)
+        comm.observe(stats_key_op(record.op), record.exec_time_s)
+        stats.add_bw(record.busbw_gbs, record.algbw_gbs)
         if record.rank not in comm.ranks and len(comm.ranks) >= 1024:
             return
         rank = comm.ranks.setdefault(record.rank, RankStats())
         rank.hostname = (record.hostname or rank.hostname)[:128]
         rank.last_s = max(rank.last_s, when)
-        rank.recent.append((stats_key_op(record.op), bucket, record.busbw_gbs))
+        rank.recent.append((stats, record.busbw_gbs))
 
     def _read_textfiles(self) -> None:
         problems: list[tuple[str, str]] = []
@@ -254,12 +284,13 @@ class InspectorFollower:
         rank.hostname, rank.gpu = sample.node[:128], gpu
         rank.last_s = max(rank.last_s, when)
         if sample.metric == "busbw_gbs":
-            stats.busbw.append(sample.value)
-            rank.recent.append((sample.op, sample.size_bucket, sample.value))
+            stats.add_bw(sample.value, None)
+            rank.recent.append((stats, sample.value))
         elif sample.metric == "algbw_gbs":
-            stats.algbw.append(sample.value)
-        else:
-            stats.exec_us.append(sample.value)
+            stats.add_bw(None, sample.value)
+        elif sample.value > 0:  # a mean execution time over the interval: one more observation of it
+            stats.count += 1
+            comm.observe(sample.op[:64], sample.value * 1e-6)
 
     def _forget_idle(self) -> None:
         now = self.clock()
@@ -283,53 +314,25 @@ class InspectorFollower:
                 problems=stats.problems + tuple(self._prom_problems),
             )
 
-    def view(self) -> list[CommView]:
-        """The state for one scrape, as plain numbers (the follower keeps writing meanwhile)."""
+    @contextmanager
+    def locked(self) -> Iterator[dict[str, CommStats]]:
+        """The live state, the follower kept out meanwhile: a scrape renders from it directly
+        (copying 8,192 keys per scrape would cost more than rendering them)."""
         with self._lock:
-            return [
-                CommView(
-                    comm.comm_id, comm.label, comm.name, comm.n_ranks, comm.n_nodes, comm.last_s,
-                    {k: KeyView(v.count, v.sum_s, tuple(v.buckets), _mean(v.busbw), _mean(v.algbw), v.mean_size,
-                                _mean(v.exec_us)) for k, v in comm.keys.items()},
-                    {r: RankView(v.hostname, v.last_s, tuple(v.recent), v.gpu) for r, v in comm.ranks.items()},
-                )
-                for comm in self._comms.values()
-            ]
+            yield self._comms
 
-
-def _mean(values: deque[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-@dataclass(frozen=True)
-class KeyView:
-    count: int
-    sum_s: float
-    buckets: tuple[int, ...]  # per DURATION_BUCKETS, not cumulative
-    busbw_gbs: float | None  # mean of the recent ones
-    algbw_gbs: float | None
-    mean_size: float  # bytes: the size the expected bandwidth is computed for
-    exec_us: float | None
-
-
-@dataclass(frozen=True)
-class RankView:
-    hostname: str
-    last_s: float
-    recent: tuple[tuple[str, str, float], ...]  # (op, size bucket, busbw GB/s)
-    gpu: int | None
-
-
-@dataclass(frozen=True)
-class CommView:
-    comm_id: str
-    label: str
-    name: str
-    n_ranks: int
-    n_nodes: int
-    last_s: float
-    keys: dict[tuple[str, str], KeyView]
-    ranks: dict[int, RankView]
+    def update_expected(self, expected: Callable[[str, float, int, int], float | None], *, reset: bool = False) -> int:
+        """Give each key without one (or whose mean size moved by 10%) its expected bus bandwidth;
+        ``expected`` runs outside the lock (a simulation takes milliseconds). Returns keys updated."""
+        with self._lock:
+            todo = [(comm.n_ranks, comm.n_nodes, op, stats.mean_size, stats)
+                    for comm in self._comms.values() for (op, _bucket), stats in comm.keys.items()
+                    if reset or not stats.expected_size or abs(stats.mean_size - stats.expected_size) > 0.1 * stats.expected_size]
+        values = [(stats, size, expected(op, size, ranks, nodes)) for ranks, nodes, op, size, stats in todo]
+        with self._lock:
+            for stats, size, value in values:
+                stats.expected, stats.expected_size = value, size
+        return len(values)
 
 
 def stats_key_op(op: str) -> str:

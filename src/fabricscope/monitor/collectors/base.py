@@ -31,6 +31,7 @@ class Families:
 
     def __init__(self) -> None:
         self._families: dict[str, tuple[Metric, tuple[str, ...]]] = {}
+        self.raw: list[str] = []  # exposition text a collector wrote itself (families too large to format per sample)
 
     def _family(
         self, kind: str, name: str, help_text: str, labels: dict[str, str]

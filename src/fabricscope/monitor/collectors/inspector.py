@@ -1,7 +1,12 @@
 """NCCL communication time from the NCCL Inspector, judged against what the fabric should deliver:
 per communicator, collective and size bucket the execution-time histogram, bandwidths, the
 simulator's expected bus bandwidth and the ratio; per rank (with its node, GPU, NIC and rail) the
-ratio and the seconds since its last collective, which is where a stalled job shows first."""
+ratio and the seconds since its last collective, which is where a stalled job shows first.
+
+The per-key families are many (64 communicators x 16 collectives x 8 buckets is 8,192 keys), so
+they are written as exposition text directly, each key's label set built once, instead of going
+through prometheus-client's per-sample formatting (50x slower at that size: benchmarks/exporter_scrape.py).
+"""
 
 from __future__ import annotations
 
@@ -9,27 +14,42 @@ import math
 import statistics
 import time
 
+from fabricscope.host.sysfs import printable_name
 from fabricscope.monitor.background import Periodic
 from fabricscope.monitor.collectors.base import Families, ScrapeContext
-from fabricscope.monitor.inspector_tail import DURATION_BUCKETS, CommView, InspectorCounts, InspectorFollower
-from fabricscope.monitor.nccl_expected import ExpectedBusbw, shape_of
+from fabricscope.monitor.inspector_tail import DURATION_BUCKETS, CommStats, InspectorCounts, InspectorFollower
+from fabricscope.monitor.names import PREFIX
 from fabricscope.monitor.topology import Topology
 
 GB = 1e9
-KEY = ("comm", "collective", "size_bucket")
+COLLECTIVES_HELP = "Collectives completed (rate() is collectives per second)."
+BUSBW_HELP = "Bus bandwidth of recent collectives (mean of the last 64), bytes per second."
+ALGBW_HELP = "Algorithm bandwidth (size over time) of recent collectives (mean of the last 64), bytes per second."
 EXPECTED_HELP = (
     "Bus bandwidth the fabric should deliver for this communicator's shape (ranks, nodes, this node's NIC "
     "count and rate), collective and message size, from fabricscope's simulator, in bytes per second."
 )
 RATIO_HELP = "Measured bus bandwidth over the expected one (1 = what the fabric should deliver; 0.5 = half)."
+DURATION_HELP = "Execution time of NCCL collectives (Inspector)."
 RANK_RATIO_HELP = (
     "Median over this rank's recent collectives of measured over expected bus bandwidth; labelled with "
     "the node, the GPU (rank modulo ranks per node unless the Inspector names it) and its nearest NIC and rail."
 )
 SINCE_HELP = "Seconds since this rank's last completed collective (Inspector dump time): a stalled job rises here first."
+_BOUNDS = [f"{b:g}" for b in DURATION_BUCKETS]
+_KEY_FAMILIES = ("nccl_collectives_total", "nccl_busbw_bytes_per_second", "nccl_algbw_bytes_per_second",
+                 "nccl_busbw_expected_bytes_per_second", "nccl_busbw_ratio")
 
 
-def _rank_place(comm: CommView, rank: int, gpu: int | None, topo: Topology) -> dict[str, str]:
+def _esc(value: str) -> str:
+    """A label value as the text format wants it (backslash, quote and newline escaped)."""
+    value = printable_name(value)
+    if "\\" in value or '"' in value or "\n" in value:
+        value = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return value
+
+
+def _rank_place(comm: CommStats, rank: int, gpu: int | None, topo: Topology) -> dict[str, str]:
     per_node = max(1, math.ceil(comm.n_ranks / max(comm.n_nodes, 1)))
     index = gpu if gpu is not None else rank % per_node
     nic = topo.gpu_nic.get(index, "")
@@ -41,10 +61,9 @@ class InspectorCollector:
     name = "nccl_inspector"
     uses_topology = True
 
-    def __init__(self, follower: InspectorFollower, task: Periodic[InspectorCounts], expected: ExpectedBusbw) -> None:
+    def __init__(self, follower: InspectorFollower, task: Periodic[InspectorCounts]) -> None:
         self.follower = follower
         self.task = task
-        self.expected = expected
 
     def collect(self, ctx: ScrapeContext, out: Families) -> None:
         outcome = self.task.outcome
@@ -56,52 +75,74 @@ class InspectorCollector:
         for source, reason in counts.problems:
             ctx.root.note(source, reason)
         now = time.time()
-        for comm in self.follower.view():
-            self._communicator(ctx.topology, comm, out, now)
+        families: dict[str, list[str]] = {k: [] for k in ("collectives", "busbw", "algbw", "expected", "ratio", "duration")}
+        with self.follower.locked() as comms:
+            for comm in comms.values():
+                self._keys(comm, families)
+                self._ranks(ctx.topology, comm, out, now)
+        out.raw.append(_text(families))
         _own(counts, out)
 
-    def _communicator(self, topo: Topology, comm: CommView, out: Families, now: float) -> None:
+    @staticmethod
+    def _keys(comm: CommStats, fam: dict[str, list[str]]) -> None:
+        collectives, busbw_lines, algbw_lines = fam["collectives"], fam["busbw"], fam["algbw"]
+        expected_lines, ratio_lines = fam["expected"], fam["ratio"]
+        for (op, bucket), key in comm.keys.items():
+            prefixes = key.labels
+            if not prefixes:  # each family's "name{labels} " once per key: the scrape only adds numbers
+                labels = f'{{comm="{_esc(comm.label)}",collective="{_esc(op)}",size_bucket="{_esc(bucket)}"}} '
+                prefixes = key.labels = tuple(f"{PREFIX}{name}{labels}" for name in _KEY_FAMILIES)
+            collectives.append(f"{prefixes[0]}{key.count}\n")
+            count = len(key.busbw)
+            busbw = key.bus_sum / count * GB if count else None
+            if busbw is not None:
+                busbw_lines.append(f"{prefixes[1]}{busbw!r}\n")
+            if key.algbw:
+                algbw_lines.append(f"{prefixes[2]}{key.alg_sum / len(key.algbw) * GB!r}\n")
+            expected = key.expected
+            if expected:
+                expected_lines.append(f"{prefixes[3]}{expected!r}\n")
+                if busbw is not None:
+                    ratio_lines.append(f"{prefixes[4]}{busbw / expected!r}\n")
+        lines = fam["duration"]
+        name = f"{PREFIX}nccl_collective_duration_seconds"
+        for op, (count, total, counts) in comm.ops.items():
+            labels = f'comm="{_esc(comm.label)}",collective="{_esc(op)}"'
+            cumulative = 0
+            for bound, n in zip(_BOUNDS, counts):
+                cumulative += n
+                lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {cumulative}\n')
+            lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {count}\n')
+            lines.append(f"{name}_count{{{labels}}} {count}\n{name}_sum{{{labels}}} {float(total)!r}\n")
+
+    @staticmethod
+    def _ranks(topo: Topology, comm: CommStats, out: Families, now: float) -> None:
         out.gauge("nccl_communicator_info", "NCCL communicator seen by the Inspector; value is always 1.",
                   {"comm": comm.label, "comm_id": comm.comm_id[:32], "comm_name": comm.name[:64],
                    "n_ranks": str(comm.n_ranks), "n_nodes": str(comm.n_nodes)}, 1)
-        expected_by_key: dict[tuple[str, str], float | None] = {}
-        per_op: dict[str, list] = {}
-        for (op, bucket), key in comm.keys.items():
-            labels = {"comm": comm.label, "collective": op, "size_bucket": bucket}
-            out.counter("nccl_collectives_total", "Collectives completed (rate() is collectives per second).",
-                        labels, key.count)
-            agg = per_op.setdefault(op, [0, 0.0, [0] * len(DURATION_BUCKETS)])
-            agg[0] += key.count
-            agg[1] += key.sum_s
-            agg[2] = [a + b for a, b in zip(agg[2], key.buckets)]
-            if key.busbw_gbs is not None:
-                out.gauge("nccl_busbw_bytes_per_second", "Bus bandwidth of recent collectives (mean), bytes per second.",
-                          labels, key.busbw_gbs * GB)
-            if key.algbw_gbs is not None:
-                out.gauge("nccl_algbw_bytes_per_second",
-                          "Algorithm bandwidth (size over time) of recent collectives (mean), bytes per second.",
-                          labels, key.algbw_gbs * GB)
-            expected = self.expected(shape_of(op, key.mean_size, comm.n_ranks, comm.n_nodes, topo))
-            expected_by_key[(op, bucket)] = expected
-            if expected:
-                out.gauge("nccl_busbw_expected_bytes_per_second", EXPECTED_HELP, labels, expected)
-                if key.busbw_gbs is not None:
-                    out.gauge("nccl_busbw_ratio", RATIO_HELP, labels, key.busbw_gbs * GB / expected)
-        for op, (count, total, counts) in per_op.items():
-            cumulative, buckets = 0, []
-            for bound, n in zip(DURATION_BUCKETS, counts):
-                cumulative += n
-                buckets.append((f"{bound:g}", float(cumulative)))
-            buckets.append(("+Inf", float(count)))
-            out.histogram("nccl_collective_duration_seconds", "Execution time of NCCL collectives (Inspector).",
-                          {"comm": comm.label, "collective": op}, buckets, total)
         for rank, view in comm.ranks.items():
             labels = {"comm": comm.label, "rank": str(rank), "node": view.hostname,
                       **_rank_place(comm, rank, view.gpu, topo)}
             out.gauge("nccl_seconds_since_last_collective", SINCE_HELP, labels, max(0.0, now - view.last_s))
-            ratios = [bw * GB / e for op, bucket, bw in view.recent if (e := expected_by_key.get((op, bucket)))]
+            ratios = [bw * GB / key.expected for key, bw in view.recent if key.expected]
             if ratios:
                 out.gauge("nccl_rank_busbw_ratio", RANK_RATIO_HELP, labels, statistics.median(ratios))
+
+
+def _text(fam: dict[str, list[str]]) -> str:
+    parts = []
+    for key, name, kind, help_text in (
+        ("collectives", "nccl_collectives_total", "counter", COLLECTIVES_HELP),
+        ("busbw", "nccl_busbw_bytes_per_second", "gauge", BUSBW_HELP),
+        ("algbw", "nccl_algbw_bytes_per_second", "gauge", ALGBW_HELP),
+        ("expected", "nccl_busbw_expected_bytes_per_second", "gauge", EXPECTED_HELP),
+        ("ratio", "nccl_busbw_ratio", "gauge", RATIO_HELP),
+        ("duration", "nccl_collective_duration_seconds", "histogram", DURATION_HELP),
+    ):
+        if fam[key]:
+            parts.append(f"# HELP {PREFIX}{name} {help_text}\n# TYPE {PREFIX}{name} {kind}\n")
+            parts.append("".join(fam[key]))
+    return "".join(parts)
 
 
 def _own(counts: InspectorCounts, out: Families) -> None:
