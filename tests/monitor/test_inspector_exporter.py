@@ -78,3 +78,18 @@ def test_the_textfile_form_is_read_too(tmp_path: Path) -> None:
     assert value == pytest.approx(busbw * 1e9) and labels["comm"].startswith("h")
     ((labels, _v),) = _pick(parsed, "fabricscope_nccl_seconds_since_last_collective")
     assert (labels["gpu"], labels["nic"], labels["node"]) == ("2", "mlx5_2", "nvl72004-T01")
+
+
+def test_communicators_are_capped_and_the_drop_counted(tmp_path: Path) -> None:
+    """Labels stay bounded whatever the dumps hold: 300 communicators active at once keep 256."""
+    from fabricscope.monitor.inspector_tail import MAX_COMMUNICATORS, InspectorFollower
+
+    dump = tmp_path / "inspector"
+    dump.mkdir()
+    comms = [Communicator(f"0x{0x1000 + i:x}", f"c{i}", 8, 1, (0,), ops=("AllReduce",), sizes=(1 << 20,)) for i in range(300)]
+    DumpWriter(dump).round(comms)
+    follower = InspectorFollower([str(dump)], from_start=True)
+    counts = follower.poll()
+    with follower.locked() as state:
+        assert len(state) == MAX_COMMUNICATORS
+    assert counts.dropped_records == 300 - MAX_COMMUNICATORS and counts.records == MAX_COMMUNICATORS
