@@ -75,11 +75,11 @@ class InspectorCollector:
         for source, reason in counts.problems:
             ctx.root.note(source, reason)
         now = time.time()
-        families: dict[str, list[str]] = {k: [] for k in ("collectives", "busbw", "algbw", "expected", "ratio", "duration")}
+        families: dict[str, list[str]] = {k: [] for k, *_rest in _FAMILIES}
         with self.follower.locked() as comms:
             for comm in comms.values():
                 self._keys(comm, families)
-                self._ranks(ctx.topology, comm, out, now)
+                self._ranks(ctx.topology, comm, families, now)
         out.raw.append(_text(families))
         _own(counts, out)
 
@@ -116,29 +116,37 @@ class InspectorCollector:
             lines.append(f"{name}_count{{{labels}}} {count}\n{name}_sum{{{labels}}} {float(total)!r}\n")
 
     @staticmethod
-    def _ranks(topo: Topology, comm: CommStats, out: Families, now: float) -> None:
-        out.gauge("nccl_communicator_info", "NCCL communicator seen by the Inspector; value is always 1.",
-                  {"comm": comm.label, "comm_id": comm.comm_id[:32], "comm_name": comm.name[:64],
-                   "n_ranks": str(comm.n_ranks), "n_nodes": str(comm.n_nodes)}, 1)
+    def _ranks(topo: Topology, comm: CommStats, fam: dict[str, list[str]], now: float) -> None:
+        fam["info"].append(
+            f'{PREFIX}nccl_communicator_info{{comm="{_esc(comm.label)}",comm_id="{_esc(comm.comm_id[:32])}",'
+            f'comm_name="{_esc(comm.name[:64])}",n_ranks="{comm.n_ranks}",n_nodes="{comm.n_nodes}"}} 1.0\n'
+        )
         for rank, view in comm.ranks.items():
-            labels = {"comm": comm.label, "rank": str(rank), "node": view.hostname,
-                      **_rank_place(comm, rank, view.gpu, topo)}
-            out.gauge("nccl_seconds_since_last_collective", SINCE_HELP, labels, max(0.0, now - view.last_s))
+            place = _rank_place(comm, rank, view.gpu, topo)
+            labels = (f'{{comm="{_esc(comm.label)}",rank="{rank}",node="{_esc(view.hostname)}",gpu="{place["gpu"]}",'
+                      f'nic="{_esc(place["nic"])}",rail="{place["rail"]}"}}')
+            fam["since"].append(f"{PREFIX}nccl_seconds_since_last_collective{labels} {max(0.0, now - view.last_s)!r}\n")
             ratios = [bw * GB / key.expected for key, bw in view.recent if key.expected]
             if ratios:
-                out.gauge("nccl_rank_busbw_ratio", RANK_RATIO_HELP, labels, statistics.median(ratios))
+                fam["rank_ratio"].append(f"{PREFIX}nccl_rank_busbw_ratio{labels} {float(statistics.median(ratios))!r}\n")
+
+
+_FAMILIES = (
+    ("info", "nccl_communicator_info", "gauge", "NCCL communicator seen by the Inspector; value is always 1."),
+    ("collectives", "nccl_collectives_total", "counter", COLLECTIVES_HELP),
+    ("busbw", "nccl_busbw_bytes_per_second", "gauge", BUSBW_HELP),
+    ("algbw", "nccl_algbw_bytes_per_second", "gauge", ALGBW_HELP),
+    ("expected", "nccl_busbw_expected_bytes_per_second", "gauge", EXPECTED_HELP),
+    ("ratio", "nccl_busbw_ratio", "gauge", RATIO_HELP),
+    ("duration", "nccl_collective_duration_seconds", "histogram", DURATION_HELP),
+    ("rank_ratio", "nccl_rank_busbw_ratio", "gauge", RANK_RATIO_HELP),
+    ("since", "nccl_seconds_since_last_collective", "gauge", SINCE_HELP),
+)
 
 
 def _text(fam: dict[str, list[str]]) -> str:
     parts = []
-    for key, name, kind, help_text in (
-        ("collectives", "nccl_collectives_total", "counter", COLLECTIVES_HELP),
-        ("busbw", "nccl_busbw_bytes_per_second", "gauge", BUSBW_HELP),
-        ("algbw", "nccl_algbw_bytes_per_second", "gauge", ALGBW_HELP),
-        ("expected", "nccl_busbw_expected_bytes_per_second", "gauge", EXPECTED_HELP),
-        ("ratio", "nccl_busbw_ratio", "gauge", RATIO_HELP),
-        ("duration", "nccl_collective_duration_seconds", "histogram", DURATION_HELP),
-    ):
+    for key, name, kind, help_text in _FAMILIES:
         if fam[key]:
             parts.append(f"# HELP {PREFIX}{name} {help_text}\n# TYPE {PREFIX}{name} {kind}\n")
             parts.append("".join(fam[key]))
