@@ -73,6 +73,7 @@ class KeyStats:
     expected: float | None = None  # bytes/s, set by the background poll (ExpectedBusbw)
     expected_size: float = 0.0  # the size ``expected`` was computed for; 0: not yet
     labels: tuple[str, ...] = ()  # the exposition's "name{labels} " per family, built once by the renderer
+    expected_line: str = ""  # the renderer's line for ``expected``, kept until it changes
 
     @property
     def mean_size(self) -> float:
@@ -331,7 +332,7 @@ class InspectorFollower:
         values = [(stats, size, expected(op, size, ranks, nodes)) for ranks, nodes, op, size, stats in todo]
         with self._lock:
             for stats, size, value in values:
-                stats.expected, stats.expected_size = value, size
+                stats.expected, stats.expected_size, stats.expected_line = value, size, ""
         return len(values)
 
 

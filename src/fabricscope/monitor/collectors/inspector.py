@@ -49,6 +49,13 @@ def _esc(value: str) -> str:
     return value
 
 
+def _histogram_prefixes(comm: str, op: str) -> tuple[str, ...]:
+    name = f"{PREFIX}nccl_collective_duration_seconds"
+    labels = f'comm="{_esc(comm)}",collective="{_esc(op)}"'
+    return (*(f'{name}_bucket{{{labels},le="{bound}"}} ' for bound in (*_BOUNDS, "+Inf")),
+            f"{name}_count{{{labels}}} ", f"{name}_sum{{{labels}}} ")
+
+
 def _rank_place(comm: CommStats, rank: int, gpu: int | None, topo: Topology) -> dict[str, str]:
     per_node = max(1, math.ceil(comm.n_ranks / max(comm.n_nodes, 1)))
     index = gpu if gpu is not None else rank % per_node
@@ -93,27 +100,31 @@ class InspectorCollector:
                 labels = f'{{comm="{_esc(comm.label)}",collective="{_esc(op)}",size_bucket="{_esc(bucket)}"}} '
                 prefixes = key.labels = tuple(f"{PREFIX}{name}{labels}" for name in _KEY_FAMILIES)
             collectives.append(f"{prefixes[0]}{key.count}\n")
-            count = len(key.busbw)
-            busbw = key.bus_sum / count * GB if count else None
+            window = key.busbw
+            busbw = key.bus_sum / len(window) * GB if window else None
             if busbw is not None:
                 busbw_lines.append(f"{prefixes[1]}{busbw!r}\n")
             if key.algbw:
                 algbw_lines.append(f"{prefixes[2]}{key.alg_sum / len(key.algbw) * GB!r}\n")
             expected = key.expected
             if expected:
-                expected_lines.append(f"{prefixes[3]}{expected!r}\n")
+                line = key.expected_line  # changes only when the background poll sets a new value
+                if not line:
+                    line = key.expected_line = f"{prefixes[3]}{expected!r}\n"
+                expected_lines.append(line)
                 if busbw is not None:
                     ratio_lines.append(f"{prefixes[4]}{busbw / expected!r}\n")
         lines = fam["duration"]
-        name = f"{PREFIX}nccl_collective_duration_seconds"
-        for op, (count, total, counts) in comm.ops.items():
-            labels = f'comm="{_esc(comm.label)}",collective="{_esc(op)}"'
+        for op, agg in comm.ops.items():
+            count, total, counts = agg[0], agg[1], agg[2]
+            if len(agg) < 4:  # "name{labels,le=...} " for every bucket, +Inf, count and sum: built once
+                agg.append(_histogram_prefixes(comm.label, op))
+            prefixes = agg[3]
             cumulative = 0
-            for bound, n in zip(_BOUNDS, counts):
+            for prefix, n in zip(prefixes, counts):
                 cumulative += n
-                lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {cumulative}\n')
-            lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {count}\n')
-            lines.append(f"{name}_count{{{labels}}} {count}\n{name}_sum{{{labels}}} {float(total)!r}\n")
+                lines.append(f"{prefix}{cumulative}\n")
+            lines.append(f"{prefixes[-3]}{count}\n{prefixes[-2]}{count}\n{prefixes[-1]}{float(total)!r}\n")
 
     @staticmethod
     def _ranks(topo: Topology, comm: CommStats, fam: dict[str, list[str]], now: float) -> None:
