@@ -166,6 +166,7 @@ class InspectorFollower:
         self._comms: dict[str, CommStats] = {}
         self._records = self._bad = self._dropped = 0
         self._prom_seen: dict[str, tuple[float, int]] = {}
+        self._prom_files = 0
         self._prom_problems: list[tuple[str, str]] = []
 
     # ----- reading ---------------------------------------------------------------------------
@@ -308,7 +309,7 @@ class InspectorFollower:
                 bad_lines=self._bad,
                 dropped_records=self._dropped,
                 files=stats.files,
-                prom_files=getattr(self, "_prom_files", 0),
+                prom_files=self._prom_files,
                 read_bytes=stats.read_bytes,
                 skipped_bytes=stats.skipped_bytes,
                 rotations=stats.rotations,

@@ -55,9 +55,6 @@ class ExpectedBusbw:
     def __init__(self) -> None:
         self._cache: dict[Shape, float | None] = {}
 
-    def cached(self, shape: Shape | None) -> float | None:
-        return None if shape is None else self._cache.get(shape)
-
     def __call__(self, shape: Shape | None) -> float | None:
         if shape is None:
             return None
