@@ -58,3 +58,17 @@ def test_gpu_pcie_throughput_from_nvidia_smi_or_not_available(tmp_path: Path) ->
     plain = samples(make_exporter(FIXTURE_HOSTS / "roce-healthy").render().decode())
     assert value(plain, "fabricscope_pcie_throughput_available", kind="gpu", source="nvidia-smi") == 0
     assert not [name for name, _labels in plain if name == "fabricscope_pcie_throughput_bytes_per_second"]
+
+
+def test_a_snapshot_keeps_the_gpu_pcie_throughput(tmp_path: Path) -> None:
+    """The inventory reads `nvidia-smi -q -d PCI` too, so a snapshot holds what the exporter shows."""
+    from fabricscope.host import Root
+    from fabricscope.host.snapshot import take_snapshot
+
+    host = tmp_path / "host"
+    shutil.copytree(FIXTURE_HOSTS / "roce-healthy", host, symlinks=True)
+    address = add_gpu_pcie_capture(host)
+    archive, _recording = take_snapshot(Root.at(host), tmp_path / "snap.tar.gz")
+    parsed = samples(make_exporter(archive).render().decode())
+    assert value(parsed, "fabricscope_pcie_throughput_bytes_per_second", pci_address=address, kind="gpu",
+                 device="gpu0", direction="receive") == 387 * 1024
