@@ -88,7 +88,7 @@ def read_net_device(root: Root, name: str, *, identity: bool = True, addresses: 
     if d is None:
         root.note(base, "network device absent")
         return None
-    speed = d.int("speed")
+    speed = d.integer("speed")
     pci = driver = None
     if identity:
         pci = netdev_pci_address(root, name)
@@ -105,7 +105,7 @@ def read_net_device(root: Root, name: str, *, identity: bool = True, addresses: 
         speed_mbps=speed if speed is not None and speed > 0 else None,
         operstate=d.required("operstate"),
         address=d.optional("address") if identity else None,
-        type_id=d.int("type") if identity else None,
+        type_id=d.integer("type") if identity else None,
         pci_address=pci,
         driver=driver,
         ipv4=tuple(addresses[0]),

@@ -185,24 +185,20 @@ def read_pci_device(root: Root, address: str, *, link_only: bool = False) -> Pci
         if text is not None and speed is None and not text.lower().startswith("unknown"):
             root.note(f"{base}/{name}", f"unrecognised link speed {text[:40]!r}")
         speeds.append(speed)
-    link = {
-        "current_link_speed_gts": speeds[0],
-        "max_link_speed_gts": speeds[1],
-        "current_link_width": d.int("current_link_width"),
-        "max_link_width": d.int("max_link_width"),
-    }
+    width, max_width = d.integer("current_link_width"), d.integer("max_link_width")
     if link_only:
         return PciDevice(address=address, vendor_id=None, device_id=None, class_id=None, numa_node=None,
-                         root_complex=None, upstream=(), port_type=None, acs=None, **link)
+                         root_complex=None, upstream=(), port_type=None, acs=None, current_link_speed_gts=speeds[0],
+                         max_link_speed_gts=speeds[1], current_link_width=width, max_link_width=max_width)
     root_complex, upstream = _path_parts(d.real)
-    numa = d.int("numa_node")
+    numa = d.integer("numa_node")
     config = root.read_bytes(f"{base}/config")
     port_type, acs = parse_config_space(config) if config else (None, None)
     return PciDevice(
         address=address,
-        vendor_id=d.int("vendor", base=16),
-        device_id=d.int("device", base=16),
-        class_id=d.int("class", base=16),
+        vendor_id=d.integer("vendor", base=16),
+        device_id=d.integer("device", base=16),
+        class_id=d.integer("class", base=16),
         numa_node=numa if numa is not None and numa >= 0 else None,
         root_complex=root_complex,
         upstream=upstream,
@@ -211,7 +207,10 @@ def read_pci_device(root: Root, address: str, *, link_only: bool = False) -> Pci
         config_bytes=len(config) if config is not None else None,
         iommu_group=group_of(root.resolve(f"{base}/iommu_group")),
         aer=read_aer(root, base),
-        **link,
+        current_link_speed_gts=speeds[0],
+        max_link_speed_gts=speeds[1],
+        current_link_width=width,
+        max_link_width=max_width,
     )
 
 

@@ -176,7 +176,7 @@ class SysDir:
             return None
         return text.strip() or None
 
-    def int(self, name: str, base: int = 10) -> int | None:
+    def integer(self, name: str, base: int = 10) -> int | None:
         text = self.read(name)
         value = parse_int(text, base)
         if text is not None and value is None and text.strip() and not text.startswith("N/A"):
@@ -200,7 +200,7 @@ class SysDir:
         values = {}
         names = capped(self.root, "counter files", sub.rel, sub.names(), MAX_COUNTER_FILES)
         for entry in budget.take(names) if budget is not None else names:
-            value = sub.int(entry)
+            value = sub.integer(entry)
             if value is not None:
                 values[entry] = value
         return values
@@ -213,7 +213,7 @@ class SysDir:
             return out
         for entry in sub.names():
             if entry.isascii() and entry.isdigit() and int(entry) in PRIORITIES:
-                value = sub.int(entry)
+                value = sub.integer(entry)
                 if value is not None:
                     out[int(entry)] = value == 1
         return out

@@ -112,7 +112,7 @@ class Exporter:
         self.inspector: InspectorFollower | None = None
         self.inspector_task: Periodic[InspectorCounts] | None = None
         self.expected = ExpectedBusbw()
-        self._inspector_fabric: tuple | None = None
+        self._inspector_fabric: tuple[object, ...] | None = None
         if opts.inspector_dirs:
             self.inspector = InspectorFollower(opts.inspector_dirs, from_start=opts.nccl_from_start)
             self.inspector_task = Periodic("nccl_inspector", self._poll_inspector, opts.nccl_poll_interval_s)

@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from fabricscope.monitor.follow import MAX_FILES, FileFollower
 from fabricscope.nccl.inspector import (
@@ -119,7 +120,7 @@ class CommStats:
     keys: dict[tuple[str, str], KeyStats] = field(default_factory=dict)
     ranks: dict[int, RankStats] = field(default_factory=dict)
     # per operation, every size together: [count, seconds, per-bucket counts] (the duration histogram)
-    ops: dict[str, list] = field(default_factory=dict)
+    ops: dict[str, list[Any]] = field(default_factory=dict)
 
     def observe(self, op: str, seconds: float) -> None:
         agg = self.ops.get(op)

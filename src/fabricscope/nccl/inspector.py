@@ -111,27 +111,27 @@ def size_bucket_lower_bytes(bucket: str) -> int | None:
     match = _BUCKET.match(bucket)
     if match is None:
         return None
-    return int(match.group(1)) * 1024 ** SIZE_UNITS.index(match.group(2))
+    return int(match.group(1)) * int(1024 ** SIZE_UNITS.index(match.group(2)))
 
 
 _BUCKET = re.compile(r"(\d+)-\d+(B|KB|MB|GB|TB)\Z")
 
 
-def _int(obj: dict, key: str, where: str) -> int:
+def _int(obj: dict[str, object], key: str, where: str) -> int:
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InspectorFormatError(f"{where}.{key}: expected an integer, got {type(value).__name__}")
     return value
 
 
-def _num(obj: dict, key: str, where: str) -> float:
+def _num(obj: dict[str, object], key: str, where: str) -> float:
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise InspectorFormatError(f"{where}.{key}: expected a non-negative number")
     return float(value)
 
 
-def _str(obj: dict, key: str) -> str | None:
+def _str(obj: dict[str, object], key: str) -> str | None:
     value = obj.get(key)
     return value[:256] if isinstance(value, str) else None
 

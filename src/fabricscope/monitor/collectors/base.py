@@ -61,7 +61,8 @@ class Families:
                   sum_value: float) -> None:
         """``buckets``: (upper bound, cumulative count) pairs ending with ``+Inf``."""
         family, keys = self._family("histogram", name, help_text, labels)
-        family.add_metric([printable_name(labels[k]) for k in keys], buckets, sum_value)  # type: ignore[call-arg]
+        assert isinstance(family, HistogramMetricFamily)
+        family.add_metric([printable_name(labels[k]) for k in keys], buckets, sum_value)
 
     def __iter__(self) -> Iterator[Metric]:
         for family, _keys in self._families.values():
