@@ -73,6 +73,9 @@ def test_single_process_without_launcher(tmp_path) -> None:
     env = {k: "" for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS")}
     env["MASTER_PORT"] = "29731"
     proc = fs("bench", "collective", "--sizes", "1K", "--iters", "1", "--warmup", "0", "--json", "--no-store", db=tmp_path / "h", env=env)
+    assert proc.returncode == 2 and "single process" in proc.stderr  # refused unless asked for (issue 26)
+    proc = fs("bench", "collective", "--sizes", "1K", "--iters", "1", "--warmup", "0", "--json", "--no-store", "--single-rank",
+              db=tmp_path / "h", env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["params"]["world_size"] == 1 and doc["entries"][0]["busbw_GBps"] == 0.0  # 2(n-1)/n = 0 at n = 1

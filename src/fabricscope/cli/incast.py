@@ -7,10 +7,17 @@ import sys
 
 import typer
 
-from fabricscope.cli.bench import bench_app
+from fabricscope.cli.bench import JSON_OPTION, bench_app
 from fabricscope.cli.collective import _first_error
 from fabricscope.cli.common import JSON_HELP, die, print_json, store_and_print
-from fabricscope.cli.launching import LAUNCH_HELP, dist_env, launch_ranks
+from fabricscope.cli.launching import (
+    LAUNCH_OPTION,
+    MASTER_ADDR_OPTION,
+    MASTER_PORT_OPTION,
+    STORE_OPTION,
+    dist_env,
+    launch_ranks,
+)
 from fabricscope.cli.sim import sim_app
 from fabricscope.errors import FabricscopeError
 from fabricscope.units import UnitError, parse_rate, parse_size, size_token
@@ -37,13 +44,13 @@ def bench_incast(
     congestion: str = typer.Option(None, "--congestion", help="TCP congestion control of the senders (cubic, reno, bbr...; default: the host's)."),
     round_timeout: float = typer.Option(10.0, "--round-timeout", min=0.01, max=600, help="Seconds a round may take before the run fails."),
     timeout: float = typer.Option(60.0, "--timeout", min=1, max=3600, help="Seconds for every rank to join."),
-    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
-    master_addr: str = typer.Option(None, "--master-addr", help="Host of rank 0, the receiver (default MASTER_ADDR)."),
-    master_port: int = typer.Option(None, "--master-port", min=1, max=65535, help="Port rank 0 listens on (default MASTER_PORT or 29500)."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    store: bool = typer.Option(True, "--store/--no-store", help="Save the result in the history."),
+    launch: str = LAUNCH_OPTION,
+    master_addr: str = MASTER_ADDR_OPTION,
+    master_port: int = MASTER_PORT_OPTION,
+    json_out: bool = JSON_OPTION,
+    store: bool = STORE_OPTION,
 ) -> None:
-    """N senders answer rank 0 at once, round after round: goodput and round completion time as N
+    """N senders answer rank 0 (the receiver) at once, round after round: goodput and round completion time as N
     grows, with the retransmits and timeouts behind them (TCP incast collapse)."""
     from fabricscope.bench.incast import (
         TOKEN_ENV,
