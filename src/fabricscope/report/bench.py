@@ -1,6 +1,6 @@
 """Text of bench results: one renderer per result kind, the same for a live run and a stored one.
 
-``RENDERERS`` maps a kind to its lines; :func:`print_live` shows a run as it ends (``bench
+``RENDERERS`` maps a kind to its lines (the function its record in bench/results/kinds.py names); :func:`print_live` shows a run as it ends (``bench
 ...``), :func:`print_stored` a stored one (``history show``). Both go through the same lines.
 """
 
@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fabricscope.bench.results.history import headline
+from fabricscope.bench.results.kinds import KINDS, kind_of
 from fabricscope.bench.results.schema import BenchResult, CollectiveEntry, Status
 from fabricscope.collective_ops import find
 from fabricscope.report.incast import incast_lines
@@ -254,29 +255,25 @@ def matrix_lines(result: BenchResult) -> list[str]:
     return lines + _matrix_rdma_lines(result) + _suspect_lines(result)
 
 
-RENDERERS: dict[str, Callable[[BenchResult], list[str]]] = {
-    "tcp": tcp_lines,
-    "udp": udp_lines,
-    "latency": latency_lines,
-    "connect": connect_lines,
-    "rdma": rdma_lines,
-    "collective": collective_lines,
-    "matrix": matrix_lines,
-    "incast": incast_lines,
-}
-SELF_TITLED = ("collective", "matrix", "incast")  # their lines start with their own title
+# Each kind's renderer, by the name its record in bench/results/kinds.py gives.
+_DRAWERS = {f.__name__: f for f in (tcp_lines, udp_lines, latency_lines, connect_lines, rdma_lines, collective_lines,
+                                    matrix_lines, incast_lines)}  # fmt: skip
+RENDERERS: dict[str, Callable[[BenchResult], list[str]]] = {kind.name: _DRAWERS[kind.renderer] for kind in KINDS.values()}
+
+
+def self_titled(result: BenchResult) -> bool:
+    kind = kind_of(result.kind)
+    return kind is not None and kind.self_titled
 
 
 def result_lines(result: BenchResult) -> list[str]:
     """The lines of ``result``'s kind (none for a kind without a renderer, or without its data)."""
-    if result.kind == "collective" and not result.entries:
+    kind = kind_of(result.kind)
+    if kind is None or result.status != Status.OK:
         return []
-    if result.kind == "matrix" and result.matrix_gbps is None and result.rdma is None:
+    if kind.data and all(getattr(result, name) is None or getattr(result, name) == [] for name in kind.data):
         return []
-    if result.kind == "incast" and not result.incast:
-        return []
-    render = RENDERERS.get(result.kind)
-    return render(result) if render is not None and result.status == Status.OK else []
+    return RENDERERS[kind.name](result)
 
 
 # ----- counters, headline numbers -----------------------------------------------------------------
@@ -373,17 +370,24 @@ def param_text(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items() if k not in skip and v is not None)
 
 
+def _check_word(check: dict[str, Any]) -> str:
+    """PASS, FAIL, or NO VERDICT for a check the run could not judge (it tested nothing it is about)."""
+    if check.get("untested"):
+        return "[bold yellow]NO VERDICT[/bold yellow]"
+    return "[green]PASS[/green]" if check["passed"] else "[bold red]FAIL[/bold red]"
+
+
 def _threshold_lines(result: BenchResult) -> list[str]:
     return [
-        f"  {'[green]PASS[/green]' if c['passed'] else '[bold red]FAIL[/bold red]'} {escape(c['option'])} {c['limit']:g}: "
-        f"{escape(c['metric'])} = {c['value']}"
+        f"  {_check_word(c)} {escape(c['option'])} {c['limit']:g}: {escape(c['metric'])} = {c['value']}"
+        + (f" [yellow]({escape(c['untested'])})[/yellow]" if c.get("untested") else "")
         for c in result.thresholds.get("checks", [])
     ]
 
 
 def print_live(result: BenchResult, out: Console) -> None:
     """A run as it ends: its kind's lines, the counters around it, its thresholds, where it was stored."""
-    if result.kind not in SELF_TITLED:
+    if not self_titled(result):
         peer = result.params.get("peer")
         head = f"[bold]bench {result.kind}[/bold]" + (f" -> {escape(str(peer))}" if peer else "")
         out.print(f"{head}  [dim]{escape(param_text(result.params))}[/dim]")
@@ -396,6 +400,8 @@ def print_live(result: BenchResult, out: Console) -> None:
             out.print(line)
     elif result.status == Status.SKIPPED:
         out.print(f"[yellow]skipped:[/yellow] {escape(result.reason or '')}")
+        for line in _threshold_lines(result):  # NO VERDICT: a skip never passes a threshold
+            out.print(line)
     if result.run_id is not None:
         out.print(f"[dim]stored as run {result.run_id} (fabricscope history show {result.run_id})[/dim]")
 
@@ -426,7 +432,7 @@ def print_stored(run_id: int, result: BenchResult, out: Console) -> None:
         out.print(f"  reason: {escape(r.reason)}")
     out.print("  params: " + escape(", ".join(f"{k}={v}" for k, v in r.params.items())))
     lines = result_lines(r)
-    structured = r.kind in SELF_TITLED and bool(lines)
+    structured = self_titled(r) and bool(lines)
     metrics = {k: v for k, v in r.metrics.items() if not (structured and _per_item_metric(k))}
     if metrics:
         table = Table(box=None, pad_edge=False, header_style="bold")
