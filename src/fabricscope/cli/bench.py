@@ -387,28 +387,28 @@ def rdma(
     test: str = typer.Option("write_bw", "--test", help="write_bw, read_bw, send_bw, write_lat or send_lat."),
     device: str = typer.Option(
         None, "--device", "-d", help="RDMA device (default: the port routing to the peer)."
-    ),
-    ib_port: int = typer.Option(None, "--ib-port", "-i", min=1, max=3, help="Port of the device."),
+    , rich_help_panel="perftest"),
+    ib_port: int = typer.Option(None, "--ib-port", "-i", min=1, max=3, help="Port of the device.", rich_help_panel="perftest"),
     gid_index: int = typer.Option(
         None, "--gid-index", "-x", min=0, max=1024, help="GID index (default: the RoCE v2 IPv4 GID)."
-    ),
-    size: int = typer.Option(None, "--size", "-s", min=1, max=8 * 1024 * 1024, help="Message size in bytes."),
-    all_sizes: bool = typer.Option(False, "--all-sizes", "-a", help="Sweep sizes 2 B..8 MiB (perftest -a)."),
+    , rich_help_panel="perftest"),
+    size: int = typer.Option(None, "--size", "-s", min=1, max=8 * 1024 * 1024, help="Message size in bytes.", rich_help_panel="perftest"),
+    all_sizes: bool = typer.Option(False, "--all-sizes", "-a", help="Sweep sizes 2 B..8 MiB (perftest -a).", rich_help_panel="perftest"),
     duration: int = typer.Option(
         None, "--duration", "-D", min=1, max=3600, help="Seconds per size (perftest -D)."
     ),
-    iters: int = typer.Option(None, "--iters", "-n", min=5, max=100_000_000, help="Iterations per size (perftest -n)."),
-    qps: int = typer.Option(1, "--qps", "-q", min=1, max=16384, help="Queue pairs (bandwidth tests)."),
+    iters: int = typer.Option(None, "--iters", "-n", min=5, max=100_000_000, help="Iterations per size (perftest -n).", rich_help_panel="perftest"),
+    qps: int = typer.Option(1, "--qps", "-q", min=1, max=16384, help="Queue pairs (bandwidth tests).", rich_help_panel="perftest"),
     bidirectional: bool = typer.Option(
         False, "--bidirectional", "-b", help="Both directions at once (bandwidth tests)."
-    ),
+    , rich_help_panel="perftest"),
     use_cuda: bool = typer.Option(
         False, "--use-cuda", help="GPU memory buffers (GPUDirect RDMA); picks the GPU nearest the NIC."
-    ),
-    gpu: int = typer.Option(None, "--gpu", min=0, max=1023, help="GPU index for --use-cuda."),
+    , rich_help_panel="perftest"),
+    gpu: int = typer.Option(None, "--gpu", min=0, max=1023, help="GPU index for --use-cuda.", rich_help_panel="perftest"),
     perftest_port: int = typer.Option(
         18515, "--perftest-port", min=1024, max=65535, help="perftest's TCP port for its handshake."
-    ),
+    , rich_help_panel="perftest"),
     wait: float = typer.Option(
         120.0, "--wait", min=1, max=3600, help="--listen: seconds to wait for the client."
     ),
