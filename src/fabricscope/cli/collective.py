@@ -95,6 +95,7 @@ def collective(
     """nccl-tests' algbw, busbw and #wrong over torch.distributed; per-rank times name a straggler."""
     from fabricscope.bench.collective import CollectiveError, run_worker, to_bench_result
     from fabricscope.bench.results.thresholds import Threshold, apply_thresholds, untested_reason
+    from fabricscope.bench.results.verdict import exit_status
 
     params = collective_params(op, sizes, dtype, warmup, iters, backend, check, root, timeout, straggle_rank, straggle_ms)
     if launch:
@@ -107,12 +108,12 @@ def collective(
         return
     result = to_bench_result(run)
     thresholds = [] if min_busbw is None else [Threshold("busbw_avg_GBps", ">=", min_busbw, "--min-busbw", needs=_measured)]
-    failures = apply_thresholds(result, thresholds)
+    apply_thresholds(result, thresholds)
     untested = untested_reason(result, thresholds)
     store_and_print(result, store=store, json_out=json_out)
     if untested:
         end_rank(untested)
-    raise typer.Exit(1 if run.wrong_total or failures else 0)
+    raise typer.Exit(exit_status(result))  # the verdict the report shows for it (bench/results/verdict.py)
 
 
 def _measured(result: Any) -> str | None:
@@ -168,6 +169,7 @@ def matrix(
     Exit 1 when a suspect is confirmed, 2 when a pair could not be measured.
     """
     from fabricscope.bench.matrix import MatrixError, run_worker, to_bench_result
+    from fabricscope.bench.results.verdict import exit_status
 
     if launch and topology == "discover" and launch.startswith("lab:"):
         from fabricscope.lab import lldp as lab_lldp
@@ -190,9 +192,7 @@ def matrix(
     if svg:
         _write_heatmap(svg, result)
     store_and_print(result, store=store, json_out=json_out)
-    if run.failures:
-        raise typer.Exit(2)
-    raise typer.Exit(1 if run.suspects else 0)
+    raise typer.Exit(exit_status(result))  # 2: a pair not measured, 1: a suspect; the report shows the same
 
 
 # How each MatrixParams field reaches a launched rank (see COLLECTIVE_FLAGS).

@@ -248,7 +248,8 @@ def matrix_lines(result: BenchResult) -> list[str]:
         lines += _matrix_lines(hosts, result.matrix_gbps)
     t, r = result.thresholds_gbps, result.thresholds_retransmit_pct
     if t is not None and t.fleet_median is not None:
-        line = f"median {t.fleet_median:.3f} Gbit/s; low below {t.low:.3f}" if t.low is not None else ""
+        line = (f"fleet median {t.fleet_median:.3f} Gbit/s (pairs among the better hosts); low below {t.low:.3f}"
+                if t.low is not None else "")  # fmt: skip
         if r is not None and r.high is not None and r.fleet_median is not None:
             line += f"; retransmits median {r.fleet_median:.2f}%, high above {r.high:.2f}%"
         lines.append(line)

@@ -58,7 +58,7 @@ KINDS: dict[str, Kind] = {
         Kind("rdma", "fabricscope.bench.rdma.run:RdmaParams", ("throughput_gbps", "lat_typical_us"), "rdma_lines"),
         Kind("collective", "fabricscope.bench.collective:CollectiveParams", ("busbw_max_GBps", "busbw_avg_GBps"),
              "collective_lines", fields=_COLLECTIVE_FIELDS, data=("entries",), self_titled=True),
-        Kind("matrix", "fabricscope.bench.matrix:MatrixParams", ("matrix_median_gbps", "suspects_count"),
+        Kind("matrix", "fabricscope.bench.matrix:MatrixParams", ("fleet_median_gbps", "suspects_count"),
              "matrix_lines", fields=_MATRIX_FIELDS, data=("matrix_gbps", "rdma"), self_titled=True),
         Kind("incast", "fabricscope.bench.incast:IncastParams", ("goodput_gbps", "round_p99_ms"),
              "incast_lines", fields=("hosts", "incast"), data=("incast",), self_titled=True),
