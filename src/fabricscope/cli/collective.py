@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -272,13 +271,18 @@ def _run_rank(run_worker: Any, params: Any, error: type[Exception], master_addr:
               json_out: bool, single: tuple[str, bool]) -> Any:  # fmt: skip
     """Join the job and run this rank; rank 0 gets the run, the others None. A failure ends the
     process (exit 2); so does a job of one rank unless ``--single-rank`` (``single``: the command, the flag)."""
+    from fabricscope.report.progress import collective_row_sink, progress_sink
+
     env = _dist_env(master_addr, master_port)
     refuse_one_rank(single[0], None, env.world_size, single[1])
-    progress = (lambda what: sys.stderr.write(f"# {what}\n")) if sys.stderr.isatty() and not json_out else None
-    try:
-        return run_worker(params, env, progress=progress)
-    except error as exc:
-        end_rank(str(exc))  # torch's background threads must not keep a failed rank alive
+    # Rank 0 says how far it is on a terminal and under every launcher (report/progress.py); a
+    # collective's rows come as each size completes, as nccl-tests prints them.
+    with progress_sink(json_out or env.rank != 0) as show:
+        sink = collective_row_sink(show, params.model_dump(mode="json")) if single[0] == "bench collective" else show
+        try:
+            return run_worker(params, env, progress=sink)
+        except error as exc:
+            end_rank(str(exc))  # torch's background threads must not keep a failed rank alive
 
 
 @import_app.command("nccl-tests")
