@@ -84,3 +84,22 @@ def test_matrix_medians_have_one_meaning_each() -> None:
     assert m["fleet_median_gbps"] == result.thresholds_gbps.fleet_median  # what the CLI calls "fleet median"
     assert m["all_pairs_median_gbps"] < m["fleet_median_gbps"]  # every pair, dragged down by the bad host and uplink
     assert "matrix_median_gbps" not in m
+
+
+def test_a_large_fabric_without_graphviz_keeps_todays_drawing(monkeypatch) -> None:
+    """Graphviz lays out large fabrics when `dot` is installed; without it the drawing is today's."""
+    from fabricscope.report import graphviz
+    from fabricscope.report.topology import topology_svg
+    from fabricscope.topology.view import view_from_document
+    from tests.collective.test_matrix_topology import leaf_spine
+
+    doc = leaf_spine(20, 3, spines=2)  # 22 switches: over LARGE_SWITCHES
+    doc["switches"][0] = 'leaf"1\\'  # a name DOT must quote
+    doc["links"] = [{"a": 'leaf"1\\' if x["a"] == "leaf1" else x["a"], "b": x["b"]} for x in doc["links"]]
+    doc["attach"] = {('leaf"1\\' if k == "leaf1" else k): v for k, v in doc["attach"].items()}
+    view = view_from_document(doc)
+    source = graphviz.dot_source(view, set(), "t", False)
+    assert '"leaf\\"1\\\\"' in source and "rankdir=LR" in source
+    monkeypatch.setattr(graphviz.shutil, "which", lambda name: None)
+    plain = topology_svg(view)
+    assert plain.startswith('<svg class="topology"') and "<line" in plain and 'class="graph"' not in plain

@@ -61,9 +61,23 @@ def _box_width(names: Iterable[str], least: float) -> float:
     return max([least, *(CHAR_PX * len(n) + 12 for n in names)])
 
 
-def topology_svg(view: FabricView, highlight: Iterable[tuple[str, str]] | None = None, title: str | None = None) -> str:
-    """The fabric as one ``<svg class="topology">``; ``highlight``: links to draw in red."""
+LARGE_SWITCHES = 16  # above this many switches (or MANY_HOSTS hosts), Graphviz lays the fabric out
+
+
+def topology_svg(view: FabricView, highlight: Iterable[tuple[str, str]] | None = None, title: str | None = None,
+                 layout: str = "auto") -> str:  # fmt: skip
+    """The fabric as one ``<svg class="topology">``; ``highlight``: links to draw in red.
+
+    ``layout``: ``auto`` lays a large fabric out with Graphviz when ``dot`` is installed
+    (report/graphviz.py) and draws the others, or without ``dot``, here; ``plain`` always here."""
     marked = _pairs(highlight)
+    if layout == "auto" and (len(view.switches) > LARGE_SWITCHES or len(view.hosts) > MANY_HOSTS):
+        from fabricscope.report.graphviz import graphviz_svg
+
+        caption = title or f"{view.name}: {len(view.hosts)} hosts, {len(view.switches)} switches"
+        laid_out = graphviz_svg(view, marked, caption + ("; red: highlighted" if marked else ""), len(view.hosts) > MANY_HOSTS)
+        if laid_out is not None:
+            return laid_out
     by_tier = view.by_tier()
     tiers = sorted((t for t in by_tier if t), reverse=True) + ([0] if 0 in by_tier else [])
     leaves = by_tier.get(1, [])
