@@ -12,13 +12,8 @@ gives it; every text lies inside its drawing; no two tick labels overlap; the wo
 from __future__ import annotations
 
 import base64
-import os
 import shutil
 import struct
-import subprocess
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -31,9 +26,11 @@ from fabricscope.report.plots import heatmap_svg
 from fabricscope.report.topology import topology_svg
 from fabricscope.store import StoredRun
 from fabricscope.topology.view import view_from_document
-from tests.bench.test_report import _free_port, _runs, _wd
+from tests.bench.test_report import _runs
 from tests.collective.test_matrix_topology import _lab_result
 from tests.conftest import skip_unless_ci
+from tests.report.chromium import browser as _browser
+from tests.report.chromium import wd as _wd
 
 # Every drawing: its box, its screenshot's element id, the texts outside it, the tick labels that overlap.
 MEASURE = """
@@ -63,36 +60,6 @@ return out;
 def _png_size(png: bytes) -> tuple[int, int]:
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     return struct.unpack(">II", png[16:24])
-
-
-@contextmanager
-def _browser() -> Iterator[tuple[str, str]]:
-    driver = shutil.which("chromedriver")
-    browser = next((b for b in ("/usr/lib/chromium/chromium", shutil.which("chromium")) if b and os.path.exists(b)), None)
-    if not driver or not browser:
-        skip_unless_ci("headless Chromium needs the Debian packages chromium and chromium-driver")
-    port = _free_port()
-    proc = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):
-            try:
-                if _wd(base, "GET", "/status").get("value", {}).get("ready"):
-                    break
-            except OSError:
-                pass
-            time.sleep(0.1)
-        args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000",
-                "--force-device-scale-factor=1", "--hide-scrollbars"]  # fmt: skip
-        caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": browser, "args": args}}}}
-        session = _wd(base, "POST", "/session", caps)["value"]["sessionId"]
-        try:
-            yield base, session
-        finally:
-            _wd(base, "DELETE", f"/session/{session}")
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def _look(base: str, session: str, path: Path) -> tuple[list[dict], str, list[tuple[int, int, float, float]]]:

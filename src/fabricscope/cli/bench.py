@@ -145,6 +145,21 @@ def _params(model, **values):
         die(f"{loc}: {err.get('msg')}")
 
 
+def _choice(value: str, table: dict[str, tuple[str, ...]], option: str) -> tuple[str, ...]:
+    """A keyword option's value as what it stands for; one line and exit 2 for anything else."""
+    if value not in table:
+        die(f"{option} takes {', '.join(table)}")
+    return table[value]
+
+
+def _run_client(label: str, duration: float, run, params, token: str | None, *, json_out: bool, no_store: bool,  # type: ignore[no-untyped-def]
+                thresholds: tuple = ()) -> None:  # fmt: skip
+    """Every two-host client ends the same way: run with a progress bar, judge, store, print, exit."""
+    with _progress(label, duration, False) as tick:
+        result = run(params, token=token, tick=tick)
+    _finish(result, json_out=json_out, store=not no_store, thresholds=_given(*thresholds))
+
+
 def _check_peer(peer: str) -> None:
     from fabricscope.bench.sockets.client import Peer
 
@@ -245,16 +260,13 @@ def tcp(
     from fabricscope.bench.sockets.tcp import TcpParams, run_tcp
 
     _check_peer(peer)
-    if direction not in ("send", "recv", "bidir"):
-        die("--direction takes send, recv or bidir")
+    _choice(direction, {"send": (), "recv": (), "bidir": ()}, "--direction")
     params = _params(
         TcpParams, peer=peer, streams=streams, duration_s=duration, msg_bytes=msg_bytes, direction=direction,
         window_bytes=window, interval_s=interval, timeout_s=timeout,
     )  # fmt: skip
-    with _progress(f"tcp {direction} x{streams}", duration, False) as tick:
-        result = run_tcp(params, token=token, tick=tick)
-    _finish(result, json_out=json_out, store=not no_store,
-            thresholds=_given(Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps")))  # fmt: skip
+    _run_client(f"tcp {direction} x{streams}", duration, run_tcp, params, token, json_out=json_out, no_store=no_store,
+                thresholds=(Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"),))  # fmt: skip
 
 
 @bench_app.command("udp")
@@ -293,13 +305,11 @@ def udp(
         UdpParams, peer=peer, streams=streams, duration_s=duration, size_bytes=size, rate_bps=rate_bps,
         interval_s=interval, timeout_s=timeout,
     )  # fmt: skip
-    with _progress(f"udp x{streams}", duration, False) as tick:
-        result = run_udp(params, token=token, tick=tick)
-    thresholds = _given(
+    thresholds = (
         Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"),
         Threshold("loss_pct", "<=", max_loss, "--max-loss-pct", needs=offered_load_shortfall),
     )
-    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds)
+    _run_client(f"udp x{streams}", duration, run_udp, params, token, json_out=json_out, no_store=no_store, thresholds=thresholds)
 
 
 @bench_app.command("latency")
@@ -321,9 +331,7 @@ def latency(
     from fabricscope.bench.sockets.latency import MAX_SIZE, LatencyParams, run_latency
 
     _check_peer(peer)
-    protos = {"tcp": ("tcp",), "udp": ("udp",), "both": ("tcp", "udp")}.get(proto)
-    if protos is None:
-        die("--proto takes tcp, udp or both")
+    protos = _choice(proto, {"tcp": ("tcp",), "udp": ("udp",), "both": ("tcp", "udp")}, "--proto")
     try:
         size_list = tuple(parse_sizes(sizes, maximum=MAX_SIZE))
     except ValueError as exc:
@@ -331,10 +339,8 @@ def latency(
     params = _params(
         LatencyParams, peer=peer, protos=protos, sizes=size_list, duration_s=duration, timeout_s=timeout
     )
-    with _progress(f"latency {proto}", duration, False) as tick:
-        result = run_latency(params, token=token, tick=tick)
-    _finish(result, json_out=json_out, store=not no_store,
-            thresholds=_given(Threshold("rtt_p99_us", "<=", max_p99, "--max-p99-us")))  # fmt: skip
+    _run_client(f"latency {proto}", duration, run_latency, params, token, json_out=json_out, no_store=no_store,
+                thresholds=(Threshold("rtt_p99_us", "<=", max_p99, "--max-p99-us"),))  # fmt: skip
 
 
 @bench_app.command("connect")
@@ -358,19 +364,13 @@ def connect(
     from fabricscope.bench.sockets.connect import ConnectParams, run_connect
 
     _check_peer(peer)
-    modes = {"per-request": ("per_request",), "pooled": ("pooled",), "both": ("per_request", "pooled")}.get(
-        mode
-    )
-    if modes is None:
-        die("--mode takes per-request, pooled or both")
+    modes = _choice(mode, {"per-request": ("per_request",), "pooled": ("pooled",), "both": ("per_request", "pooled")}, "--mode")
     params = _params(
         ConnectParams, peer=peer, modes=modes, concurrency=concurrency, request_bytes=request_bytes,
         response_bytes=response_bytes, duration_s=duration, timeout_s=timeout,
     )  # fmt: skip
-    with _progress(f"connect {mode}", duration, False) as tick:
-        result = run_connect(params, token=token, tick=tick)
-    _finish(result, json_out=json_out, store=not no_store,
-            thresholds=_given(Threshold("connect_per_s", ">=", min_rate, "--min-connect-per-s")))  # fmt: skip
+    _run_client(f"connect {mode}", duration, run_connect, params, token, json_out=json_out, no_store=no_store,
+                thresholds=(Threshold("connect_per_s", ">=", min_rate, "--min-connect-per-s"),))  # fmt: skip
 
 
 @bench_app.command("rdma")
