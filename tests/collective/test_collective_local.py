@@ -112,3 +112,13 @@ def test_matrix_on_loopback(tmp_path) -> None:
 
     with Store.open(tmp_path / "h.db") as store:  # the history holds what was printed
         assert store.get(doc["run_id"]).result.to_json_dict() == BenchResult.model_validate(doc).to_json_dict()
+
+
+def test_matrix_rounds_show_progress_under_launch(tmp_path) -> None:
+    """Issue 26 item 3: a launched matrix said nothing for 21-36 s; rank 0 now prints each round
+    (its stderr is a pipe to the launcher, which prefixes the rank)."""
+    proc = fs("bench", "matrix", "--launch", "local:2", "--duration", "0.2", "--warmup", "0", "--no-rdma", "--no-retest",
+              "--no-store", db=tmp_path / "h.db", timeout=180)  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    rounds = [line for line in proc.stderr.splitlines() if line.startswith("[rank 0] # tcp phase ")]
+    assert rounds and rounds[0].startswith("[rank 0] # tcp phase 1/2: local0->local1"), proc.stderr[-2000:]
