@@ -5,7 +5,7 @@ whole table: progress appeared only for a single process on a terminal, never un
 srun, torchrun or mpirun, the documented way to run. Now:
 
 * on a terminal: rich's live status line on stderr (replaced as the run goes, gone at the end);
-* anywhere else (a launched rank, whose stderr the launcher streams with its ``[host]`` prefix;
+* anywhere else (a launched rank, whose stderr the launcher streams with its ``[rank 0]`` prefix;
   an srun or batch log; a pipe): plain lines on stderr, flushed at once;
 * with ``--json`` and no terminal: nothing (a machine reads the document; its stderr stays the
   one error line when something fails).
