@@ -14,6 +14,8 @@ import typer
 from fabricscope.cli.common import JSON_HELP, ROOT_HELP, die, open_root, print_json
 from fabricscope.cli.history import history_app
 from fabricscope.cli.main import app
+from fabricscope.cli.options import bounded_option
+from fabricscope.monitor.intervals import INTERVAL_BOUNDS
 
 monitoring_app = typer.Typer(
     name="monitoring",
@@ -50,15 +52,13 @@ def exporter(
         [], "--nccl-inspector",
         help="Follow the NCCL Inspector's output in this DIR (NCCL_INSPECTOR_DUMP_DIR: *.log JSONL dumps and *.prom textfiles; repeatable).",
     ),
-    doctor_interval: float = typer.Option(
-        300.0, "--doctor-interval", min=0, max=86400, help="Run the doctor every SECONDS in the background (0: off)."
-    ),
-    ethtool_interval: float = typer.Option(
-        5.0, "--ethtool-interval", min=0.05, max=86400, help="Refresh ethtool -S statistics every SECONDS in the background."
-    ),
-    topology_interval: float = typer.Option(
-        60.0, "--topology-interval", min=0.05, max=86400, help="Re-read devices, netdevs, GPUs and QoS setup every SECONDS."
-    ),
+    # The intervals' ranges are declared once, in monitor/intervals.py (issue 26 item 5).
+    doctor_interval: float = bounded_option(300.0, "--doctor-interval", INTERVAL_BOUNDS["doctor_interval_s"],
+                                            "Run the doctor every SECONDS in the background."),
+    ethtool_interval: float = bounded_option(5.0, "--ethtool-interval", INTERVAL_BOUNDS["ethtool_interval_s"],
+                                             "Refresh ethtool -S statistics every SECONDS in the background."),
+    topology_interval: float = bounded_option(60.0, "--topology-interval", INTERVAL_BOUNDS["topology_interval_s"],
+                                              "Re-read devices, netdevs, GPUs and QoS setup every SECONDS."),
     once: bool = typer.Option(
         False, "--once", help="Print one scrape to stdout and exit (doctor run first when enabled)."
     ),

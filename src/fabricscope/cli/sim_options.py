@@ -34,6 +34,31 @@ TRAIN = tuple(TrainPlan.model_fields)
 INFER = tuple(InferPlan.model_fields)
 MODELS: tuple[type[BaseModel], ...] = (Scenario, TrainPlan, InferPlan)
 
+# --help panels (at most 16 options each, issue 26 item 5): the groups above, the fabric split into
+# the machines and the network between them, a plan split into the model's shape and the rest.
+SYSTEM = ("system", "nvlink_domain", "nodes", "gpus_per_node", "nics_per_node", "nic_rate", "gpu", "nvlink_GBps",
+          "pcie_GBps", "nvlink_efficiency", "intra_link", "nvswitch")
+MODEL_SHAPE = ("model", "params", "active_params", "layers", "hidden", "heads", "kv_heads", "ffn", "gated_mlp", "vocab",
+               "seq_len", "experts", "active_experts", "kv_bytes_per_token")
+
+
+def panel_of(name: str, flag: str = "") -> str:
+    """The --help panel of a scenario field. On/off pairs (--x/--no-x) get their own panel: their
+    two names would push every description in a panel right."""
+    if "/" in flag:
+        return "Switches"
+    if name in SYSTEM:
+        return "System"
+    if name in FABRIC:
+        return "Fabric"
+    if name in TRANSPORT:
+        return "Transport"
+    if name in COLLECTIVE:
+        return "Collective"
+    if name in MODEL_SHAPE:
+        return "Model"
+    return "Training plan" if name in TRAIN and name not in INFER else "Plan"
+
 
 def _field(name: str, models: Iterable[type[BaseModel]]) -> Any:
     for m in models:
@@ -64,7 +89,7 @@ def option(name: str, default: Any = None, models: Iterable[type[BaseModel]] = M
         for attr, key in (("ge", "min"), ("le", "max")):
             if getattr(meta, attr, None) is not None:
                 extra[key] = getattr(meta, attr)
-    ann = Annotated[_cli_type(f.annotation), typer.Option(flag, help=help_text, **extra)]  # type: ignore[valid-type]
+    ann = Annotated[_cli_type(f.annotation), typer.Option(flag, help=help_text, rich_help_panel=panel_of(name, flag), **extra)]  # type: ignore[valid-type]
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann)
 
 

@@ -33,6 +33,7 @@ from fabricscope.monitor.collectors.pcie import GpuThroughput, PcieCollector, po
 from fabricscope.monitor.collectors.rdma import RdmaCollector
 from fabricscope.monitor.collectors.tcp import TcpCollector
 from fabricscope.monitor.inspector_tail import InspectorCounts, InspectorFollower
+from fabricscope.monitor.intervals import INTERVAL_BOUNDS, option_name
 from fabricscope.monitor.nccl_expected import ExpectedBusbw, shape_of
 from fabricscope.monitor.nccl_tail import NcclCounts, NcclLogTailer
 from fabricscope.monitor.topology import Topology, read_topology
@@ -55,14 +56,8 @@ class ExporterOptions:
     inspector_dirs: tuple[str, ...] = ()  # NCCL_INSPECTOR_DUMP_DIR directories to follow
 
     def __post_init__(self) -> None:
-        if self.doctor_interval_s < 0:
-            raise ValueError("--doctor-interval must be 0 (off) or positive")
-        if not 1.0 <= self.ethtool_interval_s <= 3600:
-            raise ValueError("--ethtool-interval must be between 1 and 3600 seconds")
-        if not 5.0 <= self.topology_interval_s <= 86400:
-            raise ValueError("--topology-interval must be between 5 and 86400 seconds")
-        if self.doctor_interval_s and self.doctor_interval_s < 10:
-            raise ValueError("--doctor-interval must be at least 10 seconds (or 0 to turn the doctor off)")
+        for name, bounds in INTERVAL_BOUNDS.items():
+            bounds.check(getattr(self, name), option_name(name))  # monitor/intervals.py: one declaration
 
 
 @dataclass(frozen=True)
