@@ -239,3 +239,38 @@ def format_rate(bps: float) -> str:
         if bps >= scale:
             return f"{bps / scale:g}{unit}"
     return f"{bps:g}"
+
+
+class Bounds:
+    """A number's accepted range, declared once: the CLI option (its help text and its parse-time
+    check, ``cli/options.py``) and the domain's validator read the same object, so what help says
+    is what is accepted (issue 26 item 5: the exporter's intervals said 0.05-86400 and refused 0.5).
+
+    ``off`` is a value outside the range that turns the feature off (``--doctor-interval 0``).
+    """
+
+    __slots__ = ("high", "low", "off", "unit")
+
+    def __init__(self, low: float, high: float, *, off: float | None = None, unit: str = "") -> None:
+        self.low, self.high, self.off, self.unit = low, high, off, unit
+
+    def accepts(self, value: float) -> bool:
+        return (self.off is not None and value == self.off) or (
+            math.isfinite(value) and self.low <= value <= self.high
+        )
+
+    def text(self) -> str:
+        """``1 to 3,600 seconds``, ``10 to 86,400 seconds, or 0 (off)``."""
+        unit = f" {self.unit}" if self.unit else ""
+        span = f"{_bound(self.low)} to {_bound(self.high)}{unit}"
+        return span if self.off is None else f"{span}, or {_bound(self.off)} (off)"
+
+    def check(self, value: float, name: str) -> float:
+        """``value`` when accepted; else a ValueError naming ``name`` and the range."""
+        if not self.accepts(value):
+            raise ValueError(f"{name} takes {self.text()}, not {value:g}")
+        return value
+
+
+def _bound(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"

@@ -2,13 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import socket
-import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,7 +15,7 @@ from fabricscope.collective_ops import layout
 from fabricscope.report.html import render_report
 from fabricscope.store import Store
 from tests.bench.conftest import run_cli
-from tests.conftest import skip_unless_ci
+from tests.report.chromium import browser, wd
 
 HOSTILE = '<script>alert("x")</script>'
 
@@ -162,22 +155,7 @@ def test_cli_report_with_auto_baseline(stored: list[int], tmp_path: Path) -> Non
     assert proc.returncode == 2 and "no run with id 999" in proc.stderr and not (tmp_path / "x.html").exists()
 
 
-# ----- headless Chromium through chromedriver's W3C WebDriver API (no extra Python package) -----
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wd(base: str, method: str, path: str, body: dict | None = None) -> dict:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(
-        base + path, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        return json.loads(resp.read() or b"{}")
-
-
+# ----- headless Chromium (tests/report/chromium.py) -----
 CHECK_PLOTS = """
 const plots = Array.from(document.querySelectorAll('svg.plot'));
 return plots.map(p => {
@@ -191,65 +169,13 @@ return plots.map(p => {
 
 
 def test_report_renders_in_headless_chromium(stored: list[int], tmp_path: Path) -> None:
-    driver = shutil.which("chromedriver")
-    browser = next(
-        (
-            b
-            for b in (
-                "/usr/lib/chromium/chromium",
-                shutil.which("chromium"),
-                shutil.which("chromium-browser"),
-            )
-            if b and os.path.exists(b)
-        ),
-        None,
-    )
-    if not driver or not browser:
-        skip_unless_ci("headless Chromium needs the Debian packages chromium and chromium-driver")
     out = tmp_path / "report.html"
     assert run_cli("report", *map(str, stored), "-o", str(out)).returncode == 0
-    port = _free_port()
-    proc = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                if _wd(base, "GET", "/status").get("value", {}).get("ready"):
-                    break
-            except OSError:
-                pass
-            time.sleep(0.1)
-        caps = {
-            "capabilities": {
-                "alwaysMatch": {
-                    "browserName": "chrome",
-                    "goog:chromeOptions": {
-                        "binary": browser,
-                        "args": [
-                            "--headless=new",
-                            "--no-sandbox",
-                            "--disable-gpu",
-                            "--disable-dev-shm-usage",
-                            "--window-size=1200,900",
-                        ],
-                    },
-                    "goog:loggingPrefs": {"browser": "ALL"},
-                }
-            }
-        }
-        session = _wd(base, "POST", "/session", caps)["value"]["sessionId"]
-        try:
-            _wd(base, "POST", f"/session/{session}/url", {"url": out.as_uri()})
-            plots = _wd(
-                base, "POST", f"/session/{session}/execute/sync", {"script": CHECK_PLOTS, "args": []}
-            )["value"]
-            title = _wd(base, "GET", f"/session/{session}/title")["value"]
-            logs = _wd(base, "POST", f"/session/{session}/se/log", {"type": "browser"}).get("value", [])
-        finally:
-            _wd(base, "DELETE", f"/session/{session}")
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with browser() as (base, session):
+        wd(base, "POST", f"/session/{session}/url", {"url": out.as_uri()})
+        plots = wd(base, "POST", f"/session/{session}/execute/sync", {"script": CHECK_PLOTS, "args": []})["value"]
+        title = wd(base, "GET", f"/session/{session}/title")["value"]
+        logs = wd(base, "POST", f"/session/{session}/se/log", {"type": "browser"}).get("value", [])
     assert title.startswith("fabricscope report")
     names = {p["name"] for p in plots}
     assert {"throughput", "baseline", "latency", "connect", "rdma-sweep", "collective-busbw", "collective-overview",

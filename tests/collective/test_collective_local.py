@@ -63,9 +63,10 @@ def test_table_output_and_named_straggler(tmp_path) -> None:
     proc = fs("bench", "collective", "--launch", "local:3", "--sizes", "256K", "--iters", "8", "--warmup", "1",
               "--straggle-rank", "1", "--straggle-ms", "60", "--no-store", db=tmp_path / "h.db")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "#       size         count" in proc.stdout
+    assert "#       size         count" in proc.stdout and "out-of-place" in proc.stdout
     row = next(ln for ln in proc.stdout.splitlines() if ln.strip().startswith("262144"))
-    assert row.split()[-2:] == ["rank", "1"]
+    assert len(row.split()) == 9  # nccl-tests' out-of-place row: size count type redop root time algbw busbw #wrong
+    assert row in proc.stderr  # rank 0 printed it as the size completed (progress, through the launcher)
     assert "# straggler at 262144 B: rank 1 arrives" in proc.stdout
 
 
@@ -73,6 +74,9 @@ def test_single_process_without_launcher(tmp_path) -> None:
     env = {k: "" for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS")}
     env["MASTER_PORT"] = "29731"
     proc = fs("bench", "collective", "--sizes", "1K", "--iters", "1", "--warmup", "0", "--json", "--no-store", db=tmp_path / "h", env=env)
+    assert proc.returncode == 2 and "single process" in proc.stderr  # refused unless asked for (issue 26)
+    proc = fs("bench", "collective", "--sizes", "1K", "--iters", "1", "--warmup", "0", "--json", "--no-store", "--single-rank",
+              db=tmp_path / "h", env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["params"]["world_size"] == 1 and doc["entries"][0]["busbw_GBps"] == 0.0  # 2(n-1)/n = 0 at n = 1
@@ -108,3 +112,13 @@ def test_matrix_on_loopback(tmp_path) -> None:
 
     with Store.open(tmp_path / "h.db") as store:  # the history holds what was printed
         assert store.get(doc["run_id"]).result.to_json_dict() == BenchResult.model_validate(doc).to_json_dict()
+
+
+def test_matrix_rounds_show_progress_under_launch(tmp_path) -> None:
+    """Issue 26 item 3: a launched matrix said nothing for 21-36 s; rank 0 now prints each round
+    (its stderr is a pipe to the launcher, which prefixes the rank)."""
+    proc = fs("bench", "matrix", "--launch", "local:2", "--duration", "0.2", "--warmup", "0", "--no-rdma", "--no-retest",
+              "--no-store", db=tmp_path / "h.db", timeout=180)  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    rounds = [line for line in proc.stderr.splitlines() if line.startswith("[rank 0] # tcp phase ")]
+    assert rounds and rounds[0].startswith("[rank 0] # tcp phase 1/2: local0->local1"), proc.stderr[-2000:]

@@ -219,7 +219,7 @@ def test_rdma_matrix_names_the_slow_rdma_host(tmp_path: Path) -> None:
     assert [(s["host"], s["kind"], s["confirmed"]) for s in rdma_suspects] == [("local3", "host", True)]
     assert rdma_suspects[0]["reason"].startswith("RDMA: ") and rdma_suspects[0]["retest_gbps"] == 20.0
     assert {(r["from"], r["to"]) for r in doc["retests"] if r["transport"] == "rdma"} >= {("local3", "local0"), ("local0", "local3")}
-    assert doc["metrics"]["rdma_matrix_median_gbps"] == 55.0  # six pairs at 20, six at 90
+    assert doc["metrics"]["rdma_all_pairs_median_gbps"] == 55.0  # six pairs at 20, six at 90
     assert rdma["thresholds_gbps"]["fleet_median"] == 90.0  # blame's reference: pairs among the better half
     assert doc["params"]["transport"] == "tcp+rdma" and doc["metrics"]["rdma_failed_pairs_count"] == 0
     # every perftest process got the fixture's device, port and GID index; one server per receiver port
@@ -252,7 +252,7 @@ def test_matrix_says_rdma_was_skipped_and_why(tmp_path: Path) -> None:
     assert doc["rdma"]["reason"] == (
         "perftest is not installed (ib_write_bw not found on PATH; Debian/Ubuntu package perftest) on local0, local1"
     )
-    assert doc["rdma"]["matrix_gbps"] is None and "rdma_matrix_median_gbps" not in doc["metrics"]
+    assert doc["rdma"]["matrix_gbps"] is None and "rdma_all_pairs_median_gbps" not in doc["metrics"]
     assert all(s["transport"] == "tcp" for s in doc["suspects"])
 
 

@@ -142,3 +142,29 @@ def test_cli_import_bad_file_one_line_exit_2(tmp_path) -> None:
     for target in (tmp_path / "missing.txt", tmp_path):
         proc = _cli("bench", "import", "nccl-tests", str(target), db=db)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_our_own_table_reads_back_as_nccl_tests_output(tmp_path) -> None:
+    """`bench import nccl-tests` (and any nccl-tests reader) reads the table fabricscope prints
+    (issue 26 item 6): a captured run imported, printed, and imported again gives the same rows,
+    in-place columns included; a measured run (out-of-place only) reads back too."""
+    from fabricscope.bench.collective import CollectiveParams, CollectiveRun, size_result
+    from fabricscope.bench.collective import to_bench_result as measured_result
+    from fabricscope.collective_ops import layout
+    from fabricscope.report.bench import collective_lines
+
+    first = parse_file(sample("nccl_tests_all_reduce_header_v2_20.txt"))
+    printed = tmp_path / "ours.txt"
+    printed.write_text("\n".join(collective_lines(to_bench_result(first, source="x"))) + "\n")
+    again = parse_file(printed)
+    assert [(r.size_bytes, r.count, r.time_s, r.busbw_GBps, r.wrong, r.inplace_busbw_GBps) for r in again.rows] == [
+        (r.size_bytes, r.count, r.time_s, r.busbw_GBps, r.wrong, r.inplace_busbw_GBps) for r in first.rows
+    ]
+    params = CollectiveParams(op="all_reduce", sizes=[1 << 20, 4 << 20], iters=2, warmup=1)
+    sizes = [size_result("all_reduce", 4, layout("all_reduce", s, 4, 4), [[2e-4, 2e-4]] * 4, 0) for s in params.sizes]
+    ranks = [{"rank": r, "host": f"gpu{r}", "pid": 10 + r, "device": "cpu"} for r in range(4)]
+    ours = measured_result(CollectiveRun(params, 4, "torchrun", ranks, sizes, [], 1.0))
+    printed.write_text("\n".join(collective_lines(ours)) + "\n")
+    back = parse_file(printed)
+    assert [(r.size_bytes, r.busbw_GBps) for r in back.rows] == [(e.size_bytes, round(e.busbw_GBps, 2)) for e in ours.entries]
+    assert back.ranks == 4 and back.op == "all_reduce"

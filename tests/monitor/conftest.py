@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Iterator
@@ -108,7 +109,24 @@ def full_mlx5_host(dest_dir: Path) -> Path:
     shutil.copytree(FIXTURE_HOSTS / "roce-healthy", dest, symlinks=True)
     capture = next(p for p in (dest / "cmd").iterdir() if p.name.endswith("ethtool_S_ens0np0"))
     capture.write_text((MONITOR_TESTS / "data" / "ethtool_S_mlx5_full.txt").read_text())
+    add_gpu_pcie_capture(dest)
     return dest
+
+
+def add_gpu_pcie_capture(host: Path) -> str:
+    """`nvidia-smi -q -d PCI` captured on ``host``: the public RTX 5090 capture
+    (tests/monitor/data/nvidia_smi_q_pci_rtx5090.txt) with its bus id changed to the host's GPU 0,
+    so the exporter can join it to a GPU it knows. Returns that GPU's PCI address."""
+    gpus = next(p for p in (host / "cmd").iterdir() if "query-gpu" in p.name).read_text().splitlines()
+    bus_id = gpus[0].split(",")[1].strip()
+    text = (MONITOR_TESTS / "data" / "nvidia_smi_q_pci_rtx5090.txt").read_text().split("\n", 1)[1]
+    (host / "cmd" / "900-nvidia-smi_q_d_PCI").write_text(text.replace("00000000:02:00.0", bus_id))
+    index = json.loads((host / "cmd" / "index.json").read_text())
+    index.append({"argv": ["nvidia-smi", "-q", "-d", "PCI"], "stdout": "900-nvidia-smi_q_d_PCI", "rc": 0})
+    (host / "cmd" / "index.json").write_text(json.dumps(index))
+    from fabricscope.host.gpu import normalise_bus_id
+
+    return normalise_bus_id(bus_id)
 
 
 def all_hosts() -> list[str]:

@@ -25,6 +25,7 @@ from tests.monitor.conftest import (
     promtool,
     sample_names,
 )
+from tests.monitor.inspector_gen import Communicator, DumpWriter
 from tests.monitor.promql import UnknownToken, metric_names
 
 # The alerts issue #7 asks for, by the name they carry here.
@@ -50,8 +51,11 @@ def produced(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     names: set[str] = set()
     roots = [FIXTURE_HOSTS / host for host in all_hosts()]
     roots.append(full_mlx5_host(tmp_path_factory.mktemp("hosts")))
+    inspector = tmp_path_factory.mktemp("inspector")
+    DumpWriter(inspector).round([Communicator("0x7f8c496ae9f661", "DP", 16, 2, tuple(range(8, 16)), slow={11: 0.5})])
     for root in roots:
-        exporter = make_exporter(root, doctor_interval_s=300.0, nccl_globs=(str(log),), nccl_from_start=True)
+        exporter = make_exporter(root, doctor_interval_s=300.0, nccl_globs=(str(log),), nccl_from_start=True,
+                                 inspector_dirs=(str(inspector),))
         names |= sample_names(exporter.render().decode())
     return names
 

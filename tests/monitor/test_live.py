@@ -26,16 +26,16 @@ def test_live_root() -> None:
     exporter.stop()
 
 
-def test_runtime_reads_are_recorded_for_snapshots() -> None:
-    """Readers of host/runtime.py read through per-directory handles; a recording Root (used by
-    `fabricscope snapshot`) still sees every file and directory they read."""
+def test_scrape_reads_are_recorded_for_snapshots() -> None:
+    """The port reader reads through per-directory handles (host.sysfs.SysDir); a recording Root
+    (used by `fabricscope snapshot`) still sees every file and directory it read."""
+    from fabricscope.host.infiniband import read_port
     from fabricscope.host.root import Recording
-    from fabricscope.host.runtime import read_port_status
     from tests.conftest import FIXTURE_HOSTS
 
     root = Root.at(FIXTURE_HOSTS / "ib-ndr-healthy")
     root.recording = Recording()
-    status = read_port_status(root, "mlx5_0", 1)
+    status = read_port(root, "mlx5_0", 1, gids=False)
     assert status is not None and status.state_id == 4
     base = "sys/class/infiniband/mlx5_0/ports/1"
     assert root.recording.files[f"{base}/state"] == b"4: ACTIVE\n"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fabricscope.monitor.nccl_tail import MAX_LINE_BYTES, NcclLogTailer
+from fabricscope.monitor.follow import MAX_LINE_BYTES
+from fabricscope.monitor.nccl_tail import NcclLogTailer
 from tests.conftest import samples_dir
 from tests.monitor.conftest import NCCL_LINES
 
@@ -155,3 +156,33 @@ def test_real_sample_logs() -> None:
         for line in (base / "nccl_log_roce_modify_qp_error.txt").read_text().splitlines()
         if " NCCL WARN " in line
     )
+
+
+def test_large_sparse_logs_cost_a_bounded_pass(tmp_path: Path) -> None:
+    """Whoever can write the log directory could make the exporter read 16 MiB of every one of
+    256 files each second (a 1 TB sparse file is one truncate away): one core burnt. Now a poll
+    reads at most MAX_READ_PER_POLL in all, a file far behind skips ahead, and the pass is cheap."""
+    import time
+
+    from fabricscope.monitor.follow import MAX_BACKLOG, MAX_READ_PER_FILE, MAX_READ_PER_POLL
+
+    tailer = NcclLogTailer([str(tmp_path / "*.log")])
+    tailer.poll()
+    for i in range(32):
+        with open(tmp_path / f"rank{i}.log", "wb") as handle:
+            handle.truncate(1 << 40)  # 1 TiB of holes, no newline in it
+    started = time.thread_time()
+    counts = tailer.poll()
+    cpu_s = time.thread_time() - started
+    assert counts.read_bytes <= MAX_READ_PER_POLL
+    assert counts.skipped_bytes >= 4 * ((1 << 40) - MAX_READ_PER_FILE)  # the files it reached skipped their holes
+    assert counts.lines == 0 and counts.files == MAX_READ_PER_POLL // MAX_READ_PER_FILE  # the rest wait their turn
+    # 16 MiB of zeros read and split: ~20 ms here; one core would be 1 s per 1 s poll.
+    assert cpu_s < 0.25, f"one follow pass took {cpu_s:.3f} s of CPU"
+    # Real lines written after the hole are still read: a file skips ahead, it is not given up.
+    with open(tmp_path / "rank0.log", "ab") as handle:
+        handle.write(b"\n" + SOCKET.encode())
+    for _ in range(32):
+        counts = tailer.poll()
+    assert counts.socket_fallbacks == 1
+    assert MAX_BACKLOG > MAX_READ_PER_FILE

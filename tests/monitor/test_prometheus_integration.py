@@ -187,7 +187,7 @@ def test_rules_load_and_alerts_follow_the_faults(stack) -> None:
         ],
     )
     rules = [r for g in groups for r in g["rules"]]
-    assert len(rules) == 11
+    assert len(rules) == 15
     assert {r["health"] for r in rules} == {"ok"}, [
         (r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"
     ]

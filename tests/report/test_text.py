@@ -14,7 +14,7 @@ from fabricscope.bench.collective import CollectiveParams, CollectiveRun, size_r
 from fabricscope.bench.collective import to_bench_result as collective_result
 from fabricscope.bench.matrix import MatrixParams, MatrixRun, RdmaPart, Survey, analyze
 from fabricscope.bench.matrix import to_bench_result as matrix_result
-from fabricscope.bench.results.history import HEADLINE
+from fabricscope.bench.results.kinds import KINDS
 from fabricscope.bench.results.schema import BenchResult, new_result
 from fabricscope.collective_ops import layout
 from fabricscope.report.bench import RENDERERS, print_live, print_stored, result_lines
@@ -65,8 +65,8 @@ def test_the_kind_lines_say_what_matters() -> None:
     assert row.split()[:5] == ["1048576", "262144", "float", "sum", "-1"]
 
 
-def test_every_kind_with_a_headline_has_a_renderer() -> None:
-    assert set(RENDERERS) == set(HEADLINE)
+def test_every_kind_has_a_renderer() -> None:
+    assert set(RENDERERS) == set(KINDS)
 
 
 def test_tables_are_not_cut_when_the_output_is_piped() -> None:

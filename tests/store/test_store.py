@@ -230,7 +230,7 @@ def _legacy_collective() -> BenchResult:
 
 def _legacy_matrix() -> BenchResult:
     hosts = ["h1", "h2", "h_to_3"]  # "_to_" in a host name must not confuse the pair names
-    metrics: dict[str, float | int | None] = {"matrix_median_gbps": 1.0, "suspects_count": 1, "hosts_count": 3}
+    metrics: dict[str, float | int | None] = {"fleet_median_gbps": 1.0, "suspects_count": 1, "hosts_count": 3}
     for i, a in enumerate(hosts):
         for j, b in enumerate(hosts):
             if i != j:

@@ -3,7 +3,9 @@
 Other modules add commands with ``from fabricscope.cli.bench import bench_app`` and
 ``@bench_app.command("name")``. Every client command prints one result (``--json``: the
 ``fabricscope.bench/v1`` document), stores it in the history unless ``--no-store`` and exits
-0 (ok or skipped), 1 (a threshold failed) or 2 (the run could not complete; stored as failed).
+0 (ok, or skipped without a threshold), 1 (a threshold failed) or 2 (the run could not complete,
+stored as failed; or a threshold was given and the run tested nothing it is about: a skipped
+run, or UDP that did not offer the load asked for. A run that tested nothing is never a pass).
 """
 
 from __future__ import annotations
@@ -33,6 +35,24 @@ TOKEN_ENV = "FABRICSCOPE_BENCH_TOKEN"
 NO_STORE_HELP = "Do not save the result in the history database."
 TIMEOUT_HELP = "Seconds without progress after which the peer counts as dead."
 PROGRESS_MIN_S = 2.0
+
+# Options every client command shares, declared once (a typer OptionInfo is only read, never
+# changed, so one declaration serves every command that names it as a default).
+PEER_OPTION = typer.Option(..., "--peer", help=PEER_HELP, rich_help_panel="Connection")
+TOKEN_OPTION = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP, rich_help_panel="Connection")
+TIMEOUT_OPTION = typer.Option(10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP, rich_help_panel="Connection")
+JSON_OPTION = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel="Output")
+NO_STORE_OPTION = typer.Option(False, "--no-store", help=NO_STORE_HELP, rich_help_panel="Output")
+INTERVAL_OPTION = typer.Option(1.0, "--interval", min=0.05, max=60, help="Seconds per reported interval.")
+
+
+def duration_option(default: float, help: str = "Seconds to send.") -> typer.models.OptionInfo:
+    return typer.Option(default, "--duration", "-t", min=0.1, max=3600, help=help)
+
+
+def threshold_option(flag: str, what: str, maximum: float = 1e6) -> typer.models.OptionInfo:
+    """A pass/fail threshold: exit 1 when it fails, 2 when the run tested nothing (see module doc)."""
+    return typer.Option(None, flag, min=0, max=maximum, help=f"Exit 1 when {what}.", rich_help_panel="Verdict")
 
 
 # ----- shared plumbing ------------------------------------------------------------------------
@@ -89,15 +109,24 @@ def _with_ticks(func: Callable[[], object], tick: Callable[[float], None] | None
     return box["result"]
 
 
+def _given(*thresholds):
+    """The thresholds the user set (an option left out has the limit None)."""
+    return [t for t in thresholds if t.limit is not None]
+
+
 def _finish(result, *, json_out: bool, store: bool, thresholds: list) -> None:
-    """Judge thresholds, store, print (report.bench.print_live), and exit with the documented status."""
+    """Judge thresholds, store, print (report.bench.print_live), and exit with the documented
+    status; a run that tested nothing a threshold is about ends with one line and exit 2."""
     from fabricscope.bench.results.schema import Status
-    from fabricscope.bench.results.thresholds import apply_thresholds
+    from fabricscope.bench.results.thresholds import apply_thresholds, untested_reason
 
     failures = apply_thresholds(result, thresholds)
+    untested = untested_reason(result, thresholds)
     store_and_print(result, store=store, json_out=json_out)
     if result.status == Status.FAILED:
         die(result.reason or "run failed")
+    if untested:
+        die(untested)
     if failures:
         typer.echo("fabricscope: threshold failed: " + "; ".join(failures), err=True)
         raise typer.Exit(1)
@@ -114,6 +143,21 @@ def _params(model, **values):
         err = exc.errors(include_url=False)[0]
         loc = ".".join(str(p) for p in err.get("loc", ()))
         die(f"{loc}: {err.get('msg')}")
+
+
+def _choice(value: str, table: dict[str, tuple[str, ...]], option: str) -> tuple[str, ...]:
+    """A keyword option's value as what it stands for; one line and exit 2 for anything else."""
+    if value not in table:
+        die(f"{option} takes {', '.join(table)}")
+    return table[value]
+
+
+def _run_client(label: str, duration: float, run, params, token: str | None, *, json_out: bool, no_store: bool,  # type: ignore[no-untyped-def]
+                thresholds: tuple = ()) -> None:  # fmt: skip
+    """Every two-host client ends the same way: run with a progress bar, judge, store, print, exit."""
+    with _progress(label, duration, False) as tick:
+        result = run(params, token=token, tick=tick)
+    _finish(result, json_out=json_out, store=not no_store, thresholds=_given(*thresholds))
 
 
 def _check_peer(peer: str) -> None:
@@ -190,11 +234,11 @@ def serve(
 # ----- clients --------------------------------------------------------------------------------
 @bench_app.command("tcp")
 def tcp(
-    peer: str = typer.Option(..., "--peer", help=PEER_HELP),
+    peer: str = PEER_OPTION,
     streams: int = typer.Option(
         1, "--streams", "-P", min=1, max=128, help="Parallel streams (one process each, each end)."
     ),
-    duration: float = typer.Option(10.0, "--duration", "-t", min=0.1, max=3600, help="Seconds to send."),
+    duration: float = duration_option(10.0),
     direction: str = typer.Option(
         "send", "--direction", help="send (to the peer), recv (from the peer) or bidir."
     ),
@@ -204,62 +248,53 @@ def tcp(
     window: int = typer.Option(
         None, "--window", min=1024, max=1 << 30, help="SO_SNDBUF/SO_RCVBUF bytes (default: kernel autotuning)."
     ),
-    interval: float = typer.Option(
-        1.0, "--interval", min=0.05, max=60, help="Seconds per reported interval."
-    ),
-    min_gbps: float = typer.Option(
-        None, "--min-gbps", min=0, max=1e6, help="Exit 1 when total throughput is below this (Gb/s)."
-    ),
-    timeout: float = typer.Option(10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP),
-    token: str = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
+    interval: float = INTERVAL_OPTION,
+    min_gbps: float = threshold_option("--min-gbps", "total throughput is below this (Gb/s)"),
+    timeout: float = TIMEOUT_OPTION,
+    token: str = TOKEN_OPTION,
+    json_out: bool = JSON_OPTION,
+    no_store: bool = NO_STORE_OPTION,
 ) -> None:
     """TCP throughput: N streams, either direction or both, with retransmits and CPU of both ends."""
     from fabricscope.bench.results.thresholds import Threshold
     from fabricscope.bench.sockets.tcp import TcpParams, run_tcp
 
     _check_peer(peer)
-    if direction not in ("send", "recv", "bidir"):
-        die("--direction takes send, recv or bidir")
+    _choice(direction, {"send": (), "recv": (), "bidir": ()}, "--direction")
     params = _params(
         TcpParams, peer=peer, streams=streams, duration_s=duration, msg_bytes=msg_bytes, direction=direction,
         window_bytes=window, interval_s=interval, timeout_s=timeout,
     )  # fmt: skip
-    with _progress(f"tcp {direction} x{streams}", duration, False) as tick:
-        result = run_tcp(params, token=token, tick=tick)
-    thresholds = [Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps")] if min_gbps is not None else []
-    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds)
+    _run_client(f"tcp {direction} x{streams}", duration, run_tcp, params, token, json_out=json_out, no_store=no_store,
+                thresholds=(Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"),))  # fmt: skip
 
 
 @bench_app.command("udp")
 def udp(
-    peer: str = typer.Option(..., "--peer", help=PEER_HELP),
+    peer: str = PEER_OPTION,
     rate: str = typer.Option(
         "1G", "--rate", "-b", help="Offered rate in bit/s over all streams: 500M, 5G, ... or 'max'."
     ),
     streams: int = typer.Option(
         1, "--streams", "-P", min=1, max=128, help="Parallel senders (one process each)."
     ),
-    duration: float = typer.Option(10.0, "--duration", "-t", min=0.1, max=3600, help="Seconds to send."),
+    duration: float = duration_option(10.0),
     size: int = typer.Option(
         1472, "--size", "-l", min=28, max=65507, help="Datagram payload bytes (1472 fits a 1500 MTU)."
     ),
-    interval: float = typer.Option(
-        1.0, "--interval", min=0.05, max=60, help="Seconds per reported interval."
+    interval: float = INTERVAL_OPTION,
+    min_gbps: float = threshold_option("--min-gbps", "the delivered rate is below this (Gb/s)"),
+    max_loss: float = threshold_option(
+        "--max-loss-pct", "loss exceeds this percentage (exit 2 when the sender did not reach 90% of --rate)", 100
     ),
-    min_gbps: float = typer.Option(
-        None, "--min-gbps", min=0, max=1e6, help="Exit 1 when the delivered rate is below this (Gb/s)."
-    ),
-    max_loss: float = typer.Option(None, "--max-loss-pct", min=0, max=100, help="Exit 1 when loss exceeds this percentage."),
-    timeout: float = typer.Option(10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP),
-    token: str = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
+    timeout: float = TIMEOUT_OPTION,
+    token: str = TOKEN_OPTION,
+    json_out: bool = JSON_OPTION,
+    no_store: bool = NO_STORE_OPTION,
 ) -> None:
     """UDP at an offered rate: delivered Gb/s, loss %, out-of-order datagrams, jitter."""
     from fabricscope.bench.results.thresholds import Threshold
-    from fabricscope.bench.sockets.udp import UdpParams, parse_offered_rate, run_udp
+    from fabricscope.bench.sockets.udp import UdpParams, offered_load_shortfall, parse_offered_rate, run_udp
 
     _check_peer(peer)
     try:
@@ -267,51 +302,36 @@ def udp(
     except ValueError as exc:
         die(f"--rate: {exc}")
     params = _params(
-        UdpParams,
-        peer=peer,
-        streams=streams,
-        duration_s=duration,
-        size_bytes=size,
-        rate_bps=rate_bps,
-        interval_s=interval,
-        timeout_s=timeout,
+        UdpParams, peer=peer, streams=streams, duration_s=duration, size_bytes=size, rate_bps=rate_bps,
+        interval_s=interval, timeout_s=timeout,
+    )  # fmt: skip
+    thresholds = (
+        Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"),
+        Threshold("loss_pct", "<=", max_loss, "--max-loss-pct", needs=offered_load_shortfall),
     )
-    with _progress(f"udp x{streams}", duration, False) as tick:
-        result = run_udp(params, token=token, tick=tick)
-    thresholds = []
-    if min_gbps is not None:
-        thresholds.append(Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"))
-    if max_loss is not None:
-        thresholds.append(Threshold("loss_pct", "<=", max_loss, "--max-loss-pct"))
-    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds)
+    _run_client(f"udp x{streams}", duration, run_udp, params, token, json_out=json_out, no_store=no_store, thresholds=thresholds)
 
 
 @bench_app.command("latency")
 def latency(
-    peer: str = typer.Option(..., "--peer", help=PEER_HELP),
+    peer: str = PEER_OPTION,
     proto: str = typer.Option("both", "--proto", help="tcp, udp or both."),
     sizes: str = typer.Option(
         "64,1K,16K,64K,1M", "--sizes", help="Message sizes: a list 64,1K,1M or a sweep 64:1M (K/M = KiB/MiB)."
     ),
-    duration: float = typer.Option(
-        10.0, "--duration", "-t", min=0.1, max=3600, help="Seconds for all sizes and protocols together."
-    ),
-    max_p99: float = typer.Option(
-        None, "--max-p99-us", min=0, max=1e9, help="Exit 1 when the first size's p99 round trip exceeds this (us)."
-    ),
-    timeout: float = typer.Option(10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP),
-    token: str = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
+    duration: float = duration_option(10.0, "Seconds for all sizes and protocols together."),
+    max_p99: float = threshold_option("--max-p99-us", "the first size's p99 round trip exceeds this (us)", 1e9),
+    timeout: float = TIMEOUT_OPTION,
+    token: str = TOKEN_OPTION,
+    json_out: bool = JSON_OPTION,
+    no_store: bool = NO_STORE_OPTION,
 ) -> None:
     """Request/response round trips over TCP and UDP: p50, p99, p99.9 and max per message size."""
     from fabricscope.bench.results.thresholds import Threshold
     from fabricscope.bench.sockets.latency import MAX_SIZE, LatencyParams, run_latency
 
     _check_peer(peer)
-    protos = {"tcp": ("tcp",), "udp": ("udp",), "both": ("tcp", "udp")}.get(proto)
-    if protos is None:
-        die("--proto takes tcp, udp or both")
+    protos = _choice(proto, {"tcp": ("tcp",), "udp": ("udp",), "both": ("tcp", "udp")}, "--proto")
     try:
         size_list = tuple(parse_sizes(sizes, maximum=MAX_SIZE))
     except ValueError as exc:
@@ -319,52 +339,38 @@ def latency(
     params = _params(
         LatencyParams, peer=peer, protos=protos, sizes=size_list, duration_s=duration, timeout_s=timeout
     )
-    with _progress(f"latency {proto}", duration, False) as tick:
-        result = run_latency(params, token=token, tick=tick)
-    thresholds = [Threshold("rtt_p99_us", "<=", max_p99, "--max-p99-us")] if max_p99 is not None else []
-    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds)
+    _run_client(f"latency {proto}", duration, run_latency, params, token, json_out=json_out, no_store=no_store,
+                thresholds=(Threshold("rtt_p99_us", "<=", max_p99, "--max-p99-us"),))  # fmt: skip
 
 
 @bench_app.command("connect")
 def connect(
-    peer: str = typer.Option(..., "--peer", help=PEER_HELP),
+    peer: str = PEER_OPTION,
     mode: str = typer.Option("both", "--mode", help="per-request, pooled or both."),
     concurrency: int = typer.Option(
         1, "--concurrency", "-c", min=1, max=64, help="Clients in parallel (one process each)."
     ),
     request_bytes: int = typer.Option(64, "--request-bytes", min=12, max=1024 * 1024, help="Request size."),
     response_bytes: int = typer.Option(64, "--response-bytes", min=1, max=1024 * 1024, help="Response size."),
-    duration: float = typer.Option(
-        6.0, "--duration", "-t", min=0.1, max=3600, help="Seconds for both modes together."
-    ),
-    min_rate: float = typer.Option(
-        None, "--min-connect-per-s", min=0, max=1e9, help="Exit 1 when per-request connections/s fall below this."
-    ),
-    timeout: float = typer.Option(10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP),
-    token: str = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
+    duration: float = duration_option(6.0, "Seconds for both modes together."),
+    min_rate: float = threshold_option("--min-connect-per-s", "per-request connections/s fall below this", 1e9),
+    timeout: float = TIMEOUT_OPTION,
+    token: str = TOKEN_OPTION,
+    json_out: bool = JSON_OPTION,
+    no_store: bool = NO_STORE_OPTION,
 ) -> None:
     """Connection setup rate and latency (connect, first byte, close) versus one pooled connection."""
     from fabricscope.bench.results.thresholds import Threshold
     from fabricscope.bench.sockets.connect import ConnectParams, run_connect
 
     _check_peer(peer)
-    modes = {"per-request": ("per_request",), "pooled": ("pooled",), "both": ("per_request", "pooled")}.get(
-        mode
-    )
-    if modes is None:
-        die("--mode takes per-request, pooled or both")
+    modes = _choice(mode, {"per-request": ("per_request",), "pooled": ("pooled",), "both": ("per_request", "pooled")}, "--mode")
     params = _params(
         ConnectParams, peer=peer, modes=modes, concurrency=concurrency, request_bytes=request_bytes,
         response_bytes=response_bytes, duration_s=duration, timeout_s=timeout,
     )  # fmt: skip
-    with _progress(f"connect {mode}", duration, False) as tick:
-        result = run_connect(params, token=token, tick=tick)
-    thresholds = (
-        [Threshold("connect_per_s", ">=", min_rate, "--min-connect-per-s")] if min_rate is not None else []
-    )
-    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds)
+    _run_client(f"connect {mode}", duration, run_connect, params, token, json_out=json_out, no_store=no_store,
+                thresholds=(Threshold("connect_per_s", ">=", min_rate, "--min-connect-per-s"),))  # fmt: skip
 
 
 @bench_app.command("rdma")
@@ -381,37 +387,35 @@ def rdma(
     test: str = typer.Option("write_bw", "--test", help="write_bw, read_bw, send_bw, write_lat or send_lat."),
     device: str = typer.Option(
         None, "--device", "-d", help="RDMA device (default: the port routing to the peer)."
-    ),
-    ib_port: int = typer.Option(None, "--ib-port", "-i", min=1, max=3, help="Port of the device."),
+    , rich_help_panel="perftest"),
+    ib_port: int = typer.Option(None, "--ib-port", "-i", min=1, max=3, help="Port of the device.", rich_help_panel="perftest"),
     gid_index: int = typer.Option(
         None, "--gid-index", "-x", min=0, max=1024, help="GID index (default: the RoCE v2 IPv4 GID)."
-    ),
-    size: int = typer.Option(None, "--size", "-s", min=1, max=8 * 1024 * 1024, help="Message size in bytes."),
-    all_sizes: bool = typer.Option(False, "--all-sizes", "-a", help="Sweep sizes 2 B..8 MiB (perftest -a)."),
+    , rich_help_panel="perftest"),
+    size: int = typer.Option(None, "--size", "-s", min=1, max=8 * 1024 * 1024, help="Message size in bytes.", rich_help_panel="perftest"),
+    all_sizes: bool = typer.Option(False, "--all-sizes", "-a", help="Sweep sizes 2 B..8 MiB (perftest -a).", rich_help_panel="perftest"),
     duration: int = typer.Option(
         None, "--duration", "-D", min=1, max=3600, help="Seconds per size (perftest -D)."
     ),
-    iters: int = typer.Option(None, "--iters", "-n", min=5, max=100_000_000, help="Iterations per size (perftest -n)."),
-    qps: int = typer.Option(1, "--qps", "-q", min=1, max=16384, help="Queue pairs (bandwidth tests)."),
+    iters: int = typer.Option(None, "--iters", "-n", min=5, max=100_000_000, help="Iterations per size (perftest -n).", rich_help_panel="perftest"),
+    qps: int = typer.Option(1, "--qps", "-q", min=1, max=16384, help="Queue pairs (bandwidth tests).", rich_help_panel="perftest"),
     bidirectional: bool = typer.Option(
         False, "--bidirectional", "-b", help="Both directions at once (bandwidth tests)."
-    ),
+    , rich_help_panel="perftest"),
     use_cuda: bool = typer.Option(
         False, "--use-cuda", help="GPU memory buffers (GPUDirect RDMA); picks the GPU nearest the NIC."
-    ),
-    gpu: int = typer.Option(None, "--gpu", min=0, max=1023, help="GPU index for --use-cuda."),
+    , rich_help_panel="perftest"),
+    gpu: int = typer.Option(None, "--gpu", min=0, max=1023, help="GPU index for --use-cuda.", rich_help_panel="perftest"),
     perftest_port: int = typer.Option(
         18515, "--perftest-port", min=1024, max=65535, help="perftest's TCP port for its handshake."
-    ),
+    , rich_help_panel="perftest"),
     wait: float = typer.Option(
         120.0, "--wait", min=1, max=3600, help="--listen: seconds to wait for the client."
     ),
-    min_gbps: float = typer.Option(None, "--min-gbps", min=0, max=1e6, help="Exit 1 when bandwidth is below this (Gb/s)."),
-    max_lat: float = typer.Option(
-        None, "--max-lat-us", min=0, max=1e9, help="Exit 1 when typical latency exceeds this (us)."
-    ),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
+    min_gbps: float = threshold_option("--min-gbps", "bandwidth is below this (Gb/s)"),
+    max_lat: float = threshold_option("--max-lat-us", "typical latency exceeds this (us)", 1e9),
+    json_out: bool = JSON_OPTION,
+    no_store: bool = NO_STORE_OPTION,
 ) -> None:
     """RDMA bandwidth/latency with perftest, device/port/GID picked from the inventory; skips without perftest."""
     from fabricscope.bench.rdma.loopback import run_loopback
@@ -438,9 +442,8 @@ def rdma(
     expected = float(duration or 5) * (30 if all_sizes else 1) + (wait if listen else 0)
     with _progress(f"rdma {test}", expected, False) as tick:
         result = _with_ticks(lambda: run_loopback(params) if loopback else run_rdma(params), tick)
-    thresholds = []
-    if min_gbps is not None:
-        thresholds.append(Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"))
-    if max_lat is not None:
-        thresholds.append(Threshold("lat_typical_us", "<=", max_lat, "--max-lat-us"))
+    thresholds = _given(
+        Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"),
+        Threshold("lat_typical_us", "<=", max_lat, "--max-lat-us"),
+    )
     _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds)

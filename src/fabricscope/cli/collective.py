@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -10,9 +9,17 @@ from typing import Any
 import typer
 
 from fabricscope.bench.launch import Flag, Flags, child_argv, toggle
-from fabricscope.cli.bench import bench_app
-from fabricscope.cli.common import JSON_HELP, die, end_rank, store_and_print
-from fabricscope.cli.launching import LAUNCH_HELP, absolute_item
+from fabricscope.cli.bench import JSON_OPTION, bench_app, threshold_option
+from fabricscope.cli.common import die, end_rank, store_and_print
+from fabricscope.cli.launching import (
+    LAUNCH_OPTION,
+    MASTER_ADDR_OPTION,
+    MASTER_PORT_OPTION,
+    SINGLE_RANK_OPTION,
+    STORE_OPTION,
+    absolute_item,
+    refuse_one_rank,
+)
 from fabricscope.cli.launching import dist_env as _dist_env
 from fabricscope.cli.launching import launch_ranks as _launch
 from fabricscope.errors import FabricscopeError
@@ -74,33 +81,43 @@ def collective(
     check: bool = typer.Option(True, "--check/--no-check", help="Verify every result buffer (nccl-tests #wrong)."),
     root: int = typer.Option(0, "--root", min=0, max=1 << 20, help="Root rank of broadcast."),
     timeout: float = typer.Option(300.0, "--timeout", min=1, max=86400, help="Deadline in seconds for joining and for each operation."),
-    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
-    master_addr: str = typer.Option(None, "--master-addr", help="Host of rank 0 (default MASTER_ADDR; needed under mpirun)."),
-    master_port: int = typer.Option(None, "--master-port", min=1, max=65535, help="Port of rank 0's store (default MASTER_PORT or 29500)."),
-    min_busbw: float = typer.Option(None, "--min-busbw", min=0, max=1e6, help="Exit 1 when the average busbw (GB/s) is below this."),
+    launch: str = LAUNCH_OPTION,
+    master_addr: str = MASTER_ADDR_OPTION,
+    master_port: int = MASTER_PORT_OPTION,
+    single_rank: bool = SINGLE_RANK_OPTION,
+    min_busbw: float = threshold_option("--min-busbw", "the average busbw (GB/s) is below this (exit 2 when no size was measured)"),
     straggle_rank: int = typer.Option(None, "--straggle-rank", min=0, max=1 << 20, help="Self-test: make this rank late by --straggle-ms each iteration."),
     straggle_ms: float = typer.Option(0.0, "--straggle-ms", min=0, max=10000, help="Self-test delay for --straggle-rank."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    store: bool = typer.Option(True, "--store/--no-store", help="Save the result in the history."),
+    json_out: bool = JSON_OPTION,
+    store: bool = STORE_OPTION,
 ) -> None:
     """nccl-tests' algbw, busbw and #wrong over torch.distributed; per-rank times name a straggler."""
     from fabricscope.bench.collective import CollectiveError, run_worker, to_bench_result
+    from fabricscope.bench.results.thresholds import Threshold, apply_thresholds, untested_reason
+    from fabricscope.bench.results.verdict import exit_status
 
     params = collective_params(op, sizes, dtype, warmup, iters, backend, check, root, timeout, straggle_rank, straggle_ms)
     if launch:
+        refuse_one_rank("bench collective", launch, None, single_rank)
         extra = _output_args(json_out, store) + (["--min-busbw", str(min_busbw)] if min_busbw is not None else [])
-        args = child_argv(["bench", "collective"], params, COLLECTIVE_FLAGS, extra)
+        args = child_argv(["bench", "collective"], params, COLLECTIVE_FLAGS, [*extra, *(["--single-rank"] if single_rank else [])])
         _launch(launch, args, timeout_s=timeout * (len(params.sizes) + 2) + 60, master_port=master_port)
-    run = _run_rank(run_worker, params, CollectiveError, master_addr, master_port, json_out)
+    run = _run_rank(run_worker, params, CollectiveError, master_addr, master_port, json_out, ("bench collective", single_rank))
     if run is None:  # not rank 0: rank 0 reports
         return
     result = to_bench_result(run)
-    if min_busbw is not None:
-        passed = run.avg_busbw_GBps >= min_busbw
-        result.thresholds = {"min_busbw_GBps": min_busbw, "passed": passed}
+    thresholds = [] if min_busbw is None else [Threshold("busbw_avg_GBps", ">=", min_busbw, "--min-busbw", needs=_measured)]
+    apply_thresholds(result, thresholds)
+    untested = untested_reason(result, thresholds)
     store_and_print(result, store=store, json_out=json_out)
-    bad = bool(run.wrong_total) or (min_busbw is not None and run.avg_busbw_GBps < min_busbw)
-    raise typer.Exit(1 if bad else 0)
+    if untested:
+        end_rank(untested)
+    raise typer.Exit(exit_status(result))  # the verdict the report shows for it (bench/results/verdict.py)
+
+
+def _measured(result: Any) -> str | None:
+    """``--min-busbw`` judges the sizes measured; none measured is no verdict (exit 2)."""
+    return None if result.entries else "no message size was measured (all were skipped)"
 
 
 def auto_backend() -> str:
@@ -129,20 +146,21 @@ def matrix(
     margin: float = typer.Option(0.2, "--margin", min=0.01, max=0.99, help="A pair is low below (1 - MARGIN) x the median (or 3 robust sigmas)."),
     bind: str = typer.Option(None, "--bind", help="Address to receive on (default: the one that reaches rank 0)."),
     timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, help="Deadline in seconds for every wait on a peer."),
-    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
-    master_addr: str = typer.Option(None, "--master-addr", help="Host of rank 0 (default MASTER_ADDR; needed under mpirun)."),
-    master_port: int = typer.Option(None, "--master-port", min=1, max=65535, help="Port of rank 0's store (default MASTER_PORT or 29500)."),
+    launch: str = LAUNCH_OPTION,
+    master_addr: str = MASTER_ADDR_OPTION,
+    master_port: int = MASTER_PORT_OPTION,
+    single_rank: bool = SINGLE_RANK_OPTION,
     svg: Path = typer.Option(None, "--svg", help="Also write the heat map as an SVG file (rank 0)."),
-    rdma: bool = typer.Option(True, "--rdma/--no-rdma", help="Also measure RDMA with perftest where every host has an RDMA device and perftest (else the result says why not)."),
-    rdma_test: str = typer.Option("write_bw", "--rdma-test", help="perftest bandwidth test: write_bw, read_bw or send_bw."),
-    rdma_device: str = typer.Option(None, "--rdma-device", help="RDMA device on every host (default: the port on the interface that reaches rank 0, else the first active port)."),
-    rdma_port: int = typer.Option(18515, "--rdma-port", min=1024, max=60000, help="perftest handshake port; host i listens on PORT + i."),
+    rdma: bool = typer.Option(True, "--rdma/--no-rdma", help="Also measure RDMA with perftest where every host has an RDMA device and perftest (else the result says why not).", rich_help_panel="RDMA"),
+    rdma_test: str = typer.Option("write_bw", "--rdma-test", help="perftest bandwidth test: write_bw, read_bw or send_bw.", rich_help_panel="RDMA"),
+    rdma_device: str = typer.Option(None, "--rdma-device", help="RDMA device on every host (default: the port on the interface that reaches rank 0, else the first active port).", rich_help_panel="RDMA"),
+    rdma_port: int = typer.Option(18515, "--rdma-port", min=1024, max=60000, help="perftest handshake port; host i listens on PORT + i.", rich_help_panel="RDMA"),
     root: str = typer.Option(None, "--root", help="Read the RDMA inventory (devices, ports, GIDs) from this snapshot or mounted host filesystem instead of the live machine."),
-    topology: str = typer.Option(None, "--topology", help="Localize on the fabric: FILE (`topology discover` output or the sim's YAML), lab:NAME, or discover (every rank reads its LLDP neighbours). Names the bad switch cable or switch, not only the bad host."),
-    lldp_socket: str = typer.Option(None, "--lldp-socket", help="With --topology discover: lldpd control socket to ask (lldpctl -u); {host} becomes the rank's host name."),
-    switch_lldp: list[str] = typer.Option([], "--switch-lldp", help="With --topology discover: a switch's own LLDP table, SWITCH=FILE or lab:NAME; repeatable (gives the switch-to-switch cables)."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    store: bool = typer.Option(True, "--store/--no-store", help="Save the result in the history."),
+    topology: str = typer.Option(None, "--topology", help="Localize on the fabric: FILE (`topology discover` output or the sim's YAML), lab:NAME, or discover (every rank reads its LLDP neighbours). Names the bad switch cable or switch, not only the bad host.", rich_help_panel="Topology"),
+    lldp_socket: str = typer.Option(None, "--lldp-socket", help="With --topology discover: lldpd control socket to ask (lldpctl -u); {host} becomes the rank's host name.", rich_help_panel="Topology"),
+    switch_lldp: list[str] = typer.Option([], "--switch-lldp", help="With --topology discover: a switch's own LLDP table, SWITCH=FILE or lab:NAME; repeatable (gives the switch-to-switch cables).", rich_help_panel="Topology"),
+    json_out: bool = JSON_OPTION,
+    store: bool = STORE_OPTION,
 ) -> None:
     """Pairwise TCP (and RDMA, with perftest where present) bandwidth between all hosts in rounds of
     disjoint pairs; names the bad host or link (with --topology: the bad switch cable or switch).
@@ -150,6 +168,7 @@ def matrix(
     Exit 1 when a suspect is confirmed, 2 when a pair could not be measured.
     """
     from fabricscope.bench.matrix import MatrixError, run_worker, to_bench_result
+    from fabricscope.bench.results.verdict import exit_status
 
     if launch and topology == "discover" and launch.startswith("lab:"):
         from fabricscope.lab import lldp as lab_lldp
@@ -160,19 +179,19 @@ def matrix(
     params = matrix_params(duration, warmup, retest, margin, bind, timeout, rdma, rdma_test, rdma_device, rdma_port, root,
                            topology, lldp_socket, switch_lldp)  # fmt: skip
     if launch:
+        refuse_one_rank("bench matrix", launch, None, single_rank)
         extra = _output_args(json_out, store) + (["--svg", str(svg.resolve())] if svg else [])
+        extra += ["--single-rank"] if single_rank else []
         args = child_argv(["bench", "matrix"], params, MATRIX_FLAGS, extra)
         _launch(launch, args, timeout_s=timeout * 3 + 600, master_port=master_port)
-    run = _run_rank(run_worker, params, MatrixError, master_addr, master_port, json_out)
+    run = _run_rank(run_worker, params, MatrixError, master_addr, master_port, json_out, ("bench matrix", single_rank))
     if run is None:
         return  # not rank 0: rank 0 reports
     result = to_bench_result(run)
     if svg:
         _write_heatmap(svg, result)
     store_and_print(result, store=store, json_out=json_out)
-    if run.failures:
-        raise typer.Exit(2)
-    raise typer.Exit(1 if run.suspects else 0)
+    raise typer.Exit(exit_status(result))  # 2: a pair not measured, 1: a suspect; the report shows the same
 
 
 # How each MatrixParams field reaches a launched rank (see COLLECTIVE_FLAGS).
@@ -248,14 +267,22 @@ def _write_heatmap(path: Path, result: Any) -> None:
         typer.echo(f"fabricscope: warning: cannot write {path}: {exc.strerror or exc}", err=True)
 
 
-def _run_rank(run_worker: Any, params: Any, error: type[Exception], master_addr: str | None, master_port: int | None, json_out: bool) -> Any:
-    """Join the job and run this rank; rank 0 gets the run, the others None. A failure ends the process (exit 2)."""
+def _run_rank(run_worker: Any, params: Any, error: type[Exception], master_addr: str | None, master_port: int | None,
+              json_out: bool, single: tuple[str, bool]) -> Any:  # fmt: skip
+    """Join the job and run this rank; rank 0 gets the run, the others None. A failure ends the
+    process (exit 2); so does a job of one rank unless ``--single-rank`` (``single``: the command, the flag)."""
+    from fabricscope.report.progress import collective_row_sink, progress_sink
+
     env = _dist_env(master_addr, master_port)
-    progress = (lambda what: sys.stderr.write(f"# {what}\n")) if sys.stderr.isatty() and not json_out else None
-    try:
-        return run_worker(params, env, progress=progress)
-    except error as exc:
-        end_rank(str(exc))  # torch's background threads must not keep a failed rank alive
+    refuse_one_rank(single[0], None, env.world_size, single[1])
+    # Rank 0 says how far it is on a terminal and under every launcher (report/progress.py); a
+    # collective's rows come as each size completes, as nccl-tests prints them.
+    with progress_sink(json_out or env.rank != 0) as show:
+        sink = collective_row_sink(show, params.model_dump(mode="json")) if single[0] == "bench collective" else show
+        try:
+            return run_worker(params, env, progress=sink)
+        except error as exc:
+            end_rank(str(exc))  # torch's background threads must not keep a failed rank alive
 
 
 @import_app.command("nccl-tests")
@@ -263,8 +290,8 @@ def import_nccl_tests(
     file: Path = typer.Argument(..., help="all_reduce_perf (or any *_perf) output: text, or nccl-tests' JSON file."),
     op: str = typer.Option(None, "--op", help="Operation when the file does not say (e.g. all_reduce)."),
     ranks: int = typer.Option(None, "--ranks", min=1, max=1 << 20, help="Number of ranks when the file does not list them."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    store: bool = typer.Option(True, "--store/--no-store", help="Save the result in the history."),
+    json_out: bool = JSON_OPTION,
+    store: bool = STORE_OPTION,
 ) -> None:
     """Read nccl-tests output into the fabricscope.bench/v1 schema and the history."""
     from fabricscope.bench.collective.nccl_tests import NcclTestsError, parse_file, to_bench_result

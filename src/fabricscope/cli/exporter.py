@@ -7,12 +7,15 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from fabricscope.cli.common import JSON_HELP, ROOT_HELP, die, open_root, print_json
 from fabricscope.cli.history import history_app
 from fabricscope.cli.main import app
+from fabricscope.cli.options import bounded_option
+from fabricscope.monitor.intervals import INTERVAL_BOUNDS
 
 monitoring_app = typer.Typer(
     name="monitoring",
@@ -45,15 +48,17 @@ def exporter(
     nccl_from_start: bool = typer.Option(
         False, "--nccl-from-start", help="Count what the NCCL logs already hold, not only new lines."
     ),
-    doctor_interval: float = typer.Option(
-        300.0, "--doctor-interval", min=0, max=86400, help="Run the doctor every SECONDS in the background (0: off)."
+    nccl_inspector: list[str] = typer.Option(
+        [], "--nccl-inspector",
+        help="Follow the NCCL Inspector's output in this DIR (NCCL_INSPECTOR_DUMP_DIR: *.log JSONL dumps and *.prom textfiles; repeatable).",
     ),
-    ethtool_interval: float = typer.Option(
-        5.0, "--ethtool-interval", min=0.05, max=86400, help="Refresh ethtool -S statistics every SECONDS in the background."
-    ),
-    topology_interval: float = typer.Option(
-        60.0, "--topology-interval", min=0.05, max=86400, help="Re-read devices, netdevs, GPUs and QoS setup every SECONDS."
-    ),
+    # The intervals' ranges are declared once, in monitor/intervals.py (issue 26 item 5).
+    doctor_interval: float = bounded_option(300.0, "--doctor-interval", INTERVAL_BOUNDS["doctor_interval_s"],
+                                            "Run the doctor every SECONDS in the background."),
+    ethtool_interval: float = bounded_option(5.0, "--ethtool-interval", INTERVAL_BOUNDS["ethtool_interval_s"],
+                                             "Refresh ethtool -S statistics every SECONDS in the background."),
+    topology_interval: float = bounded_option(60.0, "--topology-interval", INTERVAL_BOUNDS["topology_interval_s"],
+                                              "Re-read devices, netdevs, GPUs and QoS setup every SECONDS."),
     once: bool = typer.Option(
         False, "--once", help="Print one scrape to stdout and exit (doctor run first when enabled)."
     ),
@@ -72,6 +77,7 @@ def exporter(
         options = ExporterOptions(
             nccl_globs=tuple(nccl_log),
             nccl_from_start=nccl_from_start or once,
+            inspector_dirs=tuple(nccl_inspector),
             doctor_interval_s=doctor_interval,
             ethtool_interval_s=ethtool_interval,
             topology_interval_s=topology_interval,
@@ -91,6 +97,11 @@ def exporter(
     assert host is not None and port is not None
     server = MetricsServer(exp.render, host, port)  # bind before the slow start: a busy port fails fast
     exp.start()
+    _serve(server, exp, f"(root {node.label}, doctor every {f'{doctor_interval:g} s' if doctor_interval else 'off'})")
+
+
+def _serve(server: Any, exp: Any, what: str) -> None:
+    """Serve until SIGTERM, SIGINT or SIGHUP (each: stop serving, clean up, exit 0)."""
     stopping = threading.Event()
 
     def _stop(signum: int, _frame: object) -> None:
@@ -98,14 +109,9 @@ def exporter(
             stopping.set()
             threading.Thread(target=server.shutdown, daemon=True).start()
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # each: stop serving, clean up, exit 0
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _stop)
-    logging.getLogger("fabricscope.exporter").info(
-        "fabricscope exporter serving %s (root %s, doctor every %s)",
-        server.url,
-        node.label,
-        f"{doctor_interval:g} s" if doctor_interval else "off",
-    )
+    logging.getLogger("fabricscope.exporter").info("fabricscope exporter serving %s %s", server.url, what)
     try:
         server.serve_forever()
     finally:

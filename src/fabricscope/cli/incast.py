@@ -7,10 +7,17 @@ import sys
 
 import typer
 
-from fabricscope.cli.bench import bench_app
+from fabricscope.cli.bench import JSON_OPTION, bench_app
 from fabricscope.cli.collective import _first_error
 from fabricscope.cli.common import JSON_HELP, die, print_json, store_and_print
-from fabricscope.cli.launching import LAUNCH_HELP, dist_env, launch_ranks
+from fabricscope.cli.launching import (
+    LAUNCH_OPTION,
+    MASTER_ADDR_OPTION,
+    MASTER_PORT_OPTION,
+    STORE_OPTION,
+    dist_env,
+    launch_ranks,
+)
 from fabricscope.cli.sim import sim_app
 from fabricscope.errors import FabricscopeError
 from fabricscope.units import UnitError, parse_rate, parse_size, size_token
@@ -37,13 +44,13 @@ def bench_incast(
     congestion: str = typer.Option(None, "--congestion", help="TCP congestion control of the senders (cubic, reno, bbr...; default: the host's)."),
     round_timeout: float = typer.Option(10.0, "--round-timeout", min=0.01, max=600, help="Seconds a round may take before the run fails."),
     timeout: float = typer.Option(60.0, "--timeout", min=1, max=3600, help="Seconds for every rank to join."),
-    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
-    master_addr: str = typer.Option(None, "--master-addr", help="Host of rank 0, the receiver (default MASTER_ADDR)."),
-    master_port: int = typer.Option(None, "--master-port", min=1, max=65535, help="Port rank 0 listens on (default MASTER_PORT or 29500)."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    store: bool = typer.Option(True, "--store/--no-store", help="Save the result in the history."),
+    launch: str = LAUNCH_OPTION,
+    master_addr: str = MASTER_ADDR_OPTION,
+    master_port: int = MASTER_PORT_OPTION,
+    json_out: bool = JSON_OPTION,
+    store: bool = STORE_OPTION,
 ) -> None:
-    """N senders answer rank 0 at once, round after round: goodput and round completion time as N
+    """N senders answer rank 0 (the receiver) at once, round after round: goodput and round completion time as N
     grows, with the retransmits and timeouts behind them (TCP incast collapse)."""
     from fabricscope.bench.incast import (
         TOKEN_ENV,
@@ -80,21 +87,25 @@ def bench_incast(
         if env.rank != 0:
             run_sender(env, params)
             return
-        result = run_receiver(env, params, progress=_progress(json_out))
+        result = _receive(env, params, json_out, run_receiver)
     except IncastError as exc:
         die(str(exc))
     store_and_print(result, store=store, json_out=json_out)
 
 
-def _progress(json_out: bool):
-    if json_out or not sys.stderr.isatty():
-        return None
+def _receive(env, params, json_out: bool, run_receiver):  # type: ignore[no-untyped-def]
+    """Rank 0's run, saying how far it is (report/progress.py): every round on a terminal, the first
+    and last round of each sender count as plain lines under a launcher or in a log."""
+    from fabricscope.report.progress import progress_sink
 
-    def show(count: int, done: int) -> None:
-        sys.stderr.write(f"\r# {count} senders: round {done}")
-        sys.stderr.flush()
+    every = sys.stderr.isatty()
+    with progress_sink(json_out) as show:
 
-    return show
+        def step(count: int, done: int) -> None:
+            if show and (every or done in (1, params.rounds)):
+                show(f"incast: {count} senders, round {done} of {params.rounds}")
+
+        return run_receiver(env, params, progress=step if show else None)
 
 
 @sim_app.command("incast")
@@ -138,16 +149,20 @@ def sim_incast(
     counts = _counts(senders)
     if max(counts) > 1024:
         die("--senders: the model takes at most 1024 senders")
+    from fabricscope.report.progress import progress_sink
+
     rows = []
-    for name in transports:
-        for count in counts:
+    with progress_sink(json_out) as show:  # the model takes tens of seconds at large sender counts
+        for k, (name, count) in enumerate((n, c) for n in transports for c in counts):
+            if show:
+                show(f"sim incast {k + 1}/{len(transports) * len(counts)}: {name}, {count} senders")
             point = simulate(name, fabric, count, size_bytes, rounds, seed=seed)
             rows.append({
                 "transport": name, "senders": count, "goodput_gbps": point.goodput_bps / 1e9,
                 "round_p50_ms": point.percentile_s(50) * 1e3, "round_p99_ms": point.percentile_s(99) * 1e3,
                 "round_max_ms": max(point.round_times_s) * 1e3, "timeouts": point.timeouts,
                 "retransmits": point.retransmits, "drops": point.drops,
-            })
+            })  # fmt: skip
     doc = {
         "schema": "fabricscope.sim_incast/v1",
         "fabric": {"link_bps": fabric.link_bps, "queue_bytes": fabric.queue_bytes, "mtu": fabric.mtu,

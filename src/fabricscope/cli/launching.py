@@ -18,6 +18,41 @@ LAUNCH_HELP = (
 )
 
 
+# The options every job command (bench collective|matrix|incast, fleet) shares, declared once.
+LAUNCH_OPTION = typer.Option(None, "--launch", help=LAUNCH_HELP, rich_help_panel="Launch")
+MASTER_ADDR_OPTION = typer.Option(
+    None, "--master-addr", help="Host of rank 0 (default MASTER_ADDR; needed under mpirun).", rich_help_panel="Launch"
+)
+MASTER_PORT_OPTION = typer.Option(
+    None, "--master-port", min=1, max=65535, help="Port of rank 0's store (default MASTER_PORT or 29500).",
+    rich_help_panel="Launch",
+)  # fmt: skip
+SINGLE_RANK_OPTION = typer.Option(
+    False, "--single-rank", help="Run as one process on purpose (nothing crosses the network; for trying the command).",
+    rich_help_panel="Launch",
+)  # fmt: skip
+STORE_OPTION = typer.Option(True, "--store/--no-store", help="Save the result in the history.", rich_help_panel="Output")
+
+
+def refuse_one_rank(command: str, launch: str | None, world_size: int | None, single_rank: bool) -> None:
+    """A job of one rank measures nothing across the network: refuse it (exit 2) with how to
+    launch, unless ``--single-rank`` asks for it (issue 26: it used to pass with busbw 0).
+    Checked before launching (``--launch local:1``) and in the rank (no launcher around it)."""
+    if single_rank:
+        return
+    if launch is not None:
+        try:
+            spec = parse_launch(launch)
+        except LaunchError as exc:
+            die(str(exc))
+        world_size = spec.count if spec.kind == "local" else None
+    if world_size == 1:
+        die(
+            f"{command} ran as a single process, which measures nothing across the network: start it with "
+            f"--launch local:N or lab:NAME, or under srun, torchrun or mpirun (--single-rank runs one rank on purpose)"
+        )
+
+
 def launch_ranks(launch: str, child_args: list[str], timeout_s: float, master_port: int | None) -> None:
     """Start every rank (each runs this same command without --launch) and exit with the worst status."""
     from fabricscope.lab.procgroup import run_group

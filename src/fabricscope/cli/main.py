@@ -30,6 +30,9 @@ class OneLineErrors(TyperGroup):
     with its exit status (2), not click's usage box. In-process test runners get the same."""
 
     def make_context(self, info_name, args, parent=None, **extra):  # type: ignore[no-untyped-def]
+        from fabricscope.cli.helpformat import tidy
+
+        tidy(self)  # how every command's --help reads (cli/helpformat.py), once per tree
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
         except (typer.TyperException, FabricscopeError) as exc:

@@ -150,7 +150,7 @@ class _Indexer:
                 self.store.data[parts] = data
             return None
         if member.issym():
-            if not member.linkname or len(member.linkname.encode()) > MAX_LINK_TARGET:
+            if not member.linkname or len(member.linkname.encode("utf-8", "surrogateescape")) > MAX_LINK_TARGET:
                 return self.skip(member, "symlink with an empty or over-long target: ignored")
             return self.put(member, parts, Entry(LINK, target=member.linkname))
         if member.islnk():

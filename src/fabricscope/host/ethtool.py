@@ -106,9 +106,35 @@ def read_ethtool(root: Root, netdev: str) -> EthtoolData:
     return EthtoolData(stats=stats, features=features, module=module)
 
 
+@dataclass(frozen=True)
+class EthtoolStatsResult:
+    """``ethtool -S`` of one netdev. ``stats`` is None when there is nothing to show; ``problem``
+    says why when that is a fault (garbled output, command failed), and is None when the source is
+    simply not there (not captured in a snapshot)."""
+
+    netdev: str
+    stats: dict[str, int] | None
+    problem: str | None = None
+
+
+def read_ethtool_stats_result(root: Root, netdev: str, timeout_s: float | None = None) -> EthtoolStatsResult:
+    """``ethtool -S NETDEV`` parsed, with the reason when it failed. Runs a command: an exporter
+    calls it from a background thread, never from a scrape."""
+    result = root.run(ethtool_commands(netdev)[0], timeout_s=timeout_s)
+    if not result.available:
+        if not root.is_live and result.reason == "not captured in snapshot":
+            return EthtoolStatsResult(netdev, None)
+        return EthtoolStatsResult(netdev, None, str(result.reason))
+    if result.rc != 0:
+        return EthtoolStatsResult(netdev, None, f"exit status {result.rc}")
+    stats = parse_stats(result.stdout)
+    if not stats:
+        return EthtoolStatsResult(netdev, None, "no statistics recognised in output")
+    return EthtoolStatsResult(netdev, stats)
+
+
 def read_ethtool_stats(root: Root, netdev: str) -> dict[str, int] | None:
-    result = root.run(ethtool_commands(netdev)[0])
-    return parse_stats(result.stdout) if result.ok else None
+    return read_ethtool_stats_result(root, netdev).stats
 
 
 def link_error_stats(stats: dict[str, int]) -> dict[str, int]:

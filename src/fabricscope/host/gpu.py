@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from fabricscope.host.pci import PciDevice
 from fabricscope.host.root import Root
 
 NVIDIA_SMI_QUERY = ["nvidia-smi", "--query-gpu=index,pci.bus_id,name", "--format=csv,noheader"]
+NVIDIA_SMI_PCI = ("nvidia-smi", "-q", "-d", "PCI")
+_GPU_HEADER = re.compile(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*\Z")
+_THROUGHPUT = re.compile(r"\s*(Tx|Rx) Throughput\s*:\s*(\d+) KB/s\s*\Z")
+KB = 1024  # NVML's nvmlDeviceGetPcieThroughput unit "KB/s" (a 20 ms sample), read as KiB/s
 
 
 @dataclass(frozen=True)
@@ -46,3 +51,31 @@ def read_gpus(root: Root, pci: dict[str, PciDevice]) -> tuple[list[Gpu], str]:
         root.note("nvidia-smi", "no GPU lines recognised in output")
     found = sorted(addr for addr, dev in pci.items() if dev.is_nvidia_gpu)
     return [Gpu(index=i, pci_address=addr, name=None) for i, addr in enumerate(found)], "pci"
+
+
+def parse_pcie_throughput(text: str) -> dict[str, tuple[float, float]]:
+    """``nvidia-smi -q -d PCI`` (the PCI block of ``nvidia-smi -q``): ``{pci address: (tx, rx)}``
+    in bytes per second, for each GPU that reports both (``N/A`` ones are left out)."""
+    out: dict[str, tuple[float, float]] = {}
+    current: str | None = None
+    seen: dict[str, float] = {}
+    for line in text.splitlines():
+        header = _GPU_HEADER.match(line)
+        if header is not None:
+            current, seen = normalise_bus_id(header.group(1)), {}
+            continue
+        match = _THROUGHPUT.match(line)
+        if match is not None and current is not None:
+            seen[match.group(1)] = int(match.group(2)) * KB
+            if "Tx" in seen and "Rx" in seen:
+                out[current] = (seen["Tx"], seen["Rx"])
+    return out
+
+
+def read_pcie_throughput(root: Root) -> dict[str, tuple[float, float]] | None:
+    """GPU PCIe throughput from nvidia-smi; None when nvidia-smi is not there (or says nothing).
+    Runs a command: an exporter calls it from a background thread."""
+    result = root.run(NVIDIA_SMI_PCI)
+    if not result.ok:
+        return None
+    return parse_pcie_throughput(result.stdout) or None

@@ -8,11 +8,20 @@ from dataclasses import dataclass, field
 
 from fabricscope.host.pci import pci_address_of
 from fabricscope.host.root import Root
-from fabricscope.host.sysfs import parse_id_name, read_counters, read_int, read_str
+from fabricscope.host.sysfs import (
+    MAX_GIDS,
+    MAX_RDMA_DEVICES,
+    MAX_RDMA_PORTS,
+    Budget,
+    SysDir,
+    capped,
+    read_str,
+)
 
 IB_CLASS = "sys/class/infiniband"
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\((\d+)X\s*([A-Z0-9]*)\))?")
 _VERSION = re.compile(r"^[0-9][0-9A-Za-z._-]*\Z")
+LIFESPAN = "lifespan"  # hw_counters/lifespan: the driver's refresh period in ms, not a counter
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 # What drivers/infiniband/core/sysfs.c link_layer_show() writes: InfiniBand, Ethernet, or "Unknown"
 # for IB_LINK_LAYER_UNSPECIFIED, which AWS EFA reports (efa_port_link_layer(); rdma-core PR #884).
@@ -99,6 +108,7 @@ class RdmaPort:
     counters: dict[str, int] = field(default_factory=dict)
     hw_counters: dict[str, int] = field(default_factory=dict)
     gid_table_len: int | None = None  # entries under gids/, empty ones included (NCCL scans them all)
+    hw_lifespan_ms: int | None = None  # hw_counters/lifespan: how long the driver caches hw_counters
 
     @property
     def name(self) -> str:
@@ -185,19 +195,68 @@ def parse_gid(text: str | None) -> ipaddress.IPv6Address | None:
         return None
 
 
-def read_port(root: Root, device: str, port: int) -> RdmaPort:
+def list_rdma_ports(root: Root) -> list[tuple[str, int]]:
+    """``(device, port)`` of every RDMA port, devices in natural order (mlx5_2 before mlx5_10);
+    at most MAX_RDMA_DEVICES devices and MAX_RDMA_PORTS ports in all."""
+    ports: list[tuple[str, int]] = []
+    names = capped(root, "rdma devices", IB_CLASS, sorted(root.listdir(IB_CLASS), key=natural_key), MAX_RDMA_DEVICES)
+    for dev in names:
+        numbers = [p for p in root.listdir(f"{IB_CLASS}/{dev}/ports") if p.isascii() and p.isdigit()]
+        if not numbers:
+            root.note(f"{IB_CLASS}/{dev}/ports", "RDMA device without ports")
+        ports.extend((dev, int(p)) for p in sorted(numbers, key=int))
+    return capped(root, "rdma ports", IB_CLASS, ports, MAX_RDMA_PORTS)
+
+
+def read_port(root: Root, device: str, port: int, *, gids: bool = True, budget: Budget | None = None) -> RdmaPort | None:
+    """One RDMA port: the one reader for doctor, snapshots and every exporter scrape. ``gids``:
+    also the GID table (hundreds of files: the inventory's, not a scrape's); ``budget`` caps the
+    counter files read over many ports. None (and a problem) when the port is gone; a required
+    attribute (state, phys_state, rate, link_layer) absent or garbled is a problem."""
     base = f"{IB_CLASS}/{device}/ports/{port}"
-    state_id, state = parse_id_name(root.read(f"{base}/state"))
-    phys_id, phys = parse_id_name(root.read(f"{base}/phys_state"))
-    rate_text = root.read(f"{base}/rate")
+    d = SysDir.open(root, base)
+    if d is None:
+        root.note(base, "RDMA port absent")
+        return None
+    state_id, state = d.id_name("state")
+    phys_id, phys = d.id_name("phys_state")
+    rate_text = d.required("rate")
     rate, width, speed = parse_rate(rate_text)
     if rate_text is not None and rate is None:
         root.note(f"{base}/rate", f"unrecognised rate {rate_text[:40]!r}")
-    link_layer = read_str(root, f"{base}/link_layer")
+    link_layer = d.required("link_layer")
     if link_layer is not None and link_layer not in LINK_LAYERS:
         root.note(f"{base}/link_layer", f"unknown link layer {link_layer[:40]!r}")
+        link_layer = None
+    hw = d.counters("hw_counters", budget)
+    lifespan = hw.pop(LIFESPAN, None)
+    table, table_len = _read_gids(root, base) if gids else ((), None)
+    return RdmaPort(
+        device=device,
+        port=port,
+        state_id=state_id,
+        state=state,
+        phys_state_id=phys_id,
+        phys_state=phys,
+        rate_gbps=rate,
+        width=width,
+        speed_name=speed,
+        link_layer=link_layer,
+        lid=d.integer("lid", base=0),
+        sm_lid=d.integer("sm_lid", base=0),
+        gids=table,
+        counters=d.counters("counters", budget),
+        hw_counters=hw,
+        gid_table_len=table_len,
+        hw_lifespan_ms=lifespan,
+    )
+
+
+def _read_gids(root: Root, base: str) -> tuple[tuple[Gid, ...], int | None]:
+    """The port's non-empty GIDs and the length of its table (empty entries included)."""
     gids = []
     entries = [name for name in root.listdir(f"{base}/gids") if (name.isascii() and name.isdigit())]
+    entries = capped(root, "GID entries", f"{base}/gids", entries, MAX_GIDS)
     for name in entries:
         gid = read_str(root, f"{base}/gids/{name}")
         if gid is None or gid == ZERO_GID or parse_gid(gid) is None:
@@ -213,31 +272,15 @@ def read_port(root: Root, device: str, port: int) -> RdmaPort:
             )
         )
     gids.sort(key=lambda g: g.index)
-    return RdmaPort(
-        device=device,
-        port=port,
-        state_id=state_id,
-        state=state,
-        phys_state_id=phys_id,
-        phys_state=phys,
-        rate_gbps=rate,
-        width=width,
-        speed_name=speed,
-        link_layer=link_layer,
-        lid=read_int(root, f"{base}/lid", base=0),
-        sm_lid=read_int(root, f"{base}/sm_lid", base=0),
-        gids=tuple(gids),
-        counters=read_counters(root, f"{base}/counters"),
-        hw_counters=read_counters(root, f"{base}/hw_counters"),
-        gid_table_len=len(entries) if entries else None,
-    )
+    return tuple(gids), (len(entries) if entries else None)
 
 
-def read_device(root: Root, name: str) -> RdmaDevice:
+def read_device(root: Root, name: str, ports: list[int] | None = None) -> RdmaDevice:
     base = f"{IB_CLASS}/{name}"
-    ports = tuple(
-        read_port(root, name, int(p)) for p in root.listdir(f"{base}/ports") if (p.isascii() and p.isdigit())
-    )
+    if ports is None:
+        numbers = [p for p in root.listdir(f"{base}/ports") if (p.isascii() and p.isdigit())]
+        ports = [int(p) for p in capped(root, "rdma ports", f"{base}/ports", numbers, MAX_RDMA_PORTS)]
+    read = tuple(p for n in ports if (p := read_port(root, name, n)) is not None)
     pci = pci_address_of(root.resolve(f"{base}/device"))
     driver = root.resolve(f"{base}/device/driver")
     return RdmaDevice(
@@ -249,7 +292,7 @@ def read_device(root: Root, name: str) -> RdmaDevice:
         node_guid=read_str(root, f"{base}/node_guid"),
         pci_address=pci,
         netdevs=tuple(root.listdir(f"{base}/device/net")),
-        ports=ports,
+        ports=read,
         driver=driver.rsplit("/", 1)[-1] if driver else None,
     )
 
@@ -265,18 +308,24 @@ def _read_version(root: Root, rel: str) -> str | None:
 
 def read_rdma_devices(root: Root) -> list[RdmaDevice]:
     """Every RDMA device, in NCCL's natural order (mlx5_2 before mlx5_10)."""
-    return [read_device(root, name) for name in sorted(root.listdir(IB_CLASS), key=natural_key)]
+    by_device: dict[str, list[int]] = {}
+    for dev, port in list_rdma_ports(root):
+        by_device.setdefault(dev, []).append(port)
+    return [read_device(root, name, by_device.get(name, [])) for name in _device_names(root)]
+
+
+def _device_names(root: Root) -> list[str]:
+    names = sorted(root.listdir(IB_CLASS), key=natural_key)
+    return names[:MAX_RDMA_DEVICES]  # the drop is noted once, by list_rdma_ports
 
 
 def read_port_counters(root: Root) -> dict[str, dict[str, int]]:
     """Just the counters of every port, keyed ``dev/port``: cheap enough to read twice."""
     result: dict[str, dict[str, int]] = {}
-    for dev in root.listdir(IB_CLASS):
-        for port in root.listdir(f"{IB_CLASS}/{dev}/ports"):
-            base = f"{IB_CLASS}/{dev}/ports/{port}"
-            merged = read_counters(root, f"{base}/counters")
-            merged.update(read_counters(root, f"{base}/hw_counters"))
-            result[f"{dev}/{port}"] = merged
+    for dev, port in list_rdma_ports(root):
+        d = SysDir.open(root, f"{IB_CLASS}/{dev}/ports/{port}")
+        if d is not None:
+            result[f"{dev}/{port}"] = {**d.counters("counters"), **d.counters("hw_counters")}
     return result
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from fabricscope.host.aer import read_aer
 from fabricscope.host.ethtool import EthtoolData, ethtool_commands, read_ethtool, read_ethtool_stats
-from fabricscope.host.gpu import NVIDIA_SMI_QUERY, Gpu, read_gpus
+from fabricscope.host.gpu import NVIDIA_SMI_PCI, NVIDIA_SMI_QUERY, Gpu, read_gpus, read_pcie_throughput
 from fabricscope.host.infiniband import (
     RdmaDevice,
     RdmaPort,
@@ -69,6 +69,7 @@ class Inventory:
     mlxconfig: dict[str, dict[str, str]] | None = None  # RDMA device -> `mlxconfig q`; None: mlxconfig absent
     sminfo: SmQuery | None = None  # `sminfo`; None: no InfiniBand port
     nvlink: NvlinkState | None = None  # nvidia-smi nvlink -s and -q (Fabric); None: no GPU found by nvidia-smi
+    gpu_pcie: dict[str, tuple[float, float]] | None = None  # nvidia-smi -q -d PCI: pci address -> (tx, rx) bytes/s
 
     # ----- lookups -----------------------------------------------------------------------
     @property
@@ -118,7 +119,9 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _affinity(gpus: list[Gpu], rdma: list[RdmaDevice], netdevs: list[NetDevice], pci: dict[str, PciDevice]) -> list[GpuAffinity]:
+def gpu_affinity(gpus: list[Gpu], rdma: list[RdmaDevice], netdevs: list[NetDevice], pci: dict[str, PciDevice]) -> list[GpuAffinity]:
+    """Each GPU's nearest NIC by PCIe distance (an RDMA device, else a physical netdev): the NIC
+    NCCL picks for the GPU's rank on a rail-optimised node."""
     nics = [(d.name, d.pci_address) for d in rdma if d.pci_address]
     if not nics:
         nics = [(n.name, n.pci_address) for n in netdevs if n.pci_address and not n.is_loopback]
@@ -175,7 +178,7 @@ def _commands_ahead(root: Root, rdma: list[RdmaDevice]) -> list[list[str]]:
     if any(p.is_ib for d in rdma for p in d.ports):
         commands.append(list(SMINFO))
     commands += [mlxconfig_argv(pci) for pci in sorted(_mlx5_pcis(rdma).values())]
-    commands += [list(c) for c in KERNEL_LOG_COMMANDS] + [list(NVLINK_STATUS), list(NVIDIA_SMI_QUERY_ALL)]
+    commands += [list(c) for c in KERNEL_LOG_COMMANDS] + [list(NVLINK_STATUS), list(NVIDIA_SMI_QUERY_ALL), list(NVIDIA_SMI_PCI)]
     commands += [c for n in sorted(_ethtool_netdevs(rdma, physical_netdev_names(root))) for c in ethtool_commands(n)]
     return commands + [c for n in sorted(_roce_netdevs(rdma)) for c in qos_commands(n)]
 
@@ -205,6 +208,8 @@ def read_inventory(root: Root, command_timeout_s: float | None = None) -> Invent
         verbs = read_verbs_ports(root) if rdma else None
         kernel_log, kernel_log_problem = read_kernel_log(root)
         nvlink = read_nvlink(root) if gpu_source == "nvidia-smi" else None
+        # read here too, so that a snapshot holds what the exporter's GPU PCIe throughput reads
+        gpu_pcie = read_pcie_throughput(root) if gpu_source == "nvidia-smi" else None
         mlxconfig = read_mlxconfig(root, _mlx5_pcis(rdma)) if _mlx5_pcis(rdma) else None
         sminfo = read_sminfo(root) if any(p.is_ib for d in rdma for p in d.ports) else None
     hostname = root.read("proc/sys/kernel/hostname")
@@ -216,7 +221,7 @@ def read_inventory(root: Root, command_timeout_s: float | None = None) -> Invent
         pci=pci,
         gpus=tuple(gpus),
         gpu_source=gpu_source,
-        affinity=tuple(_affinity(gpus, rdma, netdevs, pci)),
+        affinity=tuple(gpu_affinity(gpus, rdma, netdevs, pci)),
         kernel=read_kernel_state(root),
         iommu=read_iommu_groups(root),
         verbs=verbs,
@@ -224,6 +229,7 @@ def read_inventory(root: Root, command_timeout_s: float | None = None) -> Invent
         kernel_log=kernel_log,
         kernel_log_problem=kernel_log_problem,
         nvlink=nvlink,
+        gpu_pcie=gpu_pcie,
         sminfo=sminfo,
         mlxconfig=mlxconfig,
         ethtool=ethtool,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from fabricscope.host.pci import pci_address_of
 from fabricscope.host.root import Root
-from fabricscope.host.sysfs import read_int, read_str
+from fabricscope.host.sysfs import MAX_NETDEVS, SysDir, capped, parse_int
 
 NET_CLASS = "sys/class/net"
 ARPHRD_ETHER = 1
@@ -69,15 +69,6 @@ def parse_ip_addr_json(text: str) -> dict[str, tuple[list[str], list[str]]]:
     return result
 
 
-def _read_enable_dir(root: Root, rel: str) -> dict[int, bool]:
-    out: dict[int, bool] = {}
-    for name in root.listdir(rel):
-        value = read_int(root, f"{rel}/{name}")
-        if (name.isascii() and name.isdigit()) and value is not None:
-            out[int(name)] = value == 1
-    return out
-
-
 def netdev_pci_address(root: Root, name: str) -> str | None:
     """PCI function behind a netdev; None for virtual devices (veth, bridges, lo)."""
     return pci_address_of(root.resolve(f"{NET_CLASS}/{name}/device"))
@@ -88,6 +79,43 @@ def physical_netdev_names(root: Root) -> list[str]:
     return [name for name in root.listdir(NET_CLASS) if netdev_pci_address(root, name) is not None]
 
 
+def read_net_device(root: Root, name: str, *, identity: bool = True, addresses: tuple[list[str], list[str]] = ([], [])) -> NetDevice | None:
+    """One interface: the one reader for doctor, snapshots and every exporter scrape (which skips
+    ``identity``: hardware address, type, PCI function and driver do not change while it runs).
+    None (and a problem) when it is gone; ``mtu`` and ``operstate`` absent are problems."""
+    base = f"{NET_CLASS}/{name}"
+    d = SysDir.open(root, base)
+    if d is None:
+        root.note(base, "network device absent")
+        return None
+    speed = d.integer("speed")
+    pci = driver = None
+    if identity:
+        pci = netdev_pci_address(root, name)
+        driver_link = root.resolve(f"{base}/device/driver")
+        driver = driver_link.rsplit("/", 1)[-1] if driver_link is not None else None
+    mtu_text = d.required("mtu")
+    mtu = parse_int(mtu_text)
+    if mtu_text is not None and mtu is None:
+        root.note(f"{base}/mtu", f"not an integer: {mtu_text[:40]!r}")
+    qos = d.sub("qos")
+    return NetDevice(
+        name=name,
+        mtu_bytes=mtu,
+        speed_mbps=speed if speed is not None and speed > 0 else None,
+        operstate=d.required("operstate"),
+        address=d.optional("address") if identity else None,
+        type_id=d.integer("type") if identity else None,
+        pci_address=pci,
+        driver=driver,
+        ipv4=tuple(addresses[0]),
+        ipv6=tuple(addresses[1]),
+        ecn_np_enabled=d.priorities("ecn/roce_np/enable"),
+        ecn_rp_enabled=d.priorities("ecn/roce_rp/enable"),
+        qos_trust=qos.optional("trust") if qos is not None else None,
+    )
+
+
 def read_net_devices(root: Root) -> list[NetDevice]:
     addresses: dict[str, tuple[list[str], list[str]]] = {}
     result = root.run(IP_ADDR)
@@ -96,32 +124,10 @@ def read_net_devices(root: Root) -> list[NetDevice]:
         if not addresses and result.stdout.strip():
             root.note("ip -j addr show", "output is not the expected JSON")
     devices = []
-    for name in root.listdir(NET_CLASS):
-        base = f"{NET_CLASS}/{name}"
-        if not root.is_dir(base):
+    for name in capped(root, "netdevs", NET_CLASS, root.listdir(NET_CLASS), MAX_NETDEVS):
+        if not root.is_dir(f"{NET_CLASS}/{name}"):
             continue
-        speed = read_int(root, f"{base}/speed")
-        pci = netdev_pci_address(root, name)
-        driver = None
-        driver_link = root.resolve(f"{base}/device/driver")
-        if driver_link is not None:
-            driver = driver_link.rsplit("/", 1)[-1]
-        v4, v6 = addresses.get(name, ([], []))
-        devices.append(
-            NetDevice(
-                name=name,
-                mtu_bytes=read_int(root, f"{base}/mtu"),
-                speed_mbps=speed if speed is not None and speed > 0 else None,
-                operstate=read_str(root, f"{base}/operstate"),
-                address=read_str(root, f"{base}/address"),
-                type_id=read_int(root, f"{base}/type"),
-                pci_address=pci,
-                driver=driver,
-                ipv4=tuple(v4),
-                ipv6=tuple(v6),
-                ecn_np_enabled=_read_enable_dir(root, f"{base}/ecn/roce_np/enable"),
-                ecn_rp_enabled=_read_enable_dir(root, f"{base}/ecn/roce_rp/enable"),
-                qos_trust=read_str(root, f"{base}/qos/trust"),
-            )
-        )
+        device = read_net_device(root, name, addresses=addresses.get(name, ([], [])))
+        if device is not None:
+            devices.append(device)
     return devices

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from fabricscope.host.aer import AerStats, read_aer
 from fabricscope.host.iommu import group_of
 from fabricscope.host.root import Root
-from fabricscope.host.sysfs import read_int, read_str
+from fabricscope.host.sysfs import MAX_PCI_DEVICES, SysDir, capped
 
 PCI_DEVICES = "sys/bus/pci/devices"
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
@@ -169,22 +169,36 @@ def pci_address_of(resolved: str | None) -> str | None:
     return bdfs[-1] if bdfs else None
 
 
-def read_pci_device(root: Root, address: str) -> PciDevice:
+def read_pci_device(root: Root, address: str, *, link_only: bool = False) -> PciDevice | None:
+    """One PCI function: the one reader for doctor, snapshots and every exporter scrape (which
+    asks for the four link files only: ``link_only``). None (and a problem) when it is gone; a
+    link speed that is not "<n> GT/s" (nor "Unknown", a function without a PCIe link) is a problem."""
     base = f"{PCI_DEVICES}/{address}"
-    root_complex, upstream = _path_parts(root.resolve(base))
-    numa = read_int(root, f"{base}/numa_node")
+    d = SysDir.open(root, base)
+    if d is None:
+        root.note(base, "PCI device absent")
+        return None
+    speeds = []
+    for name in ("current_link_speed", "max_link_speed"):
+        text = d.optional(name)
+        speed = parse_link_speed(text)
+        if text is not None and speed is None and not text.lower().startswith("unknown"):
+            root.note(f"{base}/{name}", f"unrecognised link speed {text[:40]!r}")
+        speeds.append(speed)
+    width, max_width = d.integer("current_link_width"), d.integer("max_link_width")
+    if link_only:
+        return PciDevice(address=address, vendor_id=None, device_id=None, class_id=None, numa_node=None,
+                         root_complex=None, upstream=(), port_type=None, acs=None, current_link_speed_gts=speeds[0],
+                         max_link_speed_gts=speeds[1], current_link_width=width, max_link_width=max_width)
+    root_complex, upstream = _path_parts(d.real)
+    numa = d.integer("numa_node")
     config = root.read_bytes(f"{base}/config")
     port_type, acs = parse_config_space(config) if config else (None, None)
-    width = read_int(root, f"{base}/current_link_width")
     return PciDevice(
         address=address,
-        vendor_id=read_int(root, f"{base}/vendor", base=16),
-        device_id=read_int(root, f"{base}/device", base=16),
-        class_id=read_int(root, f"{base}/class", base=16),
-        current_link_speed_gts=parse_link_speed(read_str(root, f"{base}/current_link_speed")),
-        max_link_speed_gts=parse_link_speed(read_str(root, f"{base}/max_link_speed")),
-        current_link_width=width,
-        max_link_width=read_int(root, f"{base}/max_link_width"),
+        vendor_id=d.integer("vendor", base=16),
+        device_id=d.integer("device", base=16),
+        class_id=d.integer("class", base=16),
         numa_node=numa if numa is not None and numa >= 0 else None,
         root_complex=root_complex,
         upstream=upstream,
@@ -193,13 +207,17 @@ def read_pci_device(root: Root, address: str) -> PciDevice:
         config_bytes=len(config) if config is not None else None,
         iommu_group=group_of(root.resolve(f"{base}/iommu_group")),
         aer=read_aer(root, base),
+        current_link_speed_gts=speeds[0],
+        max_link_speed_gts=speeds[1],
+        current_link_width=width,
+        max_link_width=max_width,
     )
 
 
 def read_pci_devices(root: Root) -> dict[str, PciDevice]:
-    return {
-        addr: read_pci_device(root, addr) for addr in root.listdir(PCI_DEVICES) if _BDF.match(addr)
-    }
+    addresses = [addr for addr in root.listdir(PCI_DEVICES) if _BDF.match(addr)]
+    read = (read_pci_device(root, addr) for addr in capped(root, "pci devices", PCI_DEVICES, addresses, MAX_PCI_DEVICES))
+    return {device.address: device for device in read if device is not None}
 
 
 def _switch_ids(chain: tuple[str, ...], devices: dict[str, PciDevice]) -> list[int]:

@@ -95,14 +95,17 @@ def read_sysctls(root: Root) -> dict[str, str]:
     return sysctls
 
 
-def read_netstat(root: Root) -> dict[str, int]:
+def read_netstat(root: Root, *, required: bool = False) -> dict[str, int]:
+    """/proc/net/netstat and /proc/net/snmp as ``{"Tcp.RetransSegs": n, "TcpExt.TCPTimeouts": n}``;
+    a garbled file is a problem, and so is a missing one when ``required`` (the exporter: every
+    Linux kernel has both, while a snapshot of an old version may lack them)."""
     counters: dict[str, int] = {}
     for rel in ("proc/net/netstat", "proc/net/snmp"):
-        text = root.read(rel)
+        text = root.read(rel, missing_ok=not required)
         if text is None:
             continue
         parsed = parse_netstat(text)
-        if not parsed and text.strip():
+        if not parsed and (text.strip() or required):
             root.note(rel, "no counters recognised")
         counters.update(parsed)
     return counters

@@ -58,6 +58,8 @@ class Problem:
 
     source: str
     reason: str
+    dropped: int = 0  # objects left unread by a cap on how many of a kind are read (see sysfs.capped)
+    kind: str = ""  # which kind they were ("rdma ports", "netdevs", ...)
 
 
 @dataclass(frozen=True)
@@ -178,10 +180,11 @@ class Root:
         return root
 
     # ----- problems -----------------------------------------------------------------------
-    def note(self, source: str, reason: str) -> None:
-        """Record why a source gave no usable value."""
+    def note(self, source: str, reason: str, *, dropped: int = 0, kind: str = "") -> None:
+        """Record why a source gave no usable value (``dropped`` objects of ``kind`` left unread
+        by a cap, when that is why)."""
         with self._lock:
-            self.problems.append(Problem(source, reason))
+            self.problems.append(Problem(source, reason, dropped, kind))
 
     # ----- files --------------------------------------------------------------------------
     def read(self, rel: str, *, missing_ok: bool = True) -> str | None:

@@ -21,6 +21,7 @@ from fabricscope.host.confined import DIR, FILE, ConfinedFs, DirStore
 from fabricscope.host.inventory import read_inventory
 from fabricscope.host.root import Recording, Root
 from fabricscope.host.scrub import STANDARD, STRICT, Scrubber
+from fabricscope.host.sysfs import printable_name
 from fabricscope.host.tempfiles import atomic_writer
 
 SNAPSHOT_DIRNAME = "fabricscope-snapshot"
@@ -115,8 +116,8 @@ def _layout(root: Root, recording: Recording, scrubber: Scrubber | None) -> tupl
             continue
         name = f"{i:03d}-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", "_".join(result.argv))[:60]
         stdout = scrubber.command(result.argv, result.stdout) if scrubber else result.stdout
-        files[f"cmd/{name}"] = stdout.encode("utf-8")
-        commands.append({"argv": list(result.argv), "stdout": name, "rc": result.rc})
+        files[f"cmd/{name}"] = printable_name(stdout).encode("utf-8")
+        commands.append({"argv": [printable_name(a) for a in result.argv], "stdout": name, "rc": result.rc})
     files["cmd/index.json"] = (json.dumps(commands, indent=1) + "\n").encode()
     return dirs, files, links
 
@@ -130,8 +131,12 @@ def _is_dir(fs: ConfinedFs, rel: str) -> bool:
 
 def _write_tar(handle: BinaryIO, name: str, dirs: set[str], files: dict[str, bytes], links: dict[str, str]) -> None:
     """The snapshot as a .tar.gz written from memory (never through a directory on disk), under
-    one top directory; parents before children, a name taken once (directories, then files)."""
-    dirs = set(dirs) | {""}
+    one top directory; parents before children, a name taken once (directories, then files).
+    Names and link targets that were not UTF-8 are written escaped (:func:`printable_name`), the
+    same text the exporter shows as a label: the archive stays readable and says the same."""
+    dirs = {printable_name(d) for d in dirs} | {""}
+    files = {printable_name(path): data for path, data in files.items()}
+    links = {printable_name(path): printable_name(target) for path, target in links.items()}
     for path in [*files, *links]:
         parent = posixpath.dirname(path)
         while parent and parent not in dirs:

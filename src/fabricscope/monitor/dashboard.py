@@ -1,7 +1,9 @@
 """The Grafana dashboard, generated: ``python -m fabricscope.monitor.dashboard > assets/fabricscope-dashboard.json``.
 
 Written as code so that every panel follows one layout and one datasource rule, and so that a test
-can hold every query to the metrics the exporter really produces. Rows: link health, congestion,
+can hold every query to the metrics the exporter really produces. Rows: communication time (NCCL
+Inspector against the expected bandwidth), PCIe saturation and link errors first, then the
+correlation row (NCCL warnings, PFC, ECN/CNP, port errors); link health, congestion,
 PFC/ECN, PCIe, NCCL, findings, exporter health. The datasource is a template variable
 (``${datasource}``), so the JSON imports into any Grafana without editing.
 """
@@ -47,8 +49,128 @@ class Row:
     panels: list[Panel]
 
 
+# NIC traffic over its PCIe link's capacity, per RDMA device (either direction; PCIe is full duplex).
+_NIC_SATURATION = (
+    "max by (instance, device) (rate(fabricscope_rdma_port_{dir}_bytes_total{{{d}}}[$__rate_interval]))"
+    " / on (instance, device) max by (instance, device) "
+    '(fabricscope_pcie_link_capacity_bytes_per_second{{{i},kind="nic"}})'
+)
+
+
+def _first_rows() -> list[Row]:
+    """What users track, then what explains a spike on the same time axis."""
+    return [
+        Row(
+            "Communication time, PCIe saturation, link errors",
+            [
+                Panel(
+                    "NCCL bus bandwidth against expected (per rank)",
+                    [
+                        Query(f"fabricscope_nccl_rank_busbw_ratio{{{I}}}", "{{node}} rank {{rank}} {{nic}}"),
+                        Query(
+                            f"rate(fabricscope_nccl_collective_duration_seconds_sum{{{I}}}[$__rate_interval]) "
+                            f"/ rate(fabricscope_nccl_collective_duration_seconds_count{{{I}}}[$__rate_interval])",
+                            "{{comm}} {{collective}} mean time (s)",
+                        ),
+                    ],
+                    unit="percentunit",
+                    width=8,
+                    thresholds=[(None, "red"), (0.7, "orange"), (0.9, "green")],
+                    description="NCCL Inspector bus bandwidth over what fabricscope's simulator expects for the "
+                    "communicator's shape on this node's NICs (1 = 100%), with the mean collective time.",
+                ),
+                Panel(
+                    "PCIe saturation (traffic / link capacity)",
+                    [
+                        Query(_NIC_SATURATION.format(dir="transmitted", d=D, i=I), "{{device}} tx"),
+                        Query(_NIC_SATURATION.format(dir="received", d=D, i=I), "{{device}} rx"),
+                        Query(
+                            f'max by (instance, device, direction) (fabricscope_pcie_throughput_bytes_per_second{{{I},kind="gpu"}})'
+                            " / on (instance, device) group_left max by (instance, device) "
+                            f'(fabricscope_pcie_link_capacity_bytes_per_second{{{I},kind="gpu"}})',
+                            "{{device}} {{direction}}",
+                        ),
+                        Query(
+                            f"rate(fabricscope_nic_pcie_outbound_stalled_read_seconds_total{{{N}}}[$__rate_interval]) "
+                            f"+ rate(fabricscope_nic_pcie_outbound_stalled_write_seconds_total{{{N}}}[$__rate_interval])",
+                            "{{netdev}} stalled seconds/s",
+                        ),
+                    ],
+                    unit="percentunit",
+                    width=8,
+                    description="NIC: RDMA bytes each way over the PCIe link's capacity (speed x width after encoding); "
+                    "GPU: nvidia-smi's PCIe throughput where available; the NIC's outbound PCIe stalls (mlx5).",
+                ),
+                Panel(
+                    "Link errors (per interval)",
+                    [
+                        Query(f"increase(fabricscope_rdma_port_symbol_errors_total{{{D}}}[$__rate_interval])",
+                              "{{device}}/{{port}} symbol errors"),
+                        Query(f"increase(fabricscope_rdma_port_link_downed_total{{{D}}}[$__rate_interval])",
+                              "{{device}}/{{port}} link downed"),
+                        Query(f"increase(fabricscope_rdma_port_link_error_recoveries_total{{{D}}}[$__rate_interval])",
+                              "{{device}}/{{port}} error recoveries"),
+                        Query(f"increase(fabricscope_rdma_port_receive_errors_total{{{D}}}[$__rate_interval])",
+                              "{{device}}/{{port}} receive errors"),
+                    ],
+                    width=8,
+                ),
+            ],
+        ),
+        Row(
+            "Correlation: NCCL warnings, PFC, ECN/CNP, port errors",
+            [
+                Panel(
+                    "NCCL fallbacks and WARNs (per interval)",
+                    [
+                        Query(f"increase(fabricscope_nccl_socket_fallbacks_total{{{I}}}[$__rate_interval])",
+                              "{{instance}} socket fallbacks"),
+                        Query(f"sum by (instance, kind) (increase(fabricscope_nccl_warnings_total{{{I}}}[$__rate_interval]))",
+                              "{{instance}} {{kind}}"),
+                    ],
+                    width=6,
+                ),
+                Panel(
+                    "PFC pause (share of time)",
+                    [
+                        Query(f"rate(fabricscope_pfc_pause_duration_received_seconds_total{{{N}}}[$__rate_interval])",
+                              "{{netdev}} prio {{priority}} paused by peer"),
+                        Query(f"rate(fabricscope_pfc_pause_duration_transmitted_seconds_total{{{N}}}[$__rate_interval])",
+                              "{{netdev}} prio {{priority}} pausing peer"),
+                    ],
+                    unit="percentunit",
+                    width=6,
+                ),
+                Panel(
+                    "ECN marks and CNPs (per second)",
+                    [
+                        Query(f"rate(fabricscope_roce_ecn_marked_packets_received_total{{{D}}}[$__rate_interval])",
+                              "{{device}} ECN marked"),
+                        Query(f"rate(fabricscope_roce_cnp_handled_total{{{D}}}[$__rate_interval])", "{{device}} CNP handled"),
+                        Query(f"rate(fabricscope_roce_cnp_sent_total{{{D}}}[$__rate_interval])", "{{device}} CNP sent"),
+                    ],
+                    width=6,
+                ),
+                Panel(
+                    "Port errors and discards (per interval)",
+                    [
+                        Query(f"increase(fabricscope_rdma_port_transmit_discards_total{{{D}}}[$__rate_interval])",
+                              "{{device}} transmit discards"),
+                        Query(f"increase(fabricscope_rdma_port_receive_errors_total{{{D}}}[$__rate_interval])",
+                              "{{device}} receive errors"),
+                        Query(f"increase(fabricscope_rdma_out_of_sequence_packets_received_total{{{D}}}[$__rate_interval])",
+                              "{{device}} out of sequence"),
+                    ],
+                    width=6,
+                ),
+            ],
+        ),
+    ]
+
+
 def _rows() -> list[Row]:
     return [
+        *_first_rows(),
         Row(
             "Link health",
             [
@@ -550,7 +672,6 @@ def _variable(name: str, label: str, query: str) -> dict[str, Any]:
         "type": "query",
         "datasource": DS,
         "query": {"query": query, "refId": f"{name}-var"},
-        "definition": query,
         "refresh": 2,
         "multi": True,
         "includeAll": True,
@@ -611,7 +732,6 @@ def build_dashboard() -> dict[str, Any]:
                     "type": "datasource",
                     "query": "prometheus",
                     "refresh": 1,
-                    "current": {},
                     "hide": 0,
                 },
                 _variable("instance", "Node", "label_values(fabricscope_exporter_build_info, instance)"),

@@ -21,15 +21,20 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from fabricscope import __version__
 from fabricscope.host import Root
+from fabricscope.host.root import Problem
 from fabricscope.monitor.background import Periodic
 from fabricscope.monitor.collectors.base import Collector, Families, ScrapeContext
 from fabricscope.monitor.collectors.doctor import DoctorCollector, DoctorResult, run_doctor_once
 from fabricscope.monitor.collectors.ethtool import EthtoolCollector, EthtoolSnapshot, poll_ethtool
+from fabricscope.monitor.collectors.inspector import InspectorCollector
 from fabricscope.monitor.collectors.nccl import NcclCollector
 from fabricscope.monitor.collectors.netdev import NetdevCollector
-from fabricscope.monitor.collectors.pcie import PcieCollector
+from fabricscope.monitor.collectors.pcie import GpuThroughput, PcieCollector, poll_gpu_pcie
 from fabricscope.monitor.collectors.rdma import RdmaCollector
 from fabricscope.monitor.collectors.tcp import TcpCollector
+from fabricscope.monitor.inspector_tail import InspectorCounts, InspectorFollower
+from fabricscope.monitor.intervals import INTERVAL_BOUNDS, option_name
+from fabricscope.monitor.nccl_expected import ExpectedBusbw, shape_of
 from fabricscope.monitor.nccl_tail import NcclCounts, NcclLogTailer
 from fabricscope.monitor.topology import Topology, read_topology
 
@@ -48,16 +53,11 @@ class ExporterOptions:
     ethtool_interval_s: float = 5.0
     topology_interval_s: float = 60.0
     nccl_poll_interval_s: float = 1.0
+    inspector_dirs: tuple[str, ...] = ()  # NCCL_INSPECTOR_DUMP_DIR directories to follow
 
     def __post_init__(self) -> None:
-        if self.doctor_interval_s < 0:
-            raise ValueError("--doctor-interval must be 0 (off) or positive")
-        if not 1.0 <= self.ethtool_interval_s <= 3600:
-            raise ValueError("--ethtool-interval must be between 1 and 3600 seconds")
-        if not 5.0 <= self.topology_interval_s <= 86400:
-            raise ValueError("--topology-interval must be between 5 and 86400 seconds")
-        if self.doctor_interval_s and self.doctor_interval_s < 10:
-            raise ValueError("--doctor-interval must be at least 10 seconds (or 0 to turn the doctor off)")
+        for name, bounds in INTERVAL_BOUNDS.items():
+            bounds.check(getattr(self, name), option_name(name))  # monitor/intervals.py: one declaration
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,16 @@ class CollectorHealth:
     success: bool
     duration_s: float
     problems: tuple[str, ...]
+    dropped: dict[str, int] = dataclasses.field(default_factory=dict)  # kind -> objects left unread by a cap
+
+
+def dropped_by_kind(problems: tuple[Problem, ...] | list[Problem]) -> dict[str, int]:
+    """Objects left unread by the caps on how many of a kind are read (host.sysfs.capped)."""
+    out: dict[str, int] = {}
+    for problem in problems:
+        if problem.dropped:
+            out[problem.kind] = out.get(problem.kind, 0) + problem.dropped
+    return out
 
 
 class Exporter:
@@ -83,6 +93,9 @@ class Exporter:
             lambda: poll_ethtool(self.root, lambda: self.topology_task.outcome.value),
             opts.ethtool_interval_s,
         )
+        self.gpu_pcie_task: Periodic[GpuThroughput] = Periodic(
+            "gpu_pcie", lambda: poll_gpu_pcie(self.root), opts.ethtool_interval_s
+        )
         self.doctor_task: Periodic[DoctorResult] | None = None
         if opts.doctor_interval_s:
             self.doctor_task = Periodic("doctor", lambda: run_doctor_once(self.root), opts.doctor_interval_s)
@@ -91,18 +104,27 @@ class Exporter:
         if opts.nccl_globs:
             self.tailer = NcclLogTailer(opts.nccl_globs, from_start=opts.nccl_from_start)
             self.nccl_task = Periodic("nccl", self.tailer.poll, opts.nccl_poll_interval_s)
+        self.inspector: InspectorFollower | None = None
+        self.inspector_task: Periodic[InspectorCounts] | None = None
+        self.expected = ExpectedBusbw()
+        self._inspector_fabric: tuple[object, ...] | None = None
+        if opts.inspector_dirs:
+            self.inspector = InspectorFollower(opts.inspector_dirs, from_start=opts.nccl_from_start)
+            self.inspector_task = Periodic("nccl_inspector", self._poll_inspector, opts.nccl_poll_interval_s)
 
         self.collectors: list[Collector] = [
             RdmaCollector(),
             NetdevCollector(),
             EthtoolCollector(self.ethtool_task),
-            PcieCollector(),
+            PcieCollector(self.gpu_pcie_task),
             TcpCollector(),
         ]
         if self.doctor_task is not None:
             self.collectors.append(DoctorCollector(self.doctor_task))
         if self.tailer is not None and self.nccl_task is not None:
             self.collectors.append(NcclCollector(self.tailer, self.nccl_task))
+        if self.inspector is not None and self.inspector_task is not None:
+            self.collectors.append(InspectorCollector(self.inspector, self.inspector_task))
 
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_RegistryAdapter(self))
@@ -115,8 +137,10 @@ class Exporter:
         The doctor is only primed when asked (it can take seconds on a live node)."""
         self.topology_task.run_once()
         self.ethtool_task.run_once()
-        if self.nccl_task is not None:
-            self.nccl_task.run_once()
+        self.gpu_pcie_task.run_once()
+        for task in (self.nccl_task, self.inspector_task):
+            if task is not None:
+                task.run_once()
         if doctor and self.doctor_task is not None:
             self.doctor_task.run_once()
 
@@ -128,8 +152,10 @@ class Exporter:
         self.prime()
         self.topology_task.start(run_first=False)
         self.ethtool_task.start(run_first=False)
-        if self.nccl_task is not None:
-            self.nccl_task.start(run_first=False)
+        self.gpu_pcie_task.start(run_first=False)
+        for task in (self.nccl_task, self.inspector_task):
+            if task is not None:
+                task.start(run_first=False)
         if self.doctor_task is not None:
             self.doctor_task.start(run_first=True)
 
@@ -138,13 +164,30 @@ class Exporter:
             task.stop()
         if self.tailer is not None:
             self.tailer.close()
+        if self.inspector is not None:
+            self.inspector.close()
 
     def tasks(self) -> list[Periodic]:
         return [
             t
-            for t in (self.topology_task, self.ethtool_task, self.doctor_task, self.nccl_task)
+            for t in (self.topology_task, self.ethtool_task, self.gpu_pcie_task, self.doctor_task, self.nccl_task,
+                      self.inspector_task)
             if t is not None
         ]
+
+    def _poll_inspector(self) -> InspectorCounts:
+        """Follow the Inspector's files, then simulate the expected bandwidth of any new shape here,
+        in the background, so that a scrape only looks it up."""
+        assert self.inspector is not None
+        counts = self.inspector.poll()
+        topology = self.topology_task.outcome.value
+        if topology is not None:
+            fabric = (topology.nics, topology.nic_rate_gbps, topology.roce)
+            reset, self._inspector_fabric = fabric != self._inspector_fabric, fabric
+            self.inspector.update_expected(
+                lambda op, size, ranks, nodes: self.expected(shape_of(op, size, ranks, nodes, topology)), reset=reset
+            )
+        return counts
 
     def _read_topology(self) -> Topology:
         topology = read_topology(self.root)
@@ -158,20 +201,27 @@ class Exporter:
 
     # ----- scraping ---------------------------------------------------------------------------
     def render(self) -> bytes:
-        """The exposition (Prometheus text format 0.0.4) of one scrape."""
-        return generate_latest(self.registry)
+        """The exposition (Prometheus text format 0.0.4) of one scrape: prometheus-client's
+        formatting of the families, then the text collectors wrote themselves."""
+        families, raw = self._collect()
+        return generate_latest(_Static(families)) + "".join(raw).encode("utf-8", "backslashreplace")
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._collect()[0]
+
+    def _collect(self) -> tuple[list[Metric], list[str]]:
         topology = self.topology_task.outcome.value or Topology()
         health: dict[str, CollectorHealth] = {}
         families: list[Metric] = []
+        raw: list[str] = []
         for collector in self.collectors:
-            out, health[collector.name] = self._run(collector, topology)
+            out, health[collector.name], text = self._run(collector, topology)
             families.extend(out)
-        yield from families
-        yield from self._meta(health)
+            raw.extend(text)
+        families.extend(self._meta(health, dropped_by_kind(topology.problems)))
+        return families, raw
 
-    def _run(self, collector: Collector, topology: Topology) -> tuple[list[Metric], CollectorHealth]:
+    def _run(self, collector: Collector, topology: Topology) -> tuple[list[Metric], CollectorHealth, list[str]]:
         scoped = dataclasses.replace(self.root, problems=[])
         out = Families()
         started = time.perf_counter()
@@ -194,9 +244,10 @@ class Exporter:
         if crashed:
             problems = (*problems, crashed)
         self._log_problems(collector.name, problems)
-        return list(out), CollectorHealth(not problems, duration, problems)
+        health = CollectorHealth(not problems, duration, problems, dropped_by_kind(scoped.problems))
+        return list(out), health, out.raw
 
-    def _meta(self, health: dict[str, CollectorHealth]) -> Iterator[Metric]:
+    def _meta(self, health: dict[str, CollectorHealth], topology_dropped: dict[str, int]) -> Iterator[Metric]:
         success = GaugeMetricFamily(
             "fabricscope_collector_success",
             "1 when the collector read all its sources; 0 when one was missing, garbled or stale.",
@@ -219,6 +270,17 @@ class Exporter:
         yield success
         yield duration
         yield problems
+        dropped = GaugeMetricFamily(
+            "fabricscope_objects_dropped",
+            "Objects of a kind (rdma ports, netdevs, counter files...) left unread in this scrape because "
+            "there were more than the exporter reads at most: a hostile or broken source, never a real node.",
+            labels=["collector", "kind"],
+        )
+        for name, counts in [*((n, h.dropped) for n, h in health.items()), ("topology", topology_dropped)]:
+            for kind, count in sorted(counts.items()):
+                dropped.add_metric([name, kind], float(count))
+        if dropped.samples:
+            yield dropped
         age = GaugeMetricFamily(
             "fabricscope_refresh_age_seconds",
             "Seconds since the background task last completed successfully.",
@@ -256,6 +318,16 @@ class Exporter:
         """Run every collector once and return only their health (for tests and ``--once``)."""
         topology = self.topology_task.outcome.value or Topology()
         return {c.name: self._run(c, topology)[1] for c in self.collectors}
+
+
+class _Static:
+    """Families already collected, in the shape generate_latest() reads."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Metric]:
+        return self.families
 
 
 class _RegistryAdapter:

@@ -274,6 +274,15 @@ PORT_STATS: dict[str, CounterName] = {
     "tx_pci_signal_integrity": CounterName(
         "nic_pcie_tx_signal_integrity_errors_total", "PCIe physical-layer errors reported by the peer."
     ),
+    # mlx5 counters.rst: seconds in which outbound_pci_stalled_rd/wr was above 30%.
+    "outbound_pci_stalled_rd_events": CounterName(
+        "nic_pcie_outbound_stalled_read_seconds_total",
+        "Seconds in which the NIC's outbound non-posted PCIe reads were stalled more than 30% of the time (no credits).",
+    ),
+    "outbound_pci_stalled_wr_events": CounterName(
+        "nic_pcie_outbound_stalled_write_seconds_total",
+        "Seconds in which the NIC's outbound posted PCIe writes were stalled more than 30% of the time (no credits).",
+    ),
     # AWS ENA (cloud TCP nodes): packets queued or dropped because the instance exceeded an allowance.
     "bw_in_allowance_exceeded": CounterName(
         "nic_bw_in_allowance_exceeded_total",
@@ -356,4 +365,17 @@ WC_STATUS_NAMES: dict[int, str] = {
     19: "FATAL_ERR",
     20: "RESP_TIMEOUT_ERR",
     21: "GENERAL_ERR",
+}
+
+
+# ``ethtool -S`` values that are not counters: mlx5's outbound_pci_stalled_rd/wr are the percentage
+# (0-100) of the last second the NIC had outbound reads/writes it could not issue for lack of PCIe
+# credits (kernel Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst).
+PORT_GAUGES: dict[str, CounterName] = {
+    "outbound_pci_stalled_rd": CounterName(
+        "nic_pcie_outbound_stalled_read_ratio",
+        "Share of the last second the NIC's outbound PCIe reads were stalled for lack of credits (0-1).", 0.01),
+    "outbound_pci_stalled_wr": CounterName(
+        "nic_pcie_outbound_stalled_write_ratio",
+        "Share of the last second the NIC's outbound PCIe writes were stalled for lack of credits (0-1).", 0.01),
 }

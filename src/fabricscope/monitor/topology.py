@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from fabricscope.host import Root
 from fabricscope.host.gpu import read_gpus
 from fabricscope.host.infiniband import natural_key, read_rdma_devices
+from fabricscope.host.inventory import gpu_affinity
 from fabricscope.host.netclass import read_net_devices
 from fabricscope.host.pci import read_pci_devices
 from fabricscope.host.qos import QosConfig, read_qos
@@ -44,6 +45,13 @@ class Topology:
     pcie: tuple[PcieTarget, ...] = ()
     qos: dict[str, QosConfig] = field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
+    # What the NCCL Inspector collector judges a communicator against: the node's NICs (RDMA
+    # devices with an ACTIVE port), their best rate, RoCE or InfiniBand, and each GPU's nearest NIC.
+    nics: tuple[str, ...] = ()
+    nic_rate_gbps: float | None = None
+    roce: bool = False
+    gpu_nic: dict[int, str] = field(default_factory=dict)  # GPU index -> nearest NIC (rail = its index in nics)
+    gpus: int = 0
 
     def netdev_of(self, device: str, port: int) -> str:
         return self.port_netdev.get((device, port), "")
@@ -103,7 +111,15 @@ def read_topology(root: Root) -> Topology:
         if cfg is not None:
             qos[name] = cfg
 
+    active = [d for d in rdma if any(p.is_active for p in d.ports)]
+    rates = [p.rate_gbps for d in active for p in d.ports if p.is_active and p.rate_gbps]
+    affinity = gpu_affinity(gpus, rdma, netdevs, pci)
     return Topology(
+        nics=tuple(d.name for d in active),
+        nic_rate_gbps=max(rates) if rates else None,
+        roce=any(p.is_roce for d in active for p in d.ports if p.is_active),
+        gpu_nic={a.gpu_index: a.nic for a in affinity if a.nic},
+        gpus=len(gpus),
         devices=devices,
         port_netdev=port_netdev,
         roce_netdevs=tuple(sorted(roce, key=natural_key)),

@@ -1,6 +1,6 @@
 """Text of bench results: one renderer per result kind, the same for a live run and a stored one.
 
-``RENDERERS`` maps a kind to its lines; :func:`print_live` shows a run as it ends (``bench
+``RENDERERS`` maps a kind to its lines (the function its record in bench/results/kinds.py names); :func:`print_live` shows a run as it ends (``bench
 ...``), :func:`print_stored` a stored one (``history show``). Both go through the same lines.
 """
 
@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fabricscope.bench.results.history import headline
+from fabricscope.bench.results.kinds import KINDS, kind_of
 from fabricscope.bench.results.schema import BenchResult, CollectiveEntry, Status
 from fabricscope.collective_ops import find
 from fabricscope.report.incast import incast_lines
@@ -123,10 +124,27 @@ def _nccl_num(value: float, width: int) -> str:
     return f"{value:{width}.0f}"
 
 
+# nccl-tests' columns, so that tools reading nccl-tests output read ours (`bench import nccl-tests`
+# included): the row is size count type redop root, then the out-of-place block, then the in-place
+# block when it was measured (imported runs). The slowest rank and the straggler are "#" lines.
 _COLUMNS = (  # (heading, unit, width); the row format below follows the same widths
     ("size", "(B)", 10), ("count", "(elements)", 12), ("type", "", 8), ("redop", "", 6), ("root", "", 6),
-    ("time", "(us)", 7), ("algbw", "(GB/s)", 6), ("busbw", "(GB/s)", 6), ("#wrong", "", 6), ("slowest", "(us)", 7),
 )  # fmt: skip
+_BLOCK = (("time", "(us)", 7), ("algbw", "(GB/s)", 6), ("busbw", "(GB/s)", 6), ("#wrong", "", 6))
+
+
+def collective_columns(in_place: bool = False) -> list[str]:
+    """nccl-tests' three heading lines: the block names, the columns, their units."""
+    blocks = 2 if in_place else 1
+    lead = "  ".join(" " * w for _, _, w in _COLUMNS)
+    block_w = sum(w for _, _, w in _BLOCK) + 2 * (len(_BLOCK) - 1)
+    names = ("out-of-place", "in-place")[:blocks]
+    lines = [
+        "# " + lead + "".join(f"  {name:>{block_w}}" for name in names),
+        "# " + "  ".join(f"{h:>{w}}" for h, _, w in (*_COLUMNS, *_BLOCK * blocks)),
+        "# " + "  ".join(f"{u:>{w}}" for _, u, w in (*_COLUMNS, *_BLOCK * blocks)),
+    ]
+    return [line.rstrip() for line in lines]
 
 
 def _collective_head(result: BenchResult) -> list[str]:
@@ -141,9 +159,7 @@ def _collective_head(result: BenchResult) -> list[str]:
         lines += ["#", "# Using devices"]
         lines += [f"#  Rank {r.rank:2d} Pid {r.pid:7d} on {r.host or '?':>10} device {r.device}" for r in devices]
     lines.append("#")
-    lines.append("# " + "  ".join(f"{h:>{w}}" for h, _, w in _COLUMNS) + "  straggler")
-    lines.append("# " + "  ".join(f"{u:>{w}}" for _, u, w in _COLUMNS))
-    return lines
+    return lines + collective_columns(in_place=any(e.in_place is not None for e in result.entries or []))
 
 
 def redop_root(result: BenchResult, e: CollectiveEntry) -> tuple[str, int]:
@@ -154,28 +170,39 @@ def redop_root(result: BenchResult, e: CollectiveEntry) -> tuple[str, int]:
     return redop, root
 
 
-def _collective_row(result: BenchResult, e: CollectiveEntry) -> str:
+def _block(time_s: float | None, algbw: float | None, busbw: float | None, wrong: int | None) -> str:
+    def num(v: float | None, w: int) -> str:
+        return _nccl_num(v, w) if v is not None else f"{'N/A':>{w}}"
+
+    return (f"  {num(time_s * 1e6 if time_s is not None else None, 7)}  {num(algbw, 6)}  {num(busbw, 6)}  "
+            f"{'N/A' if wrong is None else str(wrong):>6}")  # fmt: skip
+
+
+def collective_row(result: BenchResult, e: CollectiveEntry) -> str:
+    """One size as nccl-tests prints it: out-of-place, then in-place when it was measured."""
     p = result.params
     redop, root = redop_root(result, e)
-    slowest = _nccl_num(e.max_rank_time_s * 1e6, 7) if e.max_rank_time_s is not None else f"{'-':>7}"
-    strag = f"rank {e.straggler_rank}" if e.straggler_rank is not None else "-"
-    return (
-        f"{e.size_bytes:12d}  {(e.count if e.count is not None else 0):12d}  {e.type or str(p.get('dtype') or '-'):>8}  "
-        f"{redop:>6}  {root!s:>6}  {_nccl_num(e.time_s * 1e6, 7)}  {_nccl_num(e.algbw_GBps, 6)}  {_nccl_num(e.busbw_GBps, 6)}  "
-        f"{'N/A' if e.wrong is None else str(e.wrong):>6}  {slowest}  {strag}"
-    )
+    row = (f"{e.size_bytes:12d}  {(e.count if e.count is not None else 0):12d}  {e.type or str(p.get('dtype') or '-'):>8}  "
+           f"{redop:>6}  {root!s:>6}" + _block(e.time_s, e.algbw_GBps, e.busbw_GBps, e.wrong))  # fmt: skip
+    if e.in_place is not None:
+        ip = e.in_place
+        row += _block(ip.time_s, ip.algbw_GBps, ip.busbw_GBps, ip.wrong)
+    return row
 
 
 def collective_lines(result: BenchResult) -> list[str]:
     """A collective result (measured, imported, live or stored) as nccl-tests prints it (out-of-place columns)."""
     entries = result.entries or []
-    lines = _collective_head(result) + [_collective_row(result, e) for e in entries]
+    lines = _collective_head(result) + [collective_row(result, e) for e in entries]
     wrong = result.metrics.get("wrong_count")
     lines.append(f"# {'Out of bounds values':<20} : {wrong if wrong is not None else 'N/A'} {'OK' if not wrong else 'FAILED'}")
     if result.metrics.get("busbw_avg_GBps") is not None:
         lines.append(f"# {'Avg bus bandwidth':<20} : {result.metrics['busbw_avg_GBps']:g}")
     if result.metrics.get("file_avg_busbw_GBps") is not None:  # imported: what nccl-tests itself printed
         lines.append(f"# {'Avg bus bandwidth':<20} : {result.metrics['file_avg_busbw_GBps']:g} (as the file says)")
+    slowest = [f"{e.size_bytes} B {e.max_rank_time_s * 1e6:.6g}" for e in entries if e.max_rank_time_s is not None]
+    if slowest:
+        lines.append(f"# {'Slowest rank (us)':<20} : {', '.join(slowest)}")
     lines += [f"# straggler at {e.size_bytes} B: {e.straggler_reason}" for e in entries if e.straggler_reason]
     for s in result.stragglers or []:
         lines.append(f"# straggler: rank {s.rank} ({s.host or '?'}) at {', '.join(map(str, s.sizes_bytes))} B")
@@ -212,7 +239,7 @@ def _matrix_rdma_lines(result: BenchResult) -> list[str]:
     lines += _matrix_lines(result.hosts or [], rdma.matrix_gbps)
     t = rdma.thresholds_gbps
     if t is not None and t.fleet_median is not None:
-        lines.append(f"median {t.fleet_median:.3f} Gbit/s; low below {t.low:.3f}")
+        lines.append(f"fleet median {t.fleet_median:.3f} Gbit/s (pairs among the better hosts); low below {t.low:.3f}")
     return lines
 
 
@@ -247,36 +274,33 @@ def matrix_lines(result: BenchResult) -> list[str]:
         lines += _matrix_lines(hosts, result.matrix_gbps)
     t, r = result.thresholds_gbps, result.thresholds_retransmit_pct
     if t is not None and t.fleet_median is not None:
-        line = f"median {t.fleet_median:.3f} Gbit/s; low below {t.low:.3f}" if t.low is not None else ""
+        line = (f"fleet median {t.fleet_median:.3f} Gbit/s (pairs among the better hosts); low below {t.low:.3f}"
+                if t.low is not None else "")  # fmt: skip
         if r is not None and r.high is not None and r.fleet_median is not None:
             line += f"; retransmits median {r.fleet_median:.2f}%, high above {r.high:.2f}%"
         lines.append(line)
     return lines + _matrix_rdma_lines(result) + _suspect_lines(result)
 
 
-RENDERERS: dict[str, Callable[[BenchResult], list[str]]] = {
-    "tcp": tcp_lines,
-    "udp": udp_lines,
-    "latency": latency_lines,
-    "connect": connect_lines,
-    "rdma": rdma_lines,
-    "collective": collective_lines,
-    "matrix": matrix_lines,
-    "incast": incast_lines,
-}
-SELF_TITLED = ("collective", "matrix", "incast")  # their lines start with their own title
+# Each kind's renderer, by the name its record in bench/results/kinds.py gives.
+_DRAWERS = {f.__name__: f for f in (tcp_lines, udp_lines, latency_lines, connect_lines, rdma_lines, collective_lines,
+                                    matrix_lines, incast_lines)}  # fmt: skip
+RENDERERS: dict[str, Callable[[BenchResult], list[str]]] = {kind.name: _DRAWERS[kind.renderer] for kind in KINDS.values()}
+
+
+def self_titled(result: BenchResult) -> bool:
+    kind = kind_of(result.kind)
+    return kind is not None and kind.self_titled
 
 
 def result_lines(result: BenchResult) -> list[str]:
     """The lines of ``result``'s kind (none for a kind without a renderer, or without its data)."""
-    if result.kind == "collective" and not result.entries:
+    kind = kind_of(result.kind)
+    if kind is None or result.status != Status.OK:
         return []
-    if result.kind == "matrix" and result.matrix_gbps is None and result.rdma is None:
+    if kind.data and all(getattr(result, name) is None or getattr(result, name) == [] for name in kind.data):
         return []
-    if result.kind == "incast" and not result.incast:
-        return []
-    render = RENDERERS.get(result.kind)
-    return render(result) if render is not None and result.status == Status.OK else []
+    return RENDERERS[kind.name](result)
 
 
 # ----- counters, headline numbers -----------------------------------------------------------------
@@ -373,17 +397,24 @@ def param_text(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items() if k not in skip and v is not None)
 
 
+def _check_word(check: dict[str, Any]) -> str:
+    """PASS, FAIL, or NO VERDICT for a check the run could not judge (it tested nothing it is about)."""
+    if check.get("untested"):
+        return "[bold yellow]NO VERDICT[/bold yellow]"
+    return "[green]PASS[/green]" if check["passed"] else "[bold red]FAIL[/bold red]"
+
+
 def _threshold_lines(result: BenchResult) -> list[str]:
     return [
-        f"  {'[green]PASS[/green]' if c['passed'] else '[bold red]FAIL[/bold red]'} {escape(c['option'])} {c['limit']:g}: "
-        f"{escape(c['metric'])} = {c['value']}"
+        f"  {_check_word(c)} {escape(c['option'])} {c['limit']:g}: {escape(c['metric'])} = {c['value']}"
+        + (f" [yellow]({escape(c['untested'])})[/yellow]" if c.get("untested") else "")
         for c in result.thresholds.get("checks", [])
     ]
 
 
 def print_live(result: BenchResult, out: Console) -> None:
     """A run as it ends: its kind's lines, the counters around it, its thresholds, where it was stored."""
-    if result.kind not in SELF_TITLED:
+    if not self_titled(result):
         peer = result.params.get("peer")
         head = f"[bold]bench {result.kind}[/bold]" + (f" -> {escape(str(peer))}" if peer else "")
         out.print(f"{head}  [dim]{escape(param_text(result.params))}[/dim]")
@@ -396,6 +427,8 @@ def print_live(result: BenchResult, out: Console) -> None:
             out.print(line)
     elif result.status == Status.SKIPPED:
         out.print(f"[yellow]skipped:[/yellow] {escape(result.reason or '')}")
+        for line in _threshold_lines(result):  # NO VERDICT: a skip never passes a threshold
+            out.print(line)
     if result.run_id is not None:
         out.print(f"[dim]stored as run {result.run_id} (fabricscope history show {result.run_id})[/dim]")
 
@@ -426,7 +459,7 @@ def print_stored(run_id: int, result: BenchResult, out: Console) -> None:
         out.print(f"  reason: {escape(r.reason)}")
     out.print("  params: " + escape(", ".join(f"{k}={v}" for k, v in r.params.items())))
     lines = result_lines(r)
-    structured = r.kind in SELF_TITLED and bool(lines)
+    structured = self_titled(r) and bool(lines)
     metrics = {k: v for k, v in r.metrics.items() if not (structured and _per_item_metric(k))}
     if metrics:
         table = Table(box=None, pad_edge=False, header_style="bold")

@@ -19,9 +19,10 @@ from typing import Any
 from fabricscope import __version__
 from fabricscope.bench.results.history import MetricStat, compare, headline
 from fabricscope.bench.results.schema import BenchResult
+from fabricscope.bench.results.verdict import verdict
 from fabricscope.errors import FabricscopeError
 from fabricscope.report.bench import HIGHLIGHT_TEXT, headline_text, redop_root
-from fabricscope.report.incast import incast_svg
+from fabricscope.report.incast import collapse_verdict, incast_svg
 from fabricscope.report.plots import Series, bar_chart, heatmap_svg, line_chart
 from fabricscope.store import StoredRun
 
@@ -274,7 +275,8 @@ def _matrix_html(run: StoredRun) -> str:
         parts.append("<p class='meta'>Suspects were not recorded for this run (stored before fabricscope kept them).</p>")
     elif r.suspects:
         rows = [
-            (s.transport, s.kind, s.label, {True: "confirmed", False: "cleared", None: "not retested"}[s.confirmed],
+            (s.transport, s.kind, f"one of: {', '.join(s.alternatives)}" if s.alternatives else s.label,
+             {True: "confirmed", False: "cleared", None: "not retested"}[s.confirmed],
              s.score_gbps, s.retest_gbps, s.retransmit_pct, s.reason)
             for s in r.suspects
         ]  # fmt: skip
@@ -305,22 +307,32 @@ def _matrix_topology_html(r: BenchResult) -> str:
         view = view_from_document(r.topology or {})
     except (FabricscopeError, KeyError, TypeError, ValueError) as exc:
         return f"<p class='meta'>The fabric of this run cannot be drawn: {escape(str(exc))}</p>"
+    from fabricscope.topology.paths import parse_element_label
+
     marked: list[tuple[str, str]] = []
+    ambiguous = False
     for s in r.suspects or []:
-        if s.kind == "link" and s.link:
-            marked.append((s.link[0], s.link[1]))
-        elif s.kind == "host":
-            marked += [(s.host, sw) for sw, items in view.nics_of.items() if any(h == s.host for h, _ in items)]
-        elif s.kind == "switch":
-            marked += [(x.a, x.b) for x in view.links if s.host in (x.a, x.b)]  # every cable of the switch
+        # A suspect the matrix cannot tell from others ("one of a, b, c") is drawn at every place
+        # it may be: drawing only the first sent people to replace the wrong cable (issue 26).
+        elements = [parse_element_label(a) for a in s.alternatives] if s.alternatives else [
+            ("link", *s.link) if s.kind == "link" and s.link else (s.kind, s.host)]  # fmt: skip
+        ambiguous = ambiguous or len(elements) > 1
+        for e in elements:
+            if e[0] == "link":
+                marked.append((e[1], e[2]))
+            elif e[0] == "host":
+                marked += [(e[1], sw) for sw, items in view.nics_of.items() if any(h == e[1] for h, _ in items)]
+            elif e[0] == "switch":
+                marked += [(x.a, x.b) for x in view.links if e[1] in (x.a, x.b)]  # every cable of the switch
     notes = "".join(f"<li>{escape(n)}</li>" for n in r.notes or [])
-    return ("<h4>Fabric (suspects in red)</h4>" + topology_svg(view, marked, f"{view.name}: suspect links in red")
+    caption = f"{view.name}: suspect links in red" + ("; a suspect marked 'one of' is drawn at every place it may be" if ambiguous else "")
+    return ("<h4>Fabric (suspects in red)</h4>" + topology_svg(view, marked, caption)
             + (f"<ul class='meta'>{notes}</ul>" if notes else ""))
 
 
 def _mark_verdicts(table: str) -> str:
-    for verdict in ("regression", "improvement"):
-        table = table.replace(f"<td>{verdict}</td>", f'<td class="{verdict}">{verdict}</td>')
+    for word in ("regression", "improvement"):
+        table = table.replace(f"<td>{word}</td>", f'<td class="{word}">{word}</td>')
     return table
 
 
@@ -404,9 +416,12 @@ def _detail_tables(result: BenchResult) -> str:
 def _run_section(run: StoredRun, baselines: Baselines) -> str:
     r = run.result
     status = r.status.value
+    said = verdict(r)
     head = (
-        f'<h3 id="run-{run.id}">Run {run.id}: {escape(r.kind)} <span class="{status}">{status}</span></h3>'
-        f'<p class="meta">started {escape(r.started.isoformat())}, {r.duration_s:.2f} s, on {escape(r.host.hostname or "?")} '
+        f'<h3 id="run-{run.id}">Run {run.id}: {escape(r.kind)} <span class="{status}">{status}</span>, '
+        f'verdict <span class="{"ok" if said.code == 0 else "failed"}">{escape(said.word)} (exit {said.code})</span></h3>'
+        + (f"<p class='verdict'>{escape(said.why)}</p>" if said.why and said.code else "")
+        + f'<p class="meta">started {escape(r.started.isoformat())}, {r.duration_s:.2f} s, on {escape(r.host.hostname or "?")} '
         f"(fabricscope {escape(r.host.fabricscope_version)}, kernel {escape(r.host.kernel or '?')})</p>"
     )
     parts = [head]
@@ -451,7 +466,7 @@ def _run_section(run: StoredRun, baselines: Baselines) -> str:
         connect_plot(run) if r.kind == "connect" else "",
         rdma_plot(run) if r.kind == "rdma" else "",
         collective_plot(run, baselines.get(run.id)) if r.kind == "collective" else "",
-        incast_svg(r, name=f"incast-{run.id}") if r.kind == "incast" else "",
+        _incast_html(run) if r.kind == "incast" else "",
     ):
         if chart:
             parts.append(chart)
@@ -464,6 +479,37 @@ def _run_section(run: StoredRun, baselines: Baselines) -> str:
     return "<section>" + "".join(parts) + "</section>"
 
 
+def _verdict_cell(match: re.Match[str]) -> str:
+    cls = {"pass": "ok", "FAIL": "failed", "no verdict": "failed", "skipped": "skipped"}[match.group(1)]
+    return f'<td class="{cls}">{match.group(1)}{match.group(2)}'
+
+
+def _incast_html(run: StoredRun) -> str:
+    """The incast page as the CLI prints it: its verdict, then the per-sender-count table with the
+    retransmits and timeouts behind the curve, then the charts."""
+    r = run.result
+    points = r.incast or []
+    if not points:
+        return ""
+    said = collapse_verdict(points)
+    rows = [(p.senders, p.goodput_gbps, p.round_p50_ms, p.round_p99_ms, p.round_max_ms, p.retransmits, p.timeouts) for p in points]
+    table = _table(["senders", "goodput (Gb/s)", "p50 round (ms)", "p99 round (ms)", "max round (ms)", "retransmits", "timeouts"], rows)
+    return ((f"<p class='verdict'><b>{escape(said)}</b></p>" if said else "") + "<h4>Sender counts</h4>" + table
+            + incast_svg(r, name=f"incast-{run.id}"))
+
+
+def _regression(run: StoredRun, baselines: Baselines) -> str:
+    """``regression: busbw_avg_GBps -12.0 %`` against the run's baseline, ``none``, or ``-`` without one."""
+    base = baselines.get(run.id)
+    if base is None or run.result.status.value != "ok":
+        return "-"
+    worse = [c for c in compare(run.result, base[1]) if c.verdict == "regression"]
+    if not worse:
+        return "none"
+    shown = ", ".join(f"{c.name} {c.change_pct:+.1f} %" if c.change_pct is not None else c.name for c in worse[:3])
+    return f"regression: {shown}" + (f" (+{len(worse) - 3} more)" if len(worse) > 3 else "")
+
+
 def render_report(
     runs: Sequence[StoredRun], baselines: Baselines | None = None, generated: datetime | None = None
 ) -> str:
@@ -473,20 +519,25 @@ def render_report(
     summary_rows = []
     for run in runs:
         r = run.result
+        said = verdict(r)  # what the command exited with: the report cannot call a failed run ok
         summary_rows.append(
             [
                 f"{run.id}",
                 r.kind,
                 r.status.value,
+                f"{said.word} (exit {said.code})" + (f": {said.why}" if said.why else ""),
                 r.started.strftime("%Y-%m-%d %H:%M:%S UTC"),
                 r.peer or "-",
                 headline_text(r) if r.status.value == "ok" else (r.reason or ""),
                 baselines[run.id][0] if run.id in baselines else "-",
+                _regression(run, baselines),
             ]
         )
-    summary = _table(["run", "kind", "status", "started", "peer", "result", "baseline"], summary_rows)
+    summary = _table(["run", "kind", "status", "verdict", "started", "peer", "result", "baseline", "regression"], summary_rows)
     for status in ("ok", "failed", "skipped"):
         summary = summary.replace(f"<td>{status}</td>", f'<td class="{status}">{status}</td>')
+    summary = re.sub(r"<td>(pass|FAIL|no verdict|skipped)( \(exit)", _verdict_cell, summary)
+    summary = re.sub(r"<td>regression: ", '<td class="regression">regression: ', summary)
     overview = [c for c in [throughput_plot(runs), collectives_overview(runs), *baseline_plots(runs, baselines)] if c]
     body = [
         f"<h1>fabricscope bench report</h1><p class='meta'>{len(runs)} run(s); generated {escape(generated.isoformat(timespec='seconds'))} "

@@ -66,14 +66,36 @@ def log_ticks(low: float, high: float) -> list[float]:
 
 
 def fmt_tick(value: float) -> str:
+    """A tick as people read it: ``1M`` (bytes, binary), ``1,000,000``, ``2G``, ``0.0001``; never
+    ``1e+06`` (issue 26)."""
     if value == 0:
         return "0"
-    if abs(value) >= 1e6 or abs(value) < 1e-3:
-        return f"{value:.0e}"
     if abs(value) >= 1024 and float(value).is_integer() and int(value) % 1024 == 0:
         size = int(value)
-        return f"{size // 1024**2}M" if size % 1024**2 == 0 else f"{size // 1024}K"
+        for unit, scale in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+            if size % scale == 0:
+                return f"{size // scale}{unit}"
+    if abs(value) >= 1e9:
+        return f"{value / 1e9:g}G"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    if abs(value) < 1e-3:
+        return f"{value:.6f}".rstrip("0")
     return f"{value:g}"
+
+
+TICK_CHAR_PX = 6.2  # 11 px sans-serif, an average character
+
+
+def _tick_label(x: float, y: float, label: str, room: float) -> str:
+    """A category label under the axis: on two lines when one would run into its neighbours."""
+    words = label.split(" ")
+    if len(label) * TICK_CHAR_PX <= room or len(words) < 2:
+        return f'<text x="{x:.1f}" y="{y}" text-anchor="middle" class="tick">{escape(label)}</text>'
+    cut = max(range(1, len(words)), key=lambda i: -abs(len(" ".join(words[:i])) - len(" ".join(words[i:]))))
+    first, second = " ".join(words[:cut]), " ".join(words[cut:])
+    return (f'<text x="{x:.1f}" y="{y}" text-anchor="middle" class="tick">{escape(first)}'
+            f'<tspan x="{x:.1f}" dy="13">{escape(second)}</tspan></text>')
 
 
 class _Axes:
@@ -127,13 +149,12 @@ def _axes_svg(
         out.append(
             f'<text x="{MARGIN_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{escape(fmt_tick(t))}</text>'
         )
+    room = ax.pw / max(1, len(xticks)) - 6  # the width each tick label may take
     for t in xticks:
         x = ax.x(t)
         label = x_labels.get(t, fmt_tick(t)) if x_labels else fmt_tick(t)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{bottom}" y2="{bottom + 4}" class="axis"/>')
-        out.append(
-            f'<text x="{x:.1f}" y="{bottom + 17}" text-anchor="middle" class="tick">{escape(label)}</text>'
-        )
+        out.append(_tick_label(x, bottom + 17, label, room))
     out.append(
         f'<line x1="{MARGIN_LEFT}" x2="{MARGIN_LEFT + ax.pw}" y1="{bottom}" y2="{bottom}" class="axis"/>'
     )
@@ -283,9 +304,14 @@ def heatmap_svg(
     med = reference_gbps if reference_gbps else (statistics.median(vals) if vals else None)
     label_w = max(40, 8 * max((len(h) for h in hosts), default=2) + 10)
     top = 30 + label_w
-    width = label_w + n * cell + 20
-    height = top + n * cell + 40
     title = title or "pairwise TCP bandwidth (Gbit/s), rows send to columns"
+    legend = (f"{'fleet median' if reference_gbps else 'median of all pairs'} {med:.3g} Gbit/s; "
+              "red = far below it, green = at or above it") if med is not None else ""  # fmt: skip
+    # Wide enough for the title (13 px) and the legend (11 px) whatever the host count: two hosts
+    # used to give 236 px and cut them to "rows s" and "gre" (issue 26).
+    slant = 0.5 * 6.6 * max((len(h) for h in hosts), default=0)  # the last column's label leans right (-60 deg)
+    width = int(max(label_w + n * cell + 20 + slant, 7.6 * len(title) + 12, 6.6 * len(legend) + 12))
+    height = top + n * cell + 40
     marker = f' class="plot" data-plot="{escape(name)}" role="img"' if name else ""
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg"{marker} width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
@@ -301,11 +327,8 @@ def heatmap_svg(
         out.append(f'<text x="{label_w - 6}" y="{y + cell / 2 + 4:.0f}" text-anchor="end">{escape(h)}</text>')
         for j in range(n):
             out += _heat_cell(hosts, matrix_gbps, i, j, med, label_w + j * cell, y, cell)
-    if med is not None:
-        out.append(
-            f'<text x="4" y="{height - 12}">{"fleet median" if reference_gbps else "median"} {med:.3g} Gbit/s; '
-            "red = far below it, green = at or above it</text>"
-        )
+    if legend:
+        out.append(f'<text x="4" y="{height - 12}">{escape(legend)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 

@@ -52,26 +52,48 @@ def _host_order(view: FabricView, leaves: list[str]) -> list[str]:
     return sorted(view.hosts, key=lambda h: (first.get(h, len(leaves)), natural_key(h)))
 
 
-def _label(text: str, limit: int) -> str:
-    return text if len(text) <= limit else "…" + text[-(limit - 1):]  # the end tells siblings apart
+CHAR_PX = 6.6  # 11 px sans-serif, an average character
 
 
-def topology_svg(view: FabricView, highlight: Iterable[tuple[str, str]] | None = None, title: str | None = None) -> str:
-    """The fabric as one ``<svg class="topology">``; ``highlight``: links to draw in red."""
+def _box_width(names: Iterable[str], least: float) -> float:
+    """Wide enough for the longest name: cutting names (from either end) lost the part that told
+    spines apart on a real 37-switch fabric (issue 26)."""
+    return max([least, *(CHAR_PX * len(n) + 12 for n in names)])
+
+
+LARGE_SWITCHES = 16  # above this many switches (or MANY_HOSTS hosts), Graphviz lays the fabric out
+
+
+def topology_svg(view: FabricView, highlight: Iterable[tuple[str, str]] | None = None, title: str | None = None,
+                 layout: str = "auto") -> str:  # fmt: skip
+    """The fabric as one ``<svg class="topology">``; ``highlight``: links to draw in red.
+
+    ``layout``: ``auto`` lays a large fabric out with Graphviz when ``dot`` is installed
+    (report/graphviz.py) and draws the others, or without ``dot``, here; ``plain`` always here."""
     marked = _pairs(highlight)
+    if layout == "auto" and (len(view.switches) > LARGE_SWITCHES or len(view.hosts) > MANY_HOSTS):
+        from fabricscope.report.graphviz import graphviz_svg
+
+        caption = title or f"{view.name}: {len(view.hosts)} hosts, {len(view.switches)} switches"
+        laid_out = graphviz_svg(view, marked, caption + ("; red: highlighted" if marked else ""), len(view.hosts) > MANY_HOSTS)
+        if laid_out is not None:
+            return laid_out
     by_tier = view.by_tier()
     tiers = sorted((t for t in by_tier if t), reverse=True) + ([0] if 0 in by_tier else [])
     leaves = by_tier.get(1, [])
     hosts = _host_order(view, leaves)
     many = len(hosts) > MANY_HOSTS
-    host_pitch = 14.0 if many else HOST_W + 10
+    switch_w = _box_width(view.switches, SWITCH_W)
+    host_w = _box_width(hosts, HOST_W)
+    host_pitch = 14.0 if many else host_w + 10
     widest_switch_row = max((len(by_tier[t]) for t in tiers), default=1)
-    width = max(widest_switch_row * (SWITCH_W + 14), len(hosts) * host_pitch, 400)
+    caption = title or f"{view.name}: {len(view.hosts)} hosts, {len(view.switches)} switches"
+    width = max(widest_switch_row * (switch_w + 14), len(hosts) * host_pitch, 400, 7.8 * len(caption))
     ys = {t: MARGIN + 24 + i * ROW_GAP for i, t in enumerate(tiers)}
     host_y = MARGIN + 24 + len(tiers) * ROW_GAP
     xs: dict[str, float] = {}
     for t in tiers:
-        xs.update(_spread(by_tier[t], width, SWITCH_W + 14))
+        xs.update(_spread(by_tier[t], width, switch_w + 14))
     hx = _spread(hosts, width, host_pitch)
     y_of = {s: ys[view.tiers.get(s, 0)] for s in view.switches}
     top = max((link.rate_bps * link.count for link in view.links), default=1.0)
@@ -100,20 +122,19 @@ def topology_svg(view: FabricView, highlight: Iterable[tuple[str, str]] | None =
         y = y_of[s]
         parts.append(
             f'<g><title>{escape(s)} (tier {view.tiers.get(s, 0)})</title>'
-            f'<rect class="sw" x="{x - SWITCH_W / 2:.1f}" y="{y - SWITCH_H / 2:.1f}" width="{SWITCH_W}" height="{SWITCH_H}" rx="4"/>'
-            f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle">{escape(_label(s, 16))}</text></g>'
+            f'<rect class="sw" x="{x - switch_w / 2:.1f}" y="{y - SWITCH_H / 2:.1f}" width="{switch_w:.0f}" height="{SWITCH_H}" rx="4"/>'
+            f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle">{escape(s)}</text></g>'
         )
     for h, x in hx.items():
         if many:
             parts.append(f'<rect class="host" x="{x - 4:.1f}" y="{host_y - 8:.1f}" width="8" height="16"><title>{escape(h)}</title></rect>')
         else:
             parts.append(
-                f'<g><title>{escape(h)}</title><rect class="host" x="{x - HOST_W / 2:.1f}" y="{host_y - HOST_H / 2:.1f}" '
-                f'width="{HOST_W}" height="{HOST_H}" rx="3"/>'
-                f'<text x="{x:.1f}" y="{host_y + 4:.1f}" text-anchor="middle">{escape(_label(h, 11))}</text></g>'
+                f'<g><title>{escape(h)}</title><rect class="host" x="{x - host_w / 2:.1f}" y="{host_y - HOST_H / 2:.1f}" '
+                f'width="{host_w:.0f}" height="{HOST_H}" rx="3"/>'
+                f'<text x="{x:.1f}" y="{host_y + 4:.1f}" text-anchor="middle">{escape(h)}</text></g>'
             )
     height = host_y + HOST_H + MARGIN + 10
-    caption = title or f"{view.name}: {len(view.hosts)} hosts, {len(view.switches)} switches"
     note = "line width: capacity" + ("; red: highlighted" if marked else "")
     return (
         f'<svg class="topology" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width + 2 * MARGIN:.0f} {height:.0f}" '

@@ -47,6 +47,14 @@ def element_label(e: Element) -> str:
     return e[1]
 
 
+def parse_element_label(label: str) -> Element:
+    """The inverse of :func:`element_label` (a suspect's ``alternatives`` are stored as labels)."""
+    if label.startswith("switch "):
+        return ("switch", label.removeprefix("switch "))
+    a, sep, b = label.partition(" - ")
+    return ("link", a, b) if sep else ("host", label)
+
+
 @dataclass(frozen=True)
 class Crossing:
     """The elements a flow must cross (on every path) and may cross (on some path)."""

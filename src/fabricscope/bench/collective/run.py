@@ -149,7 +149,7 @@ def size_metrics(entries: Sequence[Any]) -> dict[str, float | int | None]:
 
     ``size_<N>_busbw_GBps`` is what baselines and ``history compare`` judge per message size
     (median and MAD per size over the baseline runs; one name per size so SQL can query it);
-    ``size_<N>_time_s`` is what ``sim calibrate`` fits. algbw, the slowest rank and #wrong
+    ``size_<N>_time_s`` is what ``sim collective --calibrate RUN`` fits. algbw, the slowest rank and #wrong
     per size stay in ``entries`` only (algbw = busbw / factor at a fixed rank count, so it
     would only repeat busbw's verdict).
     """

@@ -99,7 +99,7 @@ class CollectiveWorker:
         self.dog.kick()
         self.run_op = self._op()
 
-    def sweep(self, progress: Callable[[str], None] | None) -> tuple[list[Any], list[SizeResult], list[int]]:
+    def sweep(self, progress: Callable[[Any], None] | None) -> tuple[list[Any], list[SizeResult], list[int]]:
         """Every size in turn: (every rank's info, rank 0's results, sizes too small for the job)."""
         dist, p = self.dist, self.params
         info = {"rank": self.rank, "host": self.env.host_label or socket.gethostname(), "pid": os.getpid(), "device": str(self.device)}
@@ -122,6 +122,8 @@ class CollectiveWorker:
                 wrongs = [x["wrong"] for x in everyone]
                 total_wrong = None if any(w is None for w in wrongs) else sum(wrongs)
                 sizes.append(size_result(p.op, self.n, lay, [x["times"] for x in everyone], total_wrong))
+                if progress:  # issue 26 item 3 (ux): rank 0 hands each size's row out as it completes
+                    progress(sizes[-1])
         dist.barrier()
         return ranks, sizes, skipped
 
@@ -234,7 +236,7 @@ class CollectiveWorker:
 
 
 def run_worker(
-    params: CollectiveParams, env: DistEnv, progress: Callable[[str], None] | None = None
+    params: CollectiveParams, env: DistEnv, progress: Callable[[Any], None] | None = None
 ) -> CollectiveRun | None:
     """Join the job, run every size, gather to rank 0. Rank 0 gets the run; others get None."""
     worker = CollectiveWorker(params, env)

@@ -357,9 +357,13 @@ class MatrixRun:
 
 
 def _summary(prefix: str, survey: Survey) -> dict[str, float | int | None]:
+    """One meaning per word (issue 26): ``fleet_median_gbps`` is the median the blame judged by
+    (pairs among the better hosts, as the CLI's "fleet median"); ``all_pairs_median_gbps`` is the
+    median of every pair, which a bad host drags down."""
     vals = offdiag(survey.matrix_gbps)
     return {
-        f"{prefix}matrix_median_gbps": statistics.median(vals) if vals else None,
+        f"{prefix}fleet_median_gbps": survey.verdict.fleet_median_gbps,
+        f"{prefix}all_pairs_median_gbps": statistics.median(vals) if vals else None,
         f"{prefix}matrix_min_gbps": min(vals) if vals else None,
         f"{prefix}matrix_max_gbps": max(vals) if vals else None,
         f"{prefix}failed_pairs_count": len(survey.failures),

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from fabricscope.bench.results.kinds import kind_of
 from fabricscope.bench.results.schema import BenchResult, MatrixSuspect, Status
 from fabricscope.bench.results.stats import MAD_SCALE, mad, median
 
@@ -42,17 +43,6 @@ NEUTRAL = (
     "datagrams_received_count",
 )
 
-# The number people quote for each kind (first present wins).
-HEADLINE: dict[str, tuple[str, ...]] = {
-    "tcp": ("throughput_gbps", "retransmits_count"),
-    "udp": ("throughput_gbps", "loss_pct", "jitter_us"),
-    "latency": ("rtt_p50_us", "rtt_p99_us"),
-    "connect": ("connect_per_s", "pooled_requests_per_s"),
-    "rdma": ("throughput_gbps", "lat_typical_us"),
-    "collective": ("busbw_max_GBps", "busbw_avg_GBps"),
-    "matrix": ("matrix_median_gbps", "suspects_count"),
-    "incast": ("goodput_gbps", "round_p99_ms"),
-}
 
 _SIZE_NAME = re.compile(r"^size_(\d+)_([A-Za-z_]+)\Z")
 
@@ -71,7 +61,8 @@ def better_direction(metric: str) -> Better | None:
 
 
 def headline(result: BenchResult) -> list[tuple[str, float | int | None]]:
-    names = HEADLINE.get(result.kind) or tuple(list(result.metrics)[:2])
+    kind = kind_of(result.kind)  # the number people quote for each kind (first present wins)
+    names = kind.headline if kind is not None else tuple(list(result.metrics)[:2])
     return [(n, result.metrics[n]) for n in names if n in result.metrics]
 
 

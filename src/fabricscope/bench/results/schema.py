@@ -18,7 +18,8 @@ Build one with :func:`new_result` (fills ``host`` and ``started``) and finish it
 :meth:`BenchResult.finish` / :meth:`BenchResult.fail` / :meth:`BenchResult.skip`.
 
 Multi-host kinds carry their structured data in optional, typed top-level fields (added
-within v1; absent from the JSON of other kinds, so older documents stay valid):
+within v1; absent from the JSON of other kinds, so older documents stay valid; which fields
+belong to which kind is :data:`fabricscope.bench.results.kinds.KINDS`):
 
 * ``collective`` (``bench collective`` and ``bench import nccl-tests``): ``entries`` (one
   :class:`CollectiveEntry` per message size: ``size_bytes``, ``time_s``, ``algbw_GBps``,
@@ -50,6 +51,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fabricscope import __version__
+from fabricscope.bench.results.kinds import KIND_FIELDS
 
 SCHEMA = "fabricscope.bench/v1"
 
@@ -279,24 +281,7 @@ class MatrixRdma(BaseModel):
 
 Matrix = list[list[float | None]]
 
-# Kind-specific top-level fields: left out of the JSON when unset.
-KIND_FIELDS: tuple[str, ...] = (
-    "entries",
-    "ranks",
-    "stragglers",
-    "skipped_sizes_bytes",
-    "notes",
-    "hosts",
-    "matrix_gbps",
-    "retransmit_pct",
-    "suspects",
-    "cleared",
-    "retests",
-    "thresholds_gbps",
-    "thresholds_retransmit_pct",
-    "failures",
-    "rdma",
-)
+# Kind-specific top-level fields, left out of the JSON when unset: the kinds table says which.
 
 
 def _check_square(name: str, matrix: Matrix | None, n: int) -> None:

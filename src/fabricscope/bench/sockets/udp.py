@@ -19,6 +19,9 @@ from fabricscope.bench.sockets.wire import MAX_UDP_PAYLOAD, UDP_HEADER_BYTES
 from fabricscope.units import parse_rate
 
 MAX_RATE_BPS = 1e12
+# A sender below this share of the offered rate did not offer the load: its loss says nothing
+# about the path at that load, so a loss threshold cannot pass on it (issue 26).
+OFFERED_MIN_RATIO = 0.9
 
 
 def parse_offered_rate(text: str) -> float:
@@ -77,6 +80,17 @@ def run_udp(params: UdpParams, token: str | None = None, tick: Tick | None = Non
         build_udp_metrics(result, outcome.client, outcome.server, params)
 
     return record_run("udp", params, peer, body)
+
+
+def offered_load_shortfall(result: BenchResult) -> str | None:
+    """Why a loss figure does not speak for the load asked for (the sender fell short), or None."""
+    offered, sent = result.metrics.get("offered_gbps"), result.metrics.get("sent_gbps")
+    if offered is None:  # --rate max: no load was asked for
+        return None
+    if sent is None or sent < OFFERED_MIN_RATIO * offered:
+        shown = "nothing" if sent is None else f"{sent:.3g} Gb/s"
+        return f"the sender reached {shown} of the {offered:.3g} Gb/s asked for (--rate)"
+    return None
 
 
 def build_udp_metrics(

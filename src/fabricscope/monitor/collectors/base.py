@@ -6,9 +6,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from fabricscope.host import Root
+from fabricscope.host.sysfs import printable_name
 from fabricscope.monitor.names import PREFIX
 from fabricscope.monitor.topology import Topology
 
@@ -24,10 +25,13 @@ class ScrapeContext:
 
 class Families:
     """Collects samples into metric families, creating each family on first use, so collectors
-    write ``out.gauge(name, help, labels, value)`` and never emit a family twice."""
+    write ``out.gauge(name, help, labels, value)`` and never emit a family twice. Label values
+    go through :func:`printable_name`: a file name that is not UTF-8 (an interface named with
+    byte 0xff) is shown escaped instead of failing every scrape when the exposition is encoded."""
 
     def __init__(self) -> None:
         self._families: dict[str, tuple[Metric, tuple[str, ...]]] = {}
+        self.raw: list[str] = []  # exposition text a collector wrote itself (families too large to format per sample)
 
     def _family(
         self, kind: str, name: str, help_text: str, labels: dict[str, str]
@@ -36,7 +40,7 @@ class Families:
         entry = self._families.get(full)
         if entry is None:
             keys = tuple(labels)
-            cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            cls = {"counter": CounterMetricFamily, "histogram": HistogramMetricFamily}.get(kind, GaugeMetricFamily)
             entry = (cls(full, help_text, labels=list(keys)), keys)
             self._families[full] = entry
         return entry
@@ -44,14 +48,21 @@ class Families:
     def gauge(self, name: str, help_text: str, labels: dict[str, str], value: float | None) -> None:
         family, keys = self._family("gauge", name, help_text, labels)
         if value is not None:
-            family.add_metric([labels[k] for k in keys], float(value))
+            family.add_metric([printable_name(labels[k]) for k in keys], float(value))
 
     def counter(self, name: str, help_text: str, labels: dict[str, str], value: float | None) -> None:
         if not name.endswith("_total"):
             raise ValueError(f"counter {name} must end in _total")
         family, keys = self._family("counter", name, help_text, labels)
         if value is not None:
-            family.add_metric([labels[k] for k in keys], float(value))
+            family.add_metric([printable_name(labels[k]) for k in keys], float(value))
+
+    def histogram(self, name: str, help_text: str, labels: dict[str, str], buckets: list[tuple[str, float]],
+                  sum_value: float) -> None:
+        """``buckets``: (upper bound, cumulative count) pairs ending with ``+Inf``."""
+        family, keys = self._family("histogram", name, help_text, labels)
+        assert isinstance(family, HistogramMetricFamily)
+        family.add_metric([printable_name(labels[k]) for k in keys], buckets, sum_value)
 
     def __iter__(self) -> Iterator[Metric]:
         for family, _keys in self._families.values():

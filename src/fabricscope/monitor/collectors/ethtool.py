@@ -8,11 +8,10 @@ import re
 from collections.abc import Callable
 
 from fabricscope.host import Root
-from fabricscope.host.ethtool import ethtool_commands
-from fabricscope.host.runtime import EthtoolStatsResult, read_ethtool_stats_result
+from fabricscope.host.ethtool import EthtoolStatsResult, ethtool_commands, read_ethtool_stats_result
 from fabricscope.monitor.background import Periodic
 from fabricscope.monitor.collectors.base import Families, ScrapeContext
-from fabricscope.monitor.names import PORT_STATS, PRIO_STATS
+from fabricscope.monitor.names import PORT_GAUGES, PORT_STATS, PRIO_STATS
 from fabricscope.monitor.topology import Topology
 
 _PRIO = re.compile(r"^(rx|tx)_prio([0-7])_(\w+)\Z")
@@ -74,3 +73,6 @@ class EthtoolCollector:
                 mapped = PORT_STATS.get(stat)
                 if mapped is not None:
                     out.counter(mapped.name, mapped.help, {"netdev": netdev}, value * mapped.scale)
+                gauge = PORT_GAUGES.get(stat)
+                if gauge is not None:
+                    out.gauge(gauge.name, gauge.help, {"netdev": netdev}, value * gauge.scale)

@@ -3,7 +3,7 @@ enables from sysfs each scrape; PFC and trust from mlnx_qos/dcb, refreshed with 
 
 from __future__ import annotations
 
-from fabricscope.host.runtime import read_netdev_status
+from fabricscope.host.netclass import read_net_device
 from fabricscope.monitor.collectors.base import Families, ScrapeContext
 
 MBPS_TO_BYTES_PER_S = 1e6 / 8
@@ -16,7 +16,7 @@ class NetdevCollector:
     def collect(self, ctx: ScrapeContext, out: Families) -> None:
         topo = ctx.topology
         for name in topo.netdevs:
-            status = read_netdev_status(ctx.root, name)
+            status = read_net_device(ctx.root, name, identity=False)
             if status is None:
                 continue
             labels = {"netdev": name}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from fabricscope.host.runtime import PortStatus, list_rdma_ports, read_port_status
+from fabricscope.host.infiniband import RdmaPort, list_rdma_ports, read_port
+from fabricscope.host.sysfs import MAX_COUNTER_FILES_PER_SCRAPE, Budget
 from fabricscope.monitor.collectors.base import Families, ScrapeContext
 from fabricscope.monitor.names import HW_COUNTERS, OTHER_HW_COUNTER, OTHER_PORT_COUNTER, PORT_COUNTERS
 
@@ -20,7 +21,7 @@ EXPECTED_HELP = (
 )
 
 
-def _model_key(ctx: ScrapeContext, status: PortStatus) -> tuple[str, str]:
+def _model_key(ctx: ScrapeContext, status: RdmaPort) -> tuple[str, str]:
     meta = ctx.topology.devices.get(status.device)
     model = meta.model if meta is not None and meta.model else _TRAILING_DIGITS.sub("", status.device)
     return model, status.link_layer or ""
@@ -40,7 +41,9 @@ class RdmaCollector:
                 ctx.root.note(
                     f"sys/class/infiniband/{dev}", "RDMA device vanished since the last topology refresh"
                 )
-        statuses = [s for dev, port in ports if (s := read_port_status(ctx.root, dev, port)) is not None]
+        budget = Budget("counter files", MAX_COUNTER_FILES_PER_SCRAPE)
+        statuses = [s for dev, port in ports if (s := read_port(ctx.root, dev, port, gids=False, budget=budget)) is not None]
+        budget.report(ctx.root, "sys/class/infiniband")
         best: dict[tuple[str, str], float] = {}
         for status in statuses:
             if status.rate_gbps is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fabricscope.host.runtime import read_tcp_counters
+from fabricscope.host.procfs import read_netstat
 from fabricscope.monitor.collectors.base import Families, ScrapeContext
 from fabricscope.monitor.names import TCP_COUNTERS, TCP_REQUIRED
 
@@ -12,7 +12,7 @@ class TcpCollector:
 
     def collect(self, ctx: ScrapeContext, out: Families) -> None:
         problems_before = len(ctx.root.problems)
-        counters = read_tcp_counters(ctx.root)
+        counters = read_netstat(ctx.root, required=True)
         if TCP_REQUIRED not in counters and len(ctx.root.problems) == problems_before:
             ctx.root.note("proc/net/snmp", f"no {TCP_REQUIRED} counter")
         for key, mapped in TCP_COUNTERS.items():
