@@ -45,15 +45,15 @@ def transport_of(documents: Sequence[Any], backend: str) -> str:
 
 def gpu_of(documents: Sequence[Any], backend: str) -> str:
     """The simulator's GPU preset for the nodes' GPUs (``none`` for gloo on CPUs)."""
-    from fabricscope.sim.topology import GPU_PRESETS
+    from fabricscope.sim.gpus import CPU_HOST, GPUS
 
     if backend == "gloo":
-        return "none"
+        return CPU_HOST
     for d in documents:
         facts = d.get("facts") if isinstance(d, dict) else None
-        model = str(((facts or {}).get("gpus") or {}).get("model") or "").lower()
-        for name in sorted(GPU_PRESETS, key=len, reverse=True):
-            if name != "none" and name in model.replace(" ", ""):
+        model = str(((facts or {}).get("gpus") or {}).get("model") or "").lower().replace(" ", "")
+        for name in sorted(GPUS, key=len, reverse=True):  # gb200 before b200, h200 before h20
+            if name in model:
                 return name
     return "h100"
 
