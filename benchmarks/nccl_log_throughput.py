@@ -5,7 +5,7 @@ a large job: R ranks on R/8 nodes interleaved line by line as one file, each ran
 (version, NET/IB device list, GPUDirect per HCA, env, comm, Init START/COMPLETE), 2 x 32 network
 channel lines and 7 x 32 P2P channel lines, ring/tree lines, proxy lines, and COLL lines filling the
 rest; a few ranks end with completion-error WARN cascades. Then it reads the file with
-``fabricscope.nccl.logfiles.feed_file`` on one core and prints:
+``fabricscope.nccl.log.read.feed_file`` on one core and prints:
 
 * throughput in MB/s per CPU-second (10^6 bytes per second of this process's CPU time, one
   thread; on a shared machine wall time measures the neighbours) against the target of
@@ -160,9 +160,9 @@ class _Stop(Exception):
 
 def measure_reader(path: str, stop_after_bytes: int | None = None) -> tuple[float, float, int, object]:
     """Read the file the way ``fabricscope nccl log`` does (feed_file); optionally stop early."""
-    from fabricscope.nccl.logfiles import feed_file
-    from fabricscope.nccl.logreport import build_report
-    from fabricscope.nccl.logstate import LogAggregator
+    from fabricscope.nccl.log.aggregate import LogAggregator
+    from fabricscope.nccl.log.read import feed_file
+    from fabricscope.nccl.log.report import build_report
 
     agg = LogAggregator()
 

@@ -403,7 +403,7 @@ def test_gid_advice_before_2_21() -> None:
 
 def test_log_version_drives_the_version_aware_rules() -> None:
     from fabricscope.nccl.lint import lint_log_env
-    from fabricscope.nccl.logstate import LogAggregator
+    from fabricscope.nccl.log.aggregate import LogAggregator
 
     def verdicts(version: str) -> list[Finding]:
         agg = LogAggregator()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fabricscope.nccl.log import parse_line
-from fabricscope.nccl.logfiles import read_files
-from fabricscope.nccl.logreport import LogReport, build_report
-from fabricscope.nccl.logstate import LogAggregator
+from fabricscope.nccl.log.aggregate import LogAggregator
+from fabricscope.nccl.log.parse import parse_line
+from fabricscope.nccl.log.read import read_files
+from fabricscope.nccl.log.report import LogReport, build_report
 from tests.conftest import samples_dir
 from tests.nccl.test_log_samples import finding, ids, read
 

@@ -19,10 +19,10 @@ from fabricscope.cli.common import (
 from fabricscope.cli.main import app
 from fabricscope.findings import Severity, exit_code, summarize
 from fabricscope.host import read_inventory
-from fabricscope.nccl.logfiles import LogInputError, default_jobs, read_file, read_files
-from fabricscope.nccl.logmerge import merge
-from fabricscope.nccl.logreport import build_report
-from fabricscope.nccl.logstate import LogAggregator
+from fabricscope.nccl.log.aggregate import LogAggregator
+from fabricscope.nccl.log.merge import merge
+from fabricscope.nccl.log.read import LogInputError, default_jobs, read_file, read_files
+from fabricscope.nccl.log.report import build_report
 from fabricscope.nccl.variables import parse_version
 from fabricscope.report.terminal import console, render_findings
 

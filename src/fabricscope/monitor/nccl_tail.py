@@ -6,7 +6,7 @@ that shrinks (``copytruncate``) is read again from the start; a file that disapp
 forgotten. Files present when the exporter starts are read from their end (their past is not news;
 ``from_start`` changes that); files that appear later are read from their start.
 
-Each line goes through :func:`fabricscope.nccl.log.parse_line`, the NCCL helper's per-line
+Each line goes through :func:`fabricscope.nccl.log.parse.parse_line`, the NCCL helper's per-line
 event API. Memory is bounded: a line longer than ``MAX_LINE_BYTES`` is dropped (and counted),
 at most ``MAX_FILES`` files are followed, and each poll reads at most ``MAX_READ_PER_POLL`` bytes
 per file (the rest is read on the next poll).
@@ -52,7 +52,7 @@ class _Tracked:
 
 
 def _default_parser() -> Callable[[str], Any]:
-    from fabricscope.nccl.log import parse_line
+    from fabricscope.nccl.log.parse import parse_line
 
     return parse_line
 

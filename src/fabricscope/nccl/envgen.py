@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabricscope.host.inventory import Inventory
+from fabricscope.nccl.gid import explain_choice, select_gid
 from fabricscope.nccl.node import (
     DEFAULT_GID_POLICY,
     LEVEL_RANK,
@@ -30,7 +31,6 @@ from fabricscope.nccl.node import (
     usable_interface,
 )
 from fabricscope.nccl.variables import parse_version
-from fabricscope.nccl_gid import explain_choice, select_gid
 
 SCHEMA = "fabricscope.nccl_env/v1"
 FORMATS = ("shell", "json", "slurm", "k8s")

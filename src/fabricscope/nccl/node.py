@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fabricscope.host.infiniband import Gid, RdmaPort, natural_key
 from fabricscope.host.inventory import Inventory
 from fabricscope.host.netclass import NetDevice
-from fabricscope.nccl_gid import AF_INET, GidPolicy, select_gid
+from fabricscope.nccl.gid import AF_INET, GidPolicy, select_gid
 
 DEFAULT_GID_POLICY = GidPolicy()
 # Interfaces NCCL itself avoids by default, and that make poor bootstrap/socket interfaces.

@@ -6,7 +6,7 @@ channel lines. :class:`BatchReader` learns, from lines it classified the slow wa
 *beginnings* are plain: the text up to and including the first word of the message
 (``host:pid:tid [dev] NCCL INFO AllReduce: ``). A later line with a known beginning is plain
 without parsing it, because whether an INFO message means anything to
-:func:`fabricscope.nccl.log.classify_info` depends only on its header and its first word (see
+:func:`fabricscope.nccl.log.parse.classify_info` depends only on its header and its first word (see
 :func:`word_class`). Channel lines are cut at the first `` : ``: both halves repeat (``Channel 05/0``;
 ``: 3[3] -> 11[3] [send] via NET/IB/3/GDRDMA`` for every channel of a rank), so each is parsed once,
 and their counts are booked per rank and transport in bulk.
@@ -21,7 +21,7 @@ lines are counted per (header, rest) in C and booked on the ranks in bulk later
 (:meth:`BatchReader._settle`). Any doubt sends the chunk down the per-line loop.
 
 Everything else -- a new header, WARN lines, return codes, init lines -- goes through
-:meth:`fabricscope.nccl.logstate.LogAggregator.feed_line`, so the result
+:meth:`fabricscope.nccl.log.aggregate.LogAggregator.feed_line`, so the result
 is the one of feeding every line alone (the property test in tests/nccl holds the two equal).
 """
 
@@ -33,10 +33,10 @@ from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from fabricscope.nccl.log import INFO_PREFIXES
+from fabricscope.nccl.log.parse import INFO_PREFIXES
 
 if TYPE_CHECKING:
-    from fabricscope.nccl.logstate import FileStats, LogAggregator, RankState
+    from fabricscope.nccl.log.aggregate import FileStats, LogAggregator, RankState
 
 SEP = " NCCL INFO "
 _AFTER = len(SEP)
@@ -99,7 +99,7 @@ def _spec(text: str) -> tuple:
 
 def _rest(text: str) -> tuple:
     """``(via, local rank)`` of what follows a channel line's first `` : ``, or _BAD. Right-stripped
-    first, as :func:`fabricscope.nccl.log.parse_line` strips the message."""
+    first, as :func:`fabricscope.nccl.log.parse.parse_line` strips the message."""
     match = _REST.match(text.rstrip())
     if match is None:
         return _BAD
@@ -180,7 +180,7 @@ class BatchReader:
         plain_get, other_get, specs_get, rests_get = c.plain.get, c.other.get, c.specs.get, c.rests.get
         agg, touched, first_local = self.agg, self.touched, self.first_local
         channels = slow = 0
-        last_key = agg._last_key
+        last_key = agg.last_key
         for line in lines:
             head, _, msg = partition(line, sep)  # partition takes one argument: no argument parsing
             word, _, rest = partition(msg, space)
@@ -191,15 +191,15 @@ class BatchReader:
             other = other_get((head, word))
             if other is None:
                 slow += 1
-                agg._last_key = last_key
+                agg.last_key = last_key
                 self.slow(line.decode("utf-8", "replace") if raw else line, stats)
-                last_key = agg._last_key
+                last_key = agg.last_key
             elif other.__class__ is tuple:  # plain unless a continuation follows
                 if startswith(rest, other[1]):
                     slow += 1
-                    agg._last_key = last_key
+                    agg.last_key = last_key
                     self.slow(line.decode("utf-8", "replace") if raw else line, stats)
-                    last_key = agg._last_key
+                    last_key = agg.last_key
                 else:
                     last_key = other[0]
             else:  # a channel line of a known header: "Channel 05/0 : 3[3] -> 11[3] [send] via ..."
@@ -220,9 +220,9 @@ class BatchReader:
                     rank = other.rank
                     if rank.rank is None and rank not in first_local:
                         first_local[rank] = after[1]
-        agg._last_key = last_key
+        agg.last_key = last_key
         plain = len(lines) - channels - slow
-        agg._info_lines += plain
+        agg.info_lines += plain
         stats.nccl_lines += plain + channels
         if channels:
             agg.events["channel"] = agg.events.get("channel", 0) + channels
@@ -285,8 +285,8 @@ class BatchReader:
         if markers[: len(used)] != used:  # the words of this chunk first: the next is likely alike
             self.markers = used + [m for m in markers if m not in used]
         agg = self.agg
-        agg._last_key = heads[last]
-        agg._info_lines += n
+        agg.last_key = heads[last]
+        agg.info_lines += n
         stats.nccl_lines += n
         self.whole_chunks += 1
         return True
@@ -328,7 +328,7 @@ class BatchReader:
             return False
         self.pending.update(zip(heads, rests))  # first-seen order kept: the ranks' first channels
         agg = self.agg
-        agg._last_key = self.channel_heads[heads[-1]].key
+        agg.last_key = self.channel_heads[heads[-1]].key
         stats.nccl_lines += n
         agg.events["channel"] = agg.events.get("channel", 0) + n
         self.whole_chunks += 1
@@ -392,7 +392,7 @@ class BatchReader:
     def _learn(self, c: _Caches, rest: str | bytes) -> tuple[tuple, tuple]:
         """Parse what follows ``Channel `` on a line whose header is known, and remember it.
 
-        The message is right-stripped first, as :func:`fabricscope.nccl.log.parse_line` does."""
+        The message is right-stripped first, as :func:`fabricscope.nccl.log.parse.parse_line` does."""
         text = rest.decode("utf-8", "replace") if isinstance(rest, bytes) else rest
         spec_text, found, after_text = text.partition(" : ")
         if not found:
@@ -433,7 +433,7 @@ class BatchReader:
             self.heads[head] = key
             self.known.add(head)
         if kind == "channel" and word == "Channel":
-            rank = self.agg._rank_of(header) if header.cuda_dev is not None else None
+            rank = self.agg.rank_of(header) if header.cuda_dev is not None else None
             counts = None if rank is None else self.counts.setdefault(rank, {})
             entry = _Channels(key, rank, counts)
             for c in self._caches(line):

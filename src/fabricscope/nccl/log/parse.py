@@ -5,10 +5,10 @@ Three layers, each usable on its own:
 * :func:`parse_line` turns one line into a :class:`LogEvent` (or ``None`` for lines that are not
   NCCL's). Pure and stateless, so a tailer (the exporter follows live logs with it) can count
   events line by line without keeping anything.
-* :class:`fabricscope.nccl.logstate.LogAggregator` is fed lines and keeps only per-process,
+* :class:`fabricscope.nccl.log.aggregate.LogAggregator` is fed lines and keeps only per-process,
   per-rank and per-kind state, so memory stays flat whatever the size of the log;
-  :mod:`fabricscope.nccl.logfiles` streams files into it (over several cores if asked) and
-  :func:`fabricscope.nccl.logreport.build_report` turns that state into per-rank facts and
+  :mod:`fabricscope.nccl.log.read` streams files into it (over several cores if asked) and
+  :func:`fabricscope.nccl.log.report.build_report` turns that state into per-rank facts and
   doctor-shaped findings.
 
 A line looks like ``[prefix ][timestamp ]host:pid:tid [cudaDev] [file:line ]NCCL LEVEL message``:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from fabricscope.findings import Finding
 from fabricscope.nccl.catalogue import RELEASE
 from fabricscope.nccl.explain import format_seconds, ib_timeout_seconds
-from fabricscope.nccl.lintcodes import LintContext, finding
+from fabricscope.nccl.lint.codes import LintContext, finding
 from fabricscope.nccl.match import parse_list
 from fabricscope.nccl.settings import uses_expansion
 from fabricscope.nccl.variables import (

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fabricscope.findings import Finding
-from fabricscope.nccl.lintcodes import LintContext, finding
-from fabricscope.nccl.lintcodes import names as _names
+from fabricscope.nccl.gid import GidPolicy, explain_choice, select_gid
+from fabricscope.nccl.lint.codes import LintContext, finding
+from fabricscope.nccl.lint.codes import names as _names
 from fabricscope.nccl.match import parse_list
 from fabricscope.nccl.node import NicPort, best_roce_gid, gid_at, nic_ports
 from fabricscope.nccl.settings import uses_expansion
-from fabricscope.nccl_gid import GidPolicy, explain_choice, select_gid
 
 AUTO_GID_VERSION = (2, 21)
 
@@ -111,7 +111,7 @@ GID_POLICY_VARIABLES = ("NCCL_IB_ADDR_FAMILY", "NCCL_IB_ROCE_VERSION_NUM", "NCCL
 def check_gid_selection(ctx: LintContext) -> Iterator[Finding]:
     """NCCL_IB_ADDR_FAMILY, NCCL_IB_ROCE_VERSION_NUM and NCCL_IB_ADDR_RANGE against each selected
     RoCE port's GID table, walked as ncclIbGetGidIndex does (NCCL v2.30.7-1
-    src/transport/net_ib/connect.cc, via fabricscope.nccl_gid); a forced NCCL_IB_GID_INDEX is
+    src/transport/net_ib/connect.cc, via fabricscope.nccl.gid); a forced NCCL_IB_GID_INDEX is
     NCCL031-035's to judge. These variables exist since 2.21."""
     inv = ctx.inventory
     given = [ctx.settings.effective[n] for n in GID_POLICY_VARIABLES if n in ctx.settings.effective]

@@ -1,6 +1,6 @@
 """Merge the aggregators of several NCCL log files into one, in file order.
 
-Each file is read into its own :class:`~fabricscope.nccl.logstate.LogAggregator` -- on one core or
+Each file is read into its own :class:`~fabricscope.nccl.log.aggregate.LogAggregator` -- on one core or
 in worker processes (``fabricscope nccl log --jobs``) -- and merged here in the order the files were
 given, so the result does not depend on the number of cores. What a file says is kept with the
 same caps as when lines are fed (64 HCAs and devices, 256 variables, 256 warning signatures per
@@ -10,7 +10,7 @@ to one file (``NCCL_DEBUG_FILE=nccl.%h.%p.log``) or interleaves whole lines into
 
 from __future__ import annotations
 
-from fabricscope.nccl.logstate import (
+from fabricscope.nccl.log.aggregate import (
     MAX_WARN_GROUPS,
     LogAggregator,
     ProcessState,
@@ -27,7 +27,7 @@ def merge(into: LogAggregator, other: LogAggregator) -> None:
     _add_counts(into.events, other.events)
     _add_counts(into.versions, other.versions)
     _add_counts(into.plugin_skips, other.plugin_skips)
-    into._info_lines += other._info_lines
+    into.info_lines += other.info_lines
     for key, proc in other.processes.items():
         if key in into.processes:
             _merge_process(into.processes[key], proc)

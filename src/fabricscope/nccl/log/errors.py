@@ -1,6 +1,6 @@
 """Verdicts on why an NCCL job failed: WARN lines, the error codes they led to, hung init, bad files.
 
-WARN lines are grouped by signature in :class:`~fabricscope.nccl.logstate.WarnGroup`; the
+WARN lines are grouped by signature in :class:`~fabricscope.nccl.log.aggregate.WarnGroup`; the
 ``file:line -> N`` return codes that follow on the same thread are chained to them, so a finding
 can say what its WARN led to. Meanings and fixes come from :mod:`fabricscope.nccl.explain`.
 """
@@ -19,8 +19,8 @@ from fabricscope.nccl.explain import (
     result_name,
     wc_status_name,
 )
-from fabricscope.nccl.logstate import LogAggregator, RankState, WarnGroup
-from fabricscope.nccl.logverdicts import MAX_LISTED, names, rank_label, rank_sort
+from fabricscope.nccl.log.aggregate import LogAggregator, RankState, WarnGroup
+from fabricscope.nccl.log.verdicts import MAX_LISTED, names, rank_label, rank_sort
 
 
 def warn_finding(group: WarnGroup, agg: LogAggregator, led_to: list[str]) -> Finding:

@@ -1,6 +1,6 @@
 """`nccl lint`: the NCCL settings a job uses, checked against the node it runs on.
 
-Every finding carries a stable code (``NCCL0xx``, one table in :mod:`fabricscope.nccl.lintcodes`
+Every finding carries a stable code (``NCCL0xx``, one table in :mod:`fabricscope.nccl.lint.codes`
 and docs/nccl.md), a severity, the variable as subject, the value and where it was set as
 evidence, and a fix. Rules that need the node are skipped when no inventory is given. The rules
 live by topic in ``lint_values`` (no node needed), ``lint_node`` and ``lint_roce``; collecting a
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from fabricscope.findings import Finding, sort_key
 from fabricscope.host.inventory import Inventory
-from fabricscope.nccl.lint_efa import check_efa
-from fabricscope.nccl.lint_node import (
+from fabricscope.nccl.lint.codes import CODES, LintContext
+from fabricscope.nccl.lint.rules.efa import check_efa
+from fabricscope.nccl.lint.rules.node import (
     check_forced_sockets,
     check_gdr_level,
     check_ib_hca,
@@ -20,13 +21,13 @@ from fabricscope.nccl.lint_node import (
     check_rdma_on_tcp_node,
     check_socket_ifname,
 )
-from fabricscope.nccl.lint_roce import (
+from fabricscope.nccl.lint.rules.roce import (
     check_gid_before_2_21,
     check_gid_index,
     check_gid_selection,
     check_traffic_class,
 )
-from fabricscope.nccl.lint_values import (
+from fabricscope.nccl.lint.rules.values import (
     check_conf_file,
     check_debug_settings,
     check_list_blanks,
@@ -34,7 +35,6 @@ from fabricscope.nccl.lint_values import (
     check_shadowed,
     check_timeout,
 )
-from fabricscope.nccl.lintcodes import CODES, LintContext
 from fabricscope.nccl.settings import SettingSet
 from fabricscope.nccl.variables import parse_version
 
@@ -78,7 +78,7 @@ def _order(f: Finding) -> tuple:
 def lint_log_env(agg) -> list[Finding]:
     """Settings a log shows NCCL picked up ("X set by environment to Y"), checked without a node."""
     from fabricscope.nccl.job import relabel
-    from fabricscope.nccl.lintcodes import names
+    from fabricscope.nccl.lint.codes import names
     from fabricscope.nccl.settings import Setting, merge
 
     seen: dict[tuple[str, str], set[str]] = {}

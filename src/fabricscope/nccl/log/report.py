@@ -1,8 +1,8 @@
 """The report on an aggregated NCCL log: per-rank facts, findings and the ``fabricscope.nccl_log/v1`` document.
 
-Kept apart from the parser so the exporter can use :mod:`fabricscope.nccl.log` without any of this.
-The verdicts live in :mod:`~fabricscope.nccl.logverdicts` (what the job used) and
-:mod:`~fabricscope.nccl.logerrors` (why it failed); settings seen in the log are linted by
+Kept apart from the parser so the exporter can use :mod:`fabricscope.nccl.log.parse` without any of this.
+The verdicts live in :mod:`~fabricscope.nccl.log.verdicts` (what the job used) and
+:mod:`~fabricscope.nccl.log.errors` (why it failed); settings seen in the log are linted by
 :func:`fabricscope.nccl.lint.lint_log_env`.
 """
 
@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabricscope.findings import Finding, sort_key, summarize
-from fabricscope.nccl import logerrors, logverdicts
 from fabricscope.nccl.explain import result_name
 from fabricscope.nccl.lint import lint_log_env
-from fabricscope.nccl.logstate import LogAggregator
-from fabricscope.nccl.logverdicts import network_of, process_of, rank_sort
+from fabricscope.nccl.log import errors as logerrors
+from fabricscope.nccl.log import verdicts as logverdicts
+from fabricscope.nccl.log.aggregate import LogAggregator
+from fabricscope.nccl.log.verdicts import network_of, process_of, rank_sort
 
 SCHEMA = "fabricscope.nccl_log/v1"
 # Every verdict function, in the order their findings are gathered (sorted afterwards).

@@ -1,8 +1,8 @@
 """What a stream of NCCL log lines says, kept as per-process, per-rank and per-warning state.
 
-:class:`LogAggregator` is fed lines (or :class:`~fabricscope.nccl.log.LogEvent`s) and keeps only
+:class:`LogAggregator` is fed lines (or :class:`~fabricscope.nccl.log.parse.LogEvent`s) and keeps only
 state that grows with ranks and distinct warnings, never with lines. Files are streamed into it by
-:mod:`fabricscope.nccl.logfiles`; :func:`fabricscope.nccl.logreport.build_report` reads it.
+:mod:`fabricscope.nccl.log.read`; :func:`fabricscope.nccl.log.report.build_report` reads it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricscope.nccl.log import (
+from fabricscope.nccl.log.batch import BatchReader
+from fabricscope.nccl.log.parse import (
     MAX_LINE_CHARS,
     Header,
     LogEvent,
@@ -23,7 +24,6 @@ from fabricscope.nccl.log import (
     parse_line,
     split_line,
 )
-from fabricscope.nccl.logbatch import BatchReader
 
 MAX_WARN_GROUPS = 256  # distinct WARN signatures kept; the rest are counted under "other"
 MAX_EXAMPLES = 8  # rank labels kept per group for the report (all are counted)
@@ -159,9 +159,11 @@ class LogAggregator:
         self._thread_cause: dict[tuple, tuple | None] = {}  # thread -> (warn key) of its latest WARN
         self._thread_chain: dict[tuple, ErrorChain | None] = {}
         self._file: FileStats | None = None
-        self._last_key: tuple | None = None  # (host, pid) of the latest header line in this file
+        # The public face the batch path (log.batch) books through: the process of the latest header
+        # line in this file, the plain INFO lines counted, and rank_of().
+        self.last_key: tuple | None = None  # (host, pid) of the latest header line in this file
         self._pending_version: str | None = None
-        self._info_lines = 0
+        self.info_lines = 0
         self._batch: BatchReader | None = None  # the caches of feed_batch
 
     # ----- files ------------------------------------------------------------------------
@@ -170,7 +172,7 @@ class LogAggregator:
         stats = FileStats(name=name)
         self.files.append(stats)
         self._file = stats
-        self._last_key = None
+        self.last_key = None
         self._pending_version = None
         return stats
 
@@ -191,13 +193,13 @@ class LogAggregator:
         if self._pending_version is not None:
             self.versions.setdefault(self._pending_version, 0)
         self._pending_version = None
-        self._last_key = None
+        self.last_key = None
 
     # ----- feeding ----------------------------------------------------------------------
     def feed(self, line: str) -> LogEvent | None:
         """Account for one line and return its event (None when the line is not NCCL's).
 
-        For bulk input, :meth:`feed_batch` (what :func:`~fabricscope.nccl.logfiles.feed_file` uses)
+        For bulk input, :meth:`feed_batch` (what :func:`~fabricscope.nccl.log.read.feed_file` uses)
         is faster: it skips building events for lines the verdicts do not need."""
         stats = self._stats()
         stats.lines += 1
@@ -216,7 +218,7 @@ class LogAggregator:
     def feed_batch(self, lines: list[str], stats: FileStats | None = None) -> None:
         """Feed many lines (already counted in ``stats.lines``): the fast path of ``feed_file``.
 
-        Same result as :meth:`feed` line by line; see :mod:`fabricscope.nccl.logbatch` for how."""
+        Same result as :meth:`feed` line by line; see :mod:`fabricscope.nccl.log.batch` for how."""
         if self._batch is None:
             self._batch = BatchReader(self)
         self._batch.feed(lines, stats or self._stats())
@@ -244,11 +246,11 @@ class LogAggregator:
         stats.nccl_lines += 1
         kind, data = classify_warn(msg) if level == "WARN" else classify_info(msg)
         if data is None:  # plain info: remember the process, nothing else
-            self._info_lines += 1
+            self.info_lines += 1
             key = (header.host, header.pid)
             if key not in self.processes:
                 self._new_process(key)
-            self._last_key = key
+            self.last_key = key
         else:
             self.feed_event(make_event(header, level, msg, kind, data))
         return header, kind
@@ -361,15 +363,15 @@ class LogAggregator:
         proc = self.processes.get(key)
         if proc is None:
             proc = self._new_process(key)
-        self._last_key = key
+        self.last_key = key
         return proc
 
     def _rank(self, event: LogEvent) -> RankState | None:
         if event.cuda_dev is None:
             return None
-        return self._rank_of(event)
+        return self.rank_of(event)
 
-    def _rank_of(self, who: LogEvent | Header) -> RankState:
+    def rank_of(self, who: LogEvent | Header) -> RankState:
         key = (who.host, who.pid, who.cuda_dev)
         rank = self.ranks.get(key)
         if rank is None:
@@ -381,8 +383,8 @@ class LogAggregator:
         self.versions[version] = self.versions.get(version, 0) + 1
         if event.host is not None or event.pid is not None:
             self._process(event).version = version
-        elif self._last_key is not None and self._last_key in self.processes:
-            last = self.processes[self._last_key]
+        elif self.last_key is not None and self.last_key in self.processes:
+            last = self.processes[self.last_key]
             if last.version is None:
                 last.version = version
         else:
@@ -458,7 +460,7 @@ class LogAggregator:
     def event_counts(self) -> dict[str, int]:
         """Lines seen per event kind (plain INFO lines under "info")."""
         counts = dict(self.events)
-        counts["info"] = counts.get("info", 0) + self._info_lines
+        counts["info"] = counts.get("info", 0) + self.info_lines
         return dict(sorted(counts.items()))
 
 

@@ -1,7 +1,7 @@
 """Verdicts on what an NCCL job used: network module, transports, devices, GPUDirect RDMA, versions, GIDs.
 
-Each function takes a :class:`~fabricscope.nccl.logstate.LogAggregator` and returns findings
-(``nccl_log.<name>``); :func:`fabricscope.nccl.logreport.build_report` gathers them. Severities as
+Each function takes a :class:`~fabricscope.nccl.log.aggregate.LogAggregator` and returns findings
+(``nccl_log.<name>``); :func:`fabricscope.nccl.log.report.build_report` gathers them. Severities as
 :class:`fabricscope.findings.Severity` is used here: fail = the job is broken or runs on the wrong
 transport, warn = slower than it should be or a likely cause, info = facts, pass = what the log
 shows is right.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fabricscope.findings import Finding, Severity
-from fabricscope.nccl.logstate import LogAggregator, ProcessState, RankState
+from fabricscope.nccl.log.aggregate import LogAggregator, ProcessState, RankState
 
 MAX_LISTED = 8  # ranks/hosts named in one message; evidence carries the count
 

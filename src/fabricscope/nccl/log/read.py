@@ -1,7 +1,7 @@
-"""Stream NCCL log files (plain, gzip or stdin) into a :class:`~fabricscope.nccl.logstate.LogAggregator`.
+"""Stream NCCL log files (plain, gzip or stdin) into a :class:`~fabricscope.nccl.log.aggregate.LogAggregator`.
 
 Many files are read each on its own, over several cores if asked (:func:`read_files`), and merged
-in the order given (:mod:`fabricscope.nccl.logmerge`)."""
+in the order given (:mod:`fabricscope.nccl.log.merge`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import sys
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 
-from fabricscope.nccl.log import MAX_LINE_CHARS
-from fabricscope.nccl.logmerge import merge
-from fabricscope.nccl.logstate import FileStats, LogAggregator
+from fabricscope.nccl.log.aggregate import FileStats, LogAggregator
+from fabricscope.nccl.log.merge import merge
+from fabricscope.nccl.log.parse import MAX_LINE_CHARS
 
 PROGRESS_BYTES = 1 << 20  # how often feed_file reports progress
 CHUNK_BYTES = 1 << 16  # 64 KiB: a chunk and its pieces stay in the L2 cache (1 MiB was 1.3x slower)
@@ -87,7 +87,7 @@ def iter_chunks(handle, stats: FileStats | None = None, chunk_bytes: int = CHUNK
     """``(batch, lines)``: what :func:`iter_line_batches` gives and its number of lines, except that
     a clean chunk (ASCII, no NUL, no overlong line: nearly every chunk of a real log) comes unsplit,
     as ``bytes`` of whole lines joined by newlines, for
-    :meth:`~fabricscope.nccl.logstate.LogAggregator.feed_chunk`."""
+    :meth:`~fabricscope.nccl.log.aggregate.LogAggregator.feed_chunk`."""
     carry = b""
     skipping = False  # inside an overlong line: drop bytes up to the next newline
     while True:

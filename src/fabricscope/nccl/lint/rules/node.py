@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fabricscope.findings import Finding
-from fabricscope.nccl.lintcodes import LintContext, finding
-from fabricscope.nccl.lintcodes import names as _names
+from fabricscope.nccl.lint.codes import LintContext, finding
+from fabricscope.nccl.lint.codes import names as _names
 from fabricscope.nccl.match import parse_list, prefix_trap
 from fabricscope.nccl.node import (
     LEVEL_RANK,
