@@ -61,9 +61,7 @@ def check_ib_hca(ctx: LintContext) -> Iterator[Finding]:
             )
         return
     if uses_expansion(s.value) or not ports and not inv.rdma_devices:
-        if not ports:
-            yield finding("NCCL072", "info", s, "NCCL_IB_HCA", "NCCL_IB_HCA is set but this node has no RDMA device; NCCL will use TCP sockets", None)
-        return
+        return  # (no port at all: NCCL072, check_rdma_on_tcp_node)
     parsed = parse_list(s.value)
     if not parsed.tokens:
         return
@@ -238,7 +236,12 @@ def check_qps(ctx: LintContext) -> Iterator[Finding]:
 
 def check_rdma_on_tcp_node(ctx: LintContext) -> Iterator[Finding]:
     inv = ctx.inventory
-    if inv is None or inv.rdma_devices:
+    if inv is None:
+        return
+    hca = ctx.settings.effective.get("NCCL_IB_HCA")
+    if hca is not None and not nic_ports(inv) and (uses_expansion(hca.value) or not inv.rdma_devices):
+        yield finding("NCCL072", "info", hca, "NCCL_IB_HCA", "NCCL_IB_HCA is set but this node has no RDMA device; NCCL will use TCP sockets", None)
+    if inv.rdma_devices:
         return
     for name in ("NCCL_IB_GID_INDEX", "NCCL_IB_TC", "NCCL_IB_SL", "NCCL_IB_TIMEOUT", "NCCL_IB_QPS_PER_CONNECTION", "NCCL_NET_GDR_LEVEL"):
         s = ctx.settings.effective.get(name)
