@@ -72,9 +72,9 @@ def log_cmd(
     except LogInputError as exc:
         die(str(exc))
     report = build_report(agg)
-    if report.nccl_lines == 0:
+    if report.recognised_lines == 0:
         binary = any(f["binary_lines"] for f in report.files)
-        what = "binary data" if binary else "no NCCL log line"
+        what = "binary data" if binary else "no NCCL log line and no message NCCL, PyTorch or the network plugins print"
         die(f"{', '.join(files)}: {what}; expected NCCL_DEBUG=INFO or WARN output (lines like 'host:pid:tid [0] NCCL INFO ...')")
     if json_out:
         print_json(report.to_dict())
@@ -111,9 +111,12 @@ def _render_summary(out, report, show_ranks: bool) -> None:
     s = report.summary
     versions = ", ".join(s["nccl_versions"]) or "not in log"
     out.print(
-        f"[bold]NCCL log[/bold]: {len(report.files)} file(s), {s['nccl_lines']:,} NCCL lines of {s['lines']:,}, "
-        f"{s['hosts']} host(s), {s['ranks']} rank(s), NCCL {versions}"
+        f"[bold]NCCL log[/bold]: {len(report.files)} file(s), {s['nccl_lines']:,} NCCL lines of {s['lines']:,}"
+        + (f" (+{s['placed_lines']:,} quoting NCCL/PyTorch/plugin messages)" if s["placed_lines"] else "")
+        + f", {s['hosts']} host(s), {s['ranks']} rank(s), NCCL {versions}"
     )
+    if s["unrecognised_lines"]:
+        out.print(f"{s['unrecognised_lines']:,} lines not recognised (neither NCCL's nor a catalogued message)")
     ranks = report.ranks
     if not ranks:
         return

@@ -24,8 +24,11 @@ from fabricscope.nccl.log.parse import (
     parse_line,
     split_line,
 )
+from fabricscope.nccl.log.place import MAX_PLACED_CHARS, NCCL_PROJECTS, Placed, peel, place, placed_event
+from fabricscope.nccl.messages import catalogue
 
 MAX_WARN_GROUPS = 256  # distinct WARN signatures kept; the rest are counted under "other"
+MAX_MESSAGES = 1024  # distinct catalogue entries (and fallback texts) counted
 MAX_EXAMPLES = 8  # rank labels kept per group for the report (all are counted)
 _DIGITS = re.compile(r"0x[0-9a-fA-F]+|\d+")
 _PLUGIN_INIT = re.compile(r"net\.cc:\d+")  # src/net.cc (2.12-2.19), not transport/net.cc
@@ -55,6 +58,7 @@ class ProcessState:
     )  # hca -> (enabled, detail, net module that said so)
     env: dict[str, str] = field(default_factory=dict)
     qp_gids: dict[int, str | None] = field(default_factory=dict)  # GID index -> GID used by QPs
+    net_plugin: str | None = None  # what NCCL said about its network plugin ("loaded X", "internal")
 
 
 @dataclass(eq=False)
@@ -79,6 +83,7 @@ class RankState:
     ring_gdr: int | None = None  # "Connected all rings, use ring PXN x GDR y"
     warns: dict[str, int] = field(default_factory=dict)  # WARN kind -> count
     last_result: int | None = None  # last non-zero ncclResult seen propagating on this rank
+    recovered: dict[int, str] = field(default_factory=dict)  # code -> what NCCL did instead
     _rank_from_nranks: int = -1
 
     def add_channel(self, via: str, local_rank: int | None, count: int = 1) -> None:
@@ -113,6 +118,8 @@ class WarnGroup:
     first_timestamp: str | None = None
     ranks: set[tuple] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
+    message_id: str | None = None  # its entry in the message catalogue (fabricscope.nccl.messages)
+    next: str | None = None  # what NCCL's source does after printing it (returns_error, falls_back, ...)
 
 
 @dataclass
@@ -125,6 +132,7 @@ class ErrorChain:
     count: int = 0
     ranks: set[tuple] = field(default_factory=set)
     threads: set[str] = field(default_factory=set)
+    recovered_by: str | None = None  # what NCCL did instead, when the error did not reach the API
 
 
 @dataclass
@@ -136,6 +144,12 @@ class FileStats:
     binary_lines: int = 0  # lines with NUL bytes or undecodable data
     overlong_lines: int = 0
     truncated: bool = False  # ended in the middle of a line
+    placed_lines: int = 0  # lines without NCCL's header whose message the catalogue knows (log.place)
+    unrecognised_lines: int = 0  # non-blank lines neither NCCL's nor in the catalogue
+
+    @property
+    def recognised(self) -> int:
+        return self.nccl_lines + self.placed_lines
 
 
 class LogAggregator:
@@ -156,6 +170,10 @@ class LogAggregator:
         self.events: dict[str, int] = {}
         self.versions: dict[str, int] = {}
         self.plugin_skips: dict[str, int] = {}  # "net.cc:79" -> network modules that declined to start
+        self.messages: dict[str, int] = {}  # catalogue id -> lines (WARN and placed lines; capped)
+        self.torch: dict[str, Any] = {"timeouts": 0, "ops": {}, "api_errors": {}, "messages": {}}
+        self.fallbacks: dict[str, int] = {}  # what NCCL used instead, in its words -> times
+        self._last_error_pending = False  # PyTorch's "Last error:" alone: NCCL's text is the next line
         self._thread_cause: dict[tuple, tuple | None] = {}  # thread -> (warn key) of its latest WARN
         self._thread_chain: dict[tuple, ErrorChain | None] = {}
         self._file: FileStats | None = None
@@ -210,7 +228,7 @@ class LogAggregator:
             stats.binary_lines += 1
         event = parse_line(line)
         if event is None:
-            return None
+            return self.feed_unheaded(line, stats)
         stats.nccl_lines += 1
         self.feed_event(event)
         return event
@@ -241,6 +259,8 @@ class LogAggregator:
             if event is not None:
                 stats.nccl_lines += 1
                 self.feed_event(event)
+            else:
+                self.feed_unheaded(line, stats)
             return None
         header, level, msg = split
         stats.nccl_lines += 1
@@ -254,6 +274,33 @@ class LogAggregator:
         else:
             self.feed_event(make_event(header, level, msg, kind, data))
         return header, kind
+
+    def feed_unheaded(self, line: str, stats: FileStats) -> LogEvent | None:
+        """A line without NCCL's header (already counted in ``stats.lines``): booked as the NCCL,
+        PyTorch or plugin message it quotes (:mod:`fabricscope.nccl.log.place`), or counted as
+        not recognised."""
+        line = line.rstrip()
+        if not line.strip():
+            return None
+        pending, self._last_error_pending = self._last_error_pending, False
+        placed = place(line)
+        if placed is None and pending:  # the line after a bare "Last error:" is NCCL's text
+            wrapper, text = peel(line)
+            placed = Placed("WARN", text, catalogue().match(text[:MAX_PLACED_CHARS]), wrapper)
+        if placed is None:
+            stats.unrecognised_lines += 1
+            return None
+        stats.placed_lines += 1
+        if placed.level is None and placed.message is None:
+            self._last_error_pending = True
+            return None
+        event = placed_event(placed)
+        self.feed_event(event)
+        return event
+
+    def _count_message(self, message_id: str) -> None:
+        if message_id in self.messages or len(self.messages) < MAX_MESSAGES:
+            self.messages[message_id] = self.messages.get(message_id, 0) + 1
 
     def feed_event(self, event: LogEvent) -> None:
         kind = event.kind
@@ -270,7 +317,7 @@ class LogAggregator:
         if handler is not None:
             handler(self, proc, event)
         elif event.level == "WARN":
-            self._warn(event)
+            self._warn(event, proc)
             if "Failed to open libibverbs" in event.message:  # a WARN up to 2.1x, INFO since
                 proc.no_verbs = True
 
@@ -332,10 +379,54 @@ class LogAggregator:
             rank.init_started += 1
         elif phase == "complete":
             rank.init_completed += 1
+            if rank.last_result:  # an error on the way, yet init completed: it did not reach the API
+                rank.recovered.setdefault(rank.last_result, "communicator init completed after it")
+                rank.last_result = None
         elif phase == "destroy":
             rank.destroyed += 1
         elif phase == "abort":
             rank.aborted += 1
+
+    def _on_torch(self, proc: ProcessState, event: LogEvent) -> None:
+        """PyTorch's ProcessGroupNCCL: a watchdog timeout, or an error the NCCL API returned."""
+        data, torch = event.data, self.torch
+        self._count_message(data["id"])
+        torch["messages"][data["id"]] = torch["messages"].get(data["id"], 0) + 1
+        if data.get("kind") == "timeout":
+            torch["timeouts"] += 1
+            torch["ops"][data["op"]] = torch["ops"].get(data["op"], 0) + 1
+            torch.setdefault("timeout_ms", data["timeout_ms"])
+        elif data.get("kind") == "api_error":
+            code = data["code"]
+            torch["api_errors"][code] = torch["api_errors"].get(code, 0) + 1
+            if data.get("version"):
+                self.versions.setdefault(data["version"], 0)
+
+    def _on_catalogued(self, proc: ProcessState, event: LogEvent) -> None:
+        if event.data.get("message_id"):
+            self._count_message(event.data["message_id"])
+
+    def _on_net_plugin(self, proc: ProcessState, event: LogEvent) -> None:
+        """Which network plugin the process loaded; when NCCL says it went another way ("Using
+        internal network plugin"), the errors just before it on this process did not reach the API."""
+        if event.data.get("message_id"):
+            self._count_message(event.data["message_id"])
+        if event.data.get("plugin") is not None:
+            proc.net_plugin = event.data["plugin"]
+        if event.data.get("next") == "falls_back":
+            self._recover(proc, event.message)
+
+    def _recover(self, proc: ProcessState, instead: str) -> None:
+        text = instead[:200]
+        if len(self.fallbacks) < MAX_MESSAGES or text in self.fallbacks:
+            self.fallbacks[text] = self.fallbacks.get(text, 0) + 1
+        for thread, chain in self._thread_chain.items():
+            if chain is not None and thread[:2] == (proc.host, proc.pid):
+                chain.recovered_by = chain.recovered_by or text
+        for rank in self.ranks.values():
+            if (rank.host, rank.pid) == (proc.host, proc.pid) and rank.last_result:
+                rank.recovered.setdefault(rank.last_result, text)
+                rank.last_result = None
 
     def _on_connected(self, proc: ProcessState, event: LogEvent) -> None:
         rank = self._rank(event)
@@ -390,7 +481,7 @@ class LogAggregator:
         else:
             self._pending_version = version
 
-    def _warn(self, event: LogEvent) -> None:
+    def _warn(self, event: LogEvent, proc: ProcessState) -> None:
         kind, data = event.kind, event.data
         if kind == "completion_error":
             key = f"status {data['status']}"
@@ -405,6 +496,7 @@ class LogAggregator:
                 gkey = ("warn", "(other warnings)")
                 group = self.warn_groups.get(gkey)
             if group is None:
+                found = data.get("message_id") or _catalogued(event.message)
                 group = WarnGroup(
                     kind=gkey[0],
                     key=gkey[1],
@@ -412,9 +504,15 @@ class LogAggregator:
                     example=event.message[:500],
                     source=event.source,
                     first_timestamp=event.timestamp,
+                    message_id=found,
+                    next=data.get("next") or (catalogue().messages[found].next if found else None),
                 )
                 self.warn_groups[gkey] = group
         group.count += 1
+        if group.message_id:
+            self._count_message(group.message_id)
+        if group.next == "falls_back":
+            self._recover(proc, event.message)
         rank_key = (event.host, event.pid, event.cuda_dev)
         group.ranks.add(rank_key)
         if event.host:
@@ -462,6 +560,12 @@ class LogAggregator:
         counts = dict(self.events)
         counts["info"] = counts.get("info", 0) + self.info_lines
         return dict(sorted(counts.items()))
+
+
+def _catalogued(message: str) -> str | None:
+    """The catalogue id of an NCCL WARN's text (NCCL, its plugins), or None."""
+    found = catalogue().match(message[:MAX_PLACED_CHARS], NCCL_PROJECTS)
+    return found.id if found is not None else None
 
 
 _EVENT_HANDLERS = {

@@ -143,7 +143,18 @@ def init_findings(agg: LogAggregator) -> list[Finding]:
 def file_findings(agg: LogAggregator) -> list[Finding]:
     findings = []
     for stats in agg.files:
-        if stats.lines and not stats.nccl_lines:
+        if stats.unrecognised_lines and stats.recognised:
+            findings.append(
+                Finding(
+                    "nccl_log.unrecognised_lines",
+                    Severity.INFO,
+                    stats.name,
+                    f"{stats.unrecognised_lines} lines not recognised (neither NCCL's nor a message of NCCL, PyTorch or "
+                    f"the network plugins in the catalogue); {stats.recognised} were",
+                    {"unrecognised_lines": stats.unrecognised_lines, "recognised_lines": stats.recognised},
+                )
+            )
+        if stats.lines and not stats.recognised:
             findings.append(
                 Finding(
                     "nccl_log.no_nccl_lines",

@@ -11,6 +11,7 @@ to one file (``NCCL_DEBUG_FILE=nccl.%h.%p.log``) or interleaves whole lines into
 from __future__ import annotations
 
 from fabricscope.nccl.log.aggregate import (
+    MAX_MESSAGES,
     MAX_WARN_GROUPS,
     LogAggregator,
     ProcessState,
@@ -28,6 +29,16 @@ def merge(into: LogAggregator, other: LogAggregator) -> None:
     _add_counts(into.versions, other.versions)
     _add_counts(into.plugin_skips, other.plugin_skips)
     into.info_lines += other.info_lines
+    _add_counts(into.fallbacks, other.fallbacks)
+    for mid, count in other.messages.items():
+        if mid in into.messages or len(into.messages) < MAX_MESSAGES:
+            into.messages[mid] = into.messages.get(mid, 0) + count
+    mine_t, later_t = into.torch, other.torch
+    mine_t["timeouts"] += later_t["timeouts"]
+    for key in ("ops", "api_errors", "messages"):
+        _add_counts(mine_t[key], later_t[key])
+    if "timeout_ms" in later_t:
+        mine_t.setdefault("timeout_ms", later_t["timeout_ms"])
     for key, proc in other.processes.items():
         if key in into.processes:
             _merge_process(into.processes[key], proc)
@@ -47,6 +58,7 @@ def merge(into: LogAggregator, other: LogAggregator) -> None:
             continue
         mine.count += chain.count
         mine.ranks |= chain.ranks
+        mine.recovered_by = mine.recovered_by or chain.recovered_by
         for thread in chain.threads:
             if len(mine.threads) < 8:
                 mine.threads.add(thread)
@@ -77,6 +89,7 @@ def _merge_process(mine: ProcessState, later: ProcessState) -> None:
     mine.bootstrap = later.bootstrap or mine.bootstrap
     mine.no_device |= later.no_device
     mine.no_verbs = mine.no_verbs or later.no_verbs
+    mine.net_plugin = later.net_plugin or mine.net_plugin
     _capped_update(mine.gdr_hca, later.gdr_hca, 64)
     _capped_update(mine.env, later.env, 256)
     _capped_update(mine.qp_gids, later.qp_gids, 16)
@@ -100,6 +113,8 @@ def _merge_rank(mine: RankState, later: RankState) -> None:
     mine.ring_gdr = later.ring_gdr if later.ring_gdr is not None else mine.ring_gdr
     _add_counts(mine.warns, later.warns)
     mine.last_result = later.last_result or mine.last_result
+    for code, instead in later.recovered.items():
+        mine.recovered.setdefault(code, instead)
 
 
 def _merge_group(into: LogAggregator, gkey: tuple[str, str], group: WarnGroup) -> None:

@@ -38,6 +38,7 @@ Event kinds (``LogEvent.kind``) and their ``data`` keys:
 ``bootstrap``         ``interfaces`` [(name, address)]
 ``qp``                ``dev``, ``ib_dev``, ``port``, ``qpn``, ``mtu``, ``gid_index``, ``gid``
                       (RoCE per-QP line, NET subsystem)
+``net_plugin``        ``plugin`` (name, path or "internal"), ``message_id``, ``next`` -- "NET/Plugin: ..."
 ``retcode``           ``site`` ("transport/net_ib.cc:579"), ``code`` (ncclResult_t), ``thread``
 ``completion_error``  WARN: ``status`` (ibv_wc_status), ``vendor_err``, ``opcode``, ``peer``, ``hca``
 ``verbs_error``       WARN: ``call`` ("ibv_modify_qp"), ``error`` ("Network is unreachable")
@@ -369,7 +370,32 @@ def _net(msg: str) -> InfoResult:
             return found
     if "No device found" in msg:
         return "no_device", {"net": msg[4:].split(" ", 1)[0].rstrip(":") or "IB"}
+    if msg.startswith("NET/Plugin"):
+        return _net_plugin(msg)
     return _net_using(msg) or _net_device_line(msg) or _net_qp(msg) or _INFO
+
+
+_LOADED_PLUGIN = re.compile(r"Loaded net plugin (\S+)")
+
+
+def _net_plugin(msg: str) -> InfoResult:
+    """Which network plugin NCCL loaded, or that it fell back to its internal one (with the
+    catalogue entry saying so)."""
+    from fabricscope.nccl.messages import catalogue  # the catalogue loads on the first plugin line
+
+    loaded = _LOADED_PLUGIN.search(msg)
+    found = catalogue().match(msg, ("nccl",))
+    data = {"message_id": found.id if found else None, "next": found.next if found else None}
+    if loaded is not None:
+        return "net_plugin", {**data, "plugin": loaded.group(1)}
+    if "internal" in msg or (found is not None and found.next == "falls_back"):
+        return "net_plugin", {**data, "plugin": "internal"}
+    return _INFO
+
+
+def _plugin_path(msg: str) -> InfoResult:
+    """nccl-rdma-sharp-plugins' "Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib"."""
+    return "net_plugin", {"plugin": msg.partition(":")[2].strip() or None, "message_id": None, "next": None}
 
 
 def _using(msg: str) -> InfoResult:
@@ -455,6 +481,7 @@ INFO_HANDLERS: dict[str, Callable[[str], InfoResult]] = {
     "Bootstrap": _bootstrap,
     "GPU Direct": _gdr_topo,
     "Failed to open libibverbs": _no_verbs,
+    "Plugin Path": _plugin_path,
 }
 # The prefixes as one tuple: ``str.startswith(INFO_PREFIXES, start)`` runs in C (the batch fast path).
 INFO_PREFIXES = tuple(INFO_HANDLERS)

@@ -57,6 +57,11 @@ class LogReport:
     def nccl_lines(self) -> int:
         return sum(f["nccl_lines"] for f in self.files)
 
+    @property
+    def recognised_lines(self) -> int:
+        """NCCL's lines and lines quoting a catalogued message: a file with one of them is a log."""
+        return sum(f["nccl_lines"] + f["placed_lines"] for f in self.files)
+
 
 def rank_dicts(agg: LogAggregator) -> list[dict[str, Any]]:
     out = []
@@ -114,6 +119,8 @@ def build_report(agg: LogAggregator) -> LogReport:
     summary = {
         "lines": sum(f.lines for f in agg.files),
         "nccl_lines": sum(f.nccl_lines for f in agg.files),
+        "placed_lines": sum(f.placed_lines for f in agg.files),
+        "unrecognised_lines": sum(f.unrecognised_lines for f in agg.files),
         "bytes": sum(f.bytes for f in agg.files),
         "hosts": len(hosts),
         "processes": len(agg.processes),
@@ -128,6 +135,8 @@ def build_report(agg: LogAggregator) -> LogReport:
             "bytes": f.bytes,
             "lines": f.lines,
             "nccl_lines": f.nccl_lines,
+            "placed_lines": f.placed_lines,
+            "unrecognised_lines": f.unrecognised_lines,
             "binary_lines": f.binary_lines,
             "truncated": f.truncated,
         }
