@@ -174,6 +174,7 @@ class LogAggregator:
         self.torch: dict[str, Any] = {"timeouts": 0, "ops": {}, "api_errors": {}, "messages": {}}
         self.fallbacks: dict[str, int] = {}  # what NCCL used instead, in its words -> times
         self._last_error_pending = False  # PyTorch's "Last error:" alone: NCCL's text is the next line
+        self._open: dict[tuple, tuple[dict, set]] = {}  # (host, pid) -> (chains by id, ranks) not yet judged
         self._thread_cause: dict[tuple, tuple | None] = {}  # thread -> (warn key) of its latest WARN
         self._thread_chain: dict[tuple, ErrorChain | None] = {}
         self._file: FileStats | None = None
@@ -420,11 +421,11 @@ class LogAggregator:
         text = instead[:200]
         if len(self.fallbacks) < MAX_MESSAGES or text in self.fallbacks:
             self.fallbacks[text] = self.fallbacks.get(text, 0) + 1
-        for thread, chain in self._thread_chain.items():
-            if chain is not None and thread[:2] == (proc.host, proc.pid):
-                chain.recovered_by = chain.recovered_by or text
-        for rank in self.ranks.values():
-            if (rank.host, rank.pid) == (proc.host, proc.pid) and rank.last_result:
+        chains, ranks = self._open.pop((proc.host, proc.pid), ({}, ()))
+        for chain in chains.values():
+            chain.recovered_by = chain.recovered_by or text
+        for rank in ranks:
+            if rank.last_result:
                 rank.recovered.setdefault(rank.last_result, text)
                 rank.last_result = None
 
@@ -552,8 +553,17 @@ class LogAggregator:
         if event.data["thread"] and len(chain.threads) < 8:
             chain.threads.add(event.data["thread"])
         rank = self._rank(event)
+        cause = self.warn_groups.get(self._thread_cause.get(thread) or ("", ""))
+        if cause is not None and cause.next == "falls_back":  # the WARN before it says NCCL went another way
+            chain.recovered_by = chain.recovered_by or cause.example[:200]
+            if rank is not None:
+                rank.recovered.setdefault(code, cause.example[:200])
+            return
+        chains, ranks = self._open.setdefault((event.host, event.pid), ({}, set()))
+        chains[id(chain)] = chain
         if rank is not None:
             rank.last_result = code
+            ranks.add(rank)
 
     def event_counts(self) -> dict[str, int]:
         """Lines seen per event kind (plain INFO lines under "info")."""

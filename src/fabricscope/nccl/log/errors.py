@@ -20,6 +20,7 @@ from fabricscope.nccl.explain import (
     wc_status_name,
 )
 from fabricscope.nccl.log.aggregate import LogAggregator, RankState, WarnGroup
+from fabricscope.nccl.log.around import CAUSE_FIX, claimed, first_cause
 from fabricscope.nccl.log.verdicts import MAX_LISTED, names, rank_label, rank_sort
 
 
@@ -93,8 +94,11 @@ def error_findings(agg: LogAggregator) -> list[Finding]:
             led_to.setdefault(chain.cause, []).append(
                 f"{result_name(chain.code)} ({chain.code}) at {chain.first_site}"
             )
+    explained = claimed(agg)
     for group in agg.warn_groups.values():
-        findings.append(warn_finding(group, agg, led_to.get(f"{group.kind}|{group.key}", [])))
+        if id(group) not in explained:
+            findings.append(warn_finding(group, agg, led_to.get(f"{group.kind}|{group.key}", [])))
+    kind, _said = first_cause(agg)
     failed = [s for s in agg.ranks.values() if s.last_result]
     if failed:
         by_code: dict[int, list[RankState]] = {}
@@ -115,9 +119,50 @@ def error_findings(agg: LogAggregator) -> list[Finding]:
                         else "; no WARN precedes it in this log (look at the other ranks' logs)"
                     ),
                     {"code": code, "ranks": labels[:MAX_LISTED]},
-                    "the earliest WARN (see the other findings) is the cause; later errors on other ranks follow from it",
+                    CAUSE_FIX[kind],
                 )
             )
+    for code, count in sorted((c, n) for c, n in agg.torch["api_errors"].items() if c is not None):
+        findings.append(
+            Finding(
+                "nccl_log.api_error",
+                Severity.FAIL,
+                result_name(code),
+                f"the NCCL API returned {result_name(code)} ({code}) to PyTorch {count} time(s) (DistBackendError "
+                "'NCCL error in: ...'): the error reached the application",
+                {"code": code, "count": count},
+                CAUSE_FIX[kind],
+            )
+        )
+    findings += recovered_findings(agg)
+    return findings
+
+
+def recovered_findings(agg: LogAggregator) -> list[Finding]:
+    """Errors that propagated (``file:line -> N``) and did not reach the API: NCCL went on, falling
+    back to another path (in its own words) or completing init. Info, or warn when the fallback
+    costs performance (CollNet/SHARP, a network plugin)."""
+    by_what: dict[tuple[int, str], list[RankState]] = {}
+    for state in agg.ranks.values():
+        for code, instead in state.recovered.items():
+            by_what.setdefault((code, instead), []).append(state)
+    findings = []
+    for (code, instead), states in sorted(by_what.items()):
+        labels = [s.label for s in sorted(states, key=rank_sort)]
+        costly = any(word in instead for word in ("CollNet", "point-to-point", "plugin", "Socket"))
+        findings.append(
+            Finding(
+                "nccl_log.recovered_error",
+                Severity.WARN if costly else Severity.INFO,
+                result_name(code),
+                f"{result_name(code)} ({code}) propagated on {len(states)} rank(s) ({names(labels)}) but did not reach "
+                f"the API: NCCL went on -- {instead}",
+                {"code": code, "instead": instead, "ranks": labels[:MAX_LISTED]},
+                "nothing failed; if the path NCCL fell back from was meant to be used, see the finding about it"
+                if costly
+                else None,
+            )
+        )
     return findings
 
 

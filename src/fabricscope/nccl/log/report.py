@@ -14,6 +14,7 @@ from typing import Any
 from fabricscope.findings import Finding, sort_key, summarize
 from fabricscope.nccl.explain import result_name
 from fabricscope.nccl.lint import lint_log_env
+from fabricscope.nccl.log import around
 from fabricscope.nccl.log import errors as logerrors
 from fabricscope.nccl.log import verdicts as logverdicts
 from fabricscope.nccl.log.aggregate import LogAggregator
@@ -32,6 +33,11 @@ VERDICTS = (
     logerrors.init_findings,
     logerrors.plugin_findings,
     logerrors.file_findings,
+    around.message_findings,  # NVLS, CollNet/SHARP, EFA: by the catalogue entries they name
+    around.plugin_mismatch,
+    around.socket_interface_findings,
+    around.remote_exit_findings,
+    around.torch_findings,
     lint_log_env,  # settings the log shows NCCL picked up, checked without a node
 )
 
