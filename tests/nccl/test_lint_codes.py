@@ -36,7 +36,7 @@ BATTERY: list[dict[str, str]] = [
     {"NCCL_DEBUG": "WARN", "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "0"},
 ]
 # Codes that need sources (NCCL005-007) or a host changed on purpose (test_lint.py builds them).
-NEEDS_MORE = {"NCCL005", "NCCL006", "NCCL007", "NCCL012", "NCCL013", "NCCL015", "NCCL022", "NCCL034"}
+NEEDS_MORE = {"NCCL005", "NCCL006", "NCCL007", "NCCL008", "NCCL009", "NCCL012", "NCCL013", "NCCL015", "NCCL022", "NCCL034"}
 
 
 def all_findings():

@@ -35,6 +35,7 @@ from fabricscope.nccl.lint.rules.values import (
     check_debug_settings,
     check_list_blanks,
     check_names_and_values,
+    check_script_reading,
     check_shadowed,
     check_timeout,
 )
@@ -68,6 +69,10 @@ RULES: tuple[Rule, ...] = (
     }),
     Rule(check_conf_file, {
         "NCCL007": ("warn", "NCCL_CONF_FILE names a file that does not exist on the node"),
+    }),
+    Rule(check_script_reading, {
+        "NCCL008": ("info", "a setting the shell never applies (inside a string the script never expands, or echoed)"),
+        "NCCL009": ("info", "a sourced file whose settings were not read"),
     }),
     Rule(check_list_blanks, {
         "NCCL016": ("fail", "a blank in an NCCL_IB_HCA / NCCL_SOCKET_IFNAME list: NCCL keeps it, so that entry matches nothing"),

@@ -68,15 +68,19 @@ def check_ib_hca(ctx: LintContext) -> Iterator[Finding]:
     names = sorted({p.device for p in ports})
     candidates = [(p.device, p.port) for p in ports]
     selected = [p for p in ports if parsed.matches(p.device, p.port)]
+    # NCCL selects every device matching any entry (matchIfList, src/misc/utils.cc) and fails only when
+    # none matches: an entry that matches nothing here is info, a fail only when nothing is left.
+    miss = "info" if selected else "fail"
+    left = f"; NCCL uses the others ({_names([p.label for p in selected], 4)})" if selected else "; nothing else matches either"
     if not parsed.exclude:
         for token in (t for t in parsed.tokens if t not in parsed.spaced):  # NCCL016 covers those
             hits = parsed.matched_by(token, candidates)
             if not hits:
                 device_exists = any(n == token.name for n in names) or (not parsed.exact and any(n.startswith(token.name) for n in names))
                 if device_exists and token.port is not None:
-                    yield finding("NCCL014", "fail", s, "NCCL_IB_HCA", f"{token.raw}: {token.name} has no port {token.port}", "port numbers start at 1 (most NICs have one port per device)", token=token.raw)
+                    yield finding("NCCL014", miss, s, "NCCL_IB_HCA", f"{token.raw}: {token.name} has no port {token.port}{left}", "port numbers start at 1 (most NICs have one port per device)", token=token.raw)
                 else:
-                    yield finding("NCCL010", "fail", s, "NCCL_IB_HCA", f"{token.raw} matches no RDMA device on this node (devices: {_names(names)})", "use the names from `ls /sys/class/infiniband` (`fabricscope nccl env` prints the right list)", token=token.raw, devices=names)
+                    yield finding("NCCL010", miss, s, "NCCL_IB_HCA", f"{token.raw} matches no RDMA device on this node (devices: {_names(names)}){left}", "use the names from `ls /sys/class/infiniband` (`fabricscope nccl env` prints the right list)", token=token.raw, devices=names)
             if not parsed.exact:
                 trapped = prefix_trap(token, names)
                 if trapped:
@@ -115,9 +119,11 @@ def check_socket_ifname(ctx: LintContext) -> Iterator[Finding]:
     if not parsed.exclude:
         for token in (t for t in parsed.tokens if t not in parsed.spaced):  # NCCL016 covers those
             hits = [n for n in names if parsed.token_matches(token, n)]
-            if not hits:
+            if not hits and selected:  # NCCL uses every interface matching any entry (matchIfList)
+                yield finding("NCCL020", "info", s, "NCCL_SOCKET_IFNAME", f"{token.raw} matches no interface on this node; NCCL uses the interfaces the other entries match ({_names([d.name for d in selected], 4)})", None, token=token.raw, interfaces=names)
+            elif not hits:
                 usable = [n for n in names if usable_interface(devices[n]) and not is_virtual_name(n)]
-                yield finding("NCCL020", "fail", s, "NCCL_SOCKET_IFNAME", f"{token.raw} matches no interface on this node (usable: {_names(usable) or 'none'}); NCCL fails at init with 'no socket interface found'", "name an interface that exists here; `fabricscope nccl env` picks one that is up with an address", token=token.raw, interfaces=names)
+                yield finding("NCCL020", "fail", s, "NCCL_SOCKET_IFNAME", f"{token.raw} matches no interface on this node (usable: {_names(usable) or 'none'}), and no other entry matches either: NCCL fails at init with 'no socket interface found'", "name an interface that exists here; `fabricscope nccl env` picks one that is up with an address", token=token.raw, interfaces=names)
             elif not parsed.exact and len(hits) > 1 and token.name in names:
                 others = [n for n in hits if n != token.name]
                 yield finding("NCCL022", "warn", s, "NCCL_SOCKET_IFNAME", f"{token.raw} is a prefix: it also selects {_names(others)}", f"use ={token.name} for this interface only", token=token.raw, also_matches=others)

@@ -266,3 +266,11 @@ def check_timeout(ctx: LintContext) -> Iterator[Finding]:
     )
 
 
+
+
+def check_script_reading(ctx: LintContext) -> Iterator[Finding]:
+    """What the shell does not apply, and the sourced files whose settings lint did not see."""
+    for path, line, name, why in ctx.settings.not_applied:
+        yield finding("NCCL008", "info", None, name, f"{path}:{line}: {name} is {why}: the job does not get it", "set it with export (or on the command that runs) if the job needs it", source=f"{path}:{line}")
+    for path, line, sourced in ctx.settings.sourced:
+        yield finding("NCCL009", "info", None, sourced, f"{path}:{line} sources {sourced}; its settings were not read, so the findings here may miss some", f"pass {sourced} too (nccl lint --env-file or as a script)", source=f"{path}:{line}")
