@@ -37,8 +37,10 @@ import threading
 import time
 from pathlib import Path
 
+from fixture_hosts import fixture_hosts
+
 REPO = Path(__file__).resolve().parent.parent
-FIXTURE = REPO / "tests" / "fixtures" / "hosts" / "ib-ndr-healthy"
+FIXTURE = fixture_hosts() / "ib-ndr-healthy"
 ATTACKER = "127.0.0.2"
 TOKEN = "benchmark-token"
 SCRAPE_TIMEOUT_S = 10.0

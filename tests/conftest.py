@@ -17,6 +17,12 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 
 sys.path.insert(0, str(TESTS / "fixtures"))
 
+# The fixture hosts are generated (tests/fixtures/make_hosts.py), not tracked: build them once per
+# source change, before anything lists them.
+from make_hosts import ensure_built  # noqa: E402
+
+ensure_built(FIXTURE_HOSTS)
+
 HOST_NAMES = sorted(p.name for p in FIXTURE_HOSTS.iterdir() if p.is_dir())
 HEALTHY_HOSTS = ["ib-ndr-healthy", "roce-healthy", "cloud-tcp", "efa-p4d"]
 

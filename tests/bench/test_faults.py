@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from fabricscope.bench.netio import PeerError, recv_frame, send_frame
-from fabricscope.bench.protocol import ServerLimits, encode_frame
-from fabricscope.bench.result import Status
-from fabricscope.bench.server import BenchServer
-from fabricscope.bench.tcp import TcpParams, run_tcp
+from fabricscope.bench.results.schema import Status
+from fabricscope.bench.sockets.netio import PeerError, recv_frame, send_frame
+from fabricscope.bench.sockets.protocol import ServerLimits, encode_frame
+from fabricscope.bench.sockets.server import BenchServer
+from fabricscope.bench.sockets.tcp import TcpParams, run_tcp
 from fabricscope.errors import FabricscopeError
 from fabricscope.store import Store
 from tests.bench.conftest import ServerProcess, run_cli, start_server
