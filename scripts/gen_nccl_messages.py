@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gen_nccl_variables import git, macro_args  # noqa: E402  (the same call-argument splitter)
+from gen_nccl_variables import git, macro_args  # the same call-argument splitter
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "fabricscope" / "nccl" / "data" / "messages.json"
 SCHEMA = "fabricscope.nccl_messages/v1"

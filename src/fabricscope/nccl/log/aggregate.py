@@ -84,7 +84,7 @@ class RankState:
     warns: dict[str, int] = field(default_factory=dict)  # WARN kind -> count
     last_result: int | None = None  # last non-zero ncclResult seen propagating on this rank
     recovered: dict[int, str] = field(default_factory=dict)  # code -> what NCCL did instead
-    _rank_from_nranks: int = -1
+    rank_from_nranks: int = -1  # nranks of the communicator that set rank (the largest names it)
 
     def add_channel(self, via: str, local_rank: int | None, count: int = 1) -> None:
         """Count ``count`` channel lines of this rank over ``via`` (the one place they are booked);
@@ -173,6 +173,7 @@ class LogAggregator:
         self.messages: dict[str, int] = {}  # catalogue id -> lines (WARN and placed lines; capped)
         self.torch: dict[str, Any] = {"timeouts": 0, "ops": {}, "api_errors": {}, "messages": {}}
         self.fallbacks: dict[str, int] = {}  # what NCCL used instead, in its words -> times
+        self.excerpts: dict[str, int] = {}  # a verdict rule's excerpt (log.around) -> lines quoting it
         self._last_error_pending = False  # PyTorch's "Last error:" alone: NCCL's text is the next line
         self._open: dict[tuple, tuple[dict, set]] = {}  # (host, pid) -> (chains by id, ranks) not yet judged
         self._thread_cause: dict[tuple, tuple | None] = {}  # thread -> (warn key) of its latest WARN
@@ -199,6 +200,11 @@ class LogAggregator:
         if self._file is None:
             return self.begin_file("<lines>")
         return self._file
+
+    def drop_caches(self) -> None:
+        """Forget the batch path's caches (after the file is read: not worth pickling back)."""
+        self.flush()
+        self._batch = None
 
     def flush(self) -> None:
         """Book the channel lines the batch path has counted but not yet put on their ranks."""
@@ -290,14 +296,23 @@ class LogAggregator:
             placed = Placed("WARN", text, catalogue().match(text[:MAX_PLACED_CHARS]), wrapper)
         if placed is None:
             stats.unrecognised_lines += 1
+            self._quote(line)
             return None
         stats.placed_lines += 1
+        self._quote(placed.text)
         if placed.level is None and placed.message is None:
             self._last_error_pending = True
             return None
         event = placed_event(placed)
         self.feed_event(event)
         return event
+
+    def _quote(self, text: str) -> None:
+        """Count the verdict rules' excerpts this text holds (another release's wording of a message)."""
+        from fabricscope.nccl.log.around import EXCERPT_RE  # (the rules build on this module)
+
+        for m in EXCERPT_RE.finditer(text[:MAX_PLACED_CHARS]):
+            self.excerpts[m.group(0)] = self.excerpts.get(m.group(0), 0) + 1
 
     def _count_message(self, message_id: str) -> None:
         if message_id in self.messages or len(self.messages) < MAX_MESSAGES:
@@ -371,8 +386,8 @@ class LogAggregator:
             return
         data = event.data
         nranks = data["nranks"]
-        if nranks > rank._rank_from_nranks:
-            rank.rank, rank.nranks, rank._rank_from_nranks = data["rank"], nranks, nranks
+        if nranks > rank.rank_from_nranks:
+            rank.rank, rank.nranks, rank.rank_from_nranks = data["rank"], nranks, nranks
             if data["nnodes"] is not None:
                 rank.nnodes = data["nnodes"]
         phase = data["phase"]
@@ -509,6 +524,7 @@ class LogAggregator:
                     next=data.get("next") or (catalogue().messages[found].next if found else None),
                 )
                 self.warn_groups[gkey] = group
+                self._quote(event.message)
         group.count += 1
         if group.message_id:
             self._count_message(group.message_id)

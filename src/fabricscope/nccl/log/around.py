@@ -31,6 +31,7 @@ class MessageRule:
     fix: str
     sources: tuple[str, ...] = ()  # WARN file prefixes ("transport/nvls.cc") that fire it too
     fallback: str | None = None  # what NCCL uses instead, when the rule is about a fallback
+    excerpts: tuple[str, ...] = ()  # texts that fire it wherever a line holds them (older or newer wordings)
 
 
 RULES: tuple[MessageRule, ...] = (
@@ -50,6 +51,7 @@ RULES: tuple[MessageRule, ...] = (
         "one fabric partition (`fabricscope doctor`, check gpu.fabric; nvidia-smi -q | grep -A3 Fabric); to run "
         "without it meanwhile, set NCCL_NVLS_ENABLE=0",
         sources=("transport/nvls.cc",),
+        excerpts=("NVLink SHARP (NVLS) Multicast", "system not yet initialized", "cuMulticast"),
     ),
     MessageRule(
         "nccl_log.collnet",
@@ -67,6 +69,7 @@ RULES: tuple[MessageRule, ...] = (
         "sharpd/HPC-X) runs and that NCCL_COLLNET_ENABLE=1 ranks load the SHARP plugin on every node "
         "(NCCL_DEBUG_SUBSYS=INIT,NET shows 'Plugin Path'); otherwise unset NCCL_COLLNET_ENABLE",
         fallback="the point-to-point network",
+        excerpts=("SHARP group create", "SHARP coll init", "Cannot initialize CollNet"),
     ),
     MessageRule(
         "nccl_log.efa",
@@ -86,8 +89,53 @@ RULES: tuple[MessageRule, ...] = (
         "not, install the EFA software (efa driver, libfabric from the aws-efa-installer), expose the devices to "
         "the container (vpc.amazonaws.com/efa resources), and keep FI_PROVIDER=efa, FI_EFA_USE_DEVICE_RDMA=1 "
         "(p4d/p5); `fabricscope nccl lint` checks these settings",
+        excerpts=("optimal provider", "Unable to find a protocol that worked", "No eligible providers", "fi_getinfo", "NET/OFI Unable to register memory"),
+    ),
+    MessageRule(
+        "nccl_log.shm",
+        (
+            ("nccl-0f01f0057a", "failed to create shared memory file"),
+            ("nccl-bd70f8a285", "failed to create shared memory file"),
+        ),
+        "fail",
+        "shared memory (/dev/shm)",
+        "NCCL could not create its shared-memory segment in /dev/shm (the SHM transport and the proxy use it): the "
+        "file system is too small -- a container's default is 64 MB -- or not writable",
+        "give the container more shared memory (docker run --shm-size=1g or --ipc=host; Kubernetes: an emptyDir "
+        "with medium: Memory mounted at /dev/shm) and check free space with df -h /dev/shm; NCCL_SHM_DISABLE=1 "
+        "avoids it at a cost in intra-node bandwidth",
+        excerpts=("shared memory segment", "/dev/shm", "Call to shm_open failed", "Call to posix_fallocate failed"),
+    ),
+    MessageRule(
+        "nccl_log.socket_address",
+        (
+            ("nccl-74fd4e5bdb", "is neither AF_INET"),
+            ("nccl-e6e3bd1646", "Socket creation failed"),
+            ("nccl-7a09cba958", "no socket interface found"),
+        ),
+        "fail",
+        "socket interface",
+        "NCCL had no usable address for its sockets: the interface it picked (or NCCL_SOCKET_IFNAME named) has no "
+        "address of the family it uses (family 0: no interface matched at all), or that address family is "
+        "disabled on the host (IPv6 off)",
+        "set NCCL_SOCKET_IFNAME to an interface that is up with an address on every node (`ip -br addr`; "
+        "`fabricscope nccl env` picks one) and, where IPv6 is disabled, NCCL_SOCKET_FAMILY=AF_INET",
+        excerpts=("is neither AF_INET", "Socket creation failed", "no socket interface found", "Address family not supported"),
+    ),
+    MessageRule(
+        "nccl_log.cuda_driver",
+        (),
+        "fail",
+        "CUDA driver",
+        "the CUDA driver on this node is older than the CUDA runtime NCCL (or the framework) was built with",
+        "install a driver that supports the image's CUDA version (nvidia-smi shows the highest CUDA it supports), "
+        "or use the CUDA forward-compatibility package / an image built for this driver",
+        excerpts=("CUDA driver version is insufficient",),
     ),
 )
+# One pattern for every rule's excerpts: the aggregator counts them on lines the catalogue does not
+# place exactly (other releases' wordings) and in WARN texts.
+EXCERPT_RE = re.compile("|".join(sorted({re.escape(x) for r in RULES for x in r.excerpts}, key=len, reverse=True)))
 
 
 def _ids(rule: MessageRule) -> set[str]:
@@ -106,12 +154,15 @@ def message_findings(agg: LogAggregator) -> list[Finding]:
     for rule in RULES:
         ids = _ids(rule)
         seen = {mid: n for mid, n in agg.messages.items() if mid in ids}
-        groups = [g for g in agg.warn_groups.values() if g.message_id in ids or _from(g, rule.sources)]
-        if not seen and not groups:
+        groups = [g for g in agg.warn_groups.values() if _claims(rule, ids, g)]
+        quoted = {x: agg.excerpts[x] for x in rule.excerpts if agg.excerpts.get(x)}
+        if not seen and not groups and not quoted:
             continue
-        count = sum(seen.values()) or sum(g.count for g in groups)
+        count = sum(seen.values()) or sum(g.count for g in groups) or sum(quoted.values())
         example = next((g.example for g in groups), None) or next(iter(seen), "")
         evidence = {"count": count, "messages": sorted(seen)[:MAX_LISTED], "example": example[:300]}
+        if quoted:
+            evidence["quoted"] = sorted(quoted)
         if rule.fallback:
             evidence["instead"] = rule.fallback
         findings.append(Finding(rule.id, Severity(rule.severity), rule.subject, f"{count} time(s): {rule.meaning}", evidence, rule.fix))
@@ -124,8 +175,12 @@ def claimed(agg: LogAggregator) -> set[int]:
     out: set[int] = set()
     for rule in RULES:
         ids = _ids(rule)
-        out |= {id(g) for g in agg.warn_groups.values() if g.message_id in ids or _from(g, rule.sources)}
+        out |= {id(g) for g in agg.warn_groups.values() if _claims(rule, ids, g)}
     return out
+
+
+def _claims(rule: MessageRule, ids: set[str], group: WarnGroup) -> bool:
+    return group.message_id in ids or _from(group, rule.sources) or any(x in group.example for x in rule.excerpts)
 
 
 def _from(group: WarnGroup, sources: tuple[str, ...]) -> bool:

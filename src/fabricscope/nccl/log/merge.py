@@ -30,6 +30,7 @@ def merge(into: LogAggregator, other: LogAggregator) -> None:
     _add_counts(into.plugin_skips, other.plugin_skips)
     into.info_lines += other.info_lines
     _add_counts(into.fallbacks, other.fallbacks)
+    _add_counts(into.excerpts, other.excerpts)
     for mid, count in other.messages.items():
         if mid in into.messages or len(into.messages) < MAX_MESSAGES:
             into.messages[mid] = into.messages.get(mid, 0) + count
@@ -96,8 +97,8 @@ def _merge_process(mine: ProcessState, later: ProcessState) -> None:
 
 
 def _merge_rank(mine: RankState, later: RankState) -> None:
-    if later._rank_from_nranks > mine._rank_from_nranks:  # a communicator with more ranks names it
-        mine.rank, mine.nranks, mine._rank_from_nranks = later.rank, later.nranks, later._rank_from_nranks
+    if later.rank_from_nranks > mine.rank_from_nranks:  # a communicator with more ranks names it
+        mine.rank, mine.nranks, mine.rank_from_nranks = later.rank, later.nranks, later.rank_from_nranks
         mine.nnodes = later.nnodes if later.nnodes is not None else mine.nnodes
     elif mine.rank is None:
         mine.rank = later.rank

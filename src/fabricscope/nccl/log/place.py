@@ -36,6 +36,8 @@ _WRAPPER = re.compile(
     r")\s*"
 )
 _NCCL_LEVEL = re.compile(r"(?:^|[\s:\]>|])NCCL (WARN|INFO|TRACE)(?: |\Z)")
+# NCCL 2.0-2.3 printed no "NCCL" word: "host:pid:tid [dev] INFO ..." and "[file:line ]WARN ...".
+_OLD_LEVEL = re.compile(r"(?:^|\s)(?:[\w.\-]+:\d+:\d+ \[\d+\] (?:[\w/.\-]+:\d+ )?|[\w/.\-]+\.\w+:\d+ )(WARN|INFO) ")
 _LAST_ERROR = "Last error:"
 MAX_PLACED_CHARS = 2000  # longer text is not one NCCL message (its buffer is 1-2 KiB)
 NCCL_PROJECTS = ("nccl", "nccl-rdma-sharp-plugins", "aws-ofi-nccl")
@@ -67,7 +69,7 @@ def place(line: str) -> Placed | None:
     """The NCCL (or PyTorch, aws-ofi-nccl, libfabric) message in ``line``, or None."""
     if len(line) > MAX_PLACED_CHARS * 4:
         return None
-    nccl = _NCCL_LEVEL.search(line)
+    nccl = _NCCL_LEVEL.search(line) or _OLD_LEVEL.search(line)
     if nccl is not None:  # "NCCL WARN ..." after any prefix: NCCL's own level, no header
         text = line[nccl.end() :].strip()
         found = catalogue().match(text[:MAX_PLACED_CHARS], NCCL_PROJECTS)

@@ -235,7 +235,7 @@ def read_file(path: str, expect: str = "auto", progress=None) -> LogAggregator:
     aggregator = LogAggregator(expect=expect)
     feed_file(aggregator, path, progress)
     aggregator.flush()
-    aggregator._batch = None  # caches: not worth sending back
+    aggregator.drop_caches()  # not worth sending back
     return aggregator
 
 

@@ -89,41 +89,42 @@ def _value_problem(kind: str, spec, value: str) -> str | None:
     if text == "" and kind not in ("string", "path"):
         return "empty value"
     if kind in ("int", "size"):
-        try:
-            number = int(text, 0)
-        except ValueError:
-            return "not an integer"
-        if spec.lo is not None and number < spec.lo:
-            return f"below the minimum {spec.lo}"
-        if spec.hi is not None and number > spec.hi:
-            return f"above the maximum {spec.hi}"
-        if kind == "size" and number > 0 and number & (number - 1) and spec.name == "NCCL_BUFFSIZE":
-            return "not a power of two (the guide recommends powers of two)"
-    elif kind == "bool":
-        if text not in ("0", "1"):
-            return "not 0 or 1"
-    elif kind == "enum" and spec.exact:
-        if value not in spec.choices:
-            return f"not one of {', '.join(spec.choices)} (NCCL compares it case-sensitively, blanks included)"
-    elif kind == "enum":
-        if text.upper() not in {c.upper() for c in spec.choices}:
-            return f"not one of {', '.join(spec.choices)}"
-    elif kind == "level":
-        if parse_level(value) is None:
-            return _level_problem(value)
-    elif kind in ("algolist", "protolist"):
+        return _int_problem(kind, spec, text)
+    if kind == "bool":
+        return None if text in ("0", "1") else "not 0 or 1"
+    if kind == "enum" and spec.exact:
+        return None if value in spec.choices else f"not one of {', '.join(spec.choices)} (NCCL compares it case-sensitively, blanks included)"
+    if kind == "enum":
+        return None if text.upper() in {c.upper() for c in spec.choices} else f"not one of {', '.join(spec.choices)}"
+    if kind == "level":
+        return None if parse_level(value) is not None else _level_problem(value)
+    if kind in ("algolist", "protolist"):
         return algo_proto_problem(value, ALGORITHMS if kind == "algolist" else PROTOCOLS)
-    elif kind == "float":
+    if kind == "float":
         try:
             float(text)
         except ValueError:
             return "not a number"
-    elif kind == "list":
+        return None
+    if kind == "list":
         parsed = parse_list(text)
         if parsed.problems:
             return f"entries not of the form name[:port]: {', '.join(parsed.problems)}"
-        if not parsed.tokens:
-            return "no names in the list"
+        return None if parsed.tokens else "no names in the list"
+    return None
+
+
+def _int_problem(kind: str, spec, text: str) -> str | None:
+    try:
+        number = int(text, 0)
+    except ValueError:
+        return "not an integer"
+    if spec.lo is not None and number < spec.lo:
+        return f"below the minimum {spec.lo}"
+    if spec.hi is not None and number > spec.hi:
+        return f"above the maximum {spec.hi}"
+    if kind == "size" and number > 0 and number & (number - 1) and spec.name == "NCCL_BUFFSIZE":
+        return "not a power of two (the guide recommends powers of two)"
     return None
 
 
