@@ -117,6 +117,9 @@ def _render_summary(out, report, show_ranks: bool) -> None:
     )
     if s["unrecognised_lines"]:
         out.print(f"{s['unrecognised_lines']:,} lines not recognised (neither NCCL's nor a catalogued message)")
+    v = report.verdict
+    fatal = {True: "the job stopped", False: "NCCL went on", None: "nothing failed"}[v["fatal"]]
+    out.print(f"[bold]Verdict[/bold]: {v['root_cause']} ({fatal}; transport {v['transport'] or 'not shown'})")
     ranks = report.ranks
     if not ranks:
         return

@@ -18,6 +18,7 @@ from fabricscope.nccl.log import around
 from fabricscope.nccl.log import errors as logerrors
 from fabricscope.nccl.log import verdicts as logverdicts
 from fabricscope.nccl.log.aggregate import LogAggregator
+from fabricscope.nccl.log.summary import summary_verdict
 from fabricscope.nccl.log.verdicts import network_of, process_of, rank_sort
 
 SCHEMA = "fabricscope.nccl_log/v1"
@@ -48,12 +49,14 @@ class LogReport:
     ranks: list[dict[str, Any]]
     findings: list[Finding]
     summary: dict[str, Any] = field(default_factory=dict)
+    verdict: dict[str, Any] = field(default_factory=dict)  # root_cause, fatal, transport (log.summary)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "files": self.files,
             "summary": self.summary,
+            "verdict": self.verdict,
             "ranks": self.ranks,
             "findings": [f.to_dict() for f in self.findings],
             "counts": summarize(self.findings),
@@ -148,6 +151,7 @@ def build_report(agg: LogAggregator) -> LogReport:
         }
         for f in agg.files
     ]
+    findings = sorted(findings, key=sort_key)
     return LogReport(
-        files=files, ranks=rank_dicts(agg), findings=sorted(findings, key=sort_key), summary=summary
+        files=files, ranks=rank_dicts(agg), findings=findings, summary=summary, verdict=summary_verdict(findings, agg)
     )
