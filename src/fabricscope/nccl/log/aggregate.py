@@ -31,6 +31,7 @@ MAX_WARN_GROUPS = 256  # distinct WARN signatures kept; the rest are counted und
 MAX_MESSAGES = 1024  # distinct catalogue entries (and fallback texts) counted
 MAX_EXAMPLES = 8  # rank labels kept per group for the report (all are counted)
 _DIGITS = re.compile(r"0x[0-9a-fA-F]+|\d+")
+_SEGMENT = re.compile(r"(?=(?:\[\d+\] )?NCCL (?:INFO|WARN) )")  # where a pasted run of NCCL lines is cut
 _PLUGIN_INIT = re.compile(r"net\.cc:\d+")  # src/net.cc (2.12-2.19), not transport/net.cc
 
 
@@ -289,6 +290,12 @@ class LogAggregator:
         line = line.rstrip()
         if not line.strip():
             return None
+        if line.count("NCCL INFO ") + line.count("NCCL WARN ") > 1:  # several NCCL lines pasted as one
+            parts = _SEGMENT.split(line)
+            for part in parts[1:] if not parts[0].strip() else parts:
+                if part.strip():
+                    self.feed_unheaded(part, stats)
+            return None
         pending, self._last_error_pending = self._last_error_pending, False
         placed = place(line)
         if placed is None and pending:  # the line after a bare "Last error:" is NCCL's text
@@ -300,7 +307,7 @@ class LogAggregator:
             return None
         stats.placed_lines += 1
         self._quote(placed.text)
-        if placed.level is None and placed.message is None:
+        if not placed.text:  # "Last error:" alone: NCCL's text follows
             self._last_error_pending = True
             return None
         event = placed_event(placed)
@@ -406,7 +413,8 @@ class LogAggregator:
     def _on_torch(self, proc: ProcessState, event: LogEvent) -> None:
         """PyTorch's ProcessGroupNCCL: a watchdog timeout, or an error the NCCL API returned."""
         data, torch = event.data, self.torch
-        self._count_message(data["id"])
+        if data["id"] != "nccl-tests":
+            self._count_message(data["id"])
         torch["messages"][data["id"]] = torch["messages"].get(data["id"], 0) + 1
         if data.get("kind") == "timeout":
             torch["timeouts"] += 1

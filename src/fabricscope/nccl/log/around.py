@@ -32,6 +32,8 @@ class MessageRule:
     sources: tuple[str, ...] = ()  # WARN file prefixes ("transport/nvls.cc") that fire it too
     fallback: str | None = None  # what NCCL uses instead, when the rule is about a fallback
     excerpts: tuple[str, ...] = ()  # texts that fire it wherever a line holds them (older or newer wordings)
+    warn_prefixes: tuple[str, ...] = ()  # WARN texts starting so (a plugin's own WARNs: "NET/OFI ")
+    projects: tuple[str, ...] = ()  # any catalogued WARN of these projects fires it (libfabric's efa provider)
 
 
 RULES: tuple[MessageRule, ...] = (
@@ -89,7 +91,9 @@ RULES: tuple[MessageRule, ...] = (
         "not, install the EFA software (efa driver, libfabric from the aws-efa-installer), expose the devices to "
         "the container (vpc.amazonaws.com/efa resources), and keep FI_PROVIDER=efa, FI_EFA_USE_DEVICE_RDMA=1 "
         "(p4d/p5); `fabricscope nccl lint` checks these settings",
-        excerpts=("optimal provider", "Unable to find a protocol that worked", "No eligible providers", "fi_getinfo", "NET/OFI Unable to register memory"),
+        excerpts=("optimal provider", "Unable to find a protocol that worked", "No eligible providers", "fi_getinfo"),
+        warn_prefixes=("NET/OFI",),
+        projects=("libfabric-efa",),
     ),
     MessageRule(
         "nccl_log.shm",
@@ -163,9 +167,13 @@ def message_findings(agg: LogAggregator) -> list[Finding]:
         evidence = {"count": count, "messages": sorted(seen)[:MAX_LISTED], "example": example[:300]}
         if quoted:
             evidence["quoted"] = sorted(quoted)
+        severity, meaning = Severity(rule.severity), rule.meaning
         if rule.fallback:
             evidence["instead"] = rule.fallback
-        findings.append(Finding(rule.id, Severity(rule.severity), rule.subject, f"{count} time(s): {rule.meaning}", evidence, rule.fix))
+        elif rule.id == "nccl_log.efa" and any(_on_sockets(p) for p in agg.processes.values()):
+            severity, meaning = Severity.WARN, meaning + "; NCCL went on with its socket transport (slow)"
+            evidence["instead"] = "NCCL's socket transport"
+        findings.append(Finding(rule.id, severity, rule.subject, f"{count} time(s): {meaning}", evidence, rule.fix))
     return findings
 
 
@@ -180,11 +188,43 @@ def claimed(agg: LogAggregator) -> set[int]:
 
 
 def _claims(rule: MessageRule, ids: set[str], group: WarnGroup) -> bool:
-    return group.message_id in ids or _from(group, rule.sources) or any(x in group.example for x in rule.excerpts)
+    if group.message_id in ids or _from(group, rule.sources) or any(x in group.example for x in rule.excerpts):
+        return True
+    if rule.warn_prefixes and group.example.startswith(rule.warn_prefixes):
+        return True
+    return bool(rule.projects and group.message_id and catalogue().messages[group.message_id].project in rule.projects)
+
+
+def _on_sockets(proc) -> bool:
+    """The process went on with NCCL's socket transport (said so, or listed socket devices and no RDMA)."""
+    return (proc.network or "").lower() == "socket" or bool(proc.socket_interfaces and not proc.net_devices)
 
 
 def _from(group: WarnGroup, sources: tuple[str, ...]) -> bool:
     return bool(sources and group.source and group.source.startswith(sources))
+
+
+def bootstrap_findings(agg: LogAggregator) -> list[Finding]:
+    """An error chain that starts in NCCL's bootstrap or socket code with no WARN naming it: the TCP
+    connections between the ranks failed, which NCCL's troubleshooting guide traces to the interface
+    picked (NCCL_SOCKET_IFNAME) first, then firewalls."""
+    chains = [c for c in agg.chains.values() if c.cause is None and c.first_site.startswith(("misc/socket.cc", "bootstrap.cc")) and not c.recovered_by]
+    if not chains:
+        return []
+    sites = sorted({c.first_site for c in chains})
+    return [
+        Finding(
+            "nccl_log.bootstrap_error",
+            Severity.FAIL,
+            "bootstrap",
+            f"NCCL's bootstrap sockets failed ({', '.join(sites[:4])} -> {chains[0].code}) on {sum(len(c.ranks) for c in chains)} "
+            "rank(s): the ranks could not open or keep their TCP connections to each other",
+            {"sites": sites[:MAX_LISTED]},
+            "check that NCCL_SOCKET_IFNAME names an interface with an address the other hosts can reach (the same "
+            "network on every node, not a docker/virtual or link-local one) and that no firewall blocks the ports "
+            "between the hosts",
+        )
+    ]
 
 
 def plugin_mismatch(agg: LogAggregator) -> list[Finding]:
@@ -261,7 +301,9 @@ def socket_interface_findings(agg: LogAggregator) -> list[Finding]:
 
 # ----- the cause, decided once --------------------------------------------------------------
 _NETWORK_KINDS = ("completion_error", "verbs_error", "async_event")
-_REMOTE_TEXT = re.compile(r"[Cc]onnection closed by (?:remote peer|localRank)|remote process exited|[Cc]onnection reset by peer")
+# An orderly close by the peer (its process exited); "Connection reset by peer" is left out: a reset
+# comes from an exit or from the network, and NCCL's own text for it says either.
+_REMOTE_TEXT = re.compile(r"[Cc]onnection closed by (?:remote peer|localRank)")
 
 
 def first_cause(agg: LogAggregator) -> tuple[str, str]:
@@ -277,8 +319,6 @@ def first_cause(agg: LogAggregator) -> tuple[str, str]:
     others = [g for g in groups if g not in remote and g.kind not in ("connection", "proxy_error")]
     if remote and not others:
         return "remote_exit", remote[0].example[:160]
-    if agg.torch["api_errors"].get(6) and not others:
-        return "remote_exit", "ncclRemoteError: remote process exited or there was a network error"
     if others:
         return "warn", min(others, key=lambda g: g.first_timestamp or "").example[:160]
     return "unknown", ""

@@ -32,6 +32,8 @@ _WRAPPER = re.compile(
     r"|\[[\d\-: ,.]{8,30}\](?:\[\w+\](?:\[[\w.:]+\])?)?(?: -)?"  # [2024-04-30 22:06:35][INFO][training:184] -
     r"|(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning):"  # torch.distributed.DistBackendError:
     r"|\d{1,5}:(?= )"  # srun --label
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [\w.]+:\d+\]"  # vLLM's logger
+    r"|libfabric:\d+:\d+::\w+:\w+:\w+\(\):\d+<\w+>"  # libfabric's log: libfabric:pid:time::efa:cq:func():line<warn>
     r"|(?:NCCL )?(?:WARN|INFO|ERROR|WARNING)(?=\s)"  # a bare level (NCCL's own is handled below)
     r")\s*"
 )
@@ -65,6 +67,11 @@ def peel(line: str) -> tuple[str, str]:
     return line[:pos].strip(), line[pos:].strip()
 
 
+_SOURCE = re.compile(r"([\w/.\-]+\.(?:cc|cu|c|h|cpp|hpp):\d+)\Z")
+# nccl-tests' own failure lines: "host: Test NCCL failure common.cu:874 'unhandled system error'".
+_TESTS_FAILURE = re.compile(r"(?:\S+: )?(?:Test )?(NCCL|CUDA) failure (\S+:\d+) '([^']*)'")
+
+
 def place(line: str) -> Placed | None:
     """The NCCL (or PyTorch, aws-ofi-nccl, libfabric) message in ``line``, or None."""
     if len(line) > MAX_PLACED_CHARS * 4:
@@ -77,6 +84,9 @@ def place(line: str) -> Placed | None:
     wrapper, text = peel(line)
     if not text:
         return None
+    tests = _TESTS_FAILURE.search(text)
+    if tests is not None:  # nccl-tests' check macros: the error the API returned, in its own words
+        return Placed(None, f"NCCL error in: {tests.group(2)}, {tests.group(3)}" if tests.group(1) == "NCCL" else text, None, wrapper)
     if text.startswith(_LAST_ERROR):  # PyTorch quotes ncclGetLastError(): NCCL's last WARN text
         text = text[len(_LAST_ERROR) :].strip()
         if not text:
@@ -122,9 +132,15 @@ def placed_event(p: Placed) -> LogEvent:
     catalogued as ``catalogued``."""
     msg = p.message
     evidence = {"message_id": msg.id, "next": msg.next} if msg is not None else {}
+    source = _SOURCE.search(p.wrapper)  # "transport/nvls.cc:165 NCCL WARN ...": where NCCL printed it
     if p.level == "WARN" or (p.level is None and msg is not None and msg.project == "libfabric-efa"):
         kind, data = classify_warn(p.text)
-        return LogEvent(kind, "WARN", None, None, None, None, p.text, prefix=p.wrapper or None, data={**data, **evidence})
+        return LogEvent(kind, "WARN", None, None, None, None, p.text, source.group(1) if source else None, prefix=p.wrapper or None, data={**data, **evidence})
+    if p.level is None and msg is None and p.text.startswith("NCCL error in: "):  # nccl-tests
+        error = _TORCH_ERROR.search(p.text)
+        code = next((c for s, c in RESULT_STRINGS.items() if error and error.group(2).lower().startswith(s)), None)
+        data = {"id": "nccl-tests", "next": "returns_error", "text": p.text, "kind": "api_error", "code": code, "version": None}
+        return LogEvent("torch", None, None, None, None, None, p.text, prefix=p.wrapper or None, data=data)
     if p.level in ("INFO", "TRACE"):
         kind, data = classify_info(p.text)
         return LogEvent(kind, p.level, None, None, None, None, p.text, prefix=p.wrapper or None, data={**(data or {}), **evidence})

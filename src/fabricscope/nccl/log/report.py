@@ -36,6 +36,7 @@ VERDICTS = (
     logerrors.file_findings,
     around.message_findings,  # NVLS, CollNet/SHARP, EFA: by the catalogue entries they name
     around.plugin_mismatch,
+    around.bootstrap_findings,
     around.socket_interface_findings,
     around.remote_exit_findings,
     around.torch_findings,

@@ -19,7 +19,7 @@ CAUSES: tuple[tuple[frozenset[str], str], ...] = (
     (frozenset({"nccl_log.net_plugin_mismatch"}), "plugin_mismatch"),
     (frozenset({"nccl_log.shm"}), "shm_exhausted"),
     (frozenset({"nccl_log.cuda_driver", "nccl_log.version_mismatch"}), "version_mismatch"),
-    (frozenset({"nccl_log.socket_address", "nccl_log.socket_interface", "nccl_log.socket_loopback"}), "socket_ifname_wrong"),
+    (frozenset({"nccl_log.socket_address", "nccl_log.socket_interface", "nccl_log.socket_loopback", "nccl_log.bootstrap_error"}), "socket_ifname_wrong"),
     (frozenset({"nccl_log.completion_error", "nccl_log.verbs_error", "nccl_log.async_event"}), "ib_link_error"),
     (frozenset({"nccl_log.remote_exit"}), "remote_process_exit"),
     (frozenset({"nccl_log.collnet"}), "collnet_fallback_nonfatal"),
@@ -32,15 +32,21 @@ STOPPED = frozenset({"nccl_log.error_return", "nccl_log.api_error", "nccl_log.to
 _NOT_PROBLEMS = frozenset({"nccl_log.unrecognised_lines", "nccl_log.recovered_error", "nccl_log.net_plugin_skipped"})
 
 
+# Info findings that still name what happened (NCCL found no RDMA device and used its sockets).
+_TELLING_INFO = frozenset({"nccl_log.socket_transport", "nccl_log.no_rdma_device"})
+# Causes NCCL works around: the job goes on (slower) unless an error says it stopped.
+_WENT_ON = frozenset({"socket_fallback", "collnet_fallback_nonfatal"})
+
+
 def cause_of(findings: list[Finding]) -> str:
-    ids = {f.id for f in findings if f.severity.rank >= Severity.WARN.rank or f.id == "nccl_log.socket_transport"}
+    ids = {f.id for f in findings if f.severity.rank >= Severity.WARN.rank or f.id in _TELLING_INFO}
     memlock = any(f.id == "nccl_log.verbs_error" and "memlock" in (f.message + (f.fix or "")) for f in findings)
     if memlock:
         return "memlock_limit"
     for finding_ids, cause in CAUSES:
         if ids & finding_ids:
             return cause
-    if not ids - _NOT_PROBLEMS:
+    if not ids - _NOT_PROBLEMS - _TELLING_INFO:
         return "no_problem"
     return "unknown"
 
@@ -49,10 +55,12 @@ def stopped(findings: list[Finding]) -> bool | None:
     """True when an error reached the application or a rank hung; False when something failed and
     NCCL went on (a fallback); None when nothing failed."""
     problems = [f for f in findings if f.severity.rank >= Severity.WARN.rank and f.id not in _NOT_PROBLEMS]
-    if not problems:
-        return None
     if any(f.id in STOPPED for f in problems):
         return True
+    if cause_of(findings) in _WENT_ON:
+        return False
+    if not problems:
+        return None
     return any(f.severity is Severity.FAIL and f.id not in ("nccl_log.socket_fallback", "nccl_log.env") for f in problems)
 
 
