@@ -26,6 +26,10 @@ _EXPORT_ASSIGN = re.compile(r"""(?<![\w$])(""" + _NAME + r""")=(""" + _ARITH + r
 _PY_ENVIRON = re.compile(r"""environ\[\s*["'](""" + _NAME + r""")["']\s*\]\s*=\s*(?:str\()?\s*["']?([^"')\n]*)""")
 _YAML_NAME = re.compile(r"""^\s*-?\s*name:\s*["']?(""" + _NAME + r""")["']?\s*$""")
 _YAML_VALUE = re.compile(r"""^\s*value:\s*(.*?)\s*$""")
+# A YAML map entry (Kubernetes/Compose env maps, Helm values): NCCL_X: "value".
+_YAML_MAP = re.compile(r"""^\s*["']?(""" + _NAME + r""")["']?:\s+(\S.*?)\s*$""")
+# A name one letter off NCCL's prefix (CCL_NET_GDR_LEVEL, NCLL_DEBUG): NCCL never reads it.
+_NEAR_PREFIX = re.compile(r"""(?<![\w$])((?:CCL|NCL|NCC|NCLL|NCCCL|NNCL|MCCL)_[A-Z0-9_]+)=""")
 _UNSET = re.compile(r"^\s*unset\s+(.+)\Z")
 # A string assigned to a shell variable (CMD="NCCL_DEBUG=INFO python train.py"): the settings in it
 # apply only where the script expands the variable ($CMD, ${CMD}, eval "$CMD").
@@ -187,11 +191,12 @@ def _int_expr(node) -> int:
 
 def _not_applied(raw: str, text: str, number: int, path: str) -> tuple[list[tuple[str, int, str, str]], bool]:
     """Settings on this line that the shell never applies: inside a string assigned to a variable
-    the script never expands, or printed by echo/printf. (found, whole line handled)."""
+    the script never expands, or printed by echo/printf (not into an nccl.conf, which NCCL reads).
+    (found, whole line handled)."""
     names = [m.group(1) for m in _ASSIGN.finditer(raw)]
     if not names:
         return [], False
-    if _PRINTS.match(raw):
+    if _PRINTS.match(raw) and not re.search(r">>?\s*\S*nccl\.conf", raw):
         return [(path, number, n, "inside text echo/printf prints, not a command that runs") for n in names], True
     var = _STRING_VAR.match(raw)
     if var is None or var.group(1).startswith(PREFIXES) or var.group(1) in ("export",):
@@ -224,6 +229,13 @@ def read_script(text: str, path: str) -> ScriptRead:
         if yaml_name is not None:
             pending_yaml = yaml_name.group(1)
             continue
+        yaml_map = _YAML_MAP.match(raw)
+        if yaml_map is not None:
+            settings.append(Setting(yaml_map.group(1), _unquote(yaml_map.group(2)), "script", path, number))
+            continue
+        for near in _NEAR_PREFIX.finditer(raw):  # kept so lint names it (NCCL001 with the real name)
+            value = _ASSIGN.match("NCCL_X=" + raw[near.end() :])
+            settings.append(Setting(near.group(1), _unquote(value.group(2)) if value else "", "script", path, number))
         if stripped.startswith("#") and not stripped.startswith("#SBATCH") and not stripped.startswith("#PBS"):
             continue
         sourced = _SOURCE.match(stripped)

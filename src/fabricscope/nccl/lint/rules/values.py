@@ -30,6 +30,9 @@ from fabricscope.nccl.variables import (
 def check_names_and_values(ctx: LintContext) -> Iterator[Finding]:
     for name, s in sorted(ctx.settings.effective.items()):
         if not name.startswith("NCCL_"):
+            near = None if name.startswith(("FI_", "OFI_NCCL_")) else suggest("NCCL_" + name.split("_", 1)[1])
+            if near:  # CCL_NET_GDR_LEVEL: a prefix typo, so NCCL never sees it
+                yield finding("NCCL001", "warn", s, name, f"{name} is not an NCCL variable (the prefix is NCCL_); did you mean {near}? NCCL never sees it", f"rename it to {near}", suggestion=near)
             continue  # libfabric / aws-ofi-nccl variables: lint_efa's to judge
         if uses_expansion(s.value):
             yield finding("NCCL004", "info", s, name, f"{name}={s.value} uses shell expansion; its value is only known at run time", "lint the expanded environment with --from-environ inside the job")
