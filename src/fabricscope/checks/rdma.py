@@ -51,10 +51,21 @@ def port_state(ctx: CheckContext) -> Iterator[Finding]:
     what the code would mean, instead of being read as up or down."""
     ports = ctx.inventory.ports
     bad = 0
+    active_devices = {p.device for p in ports if p.is_active}
     for port in ports:
         if port.is_active and port.is_link_up and port.state_recognised and port.phys_state_recognised:
             continue
         bad += 1
+        if (port.phys_state or "").lower() == "disabled" and port.device in active_devices:
+            # A disabled second port of a NIC whose other port runs: a spare, not lost bandwidth (issue 22).
+            yield Finding(
+                "rdma.port_state", Severity.INFO, port.name,
+                f"spare port disabled (physical state {port.phys_state}) while another port of {port.device} is ACTIVE: "
+                "NCCL skips it; it costs bandwidth only if it is meant to carry a rail",
+                {"state": port.state, "phys_state": port.phys_state, "link_layer": port.link_layer},
+                f"if it should carry traffic: enable it (`ip link set <netdev> up` on RoCE, or the switch port) and check `ibstat {port.device} {port.port}`",
+            )
+            continue
         yield _port_state_finding(port)
     if ports and not bad:
         yield Finding("rdma.port_state", Severity.PASS, "ports", f"all {len(ports)} port(s) ACTIVE and LinkUp")

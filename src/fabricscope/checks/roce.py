@@ -9,7 +9,7 @@ from fabricscope.findings import Finding, Severity
 from fabricscope.host.infiniband import RdmaPort
 from fabricscope.host.inventory import Inventory
 from fabricscope.host.verbs import IBOE_OVERHEAD_BYTES, roce_mtu_for
-from fabricscope.nccl.gid import GidPolicy, explain_choice, select_gid
+from fabricscope.nccl.gid import GidPolicy, explain_choice, gid_table_empty, select_gid
 from fabricscope.nccl.settings import parse_conf_file
 
 # RDMA MTU 4096 needs the netdev MTU to hold 4096 bytes of payload plus RoCE v2 headers.
@@ -66,7 +66,8 @@ def roce_gid(ctx: CheckContext) -> Iterator[Finding]:
             )
             continue
         message, fix = explain_choice(port.gids, netdev, choice, policy, where="/etc/nccl.conf")
-        yield Finding("roce.gid", Severity.WARN, port.name, message, evidence, fix)
+        severity = Severity.FAIL if gid_table_empty(port.gids) else Severity.WARN  # no GID at all: RoCE unusable
+        yield Finding("roce.gid", severity, port.name, message, evidence, fix)
 
 
 def _conf_env(text: str | None) -> dict[str, str]:

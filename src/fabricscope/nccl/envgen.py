@@ -121,8 +121,13 @@ def _gdr_level(inv: Inventory, plan: EnvPlan, nics: set[str]) -> None:
         if not dmabuf:
             plan.notes.append(f"no nvidia_peermem module is loaded: {advice}")
     rank = LEVEL_RANK.get(dist, 4)
-    if rank <= LEVEL_RANK["PXB"]:
+    path = module or (gpudirect_without_module(inv)[0] if module is False else None)
+    if rank <= LEVEL_RANK["PXB"] and path:
         plan.unset("NCCL_NET_GDR_LEVEL", f"measured GPU-to-nearest-NIC distance: {summary}; NCCL's default (PXB) already uses GPUDirect RDMA for all of them")
+    elif rank <= LEVEL_RANK["PXB"] and path is False:
+        plan.unset("NCCL_NET_GDR_LEVEL", f"measured GPU-to-nearest-NIC distance: {summary}, close enough for GPUDirect RDMA, but no peer-memory path exists (no nvidia-peermem, no DMA-BUF), so NCCL stages through host memory whatever the level")
+    elif rank <= LEVEL_RANK["PXB"]:
+        plan.unset("NCCL_NET_GDR_LEVEL", f"measured GPU-to-nearest-NIC distance: {summary}; NCCL's default (PXB) covers it, and uses GPUDirect RDMA if a peer-memory path exists (nvidia-peermem, or DMA-BUF with kernel >= 5.12: not visible here, a guess)")
     elif rank == LEVEL_RANK["PHB"]:
         plan.set("NCCL_NET_GDR_LEVEL", "PHB", f"measured GPU-to-nearest-NIC distance: {summary}; GPU and NIC meet at the CPU's host bridge, which the default (PXB) excludes, so PHB keeps GPUDirect RDMA on")
     else:
@@ -210,7 +215,12 @@ def _roce_gid_index(plan: EnvPlan, chosen: list[NicPort], gid_of: dict[str, int]
 
 def _roce_traffic_class(inv: Inventory, plan: EnvPlan, chosen: list[NicPort], target: int | None, mode: str | None, ecn_votes: Counter[bool]) -> None:
     """Traffic class (trust dscp) or service level (trust pcp) for the lossless priority."""
-    if target is None:
+    qos_seen = [inv.qos.get(p.netdev) for p in chosen if p.netdev and inv.qos.get(p.netdev) is not None]
+    if target is None and not any(q.pfc_enabled is not None for q in qos_seen):
+        plan.unset("NCCL_IB_TC", "PFC and trust mode are not visible on this node (no QoS data for the RoCE netdevs): "
+                   "which priority is lossless could not be seen, so no traffic class is exported; ask the network team "
+                   "which DSCP the fabric treats as lossless (NCCL_IB_TC = DSCP << 2 | ECN)")
+    elif target is None:
         plan.unset("NCCL_IB_TC", "no RoCE netdev has exactly one PFC priority here, so there is no lossless class to aim at; RoCE runs on ECN/DCQCN alone")
     elif mode == "pcp":
         plan.set("NCCL_IB_SL", str(target), f"the RoCE netdevs trust pcp: the service level becomes the VLAN priority, and PFC protects priority {target}")
