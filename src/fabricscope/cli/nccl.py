@@ -161,7 +161,7 @@ def env_cmd(
     fmt: str = typer.Option("shell", "--format", help="shell, json, slurm or k8s."),
     nccl_version: str = typer.Option(None, "--nccl-version", help="NCCL version the job uses (GID index is set explicitly below 2.21)."),
     rail_optimized: bool = typer.Option(False, "--rail-optimized", help="The fabric is rail-optimised: keep rings on one rail (NCCL_CROSS_NIC=0)."),
-    switch_tiers: int = typer.Option(2, "--switch-tiers", min=1, max=5, help="Switch tiers between nodes (RoCE with 2+ tiers gets more QPs for ECMP entropy)."),
+    switch_tiers: int | None = typer.Option(None, "--switch-tiers", min=1, max=5, help="Switch tiers between nodes (RoCE with 2+ tiers gets more QPs for ECMP entropy); 2 is assumed, and said to be, when not given."),
     ar_sl: int = typer.Option(None, "--ar-sl", min=0, max=15, help="InfiniBand service level with adaptive routing enabled by the subnet manager."),
 ) -> None:
     """The NCCL settings to use on this node, each with the reason, ready to paste."""

@@ -134,7 +134,7 @@ def _gdr_level(inv: Inventory, plan: EnvPlan, nics: set[str]) -> None:
         plan.unset("NCCL_NET_GDR_LEVEL", f"measured GPU-to-nearest-NIC distance: {summary}; GPUDirect RDMA across CPU sockets is usually slower than staging in host memory, so the default (off there) is right")
 
 
-def _roce(inv: Inventory, plan: EnvPlan, ports: list[NicPort], version: tuple[int, ...] | None, workload: str, tiers: int) -> list[NicPort]:
+def _roce(inv: Inventory, plan: EnvPlan, ports: list[NicPort], version: tuple[int, ...] | None, workload: str, tiers: int | None) -> list[NicPort]:
     chosen: list[NicPort] = []
     gid_of: dict[str, int] = {}
     for p in ports:
@@ -233,10 +233,12 @@ def _roce_traffic_class(inv: Inventory, plan: EnvPlan, chosen: list[NicPort], ta
         plan.set("NCCL_IB_TC", str(tc), f"traffic class = DSCP {dscp} << 2 | {ecn} ({ecn_text}); trust dscp maps DSCP {dscp} to priority {target}, the one with PFC")
 
 
-def _roce_qps(plan: EnvPlan, workload: str, tiers: int) -> None:
+def _roce_qps(plan: EnvPlan, workload: str, tiers: int | None) -> None:
     """QPs per connection for ECMP entropy."""
+    guess = " (2 switch tiers assumed, a guess: the node cannot see the fabric; pass --switch-tiers N)" if tiers is None else ""
+    tiers = 2 if tiers is None else tiers
     if workload == "training" and tiers >= 2:
-        plan.set("NCCL_IB_QPS_PER_CONNECTION", "4", f"RoCE through {tiers} switch tiers balances by ECMP hashing: 4 QPs give each connection 4 UDP source ports, so large transfers spread over more paths")
+        plan.set("NCCL_IB_QPS_PER_CONNECTION", "4", f"RoCE through {tiers} switch tiers balances by ECMP hashing: 4 QPs give each connection 4 UDP source ports, so large transfers spread over more paths{guess}")
     elif workload == "inference":
         plan.unset("NCCL_IB_QPS_PER_CONNECTION", "inference traffic is small latency-bound messages: extra QPs add no bandwidth and slow connection setup")
     else:
@@ -289,7 +291,7 @@ def plan_env(
     workload: str = "training",
     nccl_version: str | None = None,
     rail_optimized: bool = False,
-    switch_tiers: int = 2,
+    switch_tiers: int | None = None,  # None: 2 assumed, and the reason says so
     ar_sl: int | None = None,
 ) -> EnvPlan:
     if workload not in WORKLOADS:

@@ -123,8 +123,9 @@ def build_report(agg: LogAggregator) -> LogReport:
     findings: list[Finding] = []
     for verdicts in VERDICTS:
         findings += verdicts(agg)
-    hosts = sorted(
-        {s.host or "?" for s in agg.ranks.values()} | {p.host or "?" for p in agg.processes.values()}
+    hosts = sorted(  # (pasted lines without a header belong to no known host)
+        {s.host or "?" for s in agg.ranks.values() if s.host or s.pid is not None}
+        | {p.host or "?" for p in agg.processes.values() if p.host or p.pid is not None}
     )
     summary = {
         "lines": sum(f.lines for f in agg.files),

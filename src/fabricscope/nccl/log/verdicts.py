@@ -28,6 +28,8 @@ def rank_label(key: tuple, ranks: dict[tuple, RankState]) -> str:
     if state is not None:
         return state.label
     host, pid, dev = key
+    if host is None and pid is None:
+        return "lines without NCCL's header"  # pasted text: NCCL's words, no host:pid:tid
     return f"{host or '?'}:{pid} dev {dev}"
 
 

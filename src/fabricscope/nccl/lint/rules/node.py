@@ -123,7 +123,7 @@ def check_socket_ifname(ctx: LintContext) -> Iterator[Finding]:
                 yield finding("NCCL020", "info", s, "NCCL_SOCKET_IFNAME", f"{token.raw} matches no interface on this node; NCCL uses the interfaces the other entries match ({_names([d.name for d in selected], 4)})", None, token=token.raw, interfaces=names)
             elif not hits:
                 usable = [n for n in names if usable_interface(devices[n]) and not is_virtual_name(n)]
-                yield finding("NCCL020", "fail", s, "NCCL_SOCKET_IFNAME", f"{token.raw} matches no interface on this node (usable: {_names(usable) or 'none'}), and no other entry matches either: NCCL fails at init with 'no socket interface found'", "name an interface that exists here; `fabricscope nccl env` picks one that is up with an address", token=token.raw, interfaces=names)
+                yield finding("NCCL020", "fail", s, "NCCL_SOCKET_IFNAME", f"{token.raw} matches no interface on this node (usable: {_names(usable) or 'none'}){', and no other entry matches either' if len(parsed.tokens) > 1 else ''}: NCCL fails at init with 'no socket interface found'", "name an interface that exists here; `fabricscope nccl env` picks one that is up with an address", token=token.raw, interfaces=names)
             elif not parsed.exact and len(hits) > 1 and token.name in names:
                 others = [n for n in hits if n != token.name]
                 yield finding("NCCL022", "warn", s, "NCCL_SOCKET_IFNAME", f"{token.raw} is a prefix: it also selects {_names(others)}", f"use ={token.name} for this interface only", token=token.raw, also_matches=others)
