@@ -24,14 +24,21 @@ from fabricscope.nccl.log.parse import (
     parse_line,
     split_line,
 )
-from fabricscope.nccl.log.place import MAX_PLACED_CHARS, NCCL_PROJECTS, Placed, peel, place, placed_event
+from fabricscope.nccl.log.place import (
+    MAX_PLACED_CHARS,
+    Placed,
+    catalogued_id,
+    peel,
+    place,
+    placed_event,
+    segments,
+)
 from fabricscope.nccl.messages import catalogue
 
 MAX_WARN_GROUPS = 256  # distinct WARN signatures kept; the rest are counted under "other"
 MAX_MESSAGES = 1024  # distinct catalogue entries (and fallback texts) counted
 MAX_EXAMPLES = 8  # rank labels kept per group for the report (all are counted)
 _DIGITS = re.compile(r"0x[0-9a-fA-F]+|\d+")
-_SEGMENT = re.compile(r"(?=(?:\[\d+\] )?NCCL (?:INFO|WARN) )")  # where a pasted run of NCCL lines is cut
 _PLUGIN_INIT = re.compile(r"net\.cc:\d+")  # src/net.cc (2.12-2.19), not transport/net.cc
 
 
@@ -45,18 +52,14 @@ class ProcessState:
     version: str | None = None
     network: str | None = None
     net_name: str | None = None  # net module that listed RDMA devices ("IB")
-    net_devices: dict[int, tuple[str, int, str]] = field(
-        default_factory=dict
-    )  # index -> (name, port, IB/RoCE)
+    net_devices: dict[int, tuple[str, int, str]] = field(default_factory=dict)  # index -> (name, port, IB/RoCE)
     relaxed_ordering: bool = False
     oob: str | None = None
     socket_interfaces: list[tuple[str, str]] = field(default_factory=list)
     bootstrap: list[tuple[str, str]] = field(default_factory=list)
     no_device: set[str] = field(default_factory=set)
     no_verbs: bool = False  # "Failed to open libibverbs.so": rdma-core missing
-    gdr_hca: dict[str, tuple[bool, str | None, str | None]] = field(
-        default_factory=dict
-    )  # hca -> (enabled, detail, net module that said so)
+    gdr_hca: dict[str, tuple[bool, str | None, str | None]] = field(default_factory=dict)  # hca -> (enabled, detail, module)
     env: dict[str, str] = field(default_factory=dict)
     qp_gids: dict[int, str | None] = field(default_factory=dict)  # GID index -> GID used by QPs
     net_plugin: str | None = None  # what NCCL said about its network plugin ("loaded X", "internal")
@@ -180,8 +183,7 @@ class LogAggregator:
         self._thread_cause: dict[tuple, tuple | None] = {}  # thread -> (warn key) of its latest WARN
         self._thread_chain: dict[tuple, ErrorChain | None] = {}
         self._file: FileStats | None = None
-        # The public face the batch path (log.batch) books through: the process of the latest header
-        # line in this file, the plain INFO lines counted, and rank_of().
+        # Public for the batch path (log.batch), with rank_of(): the latest header's process, plain INFO lines.
         self.last_key: tuple | None = None  # (host, pid) of the latest header line in this file
         self._pending_version: str | None = None
         self.info_lines = 0
@@ -202,8 +204,7 @@ class LogAggregator:
             return self.begin_file("<lines>")
         return self._file
 
-    def drop_caches(self) -> None:
-        """Forget the batch path's caches (after the file is read: not worth pickling back)."""
+    def drop_caches(self) -> None:  # after the file is read: not worth pickling back
         self.flush()
         self._batch = None
 
@@ -290,11 +291,10 @@ class LogAggregator:
         line = line.rstrip()
         if not line.strip():
             return None
-        if line.count("NCCL INFO ") + line.count("NCCL WARN ") > 1:  # several NCCL lines pasted as one
-            parts = _SEGMENT.split(line)
-            for part in parts[1:] if not parts[0].strip() else parts:
-                if part.strip():
-                    self.feed_unheaded(part, stats)
+        parts = segments(line)  # several NCCL lines pasted as one
+        if parts is not None:
+            for part in parts:
+                self.feed_unheaded(part, stats)
             return None
         pending, self._last_error_pending = self._last_error_pending, False
         placed = place(line)
@@ -314,8 +314,7 @@ class LogAggregator:
         self.feed_event(event)
         return event
 
-    def _quote(self, text: str) -> None:
-        """Count the verdict rules' excerpts this text holds (another release's wording of a message)."""
+    def _quote(self, text: str) -> None:  # the verdict rules' excerpts (other releases' wordings)
         from fabricscope.nccl.log.around import EXCERPT_RE  # (the rules build on this module)
 
         for m in EXCERPT_RE.finditer(text[:MAX_PLACED_CHARS]):
@@ -410,8 +409,7 @@ class LogAggregator:
         elif phase == "abort":
             rank.aborted += 1
 
-    def _on_torch(self, proc: ProcessState, event: LogEvent) -> None:
-        """PyTorch's ProcessGroupNCCL: a watchdog timeout, or an error the NCCL API returned."""
+    def _on_torch(self, proc: ProcessState, event: LogEvent) -> None:  # a watchdog timeout, an API error
         data, torch = event.data, self.torch
         if data["id"] != "nccl-tests":
             self._count_message(data["id"])
@@ -427,8 +425,7 @@ class LogAggregator:
                 self.versions.setdefault(data["version"], 0)
 
     def _on_catalogued(self, proc: ProcessState, event: LogEvent) -> None:
-        if event.data.get("message_id"):
-            self._count_message(event.data["message_id"])
+        self._count_message(event.data["message_id"])
 
     def _on_net_plugin(self, proc: ProcessState, event: LogEvent) -> None:
         """Which network plugin the process loaded; when NCCL says it went another way ("Using
@@ -520,7 +517,7 @@ class LogAggregator:
                 gkey = ("warn", "(other warnings)")
                 group = self.warn_groups.get(gkey)
             if group is None:
-                found = data.get("message_id") or _catalogued(event.message)
+                found = data.get("message_id") or catalogued_id(event.message)
                 group = WarnGroup(
                     kind=gkey[0],
                     key=gkey[1],
@@ -594,12 +591,6 @@ class LogAggregator:
         counts = dict(self.events)
         counts["info"] = counts.get("info", 0) + self.info_lines
         return dict(sorted(counts.items()))
-
-
-def _catalogued(message: str) -> str | None:
-    """The catalogue id of an NCCL WARN's text (NCCL, its plugins), or None."""
-    found = catalogue().match(message[:MAX_PLACED_CHARS], NCCL_PROJECTS)
-    return found.id if found is not None else None
 
 
 _EVENT_HANDLERS = {

@@ -122,6 +122,19 @@ def error_findings(agg: LogAggregator) -> list[Finding]:
                     CAUSE_FIX[kind],
                 )
             )
+    for chain in agg.chains.values():  # pasted chains without NCCL's header: no rank to book them on
+        if chain.ranks and all(k[1] is None for k in chain.ranks) and not chain.recovered_by:
+            findings.append(
+                Finding(
+                    "nccl_log.error_return",
+                    Severity.FAIL,
+                    result_name(chain.code),
+                    f"NCCL returned {result_name(chain.code)} ({chain.code}) up a chain from {chain.first_site} "
+                    "(pasted lines without NCCL's header)",
+                    {"code": chain.code, "first_site": chain.first_site},
+                    CAUSE_FIX[kind],
+                )
+            )
     for code, count in sorted((c, n) for c, n in agg.torch["api_errors"].items() if c is not None):
         findings.append(
             Finding(

@@ -45,6 +45,22 @@ MAX_PLACED_CHARS = 2000  # longer text is not one NCCL message (its buffer is 1-
 NCCL_PROJECTS = ("nccl", "nccl-rdma-sharp-plugins", "aws-ofi-nccl")
 
 
+_SEGMENT = re.compile(r"(?=(?:\[\d+\] )?NCCL (?:INFO|WARN) )")  # where a pasted run of NCCL lines is cut
+
+
+def segments(line: str) -> list[str] | None:
+    """The NCCL lines of a line that holds several (pasted into one), or None when it holds one."""
+    if line.count("NCCL INFO ") + line.count("NCCL WARN ") <= 1:
+        return None
+    return [part for part in _SEGMENT.split(line) if part.strip()]
+
+
+def catalogued_id(message: str) -> str | None:
+    """The catalogue id of an NCCL WARN's text (NCCL, its plugins), or None."""
+    found = catalogue().match(message[:MAX_PLACED_CHARS], NCCL_PROJECTS)
+    return found.id if found is not None else None
+
+
 @dataclass(frozen=True, slots=True)
 class Placed:
     """What a line without an NCCL header holds: NCCL's level (when it printed one), the message
