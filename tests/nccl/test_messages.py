@@ -98,3 +98,12 @@ def test_format_regex_reads_printf() -> None:
 def test_generator_reads_what_the_code_does_next(source: str, want: str) -> None:
     found = gen.scan_c(gen.PROJECTS["nccl"], "x.cc", "void f() {\n  " + source + "\n}\n")
     assert [f["next"] for f in found] == [want], found
+
+
+def test_net_plugin_fallbacks_are_read_from_their_text() -> None:
+    """log.parse._net_plugin decides 'falls_back' from the word 'internal' without the catalogue:
+    every NCCL NET/Plugin entry that says 'internal' falls back, and none that does not."""
+    for m in catalogue().messages.values():
+        if m.project == "nccl" and m.format.startswith("NET/Plugin") and m.level == "info":
+            if "internal" in m.format.lower():
+                assert m.next == "falls_back", m

@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from typing import NamedTuple
 
 NEXT_ACTIONS = ("returns_error", "falls_back", "goes_on", "aborts")
 _CONVERSION = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|L|z|j|t)?([diouxXeEfgGcspn%])")
 _FIRST_WORD = re.compile(r"[^\s%]+")
+_WORD = re.compile(r"[A-Za-z_]{4,}")  # the words a line is indexed by for entries that start with a conversion
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
+class Message(NamedTuple):
+    """One catalogue entry (a named tuple: 3,551 of them are built when the catalogue loads)."""
+
     id: str
     project: str
     level: str
@@ -83,15 +85,17 @@ class Catalogue:
         self.sources: dict = data["sources"]
         self.messages: dict[str, Message] = {}
         self._by_word: dict[str, list[Message]] = {}
-        self._wild: list[tuple[str, Message]] = []
+        self._wild: dict[str, list[tuple[str, Message]]] = {}  # a word of the anchor -> (anchor, entry)
         self._regex: dict[str, re.Pattern[str]] = {}
+        size: dict[str, int] = {}
         for raw in data["messages"]:
             msg = Message(
                 raw["id"], raw["project"], raw["level"], raw["format"], tuple(raw["subsystems"]), tuple(raw["args"]),
                 raw["file"], raw["line"], raw["next"], raw["why"], raw["since"], raw["until"],
             )
             self.messages[msg.id] = msg
-            if literal_size(msg.format) < 6:
+            size[msg.id] = literal_size(msg.format)
+            if size[msg.id] < 6:
                 continue  # "%s", "%s: %s": matches anything, says nothing
             word = _FIRST_WORD.match(msg.format)
             if word is not None and word.start() == 0:
@@ -99,11 +103,12 @@ class Catalogue:
             else:
                 pieces = [p for p in _CONVERSION.split(msg.format)[::6] if p]
                 anchor = max(pieces, key=len, default="").strip()
-                if len(anchor) >= 5:
-                    self._wild.append((anchor, msg))
+                words = _WORD.findall(anchor)
+                if len(anchor) >= 5 and words:
+                    self._wild.setdefault(max(words, key=len), []).append((anchor, msg))
         for group in self._by_word.values():
-            group.sort(key=lambda m: -literal_size(m.format))
-        self._wild.sort(key=lambda am: -literal_size(am[1].format))
+            group.sort(key=lambda m: -size[m.id])
+        self._size = size
 
     def regex(self, msg: Message) -> re.Pattern[str]:
         pattern = self._regex.get(msg.id)
@@ -118,8 +123,10 @@ class Catalogue:
             for msg in self._by_word.get(word.group(0), ()):
                 if (projects is None or msg.project in projects) and self.regex(msg).match(text):
                     return msg
-        for anchor, msg in self._wild:
-            if anchor in text and (projects is None or msg.project in projects) and self.regex(msg).match(text):
+        wild = self._wild
+        candidates = [am for w in set(_WORD.findall(text)) if w in wild for am in wild[w]]
+        for anchor, msg in sorted(candidates, key=lambda am: -self._size[am[1].id]):
+            if anchor in text and (projects is None or msg.project in projects) and self.regex(msg).search(text):
                 return msg
         return None
 

@@ -24,15 +24,7 @@ from fabricscope.nccl.log.parse import (
     parse_line,
     split_line,
 )
-from fabricscope.nccl.log.place import (
-    MAX_PLACED_CHARS,
-    Placed,
-    catalogued_id,
-    peel,
-    place,
-    placed_event,
-    segments,
-)
+from fabricscope.nccl.log.place import Placer, catalogued_id, placed_event, quoted, segments
 from fabricscope.nccl.messages import catalogue
 
 MAX_WARN_GROUPS = 256  # distinct WARN signatures kept; the rest are counted under "other"
@@ -178,7 +170,7 @@ class LogAggregator:
         self.torch: dict[str, Any] = {"timeouts": 0, "ops": {}, "api_errors": {}, "messages": {}}
         self.fallbacks: dict[str, int] = {}  # what NCCL used instead, in its words -> times
         self.excerpts: dict[str, int] = {}  # a verdict rule's excerpt (log.around) -> lines quoting it
-        self._last_error_pending = False  # PyTorch's "Last error:" alone: NCCL's text is the next line
+        self._placer = Placer()  # lines without NCCL's header (log.place)
         self._open: dict[tuple, tuple[dict, set]] = {}  # (host, pid) -> (chains by id, ranks) not yet judged
         self._thread_cause: dict[tuple, tuple | None] = {}  # thread -> (warn key) of its latest WARN
         self._thread_chain: dict[tuple, ErrorChain | None] = {}
@@ -207,6 +199,7 @@ class LogAggregator:
     def drop_caches(self) -> None:  # after the file is read: not worth pickling back
         self.flush()
         self._batch = None
+        self._placer = Placer()
 
     def flush(self) -> None:
         """Book the channel lines the batch path has counted but not yet put on their ranks."""
@@ -296,29 +289,25 @@ class LogAggregator:
             for part in parts:
                 self.feed_unheaded(part, stats)
             return None
-        pending, self._last_error_pending = self._last_error_pending, False
-        placed = place(line)
-        if placed is None and pending:  # the line after a bare "Last error:" is NCCL's text
-            wrapper, text = peel(line)
-            placed = Placed("WARN", text, catalogue().match(text[:MAX_PLACED_CHARS]), wrapper)
+        placed, shape = self._placer(line)
         if placed is None:
             stats.unrecognised_lines += 1
-            self._quote(line)
+            if shape and not self._quote(line):
+                self._placer.remember(shape)
             return None
         stats.placed_lines += 1
         self._quote(placed.text)
         if not placed.text:  # "Last error:" alone: NCCL's text follows
-            self._last_error_pending = True
             return None
         event = placed_event(placed)
         self.feed_event(event)
         return event
 
-    def _quote(self, text: str) -> None:  # the verdict rules' excerpts (other releases' wordings)
-        from fabricscope.nccl.log.around import EXCERPT_RE  # (the rules build on this module)
-
-        for m in EXCERPT_RE.finditer(text[:MAX_PLACED_CHARS]):
-            self.excerpts[m.group(0)] = self.excerpts.get(m.group(0), 0) + 1
+    def _quote(self, text: str) -> bool:  # the verdict rules' excerpts (other releases' wordings)
+        found = quoted(text)
+        for excerpt in found:
+            self.excerpts[excerpt] = self.excerpts.get(excerpt, 0) + 1
+        return bool(found)
 
     def _count_message(self, message_id: str) -> None:
         if message_id in self.messages or len(self.messages) < MAX_MESSAGES:

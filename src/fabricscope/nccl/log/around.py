@@ -140,6 +140,8 @@ RULES: tuple[MessageRule, ...] = (
 # One pattern for every rule's excerpts: the aggregator counts them on lines the catalogue does not
 # place exactly (other releases' wordings) and in WARN texts.
 EXCERPT_RE = re.compile("|".join(sorted({re.escape(x) for r in RULES for x in r.excerpts}, key=len, reverse=True)))
+# A word every excerpt holds: a line holding none of them holds no excerpt (checked before the pattern).
+EXCERPT_WORDS = frozenset(max(re.findall(r"[A-Za-z_]{3,}", x), key=len) for r in RULES for x in r.excerpts)
 
 
 def _ids(rule: MessageRule) -> set[str]:

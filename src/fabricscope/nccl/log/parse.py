@@ -379,17 +379,15 @@ _LOADED_PLUGIN = re.compile(r"Loaded net plugin (\S+)")
 
 
 def _net_plugin(msg: str) -> InfoResult:
-    """Which network plugin NCCL loaded, or that it fell back to its internal one (with the
-    catalogue entry saying so)."""
-    from fabricscope.nccl.messages import catalogue  # the catalogue loads on the first plugin line
-
+    """Which network plugin NCCL loaded, or that it fell back to its internal one: every NET/Plugin
+    message saying so is ``falls_back`` in the catalogue ("using internal implementation", "Using
+    internal network plugin"; tests/nccl/test_messages.py holds that), so the text decides here
+    without loading the catalogue on the fast path."""
     loaded = _LOADED_PLUGIN.search(msg)
-    found = catalogue().match(msg, ("nccl",))
-    data = {"message_id": found.id if found else None, "next": found.next if found else None}
     if loaded is not None:
-        return "net_plugin", {**data, "plugin": loaded.group(1)}
-    if "internal" in msg or (found is not None and found.next == "falls_back"):
-        return "net_plugin", {**data, "plugin": "internal"}
+        return "net_plugin", {"plugin": loaded.group(1), "message_id": None, "next": "goes_on"}
+    if "internal" in msg:
+        return "net_plugin", {"plugin": "internal", "message_id": None, "next": "falls_back"}
     return _INFO
 
 

@@ -92,7 +92,9 @@ def place(line: str) -> Placed | None:
     """The NCCL (or PyTorch, aws-ofi-nccl, libfabric) message in ``line``, or None."""
     if len(line) > MAX_PLACED_CHARS * 4:
         return None
-    nccl = _NCCL_LEVEL.search(line) or _OLD_LEVEL.search(line)
+    nccl = _NCCL_LEVEL.search(line) if "NCCL " in line else None
+    if nccl is None and ("WARN " in line or "INFO " in line):
+        nccl = _OLD_LEVEL.search(line)
     if nccl is not None:  # "NCCL WARN ..." after any prefix: NCCL's own level, no header
         text = line[nccl.end() :].strip()
         found = catalogue().match(text[:MAX_PLACED_CHARS], NCCL_PROJECTS)
@@ -100,7 +102,7 @@ def place(line: str) -> Placed | None:
     wrapper, text = peel(line)
     if not text:
         return None
-    tests = _TESTS_FAILURE.search(text)
+    tests = _TESTS_FAILURE.search(text) if " failure " in text else None
     if tests is not None:  # nccl-tests' check macros: the error the API returned, in its own words
         return Placed(None, f"NCCL error in: {tests.group(2)}, {tests.group(3)}" if tests.group(1) == "NCCL" else text, None, wrapper)
     if text.startswith(_LAST_ERROR):  # PyTorch quotes ncclGetLastError(): NCCL's last WARN text
@@ -113,6 +115,48 @@ def place(line: str) -> Placed | None:
     if found is None:
         return None
     return Placed(found.level.upper() if found.project in NCCL_PROJECTS else None, text, found, wrapper)
+
+
+_ZERO_DIGITS = str.maketrans("123456789", "000000000")
+MAX_UNPLACED_SHAPES = 16384
+_WORDS = re.compile(r"[A-Za-z_]{3,}")
+
+
+class Placer:
+    """:func:`place` with memory: PyTorch's bare ``Last error:`` line (NCCL's text is the next line),
+    and the shapes (digits as 0) of lines nothing placed, skipped the next time: a training log's
+    lines differ mostly in their numbers, so each shape is tried once."""
+
+    def __init__(self) -> None:
+        self.unplaced: set[str] = set()
+        self.pending = False
+
+    def __call__(self, line: str) -> tuple[Placed | None, str]:
+        """(what the line holds or None, its shape; "" when the shape was already known unplaced)."""
+        shape = line.translate(_ZERO_DIGITS)
+        if shape in self.unplaced and not self.pending:
+            return None, ""
+        pending, self.pending = self.pending, False
+        placed = place(line)
+        if placed is None and pending:  # the line after a bare "Last error:" is NCCL's text
+            wrapper, text = peel(line)
+            placed = Placed("WARN", text, catalogue().match(text[:MAX_PLACED_CHARS]), wrapper)
+        if placed is not None and not placed.text:
+            self.pending = True
+        return placed, shape
+
+    def remember(self, shape: str) -> None:
+        if len(self.unplaced) < MAX_UNPLACED_SHAPES:
+            self.unplaced.add(shape)
+
+
+def quoted(text: str) -> list[str]:
+    """The verdict rules' excerpts (:data:`fabricscope.nccl.log.around.EXCERPT_RE`) ``text`` holds."""
+    from fabricscope.nccl.log.around import EXCERPT_RE, EXCERPT_WORDS  # (the rules build on the aggregator)
+
+    if EXCERPT_WORDS.isdisjoint(_WORDS.findall(text[:MAX_PLACED_CHARS])):
+        return []
+    return [m.group(0) for m in EXCERPT_RE.finditer(text[:MAX_PLACED_CHARS])]
 
 
 _TORCH_WORK = re.compile(r"SeqNum=(\d+), OpType=(\w+).*?Timeout\(ms\)=(\d+)\).*? ran for (\d+) milliseconds")
