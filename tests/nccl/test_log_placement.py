@@ -119,3 +119,12 @@ def test_socket_interface_nccl_picked() -> None:
     )
     found = next(f for f in r.findings if f.id == "nccl_log.socket_interface")
     assert "ip6tnl0" in found.message and "veth12ab" in found.message and "docker*, lo and virbr*" in found.message
+
+
+def test_nccl_tests_failure_lines() -> None:
+    """nccl-tests' own check macros (src/common.h): the API's error, and a CUDA error under the test;
+    CUDA's 'system not yet initialized' on an NVSwitch system is the Fabric Manager (nccl-tests #264)."""
+    r = lines("node1: Test NCCL failure common.cu:874 'unhandled system error'")
+    assert ids(r).get("nccl_log.api_error") == "fail" and r.verdict["fatal"] is True
+    r = lines("node1: Test CUDA failure common.cu:941 'system not yet initialized'")
+    assert ids(r).get("nccl_log.nvls") == "fail" and r.verdict["root_cause"] == "nvls_fabric_manager"

@@ -414,7 +414,8 @@ class LogAggregator:
                 self.versions.setdefault(data["version"], 0)
 
     def _on_catalogued(self, proc: ProcessState, event: LogEvent) -> None:
-        self._count_message(event.data["message_id"])
+        if event.data.get("message_id"):
+            self._count_message(event.data["message_id"])
 
     def _on_net_plugin(self, proc: ProcessState, event: LogEvent) -> None:
         """Which network plugin the process loaded; when NCCL says it went another way ("Using

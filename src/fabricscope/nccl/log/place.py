@@ -104,7 +104,9 @@ def place(line: str) -> Placed | None:
         return None
     tests = _TESTS_FAILURE.search(text) if " failure " in text else None
     if tests is not None:  # nccl-tests' check macros: the error the API returned, in its own words
-        return Placed(None, f"NCCL error in: {tests.group(2)}, {tests.group(3)}" if tests.group(1) == "NCCL" else text, None, wrapper)
+        if tests.group(1) == "CUDA":  # a CUDA call failed under the test: the CUDA error, as NCCL words it
+            return Placed("WARN", f"Cuda failure '{tests.group(3)}'", None, wrapper)
+        return Placed(None, f"NCCL error in: {tests.group(2)}, {tests.group(3)}", None, wrapper)
     if text.startswith(_LAST_ERROR):  # PyTorch quotes ncclGetLastError(): NCCL's last WARN text
         text = text[len(_LAST_ERROR) :].strip()
         if not text:
