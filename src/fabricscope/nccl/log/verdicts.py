@@ -219,8 +219,9 @@ def _no_verbs(agg: LogAggregator) -> list[Finding]:
             "is missing where the job runs (usually the container image), so NCCL could not look for RDMA devices "
             "at all; this says nothing about the node's hardware",
             {"processes": len(procs), "hosts": hosts[:MAX_LISTED]},
-            "install rdma-core (libibverbs1) and the NIC's provider (libmlx5-1) in the image or on the node, and "
-            "expose /dev/infiniband to the container; `fabricscope doctor` shows whether the node has RDMA devices",
+            "first see whether the node has RDMA devices at all (`fabricscope doctor`, /sys/class/infiniband): if not, "
+            "there is nothing to install and NCCL's sockets are all it has; if it does, install rdma-core (libibverbs1) "
+            "and the NIC's provider (libmlx5-1) in the image or on the node and expose /dev/infiniband to the container",
         )
     ]
 
