@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 
 from fabricscope.findings import Finding, Severity
 from fabricscope.nccl.log.aggregate import LogAggregator, WarnGroup
@@ -144,15 +145,17 @@ EXCERPT_RE = re.compile("|".join(sorted({re.escape(x) for r in RULES for x in r.
 EXCERPT_WORDS = frozenset(max(re.findall(r"[A-Za-z_]{3,}", x), key=len) for r in RULES for x in r.excerpts)
 
 
-def _ids(rule: MessageRule) -> set[str]:
-    """The rule's ids, and every entry of the same project whose format holds one of its excerpts."""
+@cache
+def _ids(rule: MessageRule) -> frozenset[str]:
+    """The rule's ids, and every entry of the same project whose format holds one of its excerpts
+    (once per process: it walks the whole catalogue)."""
     cat = catalogue()
     found = {mid for mid, _excerpt in rule.messages}
     for mid, excerpt in rule.messages:
         msg = cat.messages.get(mid)
         if msg is not None:
             found |= {m.id for m in cat.find(msg.project, excerpt)}
-    return found
+    return frozenset(found)
 
 
 def message_findings(agg: LogAggregator) -> list[Finding]:
