@@ -87,6 +87,7 @@ class Catalogue:
         self._by_word: dict[str, list[Message]] = {}
         self._wild: dict[str, list[tuple[str, Message]]] = {}  # a word of the anchor -> (anchor, entry)
         self._regex: dict[str, re.Pattern[str]] = {}
+        self._anchors: dict[str, str] = {}
         size: dict[str, int] = {}
         for raw in data["messages"]:
             msg = Message(
@@ -110,6 +111,13 @@ class Catalogue:
             group.sort(key=lambda m: -size[m.id])
         self._size = size
 
+    def anchor(self, msg: Message) -> str:
+        """The format's longest literal piece: text without it cannot match (checked before compiling)."""
+        anchor = self._anchors.get(msg.id)
+        if anchor is None:
+            anchor = self._anchors[msg.id] = max(_CONVERSION.split(msg.format)[::6], key=len).strip()
+        return anchor
+
     def regex(self, msg: Message) -> re.Pattern[str]:
         pattern = self._regex.get(msg.id)
         if pattern is None:
@@ -121,7 +129,7 @@ class Catalogue:
         word = _FIRST_WORD.match(text)
         if word is not None:
             for msg in self._by_word.get(word.group(0), ()):
-                if (projects is None or msg.project in projects) and self.regex(msg).match(text):
+                if (projects is None or msg.project in projects) and self.anchor(msg) in text and self.regex(msg).match(text):
                     return msg
         wild = self._wild
         candidates = [am for w in set(_WORD.findall(text)) if w in wild for am in wild[w]]
