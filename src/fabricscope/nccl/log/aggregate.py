@@ -28,7 +28,8 @@ from fabricscope.nccl.log.place import Placer, catalogued_id, placed_event, quot
 from fabricscope.nccl.messages import catalogue
 
 MAX_WARN_GROUPS = 256  # distinct WARN signatures kept; the rest are counted under "other"
-MAX_MESSAGES = 1024  # distinct catalogue entries (and fallback texts) counted
+MAX_MESSAGES = 1024
+_DECODED = frozenset({"completion_error", "verbs_error", "async_event"})  # distinct catalogue entries (and fallback texts) counted
 MAX_EXAMPLES = 8  # rank labels kept per group for the report (all are counted)
 _DIGITS = re.compile(r"0x[0-9a-fA-F]+|\d+")
 _PLUGIN_INIT = re.compile(r"net\.cc:\d+")  # src/net.cc (2.12-2.19), not transport/net.cc
@@ -507,7 +508,9 @@ class LogAggregator:
                 gkey = ("warn", "(other warnings)")
                 group = self.warn_groups.get(gkey)
             if group is None:
-                found = data.get("message_id") or catalogued_id(event.message)
+                # Completion, verbs and async-event WARNs are decoded by their own patterns and always
+                # return the error: no catalogue lookup (nor its 35 ms load) for them.
+                found = data.get("message_id") or (None if kind in _DECODED else catalogued_id(event.message))
                 group = WarnGroup(
                     kind=gkey[0],
                     key=gkey[1],
