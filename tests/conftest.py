@@ -27,6 +27,20 @@ HOST_NAMES = sorted(p.name for p in FIXTURE_HOSTS.iterdir() if p.is_dir())
 HEALTHY_HOSTS = ["ib-ndr-healthy", "roce-healthy", "cloud-tcp", "efa-p4d"]
 
 
+# Tests that build labs (network namespaces, shaped links, real rates) run one after another in one
+# pytest-xdist lane ("lab"), beside the unit tests in the other lanes: labs measure rates and must
+# not share the machine's namespaces and links with each other.
+LAB_FIXTURES = {"lab_dir", "make_lab"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        uses_lab = LAB_FIXTURES & set(getattr(item, "fixturenames", ())) or "lab" in item.path.name
+        if uses_lab:
+            item.add_marker(pytest.mark.lab)
+            item.add_marker(pytest.mark.xdist_group("lab"))
+
+
 def skip_unless_ci(reason: str) -> None:
     """Skip outside CI, saying why; under CI=true the requirement is a failure instead."""
     if IN_CI:

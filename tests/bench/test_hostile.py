@@ -27,7 +27,7 @@ from fabricscope.bench.sockets.tcp import TcpParams, run_tcp
 from tests.bench.conftest import run_cli
 from tests.loopback_attacker import Recorder, attacker_address
 
-TOKEN = "s3cret-token"
+TOKEN = "9c2f5e8a1d4b7c0e3f6a9d2c5b8e1f4a"  # strong enough (bench/sockets/admission.py)
 
 
 class SlowLoris:

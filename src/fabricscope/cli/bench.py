@@ -135,7 +135,7 @@ def serve(
         5211, "--port", min=0, max=65535, help="Control port (data ports are picked per test)."
     ),
     token: str = typer.Option(
-        None, "--token", envvar=TOKEN_ENV, help="Token clients must present (required off loopback)."
+        None, "--token", envvar=TOKEN_ENV, help="Token clients must present (required off loopback; 16+ characters, 64+ bits: `openssl rand -hex 16`)."
     ),
     max_duration: float = typer.Option(
         60.0, "--max-duration", min=0.1, max=3600, help="Longest test a client may ask for, seconds."

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import logging
+import math
 import os
 import socket
 import threading
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricscope import __version__
+from fabricscope.bench.sockets.admission import MAKE_TOKEN, AuthFailures, PendingConnections, token_weakness
 from fabricscope.bench.sockets.dataport import COOKIE_TIMEOUT_S, Mailbox
 from fabricscope.bench.sockets.netio import PeerError, describe_os_error, is_loopback, recv_frame, send_frame
 from fabricscope.bench.sockets.procs import WorkerSet
@@ -46,7 +48,7 @@ from fabricscope.logfilter import RepeatLimiter
 log = logging.getLogger("fabricscope.bench.sockets.server")
 
 HELLO_TIMEOUT_S = 3.0  # the whole hello, from accept to its last byte: before authentication
-REQUEST_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 5.0  # an authenticated connection that sends no test request is ended (clients send at once)
 PENDING_PER_SOURCE = 8  # connections not yet authenticated, from one source address
 PENDING_TOTAL = 64  # ... and from all sources together
 LOG_FLUSH_S = 1.0
@@ -82,6 +84,9 @@ class BenchServer:
             raise FabricscopeError(
                 f"--token is {len(token)} characters; clients send at most {MAX_TOKEN_CHARS}, so none could connect"
             )
+        weakness = token_weakness(token) if token is not None else None
+        if weakness:
+            raise FabricscopeError(f"the token (--token or $FABRICSCOPE_BENCH_TOKEN) is too weak ({weakness}): make one with {MAKE_TOKEN}")
         self.bind = bind
         self.port = port
         self.token = token
@@ -91,6 +96,7 @@ class BenchServer:
         self._tests = threading.BoundedSemaphore(self.limits.max_tests)
         self._clients = threading.BoundedSemaphore(self.limits.max_clients)  # authenticated
         self.pending = PendingConnections(PENDING_PER_SOURCE, PENDING_TOTAL)  # not yet authenticated
+        self.failures = AuthFailures()  # wrong tokens per source: backoff (bench/sockets/admission.py)
         self.log_limiter = RepeatLimiter()
         self._stop = threading.Event()
         self._listener: socket.socket | None = None
@@ -148,7 +154,8 @@ class BenchServer:
                     time.sleep(0.05)
                     continue
                 source = _source(addr)
-                refusal = self.pending.enter(source)
+                wait_s = self.failures.wait_s(source)
+                refusal = self._backoff_refusal(source, wait_s) if wait_s else self.pending.enter(source)
                 if refusal is not None:
                     self._refuse(conn, addr, refusal)
                     continue
@@ -167,6 +174,9 @@ class BenchServer:
             conn.send(encode_frame(error_reply(reason)))
         conn.close()
 
+    def _backoff_refusal(self, source: str, wait_s: float) -> str:
+        return f"too many wrong tokens from {source}; try again in {math.ceil(wait_s)} s"
+
     # ----- one control connection -----------------------------------------------------------
     def _serve_client(self, conn: socket.socket, addr: Any) -> None:
         who = _peer(addr)
@@ -174,14 +184,17 @@ class BenchServer:
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             try:
-                self._handshake(conn, who)
+                self._handshake(conn, _source(addr))
             finally:
                 self.pending.leave(_source(addr))
+            # a free slot before "ok": a client told "ok" and then "busy" once waited for nothing
             if not self._clients.acquire(blocking=False):
                 raise ProtocolError(
                     f"too many control connections (limit {self.limits.max_clients}), try again later"
                 )
             authenticated = True
+            self._welcome(conn)
+            # idle: an authenticated connection that sends no request gives its slot back soon
             message = parse_request(recv_frame(conn, time.monotonic() + self.request_timeout_s))
             if not isinstance(message, RunRequest):
                 raise ProtocolError(f"expected a test request, got {message.op!r}")
@@ -218,8 +231,9 @@ class BenchServer:
             if authenticated:
                 self._clients.release()
 
-    def _handshake(self, conn: socket.socket, who: str) -> None:
-        """Hello and token within one short deadline: an unauthenticated peer holds little for long."""
+    def _handshake(self, conn: socket.socket, source: str) -> None:
+        """Hello and token within one short deadline: an unauthenticated peer holds little for long.
+        A wrong token counts against its source; a source in backoff is not even compared."""
         message = parse_request(recv_frame(conn, time.monotonic() + self.hello_timeout_s))
         if not isinstance(message, Hello):
             raise ProtocolError("expected hello first")
@@ -228,9 +242,16 @@ class BenchServer:
                 f"protocol version {message.version} not supported (server speaks {PROTOCOL_VERSION})"
             )
         if self.token is not None:
+            wait_s = self.failures.wait_s(source)  # connections accepted before the backoff began
+            if wait_s:
+                raise ProtocolError(self._backoff_refusal(source, wait_s))
             given = (message.token or "").encode()
             if not hmac.compare_digest(given, self.token.encode()):
+                self.failures.failed(source)
                 raise ProtocolError("bad or missing token")
+            self.failures.succeeded(source)
+
+    def _welcome(self, conn: socket.socket) -> None:
         send_frame(
             conn,
             {
@@ -367,47 +388,6 @@ class BenchServer:
                 except OSError:
                     sock.close()
         raise ProtocolError("server has no free data port left, try again later")
-
-
-class PendingConnections:
-    """Connections that have not authenticated yet, counted per source address and in total.
-
-    Kept apart from the authenticated slots (``ServerLimits.max_clients``): a host without the
-    token can hold at most ``per_source`` handshakes of at most ``HELLO_TIMEOUT_S`` each, and never
-    a slot that an authenticated client needs.
-    """
-
-    def __init__(self, per_source: int, total: int) -> None:
-        self.per_source = per_source
-        self.total = total
-        self._by_source: dict[str, int] = {}
-        self._count = 0
-        self._lock = threading.Lock()
-
-    def enter(self, source: str) -> str | None:
-        """Count one more from ``source``; the reason to refuse it instead, if over a cap."""
-        with self._lock:
-            held = self._by_source.get(source, 0)
-            if held >= self.per_source:
-                return f"too many unauthenticated connections from {source} (limit {self.per_source})"
-            if self._count >= self.total:
-                return f"too many unauthenticated connections (limit {self.total})"
-            self._by_source[source] = held + 1
-            self._count += 1
-            return None
-
-    def held(self, source: str) -> int:
-        with self._lock:
-            return self._by_source.get(source, 0)
-
-    def leave(self, source: str) -> None:
-        with self._lock:
-            held = self._by_source.get(source, 0)
-            if held <= 1:
-                self._by_source.pop(source, None)
-            else:
-                self._by_source[source] = held - 1
-            self._count = max(0, self._count - 1)
 
 
 def _source(addr: Any) -> str:
