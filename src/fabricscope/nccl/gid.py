@@ -18,7 +18,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 AF_INET = "AF_INET"
 AF_INET6 = "AF_INET6"
@@ -272,7 +272,7 @@ def select_gid(
     return choice(index)
 
 
-def gid_table_empty(gids: Iterable[ExplainedGid]) -> bool:
+def gid_table_empty(gids: Iterable[Any]) -> bool:
     """No entry at all: a pod that sees the RDMA device without its netdev (RoCE is unusable)."""
     return not any(g.gid for g in gids)
 

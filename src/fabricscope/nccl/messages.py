@@ -20,7 +20,7 @@ import json
 import re
 from functools import lru_cache
 from importlib import resources
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 NEXT_ACTIONS = ("returns_error", "falls_back", "goes_on", "aborts")
 _CONVERSION = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|L|z|j|t)?([diouxXeEfgGcspn%])")
@@ -80,9 +80,9 @@ def literal_size(fmt: str) -> int:
 class Catalogue:
     """The messages, indexed for matching."""
 
-    def __init__(self, data: dict) -> None:
+    def __init__(self, data: dict[Any, Any]) -> None:
         self.schema: str = data["schema"]
-        self.sources: dict = data["sources"]
+        self.sources: dict[Any, Any] = data["sources"]
         self.messages: dict[str, Message] = {}
         self._by_word: dict[str, list[Message]] = {}
         self._wild: dict[str, list[tuple[str, Message]]] = {}  # a word of the anchor -> (anchor, entry)

@@ -113,7 +113,7 @@ class WarnGroup:
     example: str = ""
     source: str | None = None
     first_timestamp: str | None = None
-    ranks: set[tuple] = field(default_factory=set)
+    ranks: set[tuple[Any, ...]] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
     message_id: str | None = None  # its entry in the message catalogue (fabricscope.nccl.messages)
     next: str | None = None  # what NCCL's source does after printing it (returns_error, falls_back, ...)
@@ -127,7 +127,7 @@ class ErrorChain:
     first_site: str
     cause: str | None  # key of the WarnGroup that preceded it on the same thread
     count: int = 0
-    ranks: set[tuple] = field(default_factory=set)
+    ranks: set[tuple[Any, ...]] = field(default_factory=set)
     threads: set[str] = field(default_factory=set)
     recovered_by: str | None = None  # what NCCL did instead, when the error did not reach the API
 
@@ -159,10 +159,10 @@ class LogAggregator:
         if expect not in ("auto", "rdma", "socket"):
             raise ValueError("expect must be auto, rdma or socket")
         self.expect = expect
-        self.processes: dict[tuple, ProcessState] = {}
-        self.ranks: dict[tuple, RankState] = {}
+        self.processes: dict[tuple[Any, ...], ProcessState] = {}
+        self.ranks: dict[tuple[Any, ...], RankState] = {}
         self.warn_groups: dict[tuple[str, str], WarnGroup] = {}
-        self.chains: dict[tuple, ErrorChain] = {}
+        self.chains: dict[tuple[Any, ...], ErrorChain] = {}
         self.files: list[FileStats] = []
         self.events: dict[str, int] = {}
         self.versions: dict[str, int] = {}
@@ -172,12 +172,12 @@ class LogAggregator:
         self.fallbacks: dict[str, int] = {}  # what NCCL used instead, in its words -> times
         self.excerpts: dict[str, int] = {}  # a verdict rule's excerpt (log.around) -> lines quoting it
         self._placer = Placer()  # lines without NCCL's header (log.place)
-        self._open: dict[tuple, tuple[dict, set]] = {}  # (host, pid) -> (chains by id, ranks) not yet judged
-        self._thread_cause: dict[tuple, tuple | None] = {}  # thread -> (warn key) of its latest WARN
-        self._thread_chain: dict[tuple, ErrorChain | None] = {}
+        self._open: dict[tuple[Any, ...], tuple[dict[Any, Any], set[Any]]] = {}  # (host, pid) -> (chains by id, ranks) not yet judged
+        self._thread_cause: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}  # thread -> (warn key) of its latest WARN
+        self._thread_chain: dict[tuple[Any, ...], ErrorChain | None] = {}
         self._file: FileStats | None = None
         # Public for the batch path (log.batch), with rank_of(): the latest header's process, plain INFO lines.
-        self.last_key: tuple | None = None  # (host, pid) of the latest header line in this file
+        self.last_key: tuple[Any, ...] | None = None  # (host, pid) of the latest header line in this file
         self._pending_version: str | None = None
         self.info_lines = 0
         self._batch: BatchReader | None = None  # the caches of feed_batch
@@ -453,7 +453,7 @@ class LogAggregator:
         self._retcode(event)
 
     # ----- helpers ------------------------------------------------------------------------
-    def _new_process(self, key: tuple) -> ProcessState:
+    def _new_process(self, key: tuple[Any, ...]) -> ProcessState:
         proc = ProcessState(host=key[0], pid=key[1], file=self._stats().name)
         self.processes[key] = proc
         if self._pending_version is not None:
@@ -567,11 +567,11 @@ class LogAggregator:
         if event.data["thread"] and len(chain.threads) < 8:
             chain.threads.add(event.data["thread"])
         rank = self._rank(event)
-        cause = self.warn_groups.get(self._thread_cause.get(thread) or ("", ""))
-        if cause is not None and cause.next == "falls_back":  # the WARN before it says NCCL went another way
-            chain.recovered_by = chain.recovered_by or cause.example[:200]
+        warned = self.warn_groups.get(self._thread_cause.get(thread) or ("", ""))
+        if warned is not None and warned.next == "falls_back":  # the WARN before it says NCCL went another way
+            chain.recovered_by = chain.recovered_by or warned.example[:200]
             if rank is not None:
-                rank.recovered.setdefault(code, cause.example[:200])
+                rank.recovered.setdefault(code, warned.example[:200])
             return
         chains, ranks = self._open.setdefault((event.host, event.pid), ({}, set()))
         chains[id(chain)] = chain

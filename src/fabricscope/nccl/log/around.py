@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from fabricscope.findings import Finding, Severity
-from fabricscope.nccl.log.aggregate import LogAggregator, WarnGroup
+from fabricscope.nccl.log.aggregate import LogAggregator, ProcessState, WarnGroup
 from fabricscope.nccl.log.verdicts import MAX_LISTED, names
 from fabricscope.nccl.messages import catalogue
 
@@ -192,7 +192,7 @@ def claimed(agg: LogAggregator) -> set[int]:
     return out
 
 
-def _claims(rule: MessageRule, ids: set[str], group: WarnGroup) -> bool:
+def _claims(rule: MessageRule, ids: frozenset[str], group: WarnGroup) -> bool:
     if group.message_id in ids or _from(group, rule.sources) or any(x in group.example for x in rule.excerpts):
         return True
     if rule.warn_prefixes and group.example.startswith(rule.warn_prefixes):
@@ -200,7 +200,7 @@ def _claims(rule: MessageRule, ids: set[str], group: WarnGroup) -> bool:
     return bool(rule.projects and group.message_id and catalogue().messages[group.message_id].project in rule.projects)
 
 
-def _on_sockets(proc) -> bool:
+def _on_sockets(proc: ProcessState) -> bool:
     """The process went on with NCCL's socket transport (said so, or listed socket devices and no RDMA)."""
     return (proc.network or "").lower() == "socket" or bool(proc.socket_interfaces and not proc.net_devices)
 

@@ -31,7 +31,7 @@ import re
 from collections import Counter
 from itertools import repeat
 from operator import itemgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fabricscope.nccl.log.parse import INFO_PREFIXES
 
@@ -92,12 +92,12 @@ def _word_class(word: str) -> tuple[str, ...] | None:
     return found
 
 
-def _spec(text: str) -> tuple:
+def _spec(text: str) -> tuple[Any, ...]:
     """What ``05/0`` of ``Channel 05/0 : ...`` stands for: ``("", True)``, or _BAD if malformed."""
     return ("", True) if _SPEC.fullmatch("Channel " + text) else _BAD
 
 
-def _rest(text: str) -> tuple:
+def _rest(text: str) -> tuple[Any, ...]:
     """``(via, local rank)`` of what follows a channel line's first `` : ``, or _BAD. Right-stripped
     first, as :func:`fabricscope.nccl.log.parse.parse_line` strips the message."""
     match = _REST.match(text.rstrip())
@@ -112,7 +112,7 @@ class _Channels:
 
     __slots__ = ("counts", "key", "rank")
 
-    def __init__(self, key: tuple, rank: RankState | None, counts: dict[str, int] | None) -> None:
+    def __init__(self, key: tuple[Any, ...], rank: RankState | None, counts: dict[str, int] | None) -> None:
         self.key, self.rank, self.counts = key, rank, counts
 
 
@@ -127,12 +127,12 @@ class _Caches:
 
         self.mark = mark
         self.sep, self.space, self.colon = mark(SEP), mark(" "), mark(" : ")
-        self.plain: dict = {}  # (header, first word of the message) -> (host, pid)
-        self.other: dict = {}  # (header, first word) -> _Channels, or ((host, pid), continuations)
-        self.specs: dict = {}  # "05/0" of "Channel 05/0 : ..." -> ("", True) or _BAD
-        self.rests: dict = {}  # "3[3] -> 11[3] [send] via NET/IB/3/GDRDMA" -> (via, local rank) or _BAD
+        self.plain: dict[Any, Any] = {}  # (header, first word of the message) -> (host, pid)
+        self.other: dict[Any, Any] = {}  # (header, first word) -> _Channels, or ((host, pid), continuations)
+        self.specs: dict[Any, Any] = {}  # "05/0" of "Channel 05/0 : ..." -> ("", True) or _BAD
+        self.rests: dict[Any, Any] = {}  # "3[3] -> 11[3] [send] via NET/IB/3/GDRDMA" -> (via, local rank) or _BAD
 
-    def store(self, cache: dict, key: str, value: object) -> None:
+    def store(self, cache: dict[Any, Any], key: str, value: object) -> None:
         if len(cache) >= _CACHE_LIMIT:
             cache.clear()
         cache[self.mark(key)] = value
@@ -152,8 +152,8 @@ class BatchReader:
         self.first_local: dict[RankState, int] = {}  # unnumbered rank -> local rank of its first channel
         # The whole-batch path: headers whose process exists, and first words that are plain unless
         # a continuation follows (as " NCCL INFO " + word + " ", most useful first), learnt from slow lines.
-        self.heads: dict[bytes, tuple] = {}
-        self.known: set[bytes] = set()  # the keys of heads, as a set: set <= set is the fast subset test
+        self.heads: dict[bytes, tuple[Any, ...]] = {}
+        self.known: set[bytes] = set()  # the keys of heads, as a set: set[Any] <= set is the fast subset test
         self.markers: list[tuple[bytes, tuple[bytes, ...]]] = []  # (word's place, its continuations')
         self.min_whole = WHOLE_BATCH_MIN_LINES
         self.whole_chunks = 0  # chunks booked at once (tests and benchmarks read it)
@@ -163,11 +163,11 @@ class BatchReader:
         self.channel_heads: dict[bytes, _Channels] = {}
         self.channel_known: set[bytes] = set()  # the keys of channel_heads (set <= set runs in C)
         self.good_specs: set[bytes] = set()
-        self.good_rests: dict[bytes, tuple] = {}  # rest -> (via, local rank)
+        self.good_rests: dict[bytes, tuple[Any, ...]] = {}  # rest -> (via, local rank)
         self.good_rest_set: set[bytes] = set()
         self.pending: Counter[tuple[bytes, bytes]] = Counter()
 
-    def feed(self, lines: list, stats: FileStats) -> None:
+    def feed(self, lines: list[Any], stats: FileStats) -> None:
         """Account for ``lines`` (already counted in ``stats.lines``), in order."""
         if not lines:
             return
@@ -389,7 +389,7 @@ class BatchReader:
         self.touched.clear()
         self.first_local.clear()
 
-    def _learn(self, c: _Caches, rest: str | bytes) -> tuple[tuple, tuple]:
+    def _learn(self, c: _Caches, rest: str | bytes) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         """Parse what follows ``Channel `` on a line whose header is known, and remember it.
 
         The message is right-stripped first, as :func:`fabricscope.nccl.log.parse.parse_line` does."""

@@ -10,6 +10,8 @@ to one file (``NCCL_DEBUG_FILE=nccl.%h.%p.log``) or interleaves whole lines into
 
 from __future__ import annotations
 
+from typing import Any
+
 from fabricscope.nccl.log.aggregate import (
     MAX_MESSAGES,
     MAX_WARN_GROUPS,
@@ -65,12 +67,12 @@ def merge(into: LogAggregator, other: LogAggregator) -> None:
                 mine.threads.add(thread)
 
 
-def _add_counts(into: dict, other: dict) -> None:
+def _add_counts(into: dict[Any, Any], other: dict[Any, Any]) -> None:
     for key, count in other.items():
         into[key] = into.get(key, 0) + count
 
 
-def _capped_update(into: dict, other: dict, cap: int) -> None:
+def _capped_update(into: dict[Any, Any], other: dict[Any, Any], cap: int) -> None:
     """``into.update(other)``, adding new keys only while ``into`` holds fewer than ``cap``."""
     for key, value in other.items():
         if key in into or len(into) < cap:

@@ -204,8 +204,8 @@ def placed_event(p: Placed) -> LogEvent:
         data = {"id": "nccl-tests", "next": "returns_error", "text": p.text, "kind": "api_error", "code": code, "version": None}
         return LogEvent("torch", None, None, None, None, None, p.text, prefix=p.wrapper or None, data=data)
     if p.level in ("INFO", "TRACE"):
-        kind, data = classify_info(p.text)
-        return LogEvent(kind, p.level, None, None, None, None, p.text, prefix=p.wrapper or None, data={**(data or {}), **evidence})
+        kind, info = classify_info(p.text)
+        return LogEvent(kind, p.level, None, None, None, None, p.text, prefix=p.wrapper or None, data={**(info or {}), **evidence})
     if msg is not None and msg.project == "pytorch":
         return LogEvent("torch", None, None, None, None, None, p.text, prefix=p.wrapper or None, data=torch_data(p.text, msg))
     return LogEvent("catalogued", None, None, None, None, None, p.text, prefix=p.wrapper or None, data=evidence)

@@ -11,6 +11,7 @@ import stat
 import sys
 import zlib
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 from fabricscope.nccl.log.aggregate import FileStats, LogAggregator
 from fabricscope.nccl.log.merge import merge
@@ -148,7 +149,7 @@ def _overlong(body: bytes) -> bool:
     return False
 
 
-def _chunk(body: bytes, stats: FileStats | None) -> tuple[bytes | list, int]:
+def _chunk(body: bytes, stats: FileStats | None) -> tuple[bytes | list[Any], int]:
     """``body`` itself when it is clean (see :func:`iter_chunks`), else its lines (:func:`_lines`);
     and the number of lines."""
     if body.isascii() and b"\x00" not in body and not (len(body) > MAX_LINE_CHARS and _overlong(body)):
@@ -160,7 +161,7 @@ def _chunk(body: bytes, stats: FileStats | None) -> tuple[bytes | list, int]:
     return lines, len(lines)
 
 
-def _lines(body: bytes, stats: FileStats | None) -> list:
+def _lines(body: bytes, stats: FileStats | None) -> list[Any]:
     """The lines of a chunk, decoded unless ASCII, overlong ones (measured in bytes, as across
     chunks) dropped, binary ones counted."""
     if len(body) > MAX_LINE_CHARS and _overlong(body):
@@ -181,7 +182,7 @@ def _lines(body: bytes, stats: FileStats | None) -> list:
     return lines
 
 
-def _binary_lines(text: str | bytes, lines: list) -> int:
+def _binary_lines(text: str | bytes, lines: list[Any]) -> int:
     """Lines holding NUL or undecodable bytes (U+FFFD after decoding)."""
     if isinstance(text, bytes):
         return sum(1 for ln in lines if b"\x00" in ln) if b"\x00" in text else 0

@@ -10,6 +10,7 @@ shows is right.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from fabricscope.findings import Finding, Severity
 from fabricscope.nccl.log.aggregate import LogAggregator, ProcessState, RankState
@@ -23,7 +24,7 @@ def names(items: Iterable[str], limit: int = MAX_LISTED) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def rank_label(key: tuple, ranks: dict[tuple, RankState]) -> str:
+def rank_label(key: tuple[Any, ...], ranks: dict[tuple[Any, ...], RankState]) -> str:
     state = ranks.get(key)
     if state is not None:
         return state.label
@@ -33,7 +34,7 @@ def rank_label(key: tuple, ranks: dict[tuple, RankState]) -> str:
     return f"{host or '?'}:{pid} dev {dev}"
 
 
-def rank_sort(state: RankState) -> tuple:
+def rank_sort(state: RankState) -> tuple[Any, ...]:
     return (
         state.rank if state.rank is not None else 1 << 30,
         state.host or "",
@@ -176,7 +177,7 @@ def _transport_choice(
     over = f"NET/Socket over {names(interfaces)}" if interfaces else "NET/Socket"
     who = f"{len(procs)} process(es) on {len(hosts)} host(s)"
     cause, fix = socket_cause(procs)
-    ev: dict = {
+    ev: dict[Any, Any] = {
         "processes": len(procs),
         "hosts": hosts[:MAX_LISTED],
         "ranks": len(socket_ranks),

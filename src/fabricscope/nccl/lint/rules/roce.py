@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from fabricscope.findings import Finding
 from fabricscope.nccl.gid import GidPolicy, explain_choice, select_gid
@@ -198,7 +199,7 @@ def check_traffic_class(ctx: LintContext) -> Iterator[Finding]:
     yield from _tc_findings(s, tc, sort, any_pfc=any_pfc, visible=bool(netdevs) and any(q is not None for q in qos.values()))
 
 
-def _tc_sort(inv, netdevs: list[str], qos: dict, lossless: dict, any_pfc: bool, dscp: int, ecn: int) -> _TcSort:
+def _tc_sort(inv, netdevs: list[str], qos: dict[Any, Any], lossless: dict[Any, Any], any_pfc: bool, dscp: int, ecn: int) -> _TcSort:
     """Where the DSCP of NCCL_IB_TC lands on each netdev: without PFC, under trust pcp, with ECN
     off, with CE marked, or fine."""
     out = _TcSort()
