@@ -70,3 +70,12 @@ def test_a_sourced_file_is_named() -> None:
     _settings, found = lint_job(JobSources(scripts=[("job.sh", script)]))
     named = sorted(f.subject for f in found if f.id == "NCCL009")
     assert named == ["./common.sh", "/opt/cluster/nccl-env.sh"]
+
+
+def test_an_exclude_list_that_leaves_lo_in() -> None:
+    """`^docker0` replaces NCCL's default (^docker,lo): lo comes first and can be picked (aws/deep-learning-containers#4756)."""
+    for inv in (None, _bond_node()):
+        found = [f for f in lint(merge([from_environ({"NCCL_SOCKET_IFNAME": "^docker0"})]), inv) if f.id == "NCCL023"]
+        assert found and found[0].severity.value == "warn" and "lo" in found[0].message
+        clean = [f for f in lint(merge([from_environ({"NCCL_SOCKET_IFNAME": "^docker,lo,veth"})]), inv) if f.id == "NCCL023"]
+        assert not clean

@@ -105,13 +105,26 @@ def check_ib_hca(ctx: LintContext) -> Iterator[Finding]:
         yield finding("NCCL013", "warn", s, "NCCL_IB_HCA", f"selects both InfiniBand and RoCE ports ({_names([f'{p.label}/{p.link}' for p in selected if p.active])}): connections between the two kinds fail", "list ports of one link layer only")
 
 
+_LO_LEFT = (
+    "the exclude list {value} does not exclude lo: a list replaces NCCL's own choice (which skips docker*, lo "
+    "and virbr*), and lo comes first among the interfaces, so NCCL can put its sockets on the loopback "
+    "interface, which other nodes cannot reach"
+)
+
+
 def check_socket_ifname(ctx: LintContext) -> Iterator[Finding]:
     inv = ctx.inventory
     s = ctx.settings.effective.get("NCCL_SOCKET_IFNAME")
-    if inv is None or s is None or uses_expansion(s.value):
+    if s is None or uses_expansion(s.value):
         return
     parsed = parse_list(s.value)
     if not parsed.tokens:
+        return
+    if parsed.exclude and not parsed.matches("lo"):
+        pass  # lo is excluded: fine
+    elif parsed.exclude and (inv is None or any(d.name == "lo" for d in inv.net_devices)):
+        yield finding("NCCL023", "warn", s, "NCCL_SOCKET_IFNAME", _LO_LEFT.format(value=s.value), f"add lo (and docker, virbr) to the list: NCCL_SOCKET_IFNAME={s.value},lo", interfaces=["lo"])
+    if inv is None:
         return
     devices = {d.name: d for d in inv.net_devices}
     names = sorted(devices)
@@ -137,7 +150,7 @@ def check_socket_ifname(ctx: LintContext) -> Iterator[Finding]:
         why = [f"{d.name} ({'down' if not d.is_up else 'no address'})" for d in bad]
         yield finding("NCCL021", "fail" if not good else "warn", s, "NCCL_SOCKET_IFNAME", f"selects interface(s) NCCL cannot use: {_names(why)}" + ("" if good else "; none left"), "NCCL only uses interfaces that are up and have an address; pick one that does", interfaces=[d.name for d in bad])
     virtual = [d.name for d in selected if d.is_loopback or is_virtual_name(d.name)]
-    if virtual and not parsed.exclude:
+    if virtual and not parsed.exclude:  # (an exclude list leaving lo in: the finding above)
         yield finding("NCCL023", "warn", s, "NCCL_SOCKET_IFNAME", f"selects {_names(virtual)}: loopback or container/virtual interfaces do not reach other nodes", "name the host's physical interface", interfaces=virtual)
 
 
