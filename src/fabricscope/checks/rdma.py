@@ -48,7 +48,8 @@ def port_state(ctx: CheckContext) -> Iterator[Finding]:
     that are not ACTIVE, so one dead port shrinks a job's bandwidth without an error. INIT with
     LinkUp on InfiniBand means no subnet manager has configured the port. A state text the kernel
     never writes for its code (drivers/infiniband/core/sysfs.c) is reported as unrecognised, with
-    what the code would mean, instead of being read as up or down."""
+    what the code would mean, instead of being read as up or down. A Disabled port of a NIC whose
+    other port is ACTIVE is a spare (info): it does not outrank the causes of lost bandwidth."""
     ports = ctx.inventory.ports
     bad = 0
     active_devices = {p.device for p in ports if p.is_active}

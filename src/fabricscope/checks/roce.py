@@ -43,7 +43,9 @@ def roce_gid(ctx: CheckContext) -> Iterator[Finding]:
     address inside NCCL_IB_ADDR_RANGE, and falls back to index 0 (link-local, RoCE v1) when no
     entry qualifies. This check walks each port's table the same way (fabricscope.nccl.gid, with
     the values of /etc/nccl.conf) and warns when the entry NCCL would use is not a routable RoCE
-    v2 one, e.g. a port whose only RoCE v2 addresses are IPv6 while NCCL looks for IPv4."""
+    v2 one, e.g. a port whose only RoCE v2 addresses are IPv6 while NCCL looks for IPv4. A port whose
+    table holds no GID at all (a pod that sees the RDMA device but not its netdev) fails: RoCE cannot
+    address any peer, and the fix is the pod's network attachment, not an address."""
     inv = ctx.inventory
     policy = GidPolicy.from_env(_conf_env(inv.nccl_conf))
     for port, netdev in roce_ports(inv):
