@@ -356,7 +356,8 @@ def generate(ns: argparse.Namespace) -> dict:
         for path in sorted(root.rglob("*")):
             if path.suffix in (".cpp", ".hpp"):
                 rel = path.relative_to(root).as_posix()
-                for entry in scan_torch(rel, path.read_text()):
+                excerpt = path.read_text().startswith("// excerpt")  # lines count in the excerpt, not upstream
+                for entry in scan_torch(rel + (" (excerpt)" if excerpt else ""), path.read_text()):
                     _add(catalogue, "pytorch", ns.pytorch_commit, entry)
         sources["pytorch"] = {"repo": "pytorch/pytorch", "tags": [ns.pytorch_commit], "commits": {ns.pytorch_commit: ns.pytorch_commit}}
     for entry in catalogue.values():
