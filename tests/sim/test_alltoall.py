@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fabricscope.sim import alltoall, collectives
+from fabricscope.sim.patterns import Phase, Plan
 from fabricscope.sim.scenario import build_simulator, normalise, run_collective
 
 CASES = [
@@ -14,6 +15,11 @@ CASES = [
     {"topology": "fat-tree", "nodes": 16, "nic_rate": "400G", "transport": "roce", "seed": 3},  # ECMP collisions
     {"topology": "fat-tree", "nodes": 16, "gpus_per_node": 8, "nics_per_node": 4},  # two GPUs per NIC
     {"topology": "rail-optimized", "nodes": 4, "oversubscription": "4:1", "hosts_per_leaf": 4},
+    # transport effects, one function for both paths (issue 21 item 4): a per-flow cap striped over
+    # NCCL's sockets, and retransmissions under loss (go-back-N and TCP)
+    {"system": "dgx-h100", "nodes": 4, "transport": "tcp", "nsocks_perthread": 2, "socket_nthreads": 2},
+    {"system": "dgx-h100", "nodes": 4, "transport": "roce", "loss": "0.001"},
+    {"system": "dgx-h100", "nodes": 4, "transport": "tcp", "loss": "0.0001", "nic_rate": "100G"},
 ]
 
 
@@ -24,11 +30,17 @@ def test_aggregation_gives_the_exact_answer(params, pxn) -> None:
     n = 2**28
     p = sim.topo.n_gpus
     exact = sim.run_plan(collectives.plan(sim.topo, "alltoall", "direct", n, pxn=pxn))
-    assert exact.phases[0]["transfers"] == p * (p - 1) and "aggregated" not in exact.phases[0]["name"]
+    striped = sim.transport.sockets > 1  # the per-transfer path solves one row per socket
+    assert striped or exact.phases[0]["transfers"] == p * (p - 1)
+    assert "aggregated" not in exact.phases[0]["name"]
     g = np.arange(p)[None, :]
     agg = alltoall.build(sim.topo, g, collectives._layout(sim.topo, g), pxn)
-    res = sim.run_plan(collectives.Plan("alltoall", "direct", n, p, [collectives.Phase("agg", agg, "sync", 1, n / p)]))
-    assert res.time_s == pytest.approx(exact.time_s, rel=1e-9)
+    res = sim.run_plan(Plan("alltoall", "direct", n, p, [Phase("agg", agg, "sync", 1, n / p)]))
+    # Under loss a leg's transfers share one retransmission window, the longest transfer's (with
+    # both PXN NVLink hops): at most a few tenths of a percent slower than transfer by transfer.
+    lossy = sim.transport.loss > 0
+    assert res.time_s == pytest.approx(exact.time_s, rel=5e-3 if lossy else 1e-9)
+    assert not lossy or res.time_s >= exact.time_s * (1 - 1e-9)
     assert res.limited_by == exact.limited_by
     assert res.phases[0]["transfers"] == p * (p - 1)
 

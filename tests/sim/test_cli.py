@@ -87,12 +87,13 @@ def test_collective_human_output_with_sweep(run) -> None:
         (["collective", "--topology-file", "/nonexistent.yaml"], "cannot read topology file"),
         (["collective", "--routing", "random"], "ecmp or adaptive"),
         (["train", "--gpus", "100"], "multiple"),
-        (["train", "--params", "lots", "--gpus", "8"], "--params must be a number"),
+        (["train", "--params", "lots", "--gpus", "8"], "--params"),
         (["collective", "--topology", "leaf-spine", "--spines", "99999999999"], "--spines"),
         (["collective", "--topology", "fat-tree", "--nodes", "64", "--tiers", "9"], "--tiers"),
         (["infer", "--gpus-per-node", "0"], "--gpus-per-node"),
         (["compare", "--vary", "transport"], "NAME=V1"),
-        (["compare", "--vary", "bogus=1,2"], "every combination failed"),
+        (["compare", "--vary", "bogus=1,2"], "--vary bogus: not a parameter"),
+        (["compare", "--vary", "nodes=x,y", "--no-plot"], "every combination failed"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(run, args, match) -> None:
@@ -211,3 +212,34 @@ def test_sim_incast_takes_the_ports_gso_frames(run) -> None:
     assert whole["points"][0]["goodput_gbps"] < frames["points"][0]["goodput_gbps"]
     bad = run("incast", "--port-gso-frames", "0")
     assert bad.exit_code == 2 and "port-gso-frames" in bad.output
+
+
+def test_compare_train_takes_every_plan_option(run) -> None:
+    """``sim compare --workload train`` accepts the same plan options as ``sim train`` (issue 23
+    item 6), and each row is what ``sim train`` answers for that point."""
+    plan = ["--gpus", "16", "--tp", "8", "--layers", "4", "--hidden", "2048", "--heads", "16", "--seq-len", "2048",
+            "--tokens-per-step", "65536", "--recompute", "full"]
+    r = run("compare", "--workload", "train", *plan, "--vary", "transport=ib,roce", "--no-plot", "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["rows"]
+    one = run("train", *plan, "--transport", "roce", "--json")
+    assert one.exit_code == 0, one.output
+    assert rows[1]["metrics"]["step_time_s"] == json.loads(one.stdout)["step_time_s"]
+
+
+def test_options_come_from_the_scenario_model() -> None:
+    """One schema: every Scenario field is an option of ``sim collective``, with the model's help."""
+    import typer
+
+    import fabricscope.cli.sim_train  # noqa: F401  (registers sim train)
+    from fabricscope.cli.sim import sim_app
+    from fabricscope.sim.params import Scenario, TrainPlan
+
+    commands = typer.main.get_command(sim_app).commands  # type: ignore[attr-defined]
+    hidden = {"intra_link", "nvswitch", "nvlink_efficiency"}  # set by --system presets and topology files
+    for cmd, model, skip in (("collective", Scenario, hidden), ("train", TrainPlan, set()),
+                             ("compare", TrainPlan, set())):
+        params = {p.name: p for p in commands[cmd].params}
+        for name in set(model.model_fields) - skip:
+            assert name in params, (cmd, name)
+            assert model.model_fields[name].description.split(" [")[0] in params[name].help, (cmd, name)

@@ -49,6 +49,39 @@ def test_no_validation_figure_is_a_calibration_input() -> None:
                 f"{v.case}: {v.figure} from {v.source} is a calibration input")
 
 
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "sim_validation"
+
+
+def _corpus(split: str) -> list[dict]:
+    import yaml
+
+    return yaml.safe_load((CORPUS / f"{split}.yaml").read_text())
+
+
+def test_no_held_out_figure_is_a_calibration_input() -> None:
+    """Issue 23: constants are fitted on calibration.yaml only. Every table a constant names is a
+    calibration table, none is held out, and no held-out figure is a fitted figure."""
+    cal_tables = {r["table"] for r in _corpus("calibration")}
+    held = _corpus("heldout")
+    held_tables = {r["table"] for r in held}
+    for c in published.CALIBRATION:
+        for t in c.tables:
+            assert t in cal_tables and t not in held_tables, f"{c.constant} is fitted on {t}, not a calibration table"
+        if c.figure:
+            for r in held:
+                same_source = c.source in (r["source"]["url"], r["source"].get("repo"))
+                assert not (same_source and abs(float(r["value"]) - c.figure) <= 0.005 * c.figure), (
+                    f"{c.constant} is fitted to held-out figure {r['id']}")
+
+
+def test_the_corpus_guard_catches_a_held_out_table(monkeypatch) -> None:
+    table = _corpus("heldout")[0]["table"]
+    bad = published.Calibration("x", "1", 0.0, "", "", "", (table,))
+    monkeypatch.setattr(published, "CALIBRATION", (*published.CALIBRATION, bad))
+    with pytest.raises(AssertionError, match="not a calibration table"):
+        test_no_held_out_figure_is_a_calibration_input()
+
+
 def test_the_guard_catches_a_reused_figure(monkeypatch) -> None:
     cal = published.CALIBRATION[0]
     reused = published.Validation("ring in one node", cal.figure, "GB/s", cal.source, {})

@@ -159,3 +159,28 @@ def test_compare_transports_on_one_routing() -> None:
     ecmp = run_grid("collective", {"system": "dgx-h100", "nodes": 4, "size": "1G", "routing": "ecmp"},
                     {"transport": ["ib", "roce"]})
     assert ecmp["base"]["routing"] == "ecmp"
+
+
+def test_roce_equals_ib_where_no_queue_builds() -> None:
+    """Issue 23: DCQCN costs bandwidth only where a queue builds. In a symmetric all-to-all every
+    sender's NIC is full, so the receivers' ports are paced by the senders: RoCE and IB differ only
+    by their wire overhead (published production MoE numbers: within 1%)."""
+    from fabricscope.sim.scenario import run_collective
+
+    ib, roce = (run_collective({"system": "dgx-h100", "nodes": 16, "op": "alltoall", "size": "64M", "transport": t})
+                for t in ("ib", "roce"))
+    assert roce["busbw_GBps"] == pytest.approx(ib["busbw_GBps"], rel=0.02)
+    assert not any(a.startswith("DCQCN") for r in roce["results"] for ph in r["phases"] for a in ph["adjustments"])
+
+
+def test_queue_pairs_per_connection_are_ecmp_entropy() -> None:
+    """NCCL_IB_QPS_PER_CONNECTION: each QP is its own flow to the ECMP hash; more QPs, fewer of the
+    collisions that hold a ring on a non-rail fat-tree."""
+    from fabricscope.sim.scenario import run_collective
+
+    base = {"topology": "fat-tree", "nodes": 128, "transport": "roce", "size": "1G", "seed": 1, "algo": "ring"}
+    one, four = run_collective(base), run_collective({**base, "qps_per_connection": 4})
+    assert one["limited_by"] == "fabric bandwidth"
+    assert four["busbw_GBps"] > 1.5 * one["busbw_GBps"]
+    with pytest.raises(FabricscopeError, match="qps-per-connection applies to ib and roce"):
+        run_collective({**base, "transport": "tcp", "qps_per_connection": 4})

@@ -119,12 +119,14 @@ def test_slower_network_means_more_exposed_communication() -> None:
         ({"gpus": 100, "tp": 8}, "multiple"),
         ({"gpus": 64, "tp": 8, "pp": 2, "dp": 3}, "tp\\*pp\\*dp"),
         ({"gpus": 64, "tp": 8, "params": -1}, ">="),
-        ({"gpus": 64, "tp": 8, "dp_collective": "magic"}, "allreduce or zero"),
+        ({"gpus": 64, "tp": 8, "dp_collective": "magic"}, "allreduce, zero .* or fsdp"),
         ({"gpus": 64, "tp": 8, "recompute": "half"}, "full, selective, none"),
         ({"gpus": 64, "tp": 8, "pp": 2, "layers": 32, "virtual_stages": 3}, "virtual-stages"),
         ({"gpus": 64, "tp": 8, "ep": 3}, "must divide"),
         ({"gpus": 64, "tp": 8, "cp": 3}, "multiple of tp\\*pp\\*cp"),
-        ({"gpus": 48, "tp": 8, "pp": 3, "layers": 32}, "pipeline stages"),
+        ({"gpus": 48, "tp": 8, "pp": 3, "layers": 2, "hidden": 1024}, "cannot fill 3 pipeline stages"),
+        ({"gpus": 64, "tp": 8, "system": "dgx-a100", "precision": "fp8"}, "FP8 tensor cores"),
+        ({"gpus": 64, "tp": 8, "layers": 4, "hidden": 1024, "heads": 16, "kv_heads": 3}, "must divide --heads"),
         ({"tp": 8}, "--gpus or --dp"),
     ],
 )
@@ -151,3 +153,38 @@ def test_infer_compares_connection_modes() -> None:
     assert d["time_per_output_token_s"] == pytest.approx(d["decode_step_s"] + d["tp_comm_per_token_s"])
     with pytest.raises(FabricscopeError, match="multiple of --gpus-per-node"):
         run_infer({"tp": 12})
+
+
+def _train(**kw):
+    base = {"system": "dgx-h100", "gpus": 16, "tp": 8, "layers": 8, "hidden": 4096, "heads": 32, "seq_len": 4096,
+            "tokens_per_step": 16 * 4096}
+    return run_train({**base, **kw})
+
+
+def test_uneven_pipeline_stages_run_at_the_fullest_stage() -> None:
+    """126 layers on 16 stages (Llama 3.1 405B's) run: the fullest stage (8 layers) sets the pace."""
+    d = run_train({"model": "llama3-405b", "system": "dgx-h100", "gpus": 128, "tp": 8, "pp": 16,
+                   "tokens_per_step": 64 * 8192, "seq_len": 8192})
+    assert d["workload"]["stage_layers"] == 8 and d["workload"]["layers"] == 126
+    even = run_train({"model": "llama3-405b", "layers": 128, "system": "dgx-h100", "gpus": 128, "tp": 8, "pp": 16,
+                      "tokens_per_step": 64 * 8192, "seq_len": 8192})
+    assert d["compute_s"] == pytest.approx(even["compute_s"], rel=0.02)  # both stages hold 8 layers
+
+
+def test_gqa_gated_mlp_and_fp8_change_the_compute_as_their_flops_do() -> None:
+    mha, gqa = _train(), _train(kv_heads=8)
+    assert gqa["compute_s"] < mha["compute_s"]  # K and V for 8 heads, not 32
+    plain, gated = _train(ffn=11008), _train(ffn=11008, gated_mlp=True)
+    assert gated["compute_s"] > 1.05 * plain["compute_s"]  # a third h x ffn matrix (the attention core stays)
+    assert gated["workload"]["params"] > plain["workload"]["params"]
+    bf16, fp8 = _train(), _train(precision="fp8")
+    assert fp8["compute_s"] < bf16["compute_s"] and fp8["workload"]["precision"] == "fp8"
+
+
+def test_fsdp_gathers_parameters_every_micro_batch() -> None:
+    """ZeRO-3 moves the parameters twice per micro-batch; ZeRO-1/2 once per step: on a slow
+    network FSDP exposes more communication."""
+    kw = {"tp": 1, "gpus": 32, "transport": "tcp", "nic_rate": "100G", "tokens_per_step": 64 * 4096}
+    zero, fsdp = _train(dp_collective="zero", **kw), _train(dp_collective="fsdp", **kw)
+    assert fsdp["comm"]["data_parallel"]["total_s"] > 2 * zero["comm"]["data_parallel"]["total_s"]
+    assert fsdp["exposed_comm_s"] > zero["exposed_comm_s"]

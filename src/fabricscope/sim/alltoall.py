@@ -23,46 +23,22 @@ blocking is not modelled on this path (docs/sim.md, limits).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from fabricscope.errors import FabricscopeError
-from fabricscope.sim.fabrics import KIND_NVLINK
+from fabricscope.sim import effects
+from fabricscope.sim.fabrics import Routes
+from fabricscope.sim.patterns import AggregatePattern, Pattern, PatternResult
 from fabricscope.sim.solver import Solution
+from fabricscope.sim.topology import Topology
+from fabricscope.sim.transport import Transport
 
 CHUNK = 262_144  # network legs routed at once
 
 
-@dataclass
-class AggregatePattern:
-    """An alltoall described by its legs (see the module docstring)."""
-
-    key: str
-    nodes: np.ndarray  # (groups, nodes per group): node ids of each communicator
-    local: np.ndarray  # local GPU ids every node contributes
-    intra_src: np.ndarray  # NVLink legs: src/dst GPU and multiplicity (transfers per leg)
-    intra_dst: np.ndarray
-    intra_mult: np.ndarray
-    transfers: int
-    pxn: bool = True  # leave by the NIC on the destination's rail (NCCL's PXN), else by one's own
-    hops: int = 0  # NVLink legs on a network transfer's way (to the NIC's GPU, from it)
-
-    def __len__(self) -> int:
-        return self.transfers
-
-    @property
-    def id(self) -> str:
-        h = hashlib.blake2b(digest_size=16)
-        for a in (self.nodes, self.local):
-            h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
-        return f"{self.key}:{self.transfers}:{h.hexdigest()}"
-
-
-def build(topo: Any, groups: np.ndarray, layout: tuple[int, int], pxn: bool = True) -> AggregatePattern:
+def build(topo: Topology, groups: np.ndarray, layout: tuple[int, int], pxn: bool = True) -> AggregatePattern:
     """The legs of an alltoall over ``groups`` (node-major, every node the same local GPUs)."""
     G, N = topo.node.gpus_per_node, topo.node.nics_per_node
     ng, p = groups.shape
@@ -104,7 +80,7 @@ def build(topo: Any, groups: np.ndarray, layout: tuple[int, int], pxn: bool = Tr
                             np.tile(mult, len(base)), ng * p * (p - 1), pxn, int(pre) + int(post))
 
 
-def network_legs(topo: Any, ap: AggregatePattern) -> Iterator[tuple[np.ndarray, ...]]:
+def network_legs(topo: Topology, ap: AggregatePattern) -> Iterator[tuple[np.ndarray, ...]]:
     """(src GPU, dst GPU, src NIC, dst NIC, transfers) of the network legs, in chunks."""
     G, N = topo.node.gpus_per_node, topo.node.nics_per_node
     rail = topo.local_nic_of_gpu[ap.local]
@@ -133,63 +109,71 @@ def network_legs(topo: Any, ap: AggregatePattern) -> Iterator[tuple[np.ndarray, 
                    B * N + np.tile(rb, pairs), np.tile(m, pairs))
 
 
-def solve(sim: Any, ap: AggregatePattern) -> Any:
-    """Per-link transfer counts -> the slowest transfer's rate, its bottleneck and the latency."""
-    from fabricscope.sim.engine import PatternResult
-
-    topo, tr = sim.topo, sim.transport
-    adaptive = sim.routing == "adaptive"
+def solve(topo: Topology, tr: Transport, ap: AggregatePattern, base_cap: np.ndarray, adaptive: bool, seed: int,
+          intra_alpha_s: float) -> PatternResult:
+    """Per-link transfer counts -> the slowest transfer's rate, its bottleneck and the latency.
+    The transport's effects are sim/effects.py's, as for every other pattern."""
     n_links = topo.n_links
     w = np.zeros(n_links)  # transfers per link, times coefficient (and retransmission inflation)
     intra = topo.route(ap.intra_src, ap.intra_dst, np.full(len(ap.intra_src), -1), np.full(len(ap.intra_src), -1),
-                       np.zeros(len(ap.intra_src), np.int64), adaptive, sim.seed)
+                       np.zeros(len(ap.intra_src), np.int64), adaptive, seed)
     w += np.bincount(intra.link, weights=intra.coef * ap.intra_mult[intra.flow], minlength=n_links)
     lat_intra = _max_path(topo, intra, len(ap.intra_src))
-    lat_net, legs = 0.0, 0
+    notes: list[str] = []
+    lat_net, legs, flow_cap, net_transfers = 0.0, 0, np.inf, 0.0
+    hops = lat_intra * ap.hops  # NVLink legs of a transfer's way: its round trip includes them
     for src, dst, sn, dn, mult in network_legs(topo, ap):
-        r = topo.route(src, dst, sn, dn, np.zeros(len(src), np.int64), adaptive, sim.seed)
-        coef = r.coef * mult[r.flow]
-        if tr.loss > 0:  # go-back-N / retransmissions at the RTT of the longest path so far
-            rtt = 2 * (tr.alpha_s + _max_path(topo, r, len(src)))
-            infl = tr.inflation(np.ceil(topo.nic_rate_Bps * rtt / tr.mtu_bytes) + 1.0)
-            coef = np.where(topo.link_kind[r.link] != KIND_NVLINK, coef * infl, coef)
-        w += np.bincount(r.link, weights=coef, minlength=n_links)
-        lat_net = max(lat_net, _max_path(topo, r, len(src)))
+        r = topo.route(src, dst, sn, dn, np.zeros(len(src), np.int64), adaptive, seed)
+        path = np.bincount(r.flow, weights=r.coef * topo.lat_s[r.link], minlength=len(src))
+        if tr.loss > 0 or np.isfinite(tr.per_flow_cap_Bps):  # the transport changes the legs (sim/effects.py)
+            fx = effects.apply(topo, tr, r, r.coef, np.ones(len(src), bool), 2 * (tr.alpha_s + path + hops),
+                               per_connection=True)
+            coef = fx.coef
+            flow_cap = min(flow_cap, float(fx.flow_cap.min()))
+            notes = notes or fx.notes
+        else:
+            coef = r.coef
+        w += np.bincount(r.link, weights=coef * mult[r.flow], minlength=n_links)
+        lat_net = max(lat_net, float(path.max()))
         legs += len(src)
-    hops = lat_intra * ap.hops
-    lat = max(lat_net + hops + tr.alpha_s if legs else 0.0, lat_intra + sim.intra_alpha_s)
-    cap = sim.base_cap.copy()
+        net_transfers += float(mult.sum())
+    lat = max(lat_net + hops + tr.alpha_s if legs else 0.0, lat_intra + intra_alpha_s)
+    cap = base_cap
     rate, link = _first_level(cap, w)
-    adjustments = [f"alltoall by per-link aggregation: {legs:,} network legs for {ap.transfers:,} transfers"]
+    adjustments = [f"alltoall by per-link aggregation: {legs:,} network legs for {ap.transfers:,} transfers", *notes]
     if tr.name == "roce" and tr.lossless and not tr.ecn:
         adjustments.append("PFC head-of-line blocking is not modelled for an aggregated alltoall")
-    if legs and tr.name in ("roce", "roce-lossy") and tr.ecn and tr.dcqcn_efficiency < 1:
-        sat = (w > 0) & (w * rate >= cap * (1 - 1e-9)) & sim._switch_egress() & (w > 1)
-        if sat.any():
-            cap[sat] *= tr.dcqcn_efficiency
+    if legs and effects.dcqcn_active(tr):
+        sat = (w > 0) & (w * rate >= cap * (1 - 1e-9)) & effects.switch_egress(topo) & (w > 1)
+        o, E = topo.o_fabric, topo.n_nics
+        nic_out = slice(o, o + E)
+        if np.all((w[nic_out] == 0) | (w[nic_out] * rate >= cap[nic_out] * (1 - 1e-9))):
+            # every sending NIC is full at the same level: the senders pace the receivers' ports, where
+            # no queue builds (symmetric all-to-all); queues can still build inside the fabric
+            sat[o + E:o + 2 * E] = False
+        cap, note = effects.congestion(tr, cap, sat)
+        if note:
             rate, link = _first_level(cap, w)
-            adjustments.append(f"DCQCN: {int(sat.sum())} contended link(s) at {tr.dcqcn_efficiency:g} of capacity")
-    rtt = 2 * (lat_net + tr.alpha_s)
-    flow_cap = tr.flow_cap_Bps(rtt) * tr.sockets if legs else np.inf  # a connection stripes over its sockets
+            adjustments.append(note)
+    rtt = 2 * (lat_net + hops + tr.alpha_s)
     if flow_cap < rate:
         rate, link = flow_cap, -1
     load = w * rate
     sol = Solution(rate=np.array([rate]), bottleneck=np.array([link]), load=load,
                    saturated=(w > 0) & (load >= cap * (1 - 1e-9)), iterations=1)
-    from fabricscope.sim.collectives import Pattern
-
     one = np.array([0], np.int64)
     rep = Pattern(ap.key, one, one + 1, one if legs else -one - 1, one + 1 if legs else -one - 1, one * 0, one * 0)
     rto = np.array([tr.rto(rtt) if tr.loss > 0 else 0.0])
-    res = PatternResult(rep, intra, sol, np.array([lat - (tr.alpha_s if legs else sim.intra_alpha_s)]),
-                        np.array([tr.alpha_s if legs else sim.intra_alpha_s]), np.array([legs > 0]), rto, cap,
+    res = PatternResult(rep, intra, sol, np.array([lat - (tr.alpha_s if legs else intra_alpha_s)]),
+                        np.array([tr.alpha_s if legs else intra_alpha_s]), np.array([legs > 0]), rto, cap,
                         adjustments)
     res.n_transfers = ap.transfers
     res.link_flows = w
+    res.network_transfers = int(round(net_transfers))
     return res
 
 
-def _max_path(topo: Any, routes: Any, n: int) -> float:
+def _max_path(topo: Topology, routes: Routes, n: int) -> float:
     if not len(routes):
         return 0.0
     lat = np.bincount(routes.flow, weights=routes.coef * topo.lat_s[routes.link], minlength=n)

@@ -174,3 +174,26 @@ def calibrate(sim: Any, samples: Samples, algo: str | None = None, rounds: int =
 
 def _gbps(Bps: float) -> float | None:
     return None if math.isinf(Bps) else Bps * 8 / 1e9
+
+
+def calibrate_scenario(params: dict[str, Any], samples: Samples, ranks_topology: bool) -> dict[str, Any]:
+    """Calibrate the transport of a scenario on a stored run's samples; ``ranks_topology``: shrink the
+    fabric to the run's rank count first (``sim train``: the job is larger than the run). Returns the
+    report, with the fitted transport parameters under ``applied``."""
+    from fabricscope.sim.scenario import build_simulator, normalise
+
+    p = normalise(params)
+    if ranks_topology and samples.ranks and p.get("topology_file") is None:
+        G = int(p["gpus_per_node"])
+        if samples.ranks % G:
+            p["gpus_per_node"] = 1
+            p["nics_per_node"] = None
+        p["nodes"] = samples.ranks // int(p["gpus_per_node"])
+        if p["nodes"] == 1:
+            p["topology"] = "single-node"
+    cal, report = calibrate(build_simulator(p), samples, p.get("algo"))
+    fitted = {"alpha_us": cal.transport.alpha_s * 1e6, "efficiency": cal.transport.efficiency}
+    if cal.transport.name in ("tcp", "udp"):
+        fitted["per_core_gbps"] = cal.transport.per_flow_cap_Bps * 8 / 1e9
+    report["applied"] = fitted
+    return report

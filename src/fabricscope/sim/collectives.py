@@ -20,12 +20,12 @@ rotated so the channel enters and leaves each node through the same NIC (rail), 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from fabricscope import collective_ops
 from fabricscope.errors import FabricscopeError
+from fabricscope.sim.patterns import Pattern, Phase, Plan
 from fabricscope.sim.topology import Topology
 
 ALGOS = ("ring", "tree", "hierarchical", "halving-doubling", "direct")
@@ -36,50 +36,6 @@ DEFAULT_ALGO = {
 # Above this many transfers an alltoall is solved by per-link aggregation (sim/alltoall.py): the
 # same slowest rate and latency, without a flow per transfer.
 AGGREGATE_ALLTOALL_ABOVE = 20_000
-
-
-@dataclass
-class Pattern:
-    key: str
-    src_gpu: np.ndarray
-    dst_gpu: np.ndarray
-    src_nic: np.ndarray  # -1: intra-node (NVLink)
-    dst_nic: np.ndarray
-    entropy: np.ndarray  # extra ECMP hash input (channel / QP)
-    chain: np.ndarray  # ring or chain id (for ring timing); 0 when irrelevant
-    share: np.ndarray | None = None  # of the transfer's bytes each row carries (1 unless striped)
-
-    def __len__(self) -> int:
-        return len(self.src_gpu)
-
-    @staticmethod
-    def concat(key: str, parts: list[Pattern]) -> Pattern:
-        return Pattern(
-            key,
-            *(np.concatenate([getattr(p, a) for p in parts]) for a in
-              ("src_gpu", "dst_gpu", "src_nic", "dst_nic", "entropy", "chain")),
-        )
-
-
-@dataclass
-class Phase:
-    name: str
-    pattern: Pattern
-    timing: str  # ring | sync | pipeline
-    steps: int
-    bytes: float  # per transfer per step (ring, sync) or in total (pipeline)
-
-
-@dataclass
-class Plan:
-    op: str
-    algo: str
-    size_bytes: int
-    ranks: int
-    phases: list[Phase] = field(default_factory=list)
-    # Phases that run at once, sliced and pipelined (the intra- and inter-node parts of a
-    # hierarchical algorithm): the plan takes the slowest phase's bandwidth time, not the sum.
-    overlap: bool = False
 
 
 def stripe(pattern: Pattern, sockets: int) -> Pattern:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from fabricscope.errors import FabricscopeError
@@ -22,6 +21,12 @@ def run_grid(workload: str, base: dict[str, Any], vary: dict[str, list[str]],
 
     if not vary:
         raise FabricscopeError("--vary at least one parameter")
+    from fabricscope.sim.params import DEFAULTS, TrainPlan
+
+    known = set(DEFAULTS) | (set(TrainPlan.model_fields) if workload == "train" else set())
+    for k in vary:
+        if k not in known:
+            raise FabricscopeError(f"--vary {k}: not a parameter of {workload} (see fabricscope sim {'train' if workload == 'train' else 'collective'} --help)")
     keys = list(vary)
     base = dict(base)
     if "transport" in vary and "routing" not in vary and not base.get("routing"):
@@ -75,40 +80,13 @@ def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items()}
 
 
-def write_plot(doc: dict[str, Any], path: Path) -> None:
-    """busbw against size per combination (a size sweep), else a bar per combination.
-    Raises ImportError when matplotlib is missing."""
-    import matplotlib
+def compare_base(scenario: dict[str, Any], workload: str) -> dict[str, Any]:
+    """The parameters every cell shares, without those of the other workload."""
+    from fabricscope.sim.params import DEFAULTS, TrainPlan
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [r for r in doc["rows"] if "metrics" in r]
-    label = lambda r: ", ".join(f"{k}={v}" for k, v in r["point"].items())  # noqa: E731
-    fig, ax = plt.subplots(figsize=(9, 5))
-    if rows and "curve" in rows[0]:
-        for r in rows:
-            xs = [c["size_bytes"] for c in r["curve"]]
-            ys = [c["busbw_GBps"] for c in r["curve"]]
-            ax.plot(xs, ys, marker="o", label=label(r))
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel("busbw (GB/s)")
-        ax.legend(fontsize=8)
-        ax.set_title(f"simulated {doc['base'].get('op', 'all_reduce')} busbw")
-    else:
-        metric = "busbw_GBps" if doc["workload"] == "collective" else "tokens_per_s"
-        names = [label(r) for r in rows]
-        vals = [r["metrics"][metric] for r in rows]
-        ax.barh(range(len(vals)), vals)
-        ax.set_yticks(range(len(vals)), names, fontsize=8)
-        ax.invert_yaxis()
-        ax.set_xlabel(metric)
-        ax.set_title(f"simulated {doc['workload']}: {metric}")
-    fig.tight_layout()
-    try:
-        fig.savefig(path)
-    except (OSError, ValueError) as exc:
-        raise FabricscopeError(f"cannot write plot {path}: {exc}") from None
-    finally:
-        plt.close(fig)
+    if workload not in ("collective", "train"):
+        raise FabricscopeError("--workload is collective or train")
+    if workload == "train":
+        drop = ("nodes", "op", "algo", "proto", "explain", "size", "channels", "node_order", "sharp", "pxn")
+        return {k: v for k, v in scenario.items() if k not in drop}
+    return {k: v for k, v in scenario.items() if k in DEFAULTS or k not in TrainPlan.model_fields}

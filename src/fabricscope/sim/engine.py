@@ -18,43 +18,25 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fabricscope.collective_ops import bus_factor
 from fabricscope.errors import FabricscopeError
-from fabricscope.sim import alltoall, collectives
-from fabricscope.sim.alltoall import AggregatePattern
-from fabricscope.sim.collectives import Pattern, Phase, Plan
+from fabricscope.sim import alltoall, collectives, effects
+from fabricscope.sim.fabrics import KIND_ACCESS, KIND_FABRIC, KIND_NAMES, KIND_NVLINK, Routes
+from fabricscope.sim.params import NVLINK_EFFICIENCY
+from fabricscope.sim.patterns import AggregatePattern, Pattern, PatternResult, Phase, Plan
 from fabricscope.sim.solver import Solution, max_min
-from fabricscope.sim.topology import KIND_ACCESS, KIND_FABRIC, KIND_NAMES, KIND_NVLINK, Routes, Topology
+from fabricscope.sim.topology import Topology
 from fabricscope.sim.transport import Transport
 
 SCHEMA = "fabricscope.sim/v1"
-# NCCL ring all_reduce inside one H100 node reaches ~370 GB/s busbw of 450 GB/s NVLink
-# (NVIDIA/nccl-tests #212): 0.82 of the NVLink rate.
-NVLINK_EFFICIENCY = 0.82
 INTRA_ALPHA_S = 0.6e-6  # per NVLink hop of a step: kernel/flag latency (NCCL LL ~1 us per step)
 SLICE_BYTES = 512 * 1024  # pipeline granularity of trees and chains (NCCL Simple chunk order)
 MAX_ENTRIES = 120_000_000  # incidence entries one pattern may hold (~2.9 GB); beyond: clear error
-
-
-@dataclass
-class PatternResult:
-    pattern: Pattern
-    routes: Routes
-    solution: Solution
-    path_lat_s: np.ndarray  # per transfer, sum of link latencies (coefficient-weighted)
-    alpha_s: np.ndarray  # per transfer, endpoint latency of one message
-    network: np.ndarray  # per transfer, crosses the network
-    rto_s: np.ndarray  # per transfer, retransmission timeout (0 without loss)
-    eff_cap: np.ndarray  # capacities the solver used (per link)
-    adjustments: list[str] = field(default_factory=list)
-    wall_s: float = 0.0
-    n_transfers: int | None = None  # when ``pattern`` stands for more transfers (aggregated alltoall)
-    link_flows: np.ndarray | None = None  # per link, transfers crossing it (aggregated alltoall)
 
 
 @dataclass
@@ -125,6 +107,10 @@ class Simulator:
         net = (kind == KIND_ACCESS) | (kind == KIND_FABRIC)
         eff[net] = transport.efficiency
         self.base_cap = topology.cap_Bps * eff
+        host = transport.host_cap_Bps(topology.node.nics_per_node)
+        if np.isfinite(host):  # the socket transport stages every byte through host memory (sim/transport.py)
+            access = kind == KIND_ACCESS
+            self.base_cap[access] = np.minimum(self.base_cap[access], host)
         self._cache: dict[str, PatternResult] = {}
 
     # ----------------------------------------------------------------------------- patterns
@@ -149,13 +135,15 @@ class Simulator:
         if pid in self._cache:
             return self._cache[pid]
         t0 = time.perf_counter()
+        tr = self.transport
         if isinstance(pattern, AggregatePattern):
-            res = alltoall.solve(self, pattern)
+            res = alltoall.solve(self.topo, tr, pattern, self.base_cap, self.routing == "adaptive", self.seed,
+                                 self.intra_alpha_s)
             res.wall_s = time.perf_counter() - t0
             self._cache[pid] = res
             return res
-        topo, tr = self.topo, self.transport
-        pattern = collectives.stripe(pattern, tr.sockets)
+        topo = self.topo
+        pattern = collectives.stripe(pattern, tr.stripes)
         n = len(pattern)
         routes = topo.route(pattern.src_gpu, pattern.dst_gpu, pattern.src_nic, pattern.dst_nic,
                             pattern.entropy, self.routing == "adaptive", self.seed)
@@ -167,37 +155,15 @@ class Simulator:
         network = pattern.src_nic >= 0
         alpha = np.where(network, tr.alpha_s, self.intra_alpha_s)
         alpha[pattern.src_gpu == pattern.dst_gpu] = 0.0
-        rtt = 2.0 * (lat + alpha)
-        coef = routes.coef.copy()
-        flow_cap = np.full(n, np.inf)
-        rto = np.zeros(n)
-        adjustments: list[str] = []
-        if network.any():
-            nic_Bps = topo.nic_rate_Bps
-            if tr.loss > 0:
-                window = np.ceil(nic_Bps * rtt / tr.mtu_bytes) + 1.0
-                infl = np.array([tr.inflation(w) for w in np.unique(window)])
-                infl_f = infl[np.searchsorted(np.unique(window), window)]
-                on_net = network[routes.flow] & (topo.link_kind[routes.link] != KIND_NVLINK)
-                coef[on_net] *= infl_f[routes.flow[on_net]]
-                adjustments.append(
-                    f"loss {tr.loss:g}: links carry {float(infl_f[network].mean()):.3g}x the goodput ({tr.retransmission})"
-                )
-            caps = np.array([tr.flow_cap_Bps(r) for r in rtt[network]]) if np.isfinite(
-                tr.per_flow_cap_Bps) or tr.loss > 0 else np.full(int(network.sum()), np.inf)
-            flow_cap[network] = caps
-            rto[network] = np.array([tr.rto(r) for r in rtt[network]]) if tr.loss > 0 else 0.0
+        fx = effects.apply(topo, tr, routes, routes.coef, network, 2.0 * (lat + alpha))
+        coef, flow_cap, rto, adjustments = fx.coef, fx.flow_cap, fx.rto, fx.notes
         sol = max_min(n, routes.flow, routes.link, coef, self.base_cap, flow_cap)
         cap_used = self.base_cap
-        if network.any() and tr.name in ("roce", "roce-lossy") and tr.ecn and tr.dcqcn_efficiency < 1:
-            contended = self._contended(routes, sol)
-            if contended.any():
-                cap_used = self.base_cap.copy()
-                cap_used[contended] *= tr.dcqcn_efficiency
+        if network.any() and effects.dcqcn_active(tr):
+            cap_used, note = effects.congestion(tr, self.base_cap, self._contended(routes, sol))
+            if note:
                 sol = max_min(n, routes.flow, routes.link, coef, cap_used, flow_cap)
-                adjustments.append(
-                    f"DCQCN: {int(contended.sum())} contended link(s) at {tr.dcqcn_efficiency:g} of capacity"
-                )
+                adjustments.append(note)
         if network.any() and tr.name == "roce" and tr.lossless and not tr.ecn:
             victim_cap = self._pfc_hol_caps(routes, sol, n)
             hit = victim_cap < sol.rate * (1 - 1e-9)
@@ -210,15 +176,6 @@ class Simulator:
         self._cache[pid] = res
         return res
 
-    def _switch_egress(self) -> np.ndarray:
-        """Network links that leave a switch port. A NIC's own egress (the first n_nics fabric
-        links, nic->switch) queues in the NIC, which paces itself: no switch queue, no ECN mark."""
-        k = self.topo.link_kind
-        out = (k == KIND_ACCESS) | (k == KIND_FABRIC)
-        o = self.topo.o_fabric
-        out[o:o + self.topo.n_nics] = False
-        return out
-
     def _fan_in(self, routes: Routes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per link, the number of distinct upstream links its flows arrive over; with the
         incidence sorted by (flow, stage) and each entry's upstream link (-1 at a flow's first)."""
@@ -230,17 +187,30 @@ class Simulator:
             prev[1:][same[1:]] = lk[:-1][same[1:]]
         fan = np.zeros(self.topo.n_links, np.int64)
         on = prev >= 0
-        if on.any():
-            pairs = np.unique(np.stack([lk[on], prev[on]]), axis=1)
-            fan = np.bincount(pairs[0], minlength=self.topo.n_links)
+        if on.any():  # distinct (link, upstream link) pairs, as one int64 key each (a 1-D unique is fast)
+            n = np.int64(self.topo.n_links)
+            keys = np.unique(lk[on].astype(np.int64) * n + prev[on])
+            fan = np.bincount(keys // n, minlength=self.topo.n_links)
         return fan, f, lk, same
 
     def _contended(self, routes: Routes, sol: Solution) -> np.ndarray:
         """Where DCQCN acts: a saturated switch egress fed by two or more input ports, where a
-        queue builds and ECN marks (Zhu et al., SIGCOMM 2015). Not a NIC's own egress, and not a
-        switch port whose flows all come in through one port (the upstream link paces them)."""
-        fan, *_ = self._fan_in(routes)
-        return sol.saturated & self._switch_egress() & (fan >= 2)
+        queue builds and ECN marks (Zhu et al., SIGCOMM 2015). Not a NIC's own egress, not a
+        switch port whose flows all come in through one port (the upstream link paces them), and
+        not a port whose flows are all held at their senders' saturated NICs already."""
+        fan, f, lk, _ = self._fan_in(routes)
+        candidate = sol.saturated & effects.switch_egress(self.topo) & (fan >= 2)
+        if not candidate.any():
+            return candidate
+        # A queue builds only where flows arrive faster than the port drains them: a link that carries
+        # some flow whose own NIC egress still has room. Where every flow through it is already held
+        # at its sender's saturated NIC (a symmetric all-to-all), the senders pace it: no queue.
+        o, E = self.topo.o_fabric, self.topo.n_nics
+        nic_egress = (lk >= o) & (lk < o + E)
+        sender_full = np.zeros(int(f.max()) + 1 if len(f) else 0, bool)
+        sender_full[f[nic_egress]] = sol.saturated[lk[nic_egress]]
+        unpaced = np.bincount(lk[~sender_full[f]], minlength=self.topo.n_links) > 0
+        return candidate & unpaced
 
     def _pfc_hol_caps(self, routes: Routes, sol: Solution, n: int) -> np.ndarray:
         """Victim caps under PFC without ECN.
@@ -260,7 +230,7 @@ class Simulator:
         if len(routes) < 2:
             return caps
         fan_in, f, lk, same = self._fan_in(routes)
-        incast = sol.saturated & self._switch_egress() & (fan_in >= 2)
+        incast = sol.saturated & effects.switch_egress(self.topo) & (fan_in >= 2)
         at_e = np.flatnonzero(incast[lk])  # entries sitting on an incast link
         if not len(at_e):
             return caps
@@ -332,7 +302,7 @@ class Simulator:
         stall = 0.0
         if tr.loss > 0 and res.network.any():
             q = tr.message_timeout_probability(packets)
-            n_net = int((res.network & moving).sum())
+            n_net = res.network_transfers if res.network_transfers is not None else int((res.network & moving).sum())
             p_any = 1.0 - (1.0 - q) ** n_net
             stall = p_any * float(res.rto_s[res.network].max())
         total = n_steps * (step_s + stall)

@@ -36,6 +36,7 @@ class Calibration:
     unit: str
     what: str
     source: str
+    tables: tuple[str, ...] = ()  # tables of tests/data/sim_validation/calibration.yaml it was fitted on (never heldout.yaml)
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,51 @@ CALIBRATION: tuple[Calibration, ...] = (
                 "per A100: Megatron-LM's 1T-parameter GPT on 3072 A100 (TP 8, PP 64, DP 6, full recomputation), "
                 "SC21 §1 and §5.1 text; configuration from NVIDIA/Megatron-LM examples/sc21/run_table_1.sh",
                 SC21),
+    Calibration("NVLSTree pipeline stages (sim/pipeline.py)", "2 + 2 per network tree", 0.0, "",
+                "store-and-forward stages of NVLSTree's ramp, chosen on the whole 1 MiB-8 GiB sweeps of two "
+                "2-node systems (2 + 2 fits; 4 + 2, one per NVLink thread group, puts the 8 MiB rows at 1.2-1.3x); "
+                "chunk sizes, channels and NVLS's 3 stages are NCCL's (v2.30.7-1), not fitted",
+                "tests/data/sim_validation/calibration.yaml",
+                ("dstack-nebius-h100-2node-allreduce", "dstack-lambda-b200-2node-allreduce")),
+    Calibration("FP8_GEMM_EFFICIENCY (sim train --precision fp8)", "0.60", 0.0, "",
+                "least squares on log(model/published step time) over the FP8 training rows of the calibration "
+                "split (grid 0.50-0.70; 0.60 and 0.65 within 0.1% of each other)",
+                "tests/data/sim_validation/calibration.yaml",
+                ("dgxc-nemotron-nemotron4-15b-fp8", "dgxc-nemo-megatron-nemo-megatron-fp8",
+                 "dgxc-maxtext-maxtext-llama3-70b-fp8")),
+    Calibration("MoE: NIC per-message overhead and launch latency (sim/moe.py)", "1024 bytes, 30 us", 0.0, "",
+                "least squares on log(model/published) over every MoE row of the calibration split (DeepEP normal "
+                "kernels' bandwidth, pplx-garden's decode latencies; grid 0-16 KiB, 5-40 us): a 7 KiB per-token "
+                "message runs at 0.875 of the transport's rate", "tests/data/sim_validation/calibration.yaml",
+                ("deepep-v1-normal-initial", "deepep-v1-normal-pr130", "aws-p5en-deepep-intranode",
+                 "pplx-fabric-lib-alltoall-decode")),
+    Calibration("INFER_COMPUTE_SHARE (sim infer)", "0.5 of the datasheet peak", 0.0, "",
+                "TensorRT-LLM Llama 3 70B TP8 offline throughput (batch 16-64, 128 in, 8 out): least squares on "
+                "log(model/published), grid 0.3-0.8", "tests/data/sim_validation/calibration.yaml",
+                ("azure-nd-a100-v4-llama3-70b-tp8", "azure-nd-h200-v5-llama3-70b-tp8")),
     Calibration("TCP per-core cap", "40 Gb/s", 0.0, "",
                 "one core cannot copy 100 Gb/s (an assumption to measure with bench tcp)",
                 "Cai et al., SIGCOMM 2021"),
+    Calibration("TCP: NCCL socket transport per network hop (TCP_NCCL_HOP_S)", "250 us", 0.0, "",
+                "least squares on log(model/published) over every TCP row of the calibration split "
+                "(grid 15-250 us); NCCL over sockets on cloud VMs takes 1-2 ms for 64 KiB-4 MiB all_reduces",
+                "tests/data/sim_validation/calibration.yaml",
+                ("skypilot-a3high-tcpx-vs-tcp-allreduce", "nccl209-gcp-32gbe-tcp")),
+    Calibration("TCP: host memory for the staging copies (TCP_HOST_MEM_GBPS)", "120 GB/s per node", 0.0, "",
+                "4 memory touches per byte each way (GPU to bounce buffer, kernel copy in and out, NIC DMA); "
+                "fitted with the hop cost above (grid 80-240 GB/s)", "tests/data/sim_validation/calibration.yaml",
+                ("skypilot-a3high-tcpx-vs-tcp-allreduce", "nccl209-gcp-32gbe-tcp")),
+    Calibration("EFA: per network hop (alpha)", "30 us", 0.0, "",
+                "2x p5.48xlarge, 8 B-16 GiB (grid 10-35 us); no calibration row is network-bound, so EFA keeps "
+                "the RDMA endpoint efficiency 0.96 unfitted", "tests/data/sim_validation/calibration.yaml",
+                ("aws-p5-2node-allreduce", "aws-p5-2node-allreduce-eks")),
+    Calibration("TCPX: per network hop and per-flow cap", "250 us, 60 Gb/s", 0.0, "",
+                "2x a3-highgpu-8g, GPUDirect-TCPX, 1 KB-2 GB (grid 10-600 us, 10-100 Gb/s)",
+                "tests/data/sim_validation/calibration.yaml", ("skypilot-a3high-tcpx-vs-tcp-allreduce",)),
+    Calibration("TCPXO: per network hop and efficiency", "60 us, 0.80", 0.0, "",
+                "2x a3-megagpu-8g, GPUDirect-TCPXO, all_reduce 8 B-8 GiB and all_gather 8 MiB-8 GiB "
+                "(grid 5-80 us, 0.5-0.9)", "tests/data/sim_validation/calibration.yaml",
+                ("a3mega-ztan-2node-allreduce", "dstack-a3mega-ll128-2node-allgather")),
 )
 
 _H100_NODE = {"topology": "single-node", "nodes": 1}
@@ -85,7 +128,8 @@ def _megatron(gpus: int, tp: int, pp: int, batch: int, mb: int, layers: int, hid
     """A Megatron-LM GPT run on DGX A100 (Selene): sequence 2048, vocabulary 51,200."""
     return {"workload": "train", "system": "dgx-a100", "gpus": gpus, "tp": tp, "pp": pp, "micro_batch": mb,
             "tokens_per_step": batch * 2048, "seq_len": 2048, "layers": layers, "hidden": hidden, "heads": heads,
-            "virtual_stages": v, "recompute": recompute, "sequence_parallel": recompute == "selective", **extra}
+            "virtual_stages": v, "recompute": recompute, "sequence_parallel": recompute == "selective",
+            "flash_attention": False, **extra}  # 2021-22: no fused attention yet
 
 
 # Korthikanti et al. 2022 runs (DP 1): GPUs, TP, PP, global batch, micro-batch, layers, hidden, heads, v
@@ -193,7 +237,8 @@ def markdown() -> tuple[str, str]:
     cal = ["| Constant | Value | Fitted to | Source |", "|---|---|---|---|"]
     for c in CALIBRATION:
         fig = f"{c.figure:g} {c.unit}: " if c.figure else ""
-        cal.append(f"| {c.constant} | {c.value} | {fig}{c.what} | {c.source} |")
+        tables = f" (tables: {', '.join(c.tables)})" if c.tables else ""
+        cal.append(f"| {c.constant} | {c.value} | {fig}{c.what}{tables} | {c.source} |")
     val = ["| Case | Published | Model | Ratio | Band | Holds | Source | Command |", "|---|---|---|---|---|---|---|---|"]
     for v in VALIDATION:
         m = model_figure(v)

@@ -1,130 +1,75 @@
-"""A scenario: every parameter a user can give, as typed, turned into a Simulator.
+"""A scenario (sim/params.py's models, validated) turned into a topology and a Simulator, and
+the ``sim collective`` document.
 
-The CLI collects options into a flat dict of strings and numbers; ``sim compare`` varies any
-key of the same dict. Keeping one parser here means every command reads ``400G``,
-``4:1`` or ``0.1%`` the same way, and a bad value always gives one clear error line.
+A --system preset fills what the user did not give; the values such as ``400G``, ``4:1`` or
+``0.1%`` are read here by fabricscope.units, so every command reads them the same way, and a bad
+value always gives one clear error line.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from fabricscope.errors import FabricscopeError
-from fabricscope.sim.engine import NVLINK_EFFICIENCY, SCHEMA, Simulator
+from fabricscope.sim.engine import SCHEMA, Simulator
+from fabricscope.sim.params import DEFAULTS, WORKLOAD_KEYS, InferPlan, Scenario, TrainPlan, validate
 from fabricscope.sim.topology import Topology, TopologyOptions, build
 from fabricscope.sim.transport import make_transport
 from fabricscope.units import format_rate, parse_probability, parse_rate, parse_ratio, parse_sizes
 
+__all__ = ["DEFAULTS", "InferPlan", "Scenario", "TrainPlan"]
+
 MAX_SIZES = 40  # sizes in one sweep: each is a full solve of the model
-
-DEFAULTS: dict[str, Any] = {
-    "system": None,
-    "nvlink_domain": None,
-    "intra_link": "nvlink",
-    "nvswitch": True,
-    "topology": "rail-optimized",
-    "topology_file": None,
-    "nodes": 2,
-    "gpus_per_node": 8,
-    "nics_per_node": None,
-    "nic_rate": "400G",
-    "gpu": "h100",
-    "nvlink_GBps": None,
-    "pcie_GBps": None,
-    "nvlink_efficiency": NVLINK_EFFICIENCY,
-    "oversubscription": "1:1",
-    "hosts_per_leaf": None,
-    "spines": None,
-    "uplink_rate": None,
-    "radix": None,
-    "tiers": None,
-    "hosts_per_router": None,
-    "routers_per_group": None,
-    "global_links_per_router": None,
-    "global_rate": None,
-    "link_latency_us": 0.25,
-    "node_nic_rate": (),
-    "transport": "ib",
-    "loss": "0",
-    "mtu": None,
-    "ecn": True,
-    "per_core_gbps": None,
-    "nsocks_perthread": None,
-    "socket_nthreads": None,
-    "rto_ms": None,
-    "alpha_us": None,
-    "efficiency": None,
-    "framing": "ethernet",
-    "routing": None,
-    "seed": 0,
-    "op": "all_reduce",
-    "algo": None,
-    "proto": None,
-    "sharp": False,
-    "explain": False,
-    "pxn": True,
-    "size": "1G",
-    "channels": None,
-    "node_order": None,
-}
-
-INT_KEYS = {"nsocks_perthread", "socket_nthreads", "nvlink_domain", "nodes", "gpus_per_node", "nics_per_node", "hosts_per_leaf", "spines", "radix", "tiers",
-            "hosts_per_router", "routers_per_group", "global_links_per_router", "seed", "mtu", "channels"}
-BOOL_KEYS = {"ecn", "sharp", "explain", "nvswitch", "pxn"}
-FLOAT_KEYS = {"nvlink_GBps", "pcie_GBps", "nvlink_efficiency", "link_latency_us", "per_core_gbps", "rto_ms",
-              "alpha_us", "efficiency"}
 
 
 def normalise(params: dict[str, Any]) -> dict[str, Any]:
-    """Defaults filled in, keys with dashes accepted, numbers typed; unknown keys rejected."""
-    out = dict(DEFAULTS)
-    system = params.get("system")
+    """Defaults filled in (a --system's preset first), keys with dashes accepted, values typed by
+    ``Scenario``; workload keys pass through to their own model; unknown keys rejected."""
+    given = {k.replace("-", "_"): v for k, v in params.items()}
+    unknown = [k for k in given if k not in DEFAULTS and k not in WORKLOAD_KEYS]
+    if unknown:
+        raise FabricscopeError(f"unknown parameter {unknown[0]!r}")
+    base: dict[str, Any] = {}
+    system = given.get("system")
     if system:  # a preset fills what the user did not give
         from fabricscope.sim.systems import system_params
 
-        domain = params.get("nvlink_domain", params.get("nvlink-domain"))
+        domain = given.get("nvlink_domain")
         try:
             domain = None if domain is None else int(domain)
         except (TypeError, ValueError):
             raise FabricscopeError(f"--nvlink-domain must be an integer, got {domain!r}") from None
-        out.update(system_params(str(system), domain))
-    elif params.get("nvlink_domain") is not None:
+        base.update(system_params(str(system), domain))
+    elif given.get("nvlink_domain") is not None:
         raise FabricscopeError("--nvlink-domain needs --system gb200-nvl72 (a multi-node NVLink domain)")
-    for k, v in params.items():
-        key = k.replace("-", "_")
-        if key not in DEFAULTS and key not in EXTRA_KEYS:
-            raise FabricscopeError(f"unknown parameter {k!r}")
-        if v is None:
-            continue
-        if key in INT_KEYS and not isinstance(v, bool):
-            try:
-                v = int(float(v)) if isinstance(v, (str, float)) and float(v) == int(float(v)) else int(v)
-            except (TypeError, ValueError):
-                raise FabricscopeError(f"{k} must be an integer, got {v!r}") from None
-        elif key in FLOAT_KEYS:
-            try:
-                v = float(v)
-            except (TypeError, ValueError):
-                raise FabricscopeError(f"{k} must be a number, got {v!r}") from None
-            if not math.isfinite(v):
-                raise FabricscopeError(f"{k} must be finite")
-        elif key in BOOL_KEYS and isinstance(v, str):
-            if v.lower() not in ("true", "false", "on", "off", "1", "0", "yes", "no"):
-                raise FabricscopeError(f"{key} must be on or off, got {v!r}")
-            v = v.lower() in ("true", "on", "1", "yes")
-        out[key] = v
+    fabric = {**base, **{k: v for k, v in given.items() if k in DEFAULTS and v is not None}}
+    if system and base.get("nvlink_domain_gpus"):
+        fabric = fold_trays(fabric, base["nvlink_domain_gpus"], given.get("nics_per_node"))
+    fabric.pop("nvlink_domain_gpus", None)
+    out = validate(Scenario, fabric).model_dump()
+    out.update({k: v for k, v in given.items() if k in WORKLOAD_KEYS and v is not None})
     return out
 
 
-# keys the workloads add (train / infer); declared here so compare can vary them too
-EXTRA_KEYS = {
-    "params", "gpus", "tp", "pp", "dp", "gpu_tflops", "tokens_per_step", "seq_len", "micro_batch", "layers",
-    "hidden", "dp_collective", "grad_bytes", "act_bytes", "overlap_dp", "batch", "prompt_tokens",
-    "output_tokens", "kv_heads", "head_dim", "hbm_GBps", "kv_bytes_per_token", "requests", "connection",
-    "weight_bytes", "prefill_nodes", "workload", "experts", "active_experts", "active_params", "ep", "tpot_target_ms",
-    "heads", "vocab", "ffn", "recompute", "virtual_stages", "sequence_parallel", "cp",
-}
+def fold_trays(p: dict[str, Any], domain: int, tray_nics: Any = None) -> dict[str, Any]:
+    """A multi-node NVLink domain described as it is cabled (``--system gb200-nvl72 --nodes 18
+    --gpus-per-node 4``: 18 trays of 4) is ONE NVLink domain of 72 GPUs, not 18 nodes over the
+    network: the model's node is the NVLink domain (issue 23 item 7). Trays fill whole domains."""
+    gpn = int(p.get("gpus_per_node", domain))
+    if gpn == domain or p.get("topology_file"):
+        return p
+    total = int(p.get("nodes", 1)) * gpn
+    if total < domain:  # a partly filled rack: one smaller domain
+        domain = total
+    if total % domain:
+        raise FabricscopeError(
+            f"{total} GPUs in trays of {gpn} do not fill whole NVLink domains of {domain} GPUs "
+            f"(--nvlink-domain N partitions the rack into smaller domains)")
+    per_gpu_nics = int(tray_nics) / gpn if tray_nics else int(p.get("nics_per_node") or domain) / domain
+    out = {**p, "nodes": total // domain, "gpus_per_node": domain, "nics_per_node": max(1, round(per_gpu_nics * domain))}
+    if out["nodes"] == 1 and out.get("topology") not in (None, "single-node"):
+        out["topology"] = "single-node"
+    return out
 
 
 def _opt_int(p: dict[str, Any], key: str) -> int | None:
@@ -206,6 +151,8 @@ def build_simulator(p: dict[str, Any], topo: Topology | None = None) -> Simulato
         framing=str(p["framing"]),
         nsocks_perthread=_opt_int(p, "nsocks_perthread"),
         socket_nthreads=_opt_int(p, "socket_nthreads"),
+        host_mem_GBps=p.get("host_mem_GBps"),
+        qps_per_connection=_opt_int(p, "qps_per_connection"),
     )
     return Simulator(topo, transport, routing=p.get("routing"), seed=int(p["seed"]),
                      nvlink_efficiency=float(p["nvlink_efficiency"]))
@@ -276,6 +223,10 @@ def run_collective(params: dict[str, Any], sim: Simulator | None = None) -> dict
         "results": [r.to_dict() for r in results],
         "model": sim.describe(),
     }
+    from fabricscope.sim.assumptions import collect
+
+    given = {k.replace("-", "_"): v for k, v in params.items() if v is not None}
+    doc["assumptions"] = collect(sim, given, doc["results"])
     return doc
 
 

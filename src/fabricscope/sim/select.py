@@ -25,9 +25,10 @@ import numpy as np
 from fabricscope import collective_ops
 from fabricscope.collective_ops import bus_factor
 from fabricscope.errors import FabricscopeError
-from fabricscope.sim import collectives, tuning
-from fabricscope.sim.collectives import Plan
+from fabricscope.sim import collectives, gpus, pipeline, tuning
 from fabricscope.sim.engine import CollectiveResult, Simulator
+from fabricscope.sim.patterns import Plan
+from fabricscope.sim.transport import Transport
 
 AUTO = "auto"
 FLOW_ONLY_ALGOS = ("hierarchical", "halving-doubling", "direct")
@@ -52,7 +53,7 @@ class Alternative:
 def comm_shape(sim: Simulator, op: str, groups: np.ndarray | None, sharp: bool) -> tuning.CommShape | None:
     """What NCCL's tuner sees; None for CPU hosts (not NCCL)."""
     topo = sim.topo
-    arch = tuning.GPU_ARCH.get(topo.node.gpu)
+    arch = gpus.arch_of(topo.node.gpu)
     if arch is None:
         return None
     if groups is None:
@@ -67,8 +68,12 @@ def comm_shape(sim: Simulator, op: str, groups: np.ndarray | None, sharp: bool) 
         nvswitch=intra == "nvlink" and tuning.NVLS_EFFICIENCY[arch] > 0 and topo.node.nvswitch,
         channels=tuning.channels_for(nn, topo.node.nics_per_node, gpn),
         nics_per_node=topo.node.nics_per_node, sharp=sharp,
-        net_extra_us=max(0.0, sim.transport.alpha_s - RDMA_ALPHA_S) * 1e6,
+        net_extra_us=max(0.0, _hop_s(sim.transport) - RDMA_ALPHA_S) * 1e6,
     )
+
+
+def _hop_s(tr: Transport) -> float:
+    return tr.alpha_s if tr.nccl_hop_s is None else tr.nccl_hop_s
 
 
 def flow_plan(sim: Simulator, op: str, algo: str, size: int, groups: np.ndarray | None,
@@ -158,18 +163,28 @@ def collective(sim: Simulator, op: str, size: int, groups: np.ndarray | None = N
         alts.extend(_alternatives(shape, a, protos, res, size, op))
     if not alts:
         raise FabricscopeError(f"no algorithm NCCL runs for {op} on this system takes --proto {proto}")
-    alts.sort(key=lambda x: x.time_s)
+    alts.sort(key=lambda x: x.time_s)  # NCCL picks by its own estimate ...
     best = alts[0]
     res = flows[best.algo]
-    algbw = size / best.time_s / 1e9
-    out = replace(res, algo=best.algo, proto=best.proto, time_s=best.time_s, algbw_GBps=algbw,
+    rp = ramp_of(shape, best, size)  # ... and the kernel then runs its chunks through the pipeline
+    time_s = best.time_s + rp.extra_s
+    algbw = size / time_s / 1e9
+    out = replace(res, algo=best.algo, proto=best.proto, time_s=time_s, algbw_GBps=algbw,
                   busbw_GBps=algbw * bus_factor(op, res.ranks),
-                  limited_by=_limited(res, best.latency_s, best.bandwidth_s))
-    out.stats = {**res.stats, "nccl_latency_s": best.latency_s, "nccl_channels": shape.channels}
+                  limited_by=_limited(res, best.latency_s + rp.extra_s, best.bandwidth_s))
+    out.stats = {**res.stats, "nccl_latency_s": best.latency_s, "nccl_channels": shape.channels,
+                 "nccl_estimate_s": best.time_s, "pipeline": {**asdict(rp), "extra_s": rp.extra_s}}
     if explain:
         out.alternatives = [asdict(x) for x in alts]
         out.excluded = excluded
     return out
+
+
+def ramp_of(shape: tuning.CommShape, alt: Alternative, size: int) -> pipeline.Ramp:
+    """What NCCL's estimate of ``alt`` leaves out at this size (sim/pipeline.py)."""
+    heads = shape.nics_per_node if shape.nodes > 1 else max(1, int(shape.ppn))
+    return pipeline.ramp(alt.algo, alt.proto, shape.op, size, alt.bandwidth_s, channels=shape.channels,
+                         ranks=shape.ranks, nodes=shape.nodes, heads=heads, nvls_channels=tuning.NVLS_CHANNELS)
 
 
 def _alternatives(shape: tuning.CommShape, algo: str, protos: list[str], res: CollectiveResult, size: int,

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from fabricscope.errors import FabricscopeError
+from fabricscope.sim import gpus
 from fabricscope.sim.fabrics import (  # noqa: F401  (re-exported: the link kinds and fabrics belong to a topology)
     KIND_ACCESS,
     KIND_FABRIC,
@@ -35,20 +36,6 @@ from fabricscope.sim.fabrics import (  # noqa: F401  (re-exported: the link kind
 )
 
 TOPOLOGY_KINDS = ("single-node", "star", "leaf-spine", "fat-tree", "rail-optimized", "dragonfly")
-
-# Per-GPU NVLink bandwidth into the NVSwitch domain (GB/s, one direction) and the effective
-# PCIe bandwidth of the NIC's x16 slot (GB/s, one direction, after TLP/DLLP overhead ~88%).
-# Sources: NVIDIA H100/A100/B200 datasheets (900/600/1800 GB/s bidirectional NVLink);
-# PCIe Gen4/5/6 x16 = 31.5/63/126 GB/s raw per direction.
-GPU_PRESETS: dict[str, dict[str, float]] = {
-    "a100": {"nvlink_GBps": 300.0, "pcie_GBps": 27.7},
-    "h100": {"nvlink_GBps": 450.0, "pcie_GBps": 55.4},
-    "h200": {"nvlink_GBps": 450.0, "pcie_GBps": 55.4},
-    "b200": {"nvlink_GBps": 900.0, "pcie_GBps": 110.9},
-    "gb200": {"nvlink_GBps": 900.0, "pcie_GBps": 55.4},
-    "none": {"nvlink_GBps": math.inf, "pcie_GBps": math.inf},
-}
-
 
 @dataclass(frozen=True)
 class NodeSpec:
@@ -67,9 +54,7 @@ class NodeSpec:
     @classmethod
     def preset(cls, gpu: str, gpus_per_node: int, nics_per_node: int | None = None, **overrides: Any) -> NodeSpec:
         key = gpu.lower()
-        if key not in GPU_PRESETS:
-            raise FabricscopeError(f"unknown GPU preset {gpu!r} (choose from {', '.join(GPU_PRESETS)})")
-        values: dict[str, Any] = dict(GPU_PRESETS[key])
+        values: dict[str, Any] = dict(gpus.node_bandwidths(key))
         values.update({k: v for k, v in overrides.items() if v is not None})
         nics = gpus_per_node if nics_per_node is None else nics_per_node
         spec = cls(gpus_per_node=gpus_per_node, nics_per_node=nics, gpu=key, **values)

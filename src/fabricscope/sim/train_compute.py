@@ -30,21 +30,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# Dense 16-bit tensor-core TFLOP/s, HBM GB/s and SM count per GPU (NVIDIA A100 80GB SXM, H100 SXM,
-# H200 SXM, B200 and GB200 datasheets; SM counts from the A100/H100 architecture whitepapers
-# and the Blackwell datasheet).
-GPU_SPECS: dict[str, tuple[float, float, int]] = {
-    "a100": (312.0, 2039.0, 108),
-    "h100": (989.0, 3350.0, 132),
-    "h800": (989.0, 3350.0, 132),
-    "h200": (989.0, 4800.0, 132),
-    "b200": (2250.0, 8000.0, 148),
-    "gb200": (2500.0, 8000.0, 148),
-}
+from fabricscope.sim import gpus
+
 # Sustained fraction of peak of a large, well-shaped GEMM inside Megatron-LM's training loop.
 # Fitted to ONE figure: SC21's 1T-parameter row, 163 TFLOP/s per GPU on 3072 A100 (arXiv
 # 2104.04473 §1 and §5.1); see sim/published.py CALIBRATION. Every other training row validates it.
 GEMM_EFFICIENCY = 0.7365
+# The same for FP8 GEMMs (Transformer Engine: the linear layers in FP8, the attention core in
+# BF16), as a share of the FP8 peak: fitted to the FP8 training rows of the calibration split
+# (sim/published.py CALIBRATION names them).
+FP8_GEMM_EFFICIENCY = 0.60
 TILE_M, TILE_N = 256, 128
 BYTES = 2  # 16-bit activations and weights
 RECOMPUTE = ("full", "selective", "none")
@@ -56,19 +51,27 @@ class Gpu:
     peak_tflops: float
     hbm_GBps: float
     sms: int
+    fp8_tflops: float | None = None
 
 
 def gpu_spec(name: str, peak_tflops: float | None = None) -> Gpu:
-    """The GPU's datasheet figures; ``peak_tflops`` overrides the peak (a custom part)."""
-    peak, hbm, sms = GPU_SPECS.get(name.lower(), GPU_SPECS["h100"])
-    return Gpu(name, float(peak_tflops or peak), hbm, sms)
+    """The GPU's datasheet figures (sim/gpus.py; an unknown GPU is refused, never stood in for);
+    ``peak_tflops`` overrides the peak (a custom part)."""
+    g = gpus.lookup(name)
+    return Gpu(g.name, float(peak_tflops or g.bf16_tflops), g.hbm_GBps, g.sms, g.fp8_tflops)
 
 
-def gemm_time(gpu: Gpu, m: float, n: float, k: float, batch: float = 1.0) -> float:
+def gemm_time(gpu: Gpu, m: float, n: float, k: float, batch: float = 1.0, fp8: bool = False) -> float:
     """Seconds for ``batch`` GEMMs of (m x k) @ (k x n) on one GPU: wave quantisation of 256x128
-    tiles over the SMs, or the HBM roofline, whichever is slower, at ``GEMM_EFFICIENCY``."""
+    tiles over the SMs, or the HBM roofline, whichever is slower, at ``GEMM_EFFICIENCY`` (FP8: the
+    FP8 peak at ``FP8_GEMM_EFFICIENCY``, one byte per element)."""
     if m <= 0 or n <= 0 or k <= 0 or batch <= 0:
         return 0.0
+    if fp8 and gpu.fp8_tflops:
+        tiles = math.ceil(m / TILE_M) * math.ceil(n / TILE_N) * batch
+        wave_eff = tiles / (math.ceil(tiles / gpu.sms) * gpu.sms)
+        t_math = 2.0 * m * n * k * batch / (gpu.fp8_tflops * 1e12 * FP8_GEMM_EFFICIENCY * wave_eff)
+        return max(t_math, (m * k + k * n + 2 * m * n) * batch / (gpu.hbm_GBps * 1e9))
     tiles = math.ceil(m / TILE_M) * math.ceil(n / TILE_N) * batch
     waves = math.ceil(tiles / gpu.sms)
     wave_eff = tiles / (waves * gpu.sms)
@@ -91,6 +94,10 @@ class Layer:
     tp: int
     sequence_parallel: bool
     experts_per_token: int = 1  # MoE: each token runs this many expert MLPs (top-k); 1 = dense
+    kv_heads: int | None = None  # grouped-query attention: K and V have this many heads (None: all)
+    gated_mlp: bool = False  # SwiGLU/GeGLU: gate and up projections, three h x ffn matrices
+    fp8: bool = False  # the linear layers' GEMMs in FP8 (Transformer Engine)
+    flash_attention: bool = False  # fused attention (FlashAttention): the s x s scores never reach HBM
 
 
 @dataclass
@@ -119,17 +126,20 @@ def layer_times(gpu: Gpu, ly: Layer) -> LayerTimes:
     b, s, h, t = ly.micro_batch, ly.seq, ly.hidden, ly.tp
     tokens = b * s
     k = ly.experts_per_token
-    gemm = (gemm_time(gpu, tokens, 3 * h / t, h) + gemm_time(gpu, tokens, h, h / t)
-            + k * (gemm_time(gpu, tokens, ly.ffn / t, h) + gemm_time(gpu, tokens, h, ly.ffn / t)))
-    heads = b * ly.heads / t
     d = h / ly.heads
+    qkv = h + 2 * (ly.kv_heads or ly.heads) * d  # Q, and K, V for the KV heads (GQA)
+    up = (2 if ly.gated_mlp else 1) * ly.ffn
+    f8 = ly.fp8
+    gemm = (gemm_time(gpu, tokens, qkv / t, h, fp8=f8) + gemm_time(gpu, tokens, h, h / t, fp8=f8)
+            + k * (gemm_time(gpu, tokens, up / t, h, fp8=f8) + gemm_time(gpu, tokens, h, ly.ffn / t, fp8=f8)))
+    heads = b * ly.heads / t
     attn = gemm_time(gpu, s, ly.seq_kv, d, heads) + gemm_time(gpu, s, d, ly.seq_kv, heads)
     replicated = 11.0 * tokens * h / (t if ly.sequence_parallel else 1)
-    softmax = 4.5 * heads * s * ly.seq_kv
-    elems = replicated + 2.0 * k * tokens * ly.ffn / t + softmax
+    softmax = 0.0 if ly.flash_attention else 4.5 * heads * s * ly.seq_kv
+    elems = replicated + (3.0 if ly.gated_mlp else 2.0) * k * tokens * ly.ffn / t + softmax
     softmax_s = BYTES * softmax / (gpu.hbm_GBps * 1e9)
     memory_s = BYTES * elems / (gpu.hbm_GBps * 1e9)
-    flops_gemm = 2.0 * tokens * h * (4 * h + 2 * k * ly.ffn) / t
+    flops_gemm = 2.0 * tokens * h * (qkv + h + k * (up + ly.ffn)) / t
     flops_attn = 4.0 * tokens * ly.seq_kv * h / t
     return LayerTimes(gemm, attn + softmax_s, memory_s - softmax_s, flops_gemm + flops_attn, flops_attn)
 

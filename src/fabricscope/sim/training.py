@@ -31,19 +31,17 @@ from typing import Any
 import numpy as np
 
 from fabricscope.errors import FabricscopeError
-from fabricscope.sim import collectives, select, train_compute
+from fabricscope.sim import collectives, gpus, select, train_compute
+from fabricscope.sim.assumptions import collect
 from fabricscope.sim.engine import SCHEMA, Simulator
+from fabricscope.sim.models import named
+from fabricscope.sim.params import TrainPlan
+from fabricscope.sim.patterns import Pattern
 from fabricscope.sim.scenario import build_simulator, build_topology, normalise
 from fabricscope.sim.train_compute import RECOMPUTE, Gpu, Layer
 from fabricscope.sim.workloads import _num, shape_of
 
-TRAIN_DEFAULTS: dict[str, Any] = {
-    "params": 70e9, "gpus": None, "tp": 8, "pp": 1, "dp": None, "gpu_tflops": None,
-    "tokens_per_step": 4 * 2**20, "seq_len": 4096, "micro_batch": 1, "layers": None, "hidden": None,
-    "dp_collective": "allreduce", "grad_bytes": 2, "act_bytes": 2, "overlap_dp": True,
-    "heads": None, "vocab": 51200, "ffn": None, "recompute": "selective", "virtual_stages": 1,
-    "sequence_parallel": None, "cp": 1, "ep": 1, "experts": 0, "active_experts": 2,
-}
+TRAIN_DEFAULTS: dict[str, Any] = {k: f.default for k, f in TrainPlan.model_fields.items()}
 _OFF = ("false", "0", "no", "off")
 
 
@@ -93,17 +91,20 @@ def _model(raw: dict[str, Any], lay: dict[str, int]) -> dict[str, Any]:
     """Shape, parameter count and schedule knobs of the model."""
     pp = lay["pp"]
     L, h = shape_of(_num(raw, "params", 1e3), raw.get("layers"), raw.get("hidden"), pp)
-    if L % pp:
-        raise FabricscopeError(f"{L} layers do not split into {pp} pipeline stages (give --layers)")
     v = _int(raw, "virtual_stages")
-    if (L // pp) % v:
-        raise FabricscopeError(f"{L // pp} layers per stage do not split into --virtual-stages {v}")
+    if L < pp:
+        raise FabricscopeError(f"{L} layers cannot fill {pp} pipeline stages")
+    if v > 1 and L % (pp * v):
+        raise FabricscopeError(f"{L} layers do not split into {pp} stages x --virtual-stages {v}")
     heads = _int(raw, "heads") if raw.get("heads") else _default_heads(h, lay["tp"])
+    kv = _int(raw, "kv_heads") if raw.get("kv_heads") else heads
     ffn = _int(raw, "ffn") if raw.get("ffn") else 4 * h
     V, seq = _int(raw, "vocab"), _int(raw, "seq_len")
     experts, topk = _int(raw, "experts", 0), _int(raw, "active_experts")
     if h % heads or heads % lay["tp"]:
         raise FabricscopeError(f"--heads {heads} must divide the hidden size {h} and be a multiple of --tp")
+    if heads % kv:
+        raise FabricscopeError(f"--kv-heads {kv} must divide --heads {heads}")
     if seq % lay["cp"]:
         raise FabricscopeError(f"--seq-len {seq} does not split into --cp {lay['cp']}")
     if experts and (experts % lay["ep"] or topk > experts):
@@ -111,14 +112,21 @@ def _model(raw: dict[str, Any], lay: dict[str, int]) -> dict[str, Any]:
     recompute = str(raw["recompute"]).lower()
     if recompute not in RECOMPUTE:
         raise FabricscopeError(f"--recompute is {', '.join(RECOMPUTE)}")
-    mlp = 2 * h * ffn * (experts or 1)
-    params = L * (4 * h * h + mlp + 13 * h) + (V + seq) * h if raw.get("layers") and raw.get("hidden") else \
+    precision = str(raw.get("precision") or "bf16").lower()
+    if precision not in ("bf16", "fp8"):
+        raise FabricscopeError("--precision is bf16 or fp8")
+    gated = bool(raw.get("gated_mlp")) and str(raw.get("gated_mlp")).lower() not in _OFF
+    mlp = (3 if gated else 2) * h * ffn * (experts or 1)
+    attn = 2 * h * h + 2 * h * kv * (h // heads)
+    params = L * (attn + mlp + 13 * h) + (V + seq) * h if raw.get("layers") and raw.get("hidden") else \
         _num(raw, "params", 1e3)
     sp_raw = raw.get("sequence_parallel")
     spar = lay["tp"] > 1 if sp_raw is None else str(sp_raw).lower() not in _OFF
-    return {"layers": L, "hidden": h, "heads": heads, "ffn": ffn, "vocab": V, "seq": seq, "v": v,
+    return {"layers": L, "hidden": h, "heads": heads, "kv_heads": kv, "ffn": ffn, "vocab": V, "seq": seq, "v": v,
             "experts": experts, "topk": topk if experts else 1, "recompute": recompute, "params": float(params),
-            "sequence_parallel": spar, "mb": _int(raw, "micro_batch")}
+            "sequence_parallel": spar, "mb": _int(raw, "micro_batch"), "gated_mlp": gated, "fp8": precision == "fp8",
+            "stage_layers": math.ceil(L / pp),
+            "flash": str(raw.get("flash_attention", True)).lower() not in _OFF}  # uneven stages: the fullest one sets the pace
 
 
 def _default_heads(h: int, tp: int) -> int:
@@ -142,12 +150,18 @@ def _entry(r: dict[str, Any], calls: float, total: float, exposed: float) -> dic
 def run_train(params: dict[str, Any]) -> dict[str, Any]:
     """The ``fabricscope.sim/v1`` document of ``sim train``."""
     raw = {**TRAIN_DEFAULTS, **{k.replace("-", "_"): v for k, v in params.items() if v is not None}}
+    if raw.get("model"):  # a named model fills the shape the user did not give
+        given = {k.replace("-", "_") for k, v in params.items() if v is not None}
+        raw.update({k: v for k, v in named(str(raw["model"])).train_params().items() if k not in given})
     lay = _layout(raw)
     md = _model(raw, lay)
     sp, topo, sim = _fabric(raw, lay["gpus"])
+    if md["fp8"] and not gpus.lookup(topo.node.gpu).fp8_tflops:
+        raise FabricscopeError(f"--precision fp8 needs FP8 tensor cores (Hopper or later), not {topo.node.gpu}")
     gpu = train_compute.gpu_spec(topo.node.gpu, raw.get("gpu_tflops") and _num(raw, "gpu_tflops", 1e-3))
     tp, pp, dp, cp = lay["tp"], lay["pp"], lay["dp"], lay["cp"]
     m = max(1, math.ceil(_num(raw, "tokens_per_step", 1) / (dp * md["mb"] * md["seq"])))
+    md["micro_batches"] = m
     ranks = np.arange(lay["gpus"]).reshape(pp, dp, cp, tp)
     st = _stage(gpu, md, lay)
     comm: dict[str, Any] = {}
@@ -172,9 +186,9 @@ def _stage(gpu: Gpu, md: dict[str, Any], lay: dict[str, int]) -> dict[str, float
     tp, cp = lay["tp"], lay["cp"]
     seq_local = md["seq"] // cp
     ly = Layer(md["hidden"], md["heads"], md["ffn"], seq_local, md["seq"], md["mb"], tp, md["sequence_parallel"],
-               md["topk"])
+               md["topk"], md["kv_heads"], md["gated_mlp"], md["fp8"], md["flash"])
     lt = train_compute.layer_times(gpu, ly)
-    per_stage = md["layers"] // lay["pp"]
+    per_stage = md["stage_layers"]
     rc = md["recompute"]
     t_f, t_b = per_stage * lt.forward_s(), per_stage * lt.backward_s(rc)
     t_log, f_log = train_compute.logits_time(gpu, md["mb"] * seq_local, md["hidden"], md["vocab"], tp)
@@ -214,7 +228,7 @@ def _model_parallel_comm(sim: Simulator, md: dict[str, Any], lay: dict[str, int]
         out += calls * r["time_s"]
     if cp > 1:
         groups = ranks.transpose(0, 1, 3, 2).reshape(-1, cp)
-        kv = 2 * md["mb"] * md["seq"] * md["hidden"] / tp * train_compute.BYTES
+        kv = 2 * md["mb"] * md["seq"] * md["kv_heads"] * (md["hidden"] // md["heads"]) / tp * train_compute.BYTES
         r = {**_time(sim, "all_gather", kv, groups), "collective": "all_gather of K and V (ring attention)"}
         calls = passes * L  # forward gathers; backward reduce-scatters the K/V gradients (same bytes)
         hidden = passes * L * st["attn_core_s"]
@@ -268,14 +282,25 @@ def _data_comm(sim: Simulator, raw: dict[str, Any], md: dict[str, Any], lay: dic
         t = r["time_s"] * slow
         r = {**r, "collective": "all_reduce", "time_s": t}
         exposed = max(0.0, t - w_b)
-    elif kind in ("zero", "fsdp", "rs-ag", "distributed"):
+    elif kind in ("fsdp", "zero3", "zero-3"):
+        # ZeRO-3 / FSDP FULL_SHARD: every micro-batch gathers the parameters before its forward and
+        # again before its backward, and reduce-scatters its gradients; prefetching hides them
+        # behind the forward and backward compute, the excess is exposed
+        weights = grad / _num(raw, "grad_bytes", 1) * 2  # bf16 parameters
+        ag, rs = _time(sim, "all_gather", weights, groups), _time(sim, "reduce_scatter", grad, groups)
+        t_ag, t_rs = ag["time_s"], rs["time_s"] * slow
+        m = max(1, int(md.get("micro_batches", 1)))
+        r = {**rs, "collective": "all_gather x 2 + reduce_scatter per micro-batch (FSDP)", "reduce_scatter": rs,
+             "all_gather": ag, "time_s": m * (2 * t_ag + t_rs)}
+        exposed = m * (max(0.0, t_ag - w_f) + max(0.0, t_ag + t_rs - w_b))
+    elif kind in ("zero", "rs-ag", "distributed"):
         rs, ag = _time(sim, "reduce_scatter", grad, groups), _time(sim, "all_gather", grad, groups)
         t_rs, t_ag = rs["time_s"] * slow, ag["time_s"]
         r = {**rs, "collective": "reduce_scatter + all_gather", "reduce_scatter": rs, "all_gather": ag,
              "time_s": t_rs + t_ag}
         exposed = max(0.0, t_rs - w_b) + max(0.0, t_ag - w_f)
     else:
-        raise FabricscopeError("--dp-collective is allreduce or zero (distributed optimizer)")
+        raise FabricscopeError("--dp-collective is allreduce, zero (distributed optimizer) or fsdp (ZeRO-3)")
     r.update(overlapped_with_backward=overlap, shared_link_slowdown=slow)
     comm["data_parallel"] = _entry(r, 1, r["time_s"], exposed)
     return exposed
@@ -296,9 +321,9 @@ def _shared_slowdown(sim: Simulator, groups: np.ndarray, ranks: np.ndarray, md: 
     if not others:
         return 1.0
     mark = 1 << 40  # chain ids of the other traffic, to tell the gradient flows apart after solving
-    parts = [dp_pat] + [collectives.Pattern(p.key, p.src_gpu, p.dst_gpu, p.src_nic, p.dst_nic, p.entropy,
+    parts = [dp_pat] + [Pattern(p.key, p.src_gpu, p.dst_gpu, p.src_nic, p.dst_nic, p.entropy,
                                             p.chain + mark) for p in others]
-    both = sim.solve_pattern(collectives.Pattern.concat("train-shared", parts))
+    both = sim.solve_pattern(Pattern.concat("train-shared", parts))
     alone = sim.solve_pattern(dp_pat)
     mine = (both.pattern.chain < mark) & (both.pattern.src_gpu != both.pattern.dst_gpu)
     solo = alone.pattern.src_gpu != alone.pattern.dst_gpu
@@ -324,7 +349,9 @@ def _document(raw: dict[str, Any], md: dict[str, Any], lay: dict[str, int], gpu:
             "virtual_stages": md["v"], "recompute": md["recompute"], "sequence_parallel": md["sequence_parallel"],
             "experts": md["experts"], "active_experts": md["topk"] if md["experts"] else 0,
             "tokens_per_step": tokens, "gpu": gpu.name, "gpu_peak_tflops": gpu.peak_tflops,
-            "gemm_efficiency": train_compute.GEMM_EFFICIENCY, "dp_collective": str(raw["dp_collective"]),
+            "gemm_efficiency": train_compute.FP8_GEMM_EFFICIENCY if md["fp8"] else train_compute.GEMM_EFFICIENCY,
+            "dp_collective": str(raw["dp_collective"]), "kv_heads": md["kv_heads"], "gated_mlp": md["gated_mlp"],
+            "precision": "fp8" if md["fp8"] else "bf16", "stage_layers": md["stage_layers"],
         },
         "step_time_s": step,
         "time_s": step,
@@ -342,6 +369,7 @@ def _document(raw: dict[str, Any], md: dict[str, Any], lay: dict[str, int], gpu:
         "comm": comm,
         "bottlenecks": _worst_bottlenecks(comm),
         "model": sim.describe(),
+        "assumptions": collect(sim, raw, [c for c in comm.values() if c.get("exposed_s", 0.0) > 0]),
     }
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from fabricscope.errors import FabricscopeError
 
-TRANSPORTS = ("ib", "roce", "roce-lossy", "tcp", "udp")
+TRANSPORTS = ("ib", "roce", "roce-lossy", "tcp", "udp", "efa", "tcpx", "tcpxo")
 
 # RoCE v2 per-packet overhead on Ethernet: preamble+SFD 8, Ethernet header 14, IPv4 20,
 # UDP 8, IB BTH 12, ICRC 4, FCS 4, inter-frame gap 12 = 82 bytes (IBTA RoCEv2 annex A17).
@@ -55,7 +55,26 @@ class Transport:
     dcqcn_efficiency: float = 1.0  # bandwidth utilisation of a contended link under DCQCN
     sockets: int = 1  # TCP sockets one NCCL connection stripes over (NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS)
     threads: int = 1  # helper threads (cores) that serve them; the proxy thread alone when 0 were asked
+    # Host side of NCCL's socket transport: every byte is staged through host memory (the GPU writes
+    # it to a pinned bounce buffer, the kernel copies it into the socket, the NIC reads it: 4 memory
+    # touches per byte each way). inf: no host limit (RDMA, GPUDirect transports).
+    host_mem_GBps: float = math.inf  # memory bandwidth of one node the staging copies get
+    bounce_touches: int = 4
+    upper_bound: bool = False  # answers rest on a part of the model not validated on multi-GPU points
+    nccl_hop_s: float | None = None  # NCCL's per-network-hop latency on this transport (None: alpha_s)
+    qps: int = 1  # RDMA: queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION), each its own ECMP hash
+
+    @property
+    def stripes(self) -> int:
+        """Flows one connection is cut into on the wire: sockets (TCP) or queue pairs (RDMA)."""
+        return max(self.sockets, self.qps)
     notes: list[str] = field(default_factory=list)
+
+    def host_cap_Bps(self, nics_per_node: int) -> float:
+        """Per NIC and direction: the node's staging bandwidth shared by its NICs, both directions busy."""
+        if not math.isfinite(self.host_mem_GBps):
+            return math.inf
+        return self.host_mem_GBps * 1e9 / (self.bounce_touches * 2 * max(1, nics_per_node))
 
     @property
     def efficiency(self) -> float:
@@ -66,6 +85,7 @@ class Transport:
         d["efficiency"] = self.efficiency
         d["per_flow_cap_gbps"] = None if math.isinf(self.per_flow_cap_Bps) else self.per_flow_cap_Bps * 8 / 1e9
         d.pop("per_flow_cap_Bps")
+        d["host_mem_GBps"] = None if math.isinf(self.host_mem_GBps) else self.host_mem_GBps
         return d
 
     # -- loss ---------------------------------------------------------------------------------
@@ -147,6 +167,26 @@ def padhye_Bps(mss_bytes: float, rtt_s: float, p: float, rto_s: float, b: int = 
     return mss_bytes / denom
 
 
+# Cloud transports (issue 23). Their constants are fitted to whole sweeps of the calibration split
+# (sim/published.py CALIBRATION names the tables) and printed with every answer that uses them.
+# EFA (AWS): SRD over Ethernet, packets sprayed over many paths and resent by the NIC, through
+# aws-ofi-nccl; jumbo 8900-byte MTU. TCPX (GCP A3 High): kernel TCP with header split, payloads
+# received straight into GPU memory and sent from it (no host bounce). TCPXO (GCP A3 Mega): the
+# same data path offloaded to the NIC (FasTrak).
+CLOUD = {
+    # name: (mtu, per-packet overhead bytes, endpoint efficiency, alpha s, per-flow cap Gb/s or None)
+    "efa": (8900, ROCE_OVERHEAD_BYTES, 0.96, 30e-6, None),
+    "tcpx": (8244, 52 + ETH_FRAMING_BYTES, 1.0, 250e-6, 60.0),
+    "tcpxo": (8244, ROCE_OVERHEAD_BYTES, 0.808, 60e-6, None),
+}
+TCP_ALPHA_S = 15e-6  # one kernel socket round trip per message (the flow model's, and gloo's on CPU hosts)
+# NCCL's socket transport per network hop of NCCL's latency model (proxy thread, send/recv calls,
+# wake-ups, the virtual NIC): fitted to the calibration split's TCP sweeps (sim/published.py).
+TCP_NCCL_HOP_S = 250e-6
+# Host memory bandwidth one node's staging copies get (GB/s): fitted on the same sweeps.
+TCP_HOST_MEM_GBPS = 120.0
+
+
 def make_transport(
     name: str,
     *,
@@ -160,6 +200,8 @@ def make_transport(
     framing: str = "ethernet",
     nsocks_perthread: int | None = None,
     socket_nthreads: int | None = None,
+    host_mem_GBps: float | None = None,
+    qps_per_connection: int | None = None,
 ) -> Transport:
     """The named transport with documented defaults; every default can be overridden (and
     calibrated from measurements with ``fabricscope sim --calibrate``)."""
@@ -171,7 +213,9 @@ def make_transport(
     if framing not in ("ethernet", "tbf"):
         raise FabricscopeError("--framing is ethernet or tbf")
     eth = ETH_FRAMING_BYTES if framing == "ethernet" else TBF_FRAMING_BYTES
-    if key == "ib":
+    if key in CLOUD:
+        t = _cloud(key, mtu_bytes, loss, rto_s, per_core_gbps)
+    elif key == "ib":
         mtu = mtu_bytes or 4096
         t = Transport(
             name=key, wire_efficiency=mtu / (mtu + IB_OVERHEAD_BYTES), endpoint_efficiency=0.96, alpha_s=3.0e-6,
@@ -180,41 +224,79 @@ def make_transport(
             notes=["credit-based lossless links; adaptive routing by default; RC go-back-N if --loss is set"],
         )
     elif key in ("roce", "roce-lossy"):
-        mtu = mtu_bytes or 4096
-        lossless = key == "roce"
-        t = Transport(
-            name=key, wire_efficiency=mtu / (mtu + ROCE_OVERHEAD_BYTES), endpoint_efficiency=0.96,
-            alpha_s=3.5e-6, mtu_bytes=mtu, payload_bytes=mtu, default_routing="ecmp", lossless=lossless,
-            ecn=ecn, retransmission="go-back-n", loss=loss, rto_s=rto_s, min_rto_s=4e-6,
-            dcqcn_efficiency=0.87 if ecn else 1.0,
-            notes=[
-                "PFC lossless, DCQCN on ECN" if lossless and ecn else
-                "PFC only (no ECN): head-of-line blocking under incast" if lossless else
-                "no PFC: losses recovered by go-back-N"
-            ],
-        )
-    elif key == "tcp":
-        mtu = mtu_bytes or 1500
+        t = _roce(key, mtu_bytes, ecn, loss, rto_s)
+    else:
+        t = _socket(key, mtu_bytes, eth, loss, rto_s, per_core_gbps)
+    _override(t, per_core_gbps, alpha_s, efficiency, nsocks_perthread, socket_nthreads)
+    if qps_per_connection is not None:
+        if key not in ("ib", "roce", "roce-lossy") or not 1 <= int(qps_per_connection) <= 128:
+            raise FabricscopeError("--qps-per-connection applies to ib and roce, 1 to 128 (NCCL_IB_QPS_PER_CONNECTION)")
+        t.qps = int(qps_per_connection)
+        t.notes.append(f"{t.qps} queue pair(s) per connection, each hashed by ECMP on its own")
+    if host_mem_GBps is not None:
+        if key != "tcp":
+            raise FabricscopeError("--host-mem-GBps applies to tcp (NCCL's socket transport stages through host memory)")
+        t.host_mem_GBps = float(host_mem_GBps)
+    return t
+
+
+def _roce(key: str, mtu_bytes: int | None, ecn: bool, loss: float, rto_s: float | None) -> Transport:
+    mtu = mtu_bytes or 4096
+    lossless = key == "roce"
+    return Transport(
+        name=key, wire_efficiency=mtu / (mtu + ROCE_OVERHEAD_BYTES), endpoint_efficiency=0.96,
+        alpha_s=3.5e-6, mtu_bytes=mtu, payload_bytes=mtu, default_routing="ecmp", lossless=lossless,
+        ecn=ecn, retransmission="go-back-n", loss=loss, rto_s=rto_s, min_rto_s=4e-6,
+        dcqcn_efficiency=0.87 if ecn else 1.0,
+        notes=[
+            "PFC lossless, DCQCN on ECN" if lossless and ecn else
+            "PFC only (no ECN): head-of-line blocking under incast" if lossless else
+            "no PFC: losses recovered by go-back-N"
+        ],
+    )
+
+
+def _socket(key: str, mtu_bytes: int | None, eth: int, loss: float, rto_s: float | None,
+            per_core_gbps: float | None) -> Transport:
+    """Kernel TCP (NCCL's socket transport) or UDP with application-level recovery."""
+    mtu = mtu_bytes or 1500
+    if key == "tcp":
         mss = mtu - 52  # IPv4 20 + TCP 20 + timestamps option 12
-        t = Transport(
-            name=key, wire_efficiency=mss / (mtu + eth), endpoint_efficiency=1.0, alpha_s=15e-6,
+        return Transport(
+            name=key, wire_efficiency=mss / (mtu + eth), endpoint_efficiency=1.0, alpha_s=TCP_ALPHA_S,
             mtu_bytes=mtu, payload_bytes=mss, default_routing="ecmp", lossless=False, ecn=False,
             retransmission="tcp", loss=loss, per_flow_cap_Bps=(per_core_gbps or 40.0) * 1e9 / 8,
-            rto_s=rto_s, min_rto_s=0.2,
+            rto_s=rto_s, min_rto_s=0.2, upper_bound=True, nccl_hop_s=TCP_NCCL_HOP_S, host_mem_GBps=TCP_HOST_MEM_GBPS,
             notes=["kernel TCP: per-flow cap = one core's copy rate; Padhye bound under loss (RTOmin 200 ms)"],
         )
-    else:  # udp
-        mtu = mtu_bytes or 1500
-        payload = mtu - 28  # IPv4 20 + UDP 8
-        t = Transport(
-            name=key, wire_efficiency=payload / (mtu + eth), endpoint_efficiency=1.0, alpha_s=10e-6,
-            mtu_bytes=mtu, payload_bytes=payload, default_routing="ecmp", lossless=False, ecn=False,
-            retransmission="app", loss=loss, per_flow_cap_Bps=(per_core_gbps or 15.0) * 1e9 / 8,
-            rto_s=rto_s, min_rto_s=1e-3,
-            notes=["application-level loss recovery: resend lost datagrams after a timer (default 1 ms)"],
-        )
-    _override(t, per_core_gbps, alpha_s, efficiency, nsocks_perthread, socket_nthreads)
-    return t
+    payload = mtu - 28  # IPv4 20 + UDP 8
+    return Transport(
+        name=key, wire_efficiency=payload / (mtu + eth), endpoint_efficiency=1.0, alpha_s=10e-6,
+        mtu_bytes=mtu, payload_bytes=payload, default_routing="ecmp", lossless=False, ecn=False,
+        retransmission="app", loss=loss, per_flow_cap_Bps=(per_core_gbps or 15.0) * 1e9 / 8,
+        rto_s=rto_s, min_rto_s=1e-3,
+        notes=["application-level loss recovery: resend lost datagrams after a timer (default 1 ms)"],
+    )
+
+
+def _cloud(key: str, mtu_bytes: int | None, loss: float, rto_s: float | None, per_core_gbps: float | None) -> Transport:
+    mtu0, overhead, endpoint, alpha, cap = CLOUD[key]
+    mtu = mtu_bytes or mtu0
+    payload = mtu - (52 if key == "tcpx" else 0)
+    flow_cap = (per_core_gbps or cap) * 1e9 / 8 if cap else math.inf
+    if per_core_gbps is not None and not cap:
+        raise FabricscopeError(f"--per-core-gbps applies to tcp, tcpx and udp, not {key}")
+    notes = {
+        "efa": "AWS EFA: SRD sprays each flow over many paths (adaptive routing) and the NIC resends lost packets",
+        "tcpx": "GPUDirect-TCPX: kernel TCP, header split into GPU memory (no host bounce); per-flow cap = one core",
+        "tcpxo": "GPUDirect-TCPXO: the TCPX data path offloaded to the NIC",
+    }[key]
+    return Transport(
+        name=key, wire_efficiency=payload / (mtu + overhead), endpoint_efficiency=endpoint, alpha_s=alpha,
+        mtu_bytes=mtu, payload_bytes=payload, default_routing="adaptive" if key == "efa" else "ecmp",
+        lossless=False, ecn=False, retransmission="tcp" if key == "tcpx" else "app", loss=loss,
+        per_flow_cap_Bps=flow_cap, rto_s=rto_s, min_rto_s=0.2 if key == "tcpx" else 1e-4, notes=[notes],
+    )
 
 
 def _override(
@@ -227,12 +309,13 @@ def _override(
 ) -> None:
     """The user's (or the calibration's) overrides of a transport's defaults, each checked."""
     key = t.name
-    if per_core_gbps is not None and key in ("ib", "roce", "roce-lossy"):
+    if per_core_gbps is not None and key in ("ib", "roce", "roce-lossy", "efa", "tcpxo"):
         raise FabricscopeError("--per-core-gbps applies to tcp and udp only (RDMA bypasses the kernel)")
     if alpha_s is not None:
         if alpha_s < 0:
             raise FabricscopeError("alpha must be >= 0")
         t.alpha_s = alpha_s
+        t.nccl_hop_s = None  # the given alpha is the per-hop cost NCCL's latency model is charged too
     if efficiency is not None:
         if not 0 < efficiency <= 1:
             raise FabricscopeError("efficiency must be in (0, 1]")
@@ -240,8 +323,8 @@ def _override(
         if efficiency > t.wire_efficiency:
             t.wire_efficiency = efficiency
     if nsocks_perthread is not None or socket_nthreads is not None:
-        if key != "tcp":
-            raise FabricscopeError("--nsocks-perthread and --socket-nthreads apply to tcp (NCCL's socket transport)")
+        if key not in ("tcp", "tcpx"):
+            raise FabricscopeError("--nsocks-perthread and --socket-nthreads apply to tcp and tcpx (socket transports)")
         t.sockets, t.threads = socket_striping(nsocks_perthread, socket_nthreads)
         t.notes.append(f"NCCL socket transport: {t.sockets} socket(s) per connection, {t.threads} thread(s)")
     if t.mtu_bytes < 256 or t.mtu_bytes > 65536:

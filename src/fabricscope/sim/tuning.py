@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from fabricscope.sim import gpus
+
 NCCL_SOURCE = "NVIDIA NCCL v2.30.7-1, src/graph/tuning.cc"
 
 # Algorithms fabricscope names (NCCL_ALGO spelling in brackets): ring [Ring], tree [Tree],
@@ -39,7 +41,7 @@ HW_LAT_US: dict[str, dict[str, tuple[float, float, float]]] = {
     "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "collnet": (0.0, 0.0, 31.0),
             "nvls": (0.0, 0.0, 18.0), "nvlstree": (0.0, 0.0, 20.9), "pat": (0.0, 0.0, 14.0)},
 }
-ARCHS = ("volta", "ampere", "hopper", "blackwell")
+ARCHS = gpus.ARCHS
 # llMaxBws (GB/s busbw): row = GPU generation for one node, or the CPU for several (row 0 Intel,
 # row 1 AMD); column = 1, 2, >2 nodes.
 LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
@@ -64,11 +66,6 @@ NET_OVERHEAD_US = 1.0  # getNetOverhead on an Intel x86 host (2.0 on AMD); x3 fo
 RING_PLATEAU = {"volta": 1.9}  # ring Simple all_reduce latency factor on several nodes; 1.4 from Ampere
 MAXCHANNELS = 64  # src/include/device.h
 NVLS_CHANNELS = 16  # NCCL_NVLS_NCHANNELS default (src/transport/nvls.cc)
-
-# GPU preset -> generation (compute capability 7.x Volta, 8.x Ampere, 9.x Hopper, 10.x Blackwell).
-GPU_ARCH = {"v100": "volta", "a100": "ampere", "h100": "hopper", "h200": "hopper", "h800": "hopper",
-            "b200": "blackwell", "gb200": "blackwell"}
-
 
 @dataclass(frozen=True)
 class CommShape:
