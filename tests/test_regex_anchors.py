@@ -29,7 +29,7 @@ def _whole_string_patterns_ending_in_dollar() -> list[str]:
                 continue
             pattern = node.args[0].value
             if not pattern.startswith("^"):
-                continue  # a search inside a line (nccl/log.py's), not a whole-string check
+                continue  # a search inside a line (nccl/log/parse.py's), not a whole-string check
             for alternative in pattern.split("|^"):
                 if re.search(r"(?<!\\)\$$", alternative) and not alternative.endswith(r"\s*$"):
                     bad.append(f"{path.relative_to(SRC)}:{node.lineno}: {pattern[-40:]!r}")

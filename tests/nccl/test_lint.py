@@ -159,8 +159,12 @@ def test_hca_prefix_trap_and_names_that_match_nothing(host_copy) -> None:
     trap = next(f for f in found if f.id == "NCCL012")
     assert trap.evidence["also_matches"] == ["mlx5_10", "mlx5_11", "mlx5_12"]
     assert "=mlx5_1,mlx5_9" in (trap.fix or "")
+    # NCCL uses every device matching any entry (matchIfList): mlx5_9 matching nothing is info, as
+    # mlx5_1 still selects devices; only a list where nothing matches fails.
     nothing = next(f for f in found if f.id == "NCCL010")
-    assert nothing.severity.value == "fail" and nothing.evidence["token"] == "mlx5_9"
+    assert nothing.severity.value == "info" and nothing.evidence["token"] == "mlx5_9"
+    none_left = [f for f in lint(merge([from_environ({"NCCL_IB_HCA": "mlx5_9,mlx4_0"})]), inv) if f.id == "NCCL010"]
+    assert {f.severity.value for f in none_left} == {"fail"} and len(none_left) == 2
 
 
 def test_hca_down_port_missing_port_and_mixed_layers() -> None:
@@ -403,7 +407,7 @@ def test_gid_advice_before_2_21() -> None:
 
 def test_log_version_drives_the_version_aware_rules() -> None:
     from fabricscope.nccl.lint import lint_log_env
-    from fabricscope.nccl.logstate import LogAggregator
+    from fabricscope.nccl.log.aggregate import LogAggregator
 
     def verdicts(version: str) -> list[Finding]:
         agg = LogAggregator()

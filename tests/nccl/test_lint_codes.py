@@ -1,5 +1,6 @@
-"""One table of lint codes (issue 14 item 3): every code a rule can emit is in it, only the
-library's rules emit codes, and docs/nccl.md's table is generated from it."""
+"""One table of lint codes (issue 14 item 3, issue 21 item 5): every code is bound to the one rule
+that reports it (lint.RULES), only the library's rules emit codes, and docs/nccl.md's table is
+generated from the registry."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pytest
 from fabricscope.findings import Severity
 from fabricscope.host import Root, read_inventory
 from fabricscope.nccl.job import JobSources, collect, lint_job, relabel
-from fabricscope.nccl.lint import lint
-from fabricscope.nccl.lintcodes import CODES, code_table, finding
+from fabricscope.nccl.lint import CODES, RULES, Rule, code_table, lint
+from fabricscope.nccl.lint import codes as lint_codes
+from fabricscope.nccl.lint.codes import finding
 from fabricscope.nccl.settings import from_environ, merge
 from tests.conftest import FIXTURE_HOSTS, HOST_NAMES
 from tests.nccl.test_lint import BLOG
@@ -34,7 +36,7 @@ BATTERY: list[dict[str, str]] = [
     {"NCCL_DEBUG": "WARN", "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "0"},
 ]
 # Codes that need sources (NCCL005-007) or a host changed on purpose (test_lint.py builds them).
-NEEDS_MORE = {"NCCL005", "NCCL006", "NCCL007", "NCCL012", "NCCL013", "NCCL015", "NCCL022", "NCCL034"}
+NEEDS_MORE = {"NCCL005", "NCCL006", "NCCL007", "NCCL008", "NCCL009", "NCCL012", "NCCL013", "NCCL015", "NCCL022", "NCCL034"}
 
 
 def all_findings():
@@ -60,16 +62,16 @@ def test_every_code_in_the_source_is_registered() -> None:
 
 def test_only_the_library_rules_emit_codes() -> None:
     """cli/ and checks/ relabel the library's findings; none of them writes a code of its own."""
-    rules = {"lint_values.py", "lint_node.py", "lint_roce.py", "lint_efa.py"}
+    rules = {p for p in (SRC / "nccl" / "lint" / "rules").glob("*.py") if p.name != "__init__.py"}
     outside = {}
     for path in SRC.rglob("*.py"):
         text = path.read_text()
         emitted = {c for c in literal_codes(path) if re.search(rf'finding\(\s*"{c}"|Finding\(\s*"{c}"', text)}
-        if emitted and path.name not in rules:
+        if emitted and path not in rules:
             outside[str(path.relative_to(SRC))] = sorted(emitted)
-        # Inside the rules, only lintcodes.finding() builds a coded finding (it checks the table).
+        # Inside the rules, only lint.codes.finding() builds a coded finding (it checks the table).
         bypass = {c for c in literal_codes(path) if re.search(rf'Finding\(\s*"{c}"', text)}
-        if bypass and path.name in rules:
+        if bypass and path in rules:
             outside[str(path.relative_to(SRC))] = sorted(bypass)
     assert not outside
 
@@ -85,16 +87,39 @@ def test_every_emitted_code_is_registered_with_its_worst_severity() -> None:
     assert set(CODES) - set(seen) <= NEEDS_MORE, sorted(set(CODES) - set(seen))
 
 
-def test_finding_refuses_unregistered_codes_and_severities() -> None:
-    with pytest.raises(KeyError):
-        finding("NCCL999", "info", None, "X", "m")
-    with pytest.raises(ValueError):
-        finding("NCCL004", "fail", None, "X", "m")
+def test_each_code_is_bound_to_exactly_one_rule() -> None:
+    bound = [code for r in RULES for code in r.codes]
+    assert len(bound) == len(set(bound)) == len(CODES)
+    assert len({r.check for r in RULES}) == len(RULES)
+
+
+def test_each_rule_reports_only_its_own_codes() -> None:
+    """Every rule run alone over the battery: its findings carry only the codes RULES binds to it."""
+    for host in [None, *HOST_NAMES]:
+        inv = read_inventory(Root.at(FIXTURE_HOSTS / host)) if host else None
+        for env in BATTERY:
+            ctx = lint_codes.LintContext(settings=merge([from_environ(env)]), inventory=inv)
+            for r in RULES:
+                assert {f.id for f in r.check(ctx)} <= set(r.codes), (r.check.__name__, host, env)
+
+
+def test_lint_refuses_a_code_not_bound_to_its_rule(monkeypatch) -> None:
+    from fabricscope.nccl import lint as lint_module
+
+    def rogue(ctx):
+        yield finding("NCCL004", "fail", None, "X", "m")
+
+    monkeypatch.setattr(lint_module, "RULES", (Rule(rogue, {"NCCL004": ("info", "x")}),))
+    with pytest.raises(ValueError, match="at most info"):
+        lint_module.lint(merge([from_environ({})]))
+    monkeypatch.setattr(lint_module, "RULES", (Rule(rogue, {"NCCL005": ("fail", "x")}),))
+    with pytest.raises(ValueError, match="not bound"):
+        lint_module.lint(merge([from_environ({})]))
 
 
 def test_docs_table_is_generated_from_the_registry() -> None:
     doc = (SRC.parents[1] / "docs" / "nccl.md").read_text()
-    assert code_table() in doc
+    assert code_table() in doc, "regenerate docs/nccl.md's table from fabricscope.nccl.lint.code_table():\n" + code_table()
 
 
 def test_missing_conf_file_is_a_library_rule(host_copy) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from fabricscope.host import Root, read_inventory
 from fabricscope.nccl.lint import lint
-from fabricscope.nccl.lint_efa import efa_ports
+from fabricscope.nccl.lint.rules.efa import efa_ports
 from fabricscope.nccl.settings import from_environ, merge, parse_script
 from tests.conftest import FIXTURE_HOSTS
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fabricscope.nccl.logfiles import feed_file, iter_lines
-from fabricscope.nccl.logreport import build_report
-from fabricscope.nccl.logstate import MAX_WARN_GROUPS, LogAggregator
+from fabricscope.nccl.log.aggregate import MAX_WARN_GROUPS, LogAggregator
+from fabricscope.nccl.log.read import feed_file, iter_lines
+from fabricscope.nccl.log.report import build_report
 from tests.conftest import SAMPLES, samples_dir
 from tests.nccl.conftest import run_cli
 

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from fabricscope.nccl.logfiles import read_files
-from fabricscope.nccl.logreport import build_report
-from fabricscope.nccl.logstate import LogAggregator
+from fabricscope.nccl.log.aggregate import LogAggregator
+from fabricscope.nccl.log.read import read_files
+from fabricscope.nccl.log.report import build_report
 from tests.conftest import samples_dir
 
 HEADERS = [
@@ -148,7 +148,7 @@ def _chunks(lines: list[str], cuts: list[int]):
     line by line."""
     from unittest import mock
 
-    from fabricscope.nccl import logbatch
+    from fabricscope.nccl.log import batch as logbatch
 
     agg = LogAggregator()
     stats = agg.begin_file("x")
@@ -316,8 +316,8 @@ def test_real_and_generated_logs_over_worker_processes(tmp_path: Path) -> None:
 @example([3, 16384, 16385, 2])
 @example([16384, 16384, 16384])
 def test_overlong_check_agrees_with_measuring_every_line(lengths: list[int]) -> None:
-    from fabricscope.nccl.log import MAX_LINE_CHARS
-    from fabricscope.nccl.logfiles import _overlong
+    from fabricscope.nccl.log.parse import MAX_LINE_CHARS
+    from fabricscope.nccl.log.read import _overlong
 
     body = b"\n".join(b"a" * n for n in lengths)
     assert _overlong(body) == (max(lengths) > MAX_LINE_CHARS)
@@ -338,8 +338,8 @@ def test_chunking_does_not_change_lines_or_counts(pieces: list[bytes], chunk_byt
     reader's chunking (a carried partial line, an overlong line cut across chunks) is invisible."""
     import io
 
-    from fabricscope.nccl.logfiles import iter_lines
-    from fabricscope.nccl.logstate import FileStats
+    from fabricscope.nccl.log.aggregate import FileStats
+    from fabricscope.nccl.log.read import iter_lines
 
     data = b"".join(pieces)
 
@@ -358,7 +358,7 @@ def test_channel_chunk_sets_stay_bounded_and_right_on_a_hostile_log(new_rests: b
     is the one of one line at a time."""
     from unittest import mock
 
-    from fabricscope.nccl import logbatch
+    from fabricscope.nccl.log import batch as logbatch
 
     lines = [*RANK_LINES]
     for i in range(3000):

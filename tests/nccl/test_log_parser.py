@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabricscope.nccl.log import WARN_KINDS, classify_transport, decode_gid, parse_line
+from fabricscope.nccl.log.parse import WARN_KINDS, classify_transport, decode_gid, parse_line
 
 
 def test_plain_info_header() -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fabricscope.nccl.log import parse_line
-from fabricscope.nccl.logfiles import read_files
-from fabricscope.nccl.logreport import LogReport, build_report
-from fabricscope.nccl.logstate import LogAggregator
+from fabricscope.nccl.log.aggregate import LogAggregator
+from fabricscope.nccl.log.parse import parse_line
+from fabricscope.nccl.log.read import read_files
+from fabricscope.nccl.log.report import LogReport, build_report
 from tests.conftest import samples_dir
 from tests.nccl.test_log_samples import finding, ids, read
 
@@ -71,9 +71,10 @@ def test_bootstrap_without_interface_is_a_root_cause() -> None:
     assert event is not None and event.is_warn
     agg = LogAggregator()
     agg.feed_event(event)
-    found = [f for f in build_report(agg).findings if "no socket interface" in f.subject]
+    # The socket-address rule names it, with NCCL's fix, instead of the generic WARN finding.
+    found = [f for f in build_report(agg).findings if f.id == "nccl_log.socket_address"]
     assert len(found) == 1 and found[0].severity.value == "fail"
-    assert "root cause" in found[0].message and "NCCL_SOCKET_IFNAME" in (found[0].fix or "")
+    assert "no usable address" in found[0].message and "NCCL_SOCKET_IFNAME" in (found[0].fix or "")
 
 
 def test_async_port_notices_are_info_and_gid_change_is_explained() -> None:

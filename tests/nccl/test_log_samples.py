@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fabricscope.nccl.logfiles import feed_file
-from fabricscope.nccl.logreport import LogReport, build_report
-from fabricscope.nccl.logstate import LogAggregator
+from fabricscope.nccl.log.aggregate import LogAggregator
+from fabricscope.nccl.log.read import feed_file
+from fabricscope.nccl.log.report import LogReport, build_report
 from tests.conftest import samples_dir
 
 

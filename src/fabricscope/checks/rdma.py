@@ -48,13 +48,25 @@ def port_state(ctx: CheckContext) -> Iterator[Finding]:
     that are not ACTIVE, so one dead port shrinks a job's bandwidth without an error. INIT with
     LinkUp on InfiniBand means no subnet manager has configured the port. A state text the kernel
     never writes for its code (drivers/infiniband/core/sysfs.c) is reported as unrecognised, with
-    what the code would mean, instead of being read as up or down."""
+    what the code would mean, instead of being read as up or down. A Disabled port of a NIC whose
+    other port is ACTIVE is a spare (info): it does not outrank the causes of lost bandwidth."""
     ports = ctx.inventory.ports
     bad = 0
+    active_devices = {p.device for p in ports if p.is_active}
     for port in ports:
         if port.is_active and port.is_link_up and port.state_recognised and port.phys_state_recognised:
             continue
         bad += 1
+        if (port.phys_state or "").lower() == "disabled" and port.device in active_devices:
+            # A disabled second port of a NIC whose other port runs: a spare, not lost bandwidth (issue 22).
+            yield Finding(
+                "rdma.port_state", Severity.INFO, port.name,
+                f"spare port disabled (physical state {port.phys_state}) while another port of {port.device} is ACTIVE: "
+                "NCCL skips it; it costs bandwidth only if it is meant to carry a rail",
+                {"state": port.state, "phys_state": port.phys_state, "link_layer": port.link_layer},
+                f"if it should carry traffic: enable it (`ip link set <netdev> up` on RoCE, or the switch port) and check `ibstat {port.device} {port.port}`",
+            )
+            continue
         yield _port_state_finding(port)
     if ports and not bad:
         yield Finding("rdma.port_state", Severity.PASS, "ports", f"all {len(ports)} port(s) ACTIVE and LinkUp")

@@ -9,8 +9,8 @@ from fabricscope.findings import Finding, Severity
 from fabricscope.host.infiniband import RdmaPort
 from fabricscope.host.inventory import Inventory
 from fabricscope.host.verbs import IBOE_OVERHEAD_BYTES, roce_mtu_for
+from fabricscope.nccl.gid import GidPolicy, explain_choice, gid_table_empty, select_gid
 from fabricscope.nccl.settings import parse_conf_file
-from fabricscope.nccl_gid import GidPolicy, explain_choice, select_gid
 
 # RDMA MTU 4096 needs the netdev MTU to hold 4096 bytes of payload plus RoCE v2 headers.
 MIN_NETDEV_MTU_FOR_4K = 4096 + IBOE_OVERHEAD_BYTES
@@ -41,9 +41,11 @@ def roce_gid(ctx: CheckContext) -> Iterator[Finding]:
     routable address. NCCL 2.21+ chooses the entry itself (ncclIbGetGidIndex): it wants the family
     NCCL_IB_ADDR_FAMILY (AF_INET unless set), RoCE version NCCL_IB_ROCE_VERSION_NUM (2) and an
     address inside NCCL_IB_ADDR_RANGE, and falls back to index 0 (link-local, RoCE v1) when no
-    entry qualifies. This check walks each port's table the same way (fabricscope.nccl_gid, with
+    entry qualifies. This check walks each port's table the same way (fabricscope.nccl.gid, with
     the values of /etc/nccl.conf) and warns when the entry NCCL would use is not a routable RoCE
-    v2 one, e.g. a port whose only RoCE v2 addresses are IPv6 while NCCL looks for IPv4."""
+    v2 one, e.g. a port whose only RoCE v2 addresses are IPv6 while NCCL looks for IPv4. A port whose
+    table holds no GID at all (a pod that sees the RDMA device but not its netdev) fails: RoCE cannot
+    address any peer, and the fix is the pod's network attachment, not an address."""
     inv = ctx.inventory
     policy = GidPolicy.from_env(_conf_env(inv.nccl_conf))
     for port, netdev in roce_ports(inv):
@@ -66,7 +68,8 @@ def roce_gid(ctx: CheckContext) -> Iterator[Finding]:
             )
             continue
         message, fix = explain_choice(port.gids, netdev, choice, policy, where="/etc/nccl.conf")
-        yield Finding("roce.gid", Severity.WARN, port.name, message, evidence, fix)
+        severity = Severity.FAIL if gid_table_empty(port.gids) else Severity.WARN  # no GID at all: RoCE unusable
+        yield Finding("roce.gid", severity, port.name, message, evidence, fix)
 
 
 def _conf_env(text: str | None) -> dict[str, str]:

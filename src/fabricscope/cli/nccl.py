@@ -19,10 +19,10 @@ from fabricscope.cli.common import (
 from fabricscope.cli.main import app
 from fabricscope.findings import Severity, exit_code, summarize
 from fabricscope.host import read_inventory
-from fabricscope.nccl.logfiles import LogInputError, default_jobs, read_file, read_files
-from fabricscope.nccl.logmerge import merge
-from fabricscope.nccl.logreport import build_report
-from fabricscope.nccl.logstate import LogAggregator
+from fabricscope.nccl.log.aggregate import LogAggregator
+from fabricscope.nccl.log.merge import merge
+from fabricscope.nccl.log.read import LogInputError, default_jobs, read_file, read_files
+from fabricscope.nccl.log.report import build_report
 from fabricscope.nccl.variables import parse_version
 from fabricscope.report.terminal import console, render_findings
 
@@ -72,9 +72,9 @@ def log_cmd(
     except LogInputError as exc:
         die(str(exc))
     report = build_report(agg)
-    if report.nccl_lines == 0:
+    if report.recognised_lines == 0:
         binary = any(f["binary_lines"] for f in report.files)
-        what = "binary data" if binary else "no NCCL log line"
+        what = "binary data" if binary else "no NCCL log line and no message NCCL, PyTorch or the network plugins print"
         die(f"{', '.join(files)}: {what}; expected NCCL_DEBUG=INFO or WARN output (lines like 'host:pid:tid [0] NCCL INFO ...')")
     if json_out:
         print_json(report.to_dict())
@@ -111,9 +111,15 @@ def _render_summary(out, report, show_ranks: bool) -> None:
     s = report.summary
     versions = ", ".join(s["nccl_versions"]) or "not in log"
     out.print(
-        f"[bold]NCCL log[/bold]: {len(report.files)} file(s), {s['nccl_lines']:,} NCCL lines of {s['lines']:,}, "
-        f"{s['hosts']} host(s), {s['ranks']} rank(s), NCCL {versions}"
+        f"[bold]NCCL log[/bold]: {len(report.files)} file(s), {s['nccl_lines']:,} NCCL lines of {s['lines']:,}"
+        + (f" (+{s['placed_lines']:,} quoting NCCL/PyTorch/plugin messages)" if s["placed_lines"] else "")
+        + f", {s['hosts']} host(s), {s['ranks']} rank(s), NCCL {versions}"
     )
+    if s["unrecognised_lines"]:
+        out.print(f"{s['unrecognised_lines']:,} lines not recognised (neither NCCL's nor a catalogued message)")
+    v = report.verdict
+    fatal = {True: "the job stopped", False: "NCCL went on", None: "nothing failed"}[v["fatal"]]
+    out.print(f"[bold]Verdict[/bold]: {v['root_cause']} ({fatal}; transport {v['transport'] or 'not shown'})")
     ranks = report.ranks
     if not ranks:
         return
@@ -155,7 +161,7 @@ def env_cmd(
     fmt: str = typer.Option("shell", "--format", help="shell, json, slurm or k8s."),
     nccl_version: str = typer.Option(None, "--nccl-version", help="NCCL version the job uses (GID index is set explicitly below 2.21)."),
     rail_optimized: bool = typer.Option(False, "--rail-optimized", help="The fabric is rail-optimised: keep rings on one rail (NCCL_CROSS_NIC=0)."),
-    switch_tiers: int = typer.Option(2, "--switch-tiers", min=1, max=5, help="Switch tiers between nodes (RoCE with 2+ tiers gets more QPs for ECMP entropy)."),
+    switch_tiers: int | None = typer.Option(None, "--switch-tiers", min=1, max=5, help="Switch tiers between nodes (RoCE with 2+ tiers gets more QPs for ECMP entropy); 2 is assumed, and said to be, when not given."),
     ar_sl: int = typer.Option(None, "--ar-sl", min=0, max=15, help="InfiniBand service level with adaptive routing enabled by the subnet manager."),
 ) -> None:
     """The NCCL settings to use on this node, each with the reason, ready to paste."""

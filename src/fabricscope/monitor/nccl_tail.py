@@ -1,7 +1,7 @@
 """Follow NCCL logs as they are written and count what matters.
 
 Following (rotation, caps per file and per poll, overlong lines) is :mod:`.follow`'s, shared
-with the NCCL Inspector follower. Each line goes through :func:`fabricscope.nccl.log.parse_line`,
+with the NCCL Inspector follower. Each line goes through :func:`fabricscope.nccl.log.parse.parse_line`,
 the NCCL helper's per-line event API.
 """
 
@@ -31,7 +31,7 @@ class NcclCounts:
 
 
 def _default_parser() -> Callable[[str], Any]:
-    from fabricscope.nccl.log import parse_line
+    from fabricscope.nccl.log.parse import parse_line
 
     return parse_line
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabricscope.host.inventory import Inventory
+from fabricscope.nccl.gid import explain_choice, select_gid
 from fabricscope.nccl.node import (
     DEFAULT_GID_POLICY,
     LEVEL_RANK,
@@ -30,7 +31,6 @@ from fabricscope.nccl.node import (
     usable_interface,
 )
 from fabricscope.nccl.variables import parse_version
-from fabricscope.nccl_gid import explain_choice, select_gid
 
 SCHEMA = "fabricscope.nccl_env/v1"
 FORMATS = ("shell", "json", "slurm", "k8s")
@@ -121,15 +121,20 @@ def _gdr_level(inv: Inventory, plan: EnvPlan, nics: set[str]) -> None:
         if not dmabuf:
             plan.notes.append(f"no nvidia_peermem module is loaded: {advice}")
     rank = LEVEL_RANK.get(dist, 4)
-    if rank <= LEVEL_RANK["PXB"]:
+    path = module or (gpudirect_without_module(inv)[0] if module is False else None)
+    if rank <= LEVEL_RANK["PXB"] and path:
         plan.unset("NCCL_NET_GDR_LEVEL", f"measured GPU-to-nearest-NIC distance: {summary}; NCCL's default (PXB) already uses GPUDirect RDMA for all of them")
+    elif rank <= LEVEL_RANK["PXB"] and path is False:
+        plan.unset("NCCL_NET_GDR_LEVEL", f"measured GPU-to-nearest-NIC distance: {summary}, close enough for GPUDirect RDMA, but no peer-memory path exists (no nvidia-peermem, no DMA-BUF), so NCCL stages through host memory whatever the level")
+    elif rank <= LEVEL_RANK["PXB"]:
+        plan.unset("NCCL_NET_GDR_LEVEL", f"measured GPU-to-nearest-NIC distance: {summary}; NCCL's default (PXB) covers it, and uses GPUDirect RDMA if a peer-memory path exists (nvidia-peermem, or DMA-BUF with kernel >= 5.12: not visible here, a guess)")
     elif rank == LEVEL_RANK["PHB"]:
         plan.set("NCCL_NET_GDR_LEVEL", "PHB", f"measured GPU-to-nearest-NIC distance: {summary}; GPU and NIC meet at the CPU's host bridge, which the default (PXB) excludes, so PHB keeps GPUDirect RDMA on")
     else:
         plan.unset("NCCL_NET_GDR_LEVEL", f"measured GPU-to-nearest-NIC distance: {summary}; GPUDirect RDMA across CPU sockets is usually slower than staging in host memory, so the default (off there) is right")
 
 
-def _roce(inv: Inventory, plan: EnvPlan, ports: list[NicPort], version: tuple[int, ...] | None, workload: str, tiers: int) -> list[NicPort]:
+def _roce(inv: Inventory, plan: EnvPlan, ports: list[NicPort], version: tuple[int, ...] | None, workload: str, tiers: int | None) -> list[NicPort]:
     chosen: list[NicPort] = []
     gid_of: dict[str, int] = {}
     for p in ports:
@@ -147,47 +152,75 @@ def _roce(inv: Inventory, plan: EnvPlan, ports: list[NicPort], version: tuple[in
     mode = trust.most_common(1)[0][0] if trust else None
     ecn_votes: Counter[bool] = Counter()
     if target is not None:
-        kept = []
-        for p in chosen:
-            q = qos.get(p.netdev) if p.netdev else None
-            dev = inv.netdev(p.netdev)
-            if q is None:
-                kept.append(p)
-                continue
-            if q.trust and mode and q.trust != mode:
-                plan.excluded.append((p.label, f"{p.netdev} trusts {q.trust} while the other RoCE netdevs trust {mode}: its traffic would not land on the lossless priority"))
-                continue
-            if q.pfc_enabled is not None and target not in q.pfc_priorities:
-                pfc = f"PFC on priority {','.join(map(str, q.pfc_priorities))}" if q.pfc_priorities else "no PFC priority"
-                plan.excluded.append((p.label, f"{p.netdev} has {pfc}, not PFC on {target} like the others: RDMA through it would be lossy"))
-                continue
-            if dev is not None:
-                on = dev.ecn_np_enabled.get(target) is not False and dev.ecn_rp_enabled.get(target) is not False
-                known = target in dev.ecn_np_enabled or target in dev.ecn_rp_enabled
-                if known and not on and any(
-                    (inv.netdev(o.netdev) is not None and inv.netdev(o.netdev).ecn_rp_enabled.get(target)) for o in chosen if o.netdev and o is not p
-                ):
-                    plan.excluded.append((p.label, f"ECN (roce_np/roce_rp) is off for priority {target} on {p.netdev} while the other RoCE netdevs have it: congestion control would not work through it"))
-                    continue
+        chosen = _roce_lossless(inv, plan, chosen, qos, target, mode, ecn_votes)
+    chosen = _roce_gid_index(plan, chosen, gid_of, version)
+    _roce_traffic_class(inv, plan, chosen, target, mode, ecn_votes)
+    _roce_qps(plan, workload, tiers)
+    return chosen
+
+
+def _roce_lossless(inv: Inventory, plan: EnvPlan, chosen: list[NicPort], qos: dict, target: int, mode: str | None, ecn_votes: Counter[bool]) -> list[NicPort]:
+    """The ports whose netdev puts RDMA on the lossless priority ``target`` like the others (the
+    rest go to ``plan.excluded`` with the reason); ``ecn_votes`` counts ECN on/off among those kept."""
+    kept = []
+    for p in chosen:
+        q = qos.get(p.netdev) if p.netdev else None
+        if q is None:
             kept.append(p)
-            if dev is not None and (target in dev.ecn_np_enabled or target in dev.ecn_rp_enabled):
-                ecn_votes[dev.ecn_np_enabled.get(target) is not False and dev.ecn_rp_enabled.get(target) is not False] += 1
-        chosen = kept
-    # GID index
+            continue
+        reason = _roce_odd_one_out(inv, p, q, chosen, target, mode)
+        if reason:
+            plan.excluded.append((p.label, reason))
+            continue
+        kept.append(p)
+        dev = inv.netdev(p.netdev)
+        if dev is not None and (target in dev.ecn_np_enabled or target in dev.ecn_rp_enabled):
+            ecn_votes[dev.ecn_np_enabled.get(target) is not False and dev.ecn_rp_enabled.get(target) is not False] += 1
+    return kept
+
+
+def _roce_odd_one_out(inv: Inventory, p: NicPort, q, chosen: list[NicPort], target: int, mode: str | None) -> str | None:
+    """Why this port's netdev would not carry RDMA like the others (trust, PFC, ECN), or None."""
+    if q.trust and mode and q.trust != mode:
+        return f"{p.netdev} trusts {q.trust} while the other RoCE netdevs trust {mode}: its traffic would not land on the lossless priority"
+    if q.pfc_enabled is not None and target not in q.pfc_priorities:
+        pfc = f"PFC on priority {','.join(map(str, q.pfc_priorities))}" if q.pfc_priorities else "no PFC priority"
+        return f"{p.netdev} has {pfc}, not PFC on {target} like the others: RDMA through it would be lossy"
+    dev = inv.netdev(p.netdev)
+    if dev is None:
+        return None
+    on = dev.ecn_np_enabled.get(target) is not False and dev.ecn_rp_enabled.get(target) is not False
+    known = target in dev.ecn_np_enabled or target in dev.ecn_rp_enabled
+    others_on = any((inv.netdev(o.netdev) is not None and inv.netdev(o.netdev).ecn_rp_enabled.get(target)) for o in chosen if o.netdev and o is not p)
+    if known and not on and others_on:
+        return f"ECN (roce_np/roce_rp) is off for priority {target} on {p.netdev} while the other RoCE netdevs have it: congestion control would not work through it"
+    return None
+
+
+def _roce_gid_index(plan: EnvPlan, chosen: list[NicPort], gid_of: dict[str, int], version: tuple[int, ...] | None) -> list[NicPort]:
     if version is None or version >= AUTO_GID_VERSION:
         indexes = sorted({gid_of[p.label] for p in chosen})
         where = f"index {indexes[0]} on every NIC" if len(indexes) == 1 else f"indexes {indexes} differ between NICs"
         plan.unset("NCCL_IB_GID_INDEX", f"NCCL {'.'.join(map(str, version)) if version else '>= 2.21'} picks the RoCE v2 IPv4 GID itself ({where} here) and follows address changes; pass --nccl-version if older")
-    else:
-        indexes = Counter(gid_of[p.label] for p in chosen)
-        index = indexes.most_common(1)[0][0] if indexes else None
-        if index is not None:
-            for p in [p for p in chosen if gid_of[p.label] != index]:
-                plan.excluded.append((p.label, f"its RoCE v2 IPv4 GID is at index {gid_of[p.label]}, not {index}: NCCL < 2.21 takes one index for all NICs"))
-            chosen = [p for p in chosen if gid_of[p.label] == index]
-            plan.set("NCCL_IB_GID_INDEX", str(index), f"NCCL {'.'.join(map(str, version))} does not choose GIDs itself: {index} is the RoCE v2 entry with the IPv4 address on every selected NIC")
-    # Traffic class / service level for the lossless priority.
-    if target is None:
+        return chosen
+    counts = Counter(gid_of[p.label] for p in chosen)
+    index = counts.most_common(1)[0][0] if counts else None
+    if index is None:
+        return chosen
+    for p in [p for p in chosen if gid_of[p.label] != index]:
+        plan.excluded.append((p.label, f"its RoCE v2 IPv4 GID is at index {gid_of[p.label]}, not {index}: NCCL < 2.21 takes one index for all NICs"))
+    plan.set("NCCL_IB_GID_INDEX", str(index), f"NCCL {'.'.join(map(str, version))} does not choose GIDs itself: {index} is the RoCE v2 entry with the IPv4 address on every selected NIC")
+    return [p for p in chosen if gid_of[p.label] == index]
+
+
+def _roce_traffic_class(inv: Inventory, plan: EnvPlan, chosen: list[NicPort], target: int | None, mode: str | None, ecn_votes: Counter[bool]) -> None:
+    """Traffic class (trust dscp) or service level (trust pcp) for the lossless priority."""
+    qos_seen = [inv.qos.get(p.netdev) for p in chosen if p.netdev and inv.qos.get(p.netdev) is not None]
+    if target is None and not any(q.pfc_enabled is not None for q in qos_seen):
+        plan.unset("NCCL_IB_TC", "PFC and trust mode are not visible on this node (no QoS data for the RoCE netdevs): "
+                   "which priority is lossless could not be seen, so no traffic class is exported; ask the network team "
+                   "which DSCP the fabric treats as lossless (NCCL_IB_TC = DSCP << 2 | ECN)")
+    elif target is None:
         plan.unset("NCCL_IB_TC", "no RoCE netdev has exactly one PFC priority here, so there is no lossless class to aim at; RoCE runs on ECN/DCQCN alone")
     elif mode == "pcp":
         plan.set("NCCL_IB_SL", str(target), f"the RoCE netdevs trust pcp: the service level becomes the VLAN priority, and PFC protects priority {target}")
@@ -198,14 +231,18 @@ def _roce(inv: Inventory, plan: EnvPlan, ports: list[NicPort], version: tuple[in
         tc = dscp << 2 | ecn
         ecn_text = "ECT(0) because ECN is enabled for that priority" if ecn_on else "Not-ECT because ECN is not enabled for that priority"
         plan.set("NCCL_IB_TC", str(tc), f"traffic class = DSCP {dscp} << 2 | {ecn} ({ecn_text}); trust dscp maps DSCP {dscp} to priority {target}, the one with PFC")
-    # QPs per connection for ECMP entropy.
+
+
+def _roce_qps(plan: EnvPlan, workload: str, tiers: int | None) -> None:
+    """QPs per connection for ECMP entropy."""
+    guess = " (2 switch tiers assumed, a guess: the node cannot see the fabric; pass --switch-tiers N)" if tiers is None else ""
+    tiers = 2 if tiers is None else tiers
     if workload == "training" and tiers >= 2:
-        plan.set("NCCL_IB_QPS_PER_CONNECTION", "4", f"RoCE through {tiers} switch tiers balances by ECMP hashing: 4 QPs give each connection 4 UDP source ports, so large transfers spread over more paths")
+        plan.set("NCCL_IB_QPS_PER_CONNECTION", "4", f"RoCE through {tiers} switch tiers balances by ECMP hashing: 4 QPs give each connection 4 UDP source ports, so large transfers spread over more paths{guess}")
     elif workload == "inference":
         plan.unset("NCCL_IB_QPS_PER_CONNECTION", "inference traffic is small latency-bound messages: extra QPs add no bandwidth and slow connection setup")
     else:
         plan.unset("NCCL_IB_QPS_PER_CONNECTION", "a single switch tier has no ECMP choice to spread over")
-    return chosen
 
 
 def _no_gid_reason(inv: Inventory, p: NicPort) -> str:
@@ -254,7 +291,7 @@ def plan_env(
     workload: str = "training",
     nccl_version: str | None = None,
     rail_optimized: bool = False,
-    switch_tiers: int = 2,
+    switch_tiers: int | None = None,  # None: 2 assumed, and the reason says so
     ar_sl: int | None = None,
 ) -> EnvPlan:
     if workload not in WORKLOADS:

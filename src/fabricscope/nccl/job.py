@@ -24,7 +24,7 @@ from fabricscope.nccl.settings import (
     merge,
     parse_conf_file,
     parse_env_file,
-    parse_script,
+    read_script,
 )
 
 CONF_PATH = "/" + NCCL_CONF
@@ -52,7 +52,8 @@ def collect(sources: JobSources, root: Root | None = None, inventory: Inventory 
         found, bad = parse_env_file(text, path)
         groups.append(found)
         unparsed += bad
-    groups += [parse_script(text, path) for path, text in sources.scripts]
+    reads = [read_script(text, path) for path, text in sources.scripts]
+    groups += [r.settings for r in reads]
     if sources.environ is not None:
         groups.append(from_environ(sources.environ))
     job = merge(groups)
@@ -78,6 +79,8 @@ def collect(sources: JobSources, root: Root | None = None, inventory: Inventory 
     settings.unparsed = unparsed
     settings.missing = missing
     settings.misread = misread
+    settings.not_applied = [item for r in reads for item in r.not_applied]
+    settings.sourced = [item for r in reads for item in r.sourced]
     return settings
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fabricscope.nccl_gid import c_strtol
+from fabricscope.nccl.gid import c_strtol
 
 
 @dataclass(frozen=True)

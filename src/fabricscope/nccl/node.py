@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from fabricscope.host.infiniband import Gid, RdmaPort, natural_key
 from fabricscope.host.inventory import Inventory
 from fabricscope.host.netclass import NetDevice
-from fabricscope.nccl_gid import AF_INET, GidPolicy, select_gid
+from fabricscope.host.versions import DMABUF_KERNEL
+from fabricscope.nccl.gid import AF_INET, GidPolicy, select_gid
 
 DEFAULT_GID_POLICY = GidPolicy()
 # Interfaces NCCL itself avoids by default, and that make poor bootstrap/socket interfaces.
@@ -110,11 +111,13 @@ def gpudirect_without_module(inv: Inventory) -> tuple[bool | None, str]:
     versions = inv.versions
     capable = versions.dmabuf_capable
     kernel = versions.kernel or "?"
+    if capable is None and versions.kernel_release is not None and versions.kernel_release < DMABUF_KERNEL:
+        capable = False  # a 3.10 kernel has no DMA-BUF whichever GPU module runs
     if capable:
         return True, f"DMA-BUF carries GPUDirect RDMA here (open GPU kernel module, kernel {kernel} >= 5.12; NCCL >= 2.13): nvidia-peermem is not needed"
     upstream = "ib_core" not in versions.modules
     if capable is False:
-        why = "the proprietary GPU kernel module" if not versions.nvidia_open else f"kernel {kernel} < 5.12"
+        why = f"kernel {kernel} < 5.12" if versions.kernel_release is not None and versions.kernel_release < DMABUF_KERNEL else "the proprietary GPU kernel module"
         fix = "switch to the open GPU kernel module (kernel >= 5.12) so NCCL >= 2.13 uses DMA-BUF"
         if upstream:
             return False, f"no DMA-BUF ({why}) and nvidia-peermem cannot load on upstream ib_core: {fix}, or install MLNX_OFED/DOCA and load nvidia-peermem"

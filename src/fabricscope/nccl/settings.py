@@ -18,14 +18,24 @@ PREFIXES = ("NCCL_", "FI_", "OFI_NCCL_")
 _NAME = r"(?:NCCL|FI|OFI_NCCL)_[A-Za-z0-9_]*"
 ORIGIN_RANK = {"environ": 0, "env-file": 0, "script": 0, "NCCL_CONF_FILE": 1, "/etc/nccl.conf": 2}
 
-_ASSIGN = re.compile(r"""(?<![\w$])(""" + _NAME + r""")=("(?:[^"\\]|\\.)*"|'[^']*'|[^\s;&|)]*)""")
+_ARITH = r"""\$\(\([^()]*(?:\([^()]*\)[^()]*)*\)\)"""  # $((512 * 1024)): one word to the shell, blanks and all
+_ASSIGN = re.compile(r"""(?<![\w$])(""" + _NAME + r""")=(""" + _ARITH + r"""|"(?:[^"\\]|\\.)*"|'[^']*'|[^\s;&|)]*)""")
 # In --export=A=B,C=D (sbatch, srun) a comma ends the value; anywhere else it is part of it
 # (export NCCL_IB_HCA==mlx5_0:1,mlx5_1:1 sets the whole list).
-_EXPORT_ASSIGN = re.compile(r"""(?<![\w$])(""" + _NAME + r""")=("(?:[^"\\]|\\.)*"|'[^']*'|[^\s;,&|)]*)""")
+_EXPORT_ASSIGN = re.compile(r"""(?<![\w$])(""" + _NAME + r""")=(""" + _ARITH + r"""|"(?:[^"\\]|\\.)*"|'[^']*'|[^\s;,&|)]*)""")
 _PY_ENVIRON = re.compile(r"""environ\[\s*["'](""" + _NAME + r""")["']\s*\]\s*=\s*(?:str\()?\s*["']?([^"')\n]*)""")
 _YAML_NAME = re.compile(r"""^\s*-?\s*name:\s*["']?(""" + _NAME + r""")["']?\s*$""")
 _YAML_VALUE = re.compile(r"""^\s*value:\s*(.*?)\s*$""")
+# A YAML map entry (Kubernetes/Compose env maps, Helm values): NCCL_X: "value".
+_YAML_MAP = re.compile(r"""^\s*["']?(""" + _NAME + r""")["']?:\s+(\S.*?)\s*$""")
+# A name one letter off NCCL's prefix (CCL_NET_GDR_LEVEL, NCLL_DEBUG): NCCL never reads it.
+_NEAR_PREFIX = re.compile(r"""(?<![\w$])((?:CCL|NCL|NCC|NCLL|NCCCL|NNCL|MCCL)_[A-Z0-9_]+)=""")
 _UNSET = re.compile(r"^\s*unset\s+(.+)\Z")
+# A string assigned to a shell variable (CMD="NCCL_DEBUG=INFO python train.py"): the settings in it
+# apply only where the script expands the variable ($CMD, ${CMD}, eval "$CMD").
+_STRING_VAR = re.compile(r"""^\s*(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_]\w*)=(["'])(.*)""")
+_PRINTS = re.compile(r"^\s*(?:echo|printf)\b")
+_SOURCE = re.compile(r"""^\s*(?:source|\.)\s+(["']?)([^\s;&|"']+)\1""")
 _CONF_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
 
@@ -53,6 +63,8 @@ class SettingSet:
     unparsed: list[tuple[str, int, str]] = field(default_factory=list)  # (path, line, text)
     missing: list[Setting] = field(default_factory=list)  # NCCL_CONF_FILE settings naming no file
     misread: list[tuple[str, int, str, str]] = field(default_factory=list)  # (path, line, text, how NCCL reads it)
+    not_applied: list[tuple[str, int, str, str]] = field(default_factory=list)  # (path, line, name, why)
+    sourced: list[tuple[str, int, str]] = field(default_factory=list)  # (script, line, file) not read
 
     def get(self, name: str) -> str | None:
         s = self.effective.get(name)
@@ -127,11 +139,83 @@ def parse_conf_file(text: str, path: str, origin: str) -> tuple[list[Setting], l
     return settings, skipped, misread
 
 
+@dataclass
+class ScriptRead:
+    """A job script read as the shell would: the settings it applies, the ones it only holds in a
+    string it never expands or prints (``not_applied``: path, line, name, why), and the files it
+    sources (``sourced``: path, line, file), whose settings are not in ``settings``."""
+
+    settings: list[Setting] = field(default_factory=list)
+    not_applied: list[tuple[str, int, str, str]] = field(default_factory=list)
+    sourced: list[tuple[str, int, str]] = field(default_factory=list)
+
+
 def parse_script(text: str, path: str) -> list[Setting]:
+    """The settings a job script applies (:func:`read_script`)."""
+    return read_script(text, path).settings
+
+
+def _arith(value: str) -> str:
+    """``$((512 * 1024))`` -> ``"524288"`` when it is integer arithmetic, else the text as written."""
+    inner = value[3:-2] if value.startswith("$((") and value.endswith("))") else None
+    if inner is None or not re.fullmatch(r"[\d\s+\-*/%()]+", inner):
+        return value
+    import ast
+
+    try:
+        result = _int_expr(ast.parse(inner.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, ZeroDivisionError, RecursionError):
+        return value
+    return str(result) if abs(result) < 1 << 63 else value
+
+
+def _int_expr(node) -> int:
+    """The value of an integer expression tree of + - * / % (shell arithmetic: / truncates)."""
+    import ast
+    import operator
+
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        value = _int_expr(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Mod: operator.mod}
+    if isinstance(node, ast.BinOp):
+        left, right = _int_expr(node.left), _int_expr(node.right)
+        if isinstance(node.op, ast.Div):
+            return int(left / right)
+        if type(node.op) in ops:
+            return ops[type(node.op)](left, right)
+    raise ValueError("not integer arithmetic")
+
+
+def _not_applied(raw: str, text: str, number: int, path: str) -> tuple[list[tuple[str, int, str, str]], bool]:
+    """Settings on this line that the shell never applies: inside a string assigned to a variable
+    the script never expands, or printed by echo/printf (not into an nccl.conf, which NCCL reads).
+    (found, whole line handled)."""
+    names = [m.group(1) for m in _ASSIGN.finditer(raw)]
+    if not names:
+        return [], False
+    if _PRINTS.match(raw) and not re.search(r">>?\s*\S*nccl\.conf", raw):
+        return [(path, number, n, "inside text echo/printf prints, not a command that runs") for n in names], True
+    var = _STRING_VAR.match(raw)
+    if var is None or var.group(1).startswith(PREFIXES) or var.group(1) in ("export",):
+        return [], False
+    later = text.split("\n", number)[-1] if number < text.count("\n") + 1 else ""
+    if re.search(r"\$\{?" + re.escape(var.group(1)) + r"\b", later) or re.search(r"\$\{?" + re.escape(var.group(1)) + r"\b", raw[var.end(1) + 2 :]):
+        return [], False  # expanded later: the string runs
+    why = f"inside the string assigned to {var.group(1)}, which the script never expands (${var.group(1)})"
+    return [(path, number, n, why) for n in names], True
+
+
+def read_script(text: str, path: str) -> ScriptRead:
     """NCCL_* assignments anywhere in a job script: ``export A=B``, ``A=B cmd``, ``env A=B``,
     ``#SBATCH --export=ALL,A=B``, ``srun --export=...``, ``docker run -e A=B``, Kubernetes
-    ``- name: A / value: B`` pairs and Python ``os.environ["A"] = "B"``. ``unset A`` removes."""
-    settings: list[Setting] = []
+    ``- name: A / value: B`` pairs and Python ``os.environ["A"] = "B"``. ``unset A`` removes.
+    Read as the shell would: ``$((512 * 1024))`` is one value (computed), a setting inside a string
+    the script never expands, or that echo prints, is not applied, and ``source``d files are named."""
+    out = ScriptRead()
+    settings = out.settings
     pending_yaml: str | None = None
     for number, raw in enumerate(text.splitlines(), start=1):
         stripped = raw.strip()
@@ -145,7 +229,22 @@ def parse_script(text: str, path: str) -> list[Setting]:
         if yaml_name is not None:
             pending_yaml = yaml_name.group(1)
             continue
+        yaml_map = _YAML_MAP.match(raw)
+        if yaml_map is not None:
+            settings.append(Setting(yaml_map.group(1), _unquote(yaml_map.group(2)), "script", path, number))
+            continue
+        for near in _NEAR_PREFIX.finditer(raw):  # kept so lint names it (NCCL001 with the real name)
+            value = _ASSIGN.match("NCCL_X=" + raw[near.end() :])
+            settings.append(Setting(near.group(1), _unquote(value.group(2)) if value else "", "script", path, number))
         if stripped.startswith("#") and not stripped.startswith("#SBATCH") and not stripped.startswith("#PBS"):
+            continue
+        sourced = _SOURCE.match(stripped)
+        if sourced is not None:
+            out.sourced.append((path, number, sourced.group(2)))
+            continue
+        skipped, handled = _not_applied(raw, text, number, path)
+        out.not_applied += skipped
+        if handled:
             continue
         unset = _UNSET.match(stripped)
         if unset is not None:
@@ -162,7 +261,7 @@ def parse_script(text: str, path: str) -> list[Setting]:
         if "environ[" in raw:
             continue
         for match in (_EXPORT_ASSIGN if "--export" in raw else _ASSIGN).finditer(raw):
-            settings.append(Setting(match.group(1), _unquote(match.group(2)), "script", path, number))
+            settings.append(Setting(match.group(1), _arith(_unquote(match.group(2))), "script", path, number))
     # Apply in order: later assignments and unsets win.
     result: dict[str, Setting] = {}
     for s in settings:
@@ -170,7 +269,8 @@ def parse_script(text: str, path: str) -> list[Setting]:
             result.pop(s.name, None)
         else:
             result[s.name] = s
-    return list(result.values())
+    out.settings = list(result.values())
+    return out
 
 
 def from_environ(environ: Mapping[str, str]) -> list[Setting]:

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from fabricscope.nccl.catalogue import VARIABLES
-from fabricscope.nccl_gid import c_strtol
+from fabricscope.nccl.gid import c_strtol
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ COMPLETION_HELP = (
 
 
 def _warn_kinds() -> tuple[str, ...]:
-    from fabricscope.nccl.log import WARN_KINDS
+    from fabricscope.nccl.log.parse import WARN_KINDS
 
     return tuple(WARN_KINDS)
 

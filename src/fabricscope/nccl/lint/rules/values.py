@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from fabricscope.findings import Finding
 from fabricscope.nccl.catalogue import RELEASE
 from fabricscope.nccl.explain import format_seconds, ib_timeout_seconds
-from fabricscope.nccl.lintcodes import LintContext, finding
+from fabricscope.nccl.lint.codes import LintContext, finding
 from fabricscope.nccl.match import parse_list
 from fabricscope.nccl.settings import uses_expansion
 from fabricscope.nccl.variables import (
@@ -30,6 +30,9 @@ from fabricscope.nccl.variables import (
 def check_names_and_values(ctx: LintContext) -> Iterator[Finding]:
     for name, s in sorted(ctx.settings.effective.items()):
         if not name.startswith("NCCL_"):
+            near = None if name.startswith(("FI_", "OFI_NCCL_")) else suggest("NCCL_" + name.split("_", 1)[1])
+            if near:  # CCL_NET_GDR_LEVEL: a prefix typo, so NCCL never sees it
+                yield finding("NCCL001", "warn", s, name, f"{name} is not an NCCL variable (the prefix is NCCL_); did you mean {near}? NCCL never sees it", f"rename it to {near}", suggestion=near)
             continue  # libfabric / aws-ofi-nccl variables: lint_efa's to judge
         if uses_expansion(s.value):
             yield finding("NCCL004", "info", s, name, f"{name}={s.value} uses shell expansion; its value is only known at run time", "lint the expanded environment with --from-environ inside the job")
@@ -89,41 +92,42 @@ def _value_problem(kind: str, spec, value: str) -> str | None:
     if text == "" and kind not in ("string", "path"):
         return "empty value"
     if kind in ("int", "size"):
-        try:
-            number = int(text, 0)
-        except ValueError:
-            return "not an integer"
-        if spec.lo is not None and number < spec.lo:
-            return f"below the minimum {spec.lo}"
-        if spec.hi is not None and number > spec.hi:
-            return f"above the maximum {spec.hi}"
-        if kind == "size" and number > 0 and number & (number - 1) and spec.name == "NCCL_BUFFSIZE":
-            return "not a power of two (the guide recommends powers of two)"
-    elif kind == "bool":
-        if text not in ("0", "1"):
-            return "not 0 or 1"
-    elif kind == "enum" and spec.exact:
-        if value not in spec.choices:
-            return f"not one of {', '.join(spec.choices)} (NCCL compares it case-sensitively, blanks included)"
-    elif kind == "enum":
-        if text.upper() not in {c.upper() for c in spec.choices}:
-            return f"not one of {', '.join(spec.choices)}"
-    elif kind == "level":
-        if parse_level(value) is None:
-            return _level_problem(value)
-    elif kind in ("algolist", "protolist"):
+        return _int_problem(kind, spec, text)
+    if kind == "bool":
+        return None if text in ("0", "1") else "not 0 or 1"
+    if kind == "enum" and spec.exact:
+        return None if value in spec.choices else f"not one of {', '.join(spec.choices)} (NCCL compares it case-sensitively, blanks included)"
+    if kind == "enum":
+        return None if text.upper() in {c.upper() for c in spec.choices} else f"not one of {', '.join(spec.choices)}"
+    if kind == "level":
+        return None if parse_level(value) is not None else _level_problem(value)
+    if kind in ("algolist", "protolist"):
         return algo_proto_problem(value, ALGORITHMS if kind == "algolist" else PROTOCOLS)
-    elif kind == "float":
+    if kind == "float":
         try:
             float(text)
         except ValueError:
             return "not a number"
-    elif kind == "list":
+        return None
+    if kind == "list":
         parsed = parse_list(text)
         if parsed.problems:
             return f"entries not of the form name[:port]: {', '.join(parsed.problems)}"
-        if not parsed.tokens:
-            return "no names in the list"
+        return None if parsed.tokens else "no names in the list"
+    return None
+
+
+def _int_problem(kind: str, spec, text: str) -> str | None:
+    try:
+        number = int(text, 0)
+    except ValueError:
+        return "not an integer"
+    if spec.lo is not None and number < spec.lo:
+        return f"below the minimum {spec.lo}"
+    if spec.hi is not None and number > spec.hi:
+        return f"above the maximum {spec.hi}"
+    if kind == "size" and number > 0 and number & (number - 1) and spec.name == "NCCL_BUFFSIZE":
+        return "not a power of two (the guide recommends powers of two)"
     return None
 
 
@@ -266,3 +270,11 @@ def check_timeout(ctx: LintContext) -> Iterator[Finding]:
     )
 
 
+
+
+def check_script_reading(ctx: LintContext) -> Iterator[Finding]:
+    """What the shell does not apply, and the sourced files whose settings lint did not see."""
+    for path, line, name, why in ctx.settings.not_applied:
+        yield finding("NCCL008", "info", None, name, f"{path}:{line}: {name} is {why}: the job does not get it", "set it with export (or on the command that runs) if the job needs it", source=f"{path}:{line}")
+    for path, line, sourced in ctx.settings.sourced:
+        yield finding("NCCL009", "info", None, sourced, f"{path}:{line} sources {sourced}; its settings were not read, so the findings here may miss some", f"pass {sourced} too (nccl lint --env-file or as a script)", source=f"{path}:{line}")

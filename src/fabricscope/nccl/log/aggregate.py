@@ -1,8 +1,8 @@
 """What a stream of NCCL log lines says, kept as per-process, per-rank and per-warning state.
 
-:class:`LogAggregator` is fed lines (or :class:`~fabricscope.nccl.log.LogEvent`s) and keeps only
+:class:`LogAggregator` is fed lines (or :class:`~fabricscope.nccl.log.parse.LogEvent`s) and keeps only
 state that grows with ranks and distinct warnings, never with lines. Files are streamed into it by
-:mod:`fabricscope.nccl.logfiles`; :func:`fabricscope.nccl.logreport.build_report` reads it.
+:mod:`fabricscope.nccl.log.read`; :func:`fabricscope.nccl.log.report.build_report` reads it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricscope.nccl.log import (
+from fabricscope.nccl.log.batch import BatchReader
+from fabricscope.nccl.log.parse import (
     MAX_LINE_CHARS,
     Header,
     LogEvent,
@@ -23,9 +24,12 @@ from fabricscope.nccl.log import (
     parse_line,
     split_line,
 )
-from fabricscope.nccl.logbatch import BatchReader
+from fabricscope.nccl.log.place import Placer, catalogued_id, placed_event, quoted, segments
+from fabricscope.nccl.messages import catalogue
 
 MAX_WARN_GROUPS = 256  # distinct WARN signatures kept; the rest are counted under "other"
+MAX_MESSAGES = 1024
+_DECODED = frozenset({"completion_error", "verbs_error", "async_event"})  # distinct catalogue entries (and fallback texts) counted
 MAX_EXAMPLES = 8  # rank labels kept per group for the report (all are counted)
 _DIGITS = re.compile(r"0x[0-9a-fA-F]+|\d+")
 _PLUGIN_INIT = re.compile(r"net\.cc:\d+")  # src/net.cc (2.12-2.19), not transport/net.cc
@@ -41,20 +45,17 @@ class ProcessState:
     version: str | None = None
     network: str | None = None
     net_name: str | None = None  # net module that listed RDMA devices ("IB")
-    net_devices: dict[int, tuple[str, int, str]] = field(
-        default_factory=dict
-    )  # index -> (name, port, IB/RoCE)
+    net_devices: dict[int, tuple[str, int, str]] = field(default_factory=dict)  # index -> (name, port, IB/RoCE)
     relaxed_ordering: bool = False
     oob: str | None = None
     socket_interfaces: list[tuple[str, str]] = field(default_factory=list)
     bootstrap: list[tuple[str, str]] = field(default_factory=list)
     no_device: set[str] = field(default_factory=set)
     no_verbs: bool = False  # "Failed to open libibverbs.so": rdma-core missing
-    gdr_hca: dict[str, tuple[bool, str | None, str | None]] = field(
-        default_factory=dict
-    )  # hca -> (enabled, detail, net module that said so)
+    gdr_hca: dict[str, tuple[bool, str | None, str | None]] = field(default_factory=dict)  # hca -> (enabled, detail, module)
     env: dict[str, str] = field(default_factory=dict)
     qp_gids: dict[int, str | None] = field(default_factory=dict)  # GID index -> GID used by QPs
+    net_plugin: str | None = None  # what NCCL said about its network plugin ("loaded X", "internal")
 
 
 @dataclass(eq=False)
@@ -79,7 +80,8 @@ class RankState:
     ring_gdr: int | None = None  # "Connected all rings, use ring PXN x GDR y"
     warns: dict[str, int] = field(default_factory=dict)  # WARN kind -> count
     last_result: int | None = None  # last non-zero ncclResult seen propagating on this rank
-    _rank_from_nranks: int = -1
+    recovered: dict[int, str] = field(default_factory=dict)  # code -> what NCCL did instead
+    rank_from_nranks: int = -1  # nranks of the communicator that set rank (the largest names it)
 
     def add_channel(self, via: str, local_rank: int | None, count: int = 1) -> None:
         """Count ``count`` channel lines of this rank over ``via`` (the one place they are booked);
@@ -111,8 +113,10 @@ class WarnGroup:
     example: str = ""
     source: str | None = None
     first_timestamp: str | None = None
-    ranks: set[tuple] = field(default_factory=set)
+    ranks: set[tuple[Any, ...]] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
+    message_id: str | None = None  # its entry in the message catalogue (fabricscope.nccl.messages)
+    next: str | None = None  # what NCCL's source does after printing it (returns_error, falls_back, ...)
 
 
 @dataclass
@@ -123,8 +127,9 @@ class ErrorChain:
     first_site: str
     cause: str | None  # key of the WarnGroup that preceded it on the same thread
     count: int = 0
-    ranks: set[tuple] = field(default_factory=set)
+    ranks: set[tuple[Any, ...]] = field(default_factory=set)
     threads: set[str] = field(default_factory=set)
+    recovered_by: str | None = None  # what NCCL did instead, when the error did not reach the API
 
 
 @dataclass
@@ -136,6 +141,12 @@ class FileStats:
     binary_lines: int = 0  # lines with NUL bytes or undecodable data
     overlong_lines: int = 0
     truncated: bool = False  # ended in the middle of a line
+    placed_lines: int = 0  # lines without NCCL's header whose message the catalogue knows (log.place)
+    unrecognised_lines: int = 0  # non-blank lines neither NCCL's nor in the catalogue
+
+    @property
+    def recognised(self) -> int:
+        return self.nccl_lines + self.placed_lines
 
 
 class LogAggregator:
@@ -148,20 +159,27 @@ class LogAggregator:
         if expect not in ("auto", "rdma", "socket"):
             raise ValueError("expect must be auto, rdma or socket")
         self.expect = expect
-        self.processes: dict[tuple, ProcessState] = {}
-        self.ranks: dict[tuple, RankState] = {}
+        self.processes: dict[tuple[Any, ...], ProcessState] = {}
+        self.ranks: dict[tuple[Any, ...], RankState] = {}
         self.warn_groups: dict[tuple[str, str], WarnGroup] = {}
-        self.chains: dict[tuple, ErrorChain] = {}
+        self.chains: dict[tuple[Any, ...], ErrorChain] = {}
         self.files: list[FileStats] = []
         self.events: dict[str, int] = {}
         self.versions: dict[str, int] = {}
         self.plugin_skips: dict[str, int] = {}  # "net.cc:79" -> network modules that declined to start
-        self._thread_cause: dict[tuple, tuple | None] = {}  # thread -> (warn key) of its latest WARN
-        self._thread_chain: dict[tuple, ErrorChain | None] = {}
+        self.messages: dict[str, int] = {}  # catalogue id -> lines (WARN and placed lines; capped)
+        self.torch: dict[str, Any] = {"timeouts": 0, "ops": {}, "api_errors": {}, "messages": {}}
+        self.fallbacks: dict[str, int] = {}  # what NCCL used instead, in its words -> times
+        self.excerpts: dict[str, int] = {}  # a verdict rule's excerpt (log.around) -> lines quoting it
+        self._placer = Placer()  # lines without NCCL's header (log.place)
+        self._open: dict[tuple[Any, ...], tuple[dict[Any, Any], set[Any]]] = {}  # (host, pid) -> (chains by id, ranks) not yet judged
+        self._thread_cause: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}  # thread -> (warn key) of its latest WARN
+        self._thread_chain: dict[tuple[Any, ...], ErrorChain | None] = {}
         self._file: FileStats | None = None
-        self._last_key: tuple | None = None  # (host, pid) of the latest header line in this file
+        # Public for the batch path (log.batch), with rank_of(): the latest header's process, plain INFO lines.
+        self.last_key: tuple[Any, ...] | None = None  # (host, pid) of the latest header line in this file
         self._pending_version: str | None = None
-        self._info_lines = 0
+        self.info_lines = 0
         self._batch: BatchReader | None = None  # the caches of feed_batch
 
     # ----- files ------------------------------------------------------------------------
@@ -170,7 +188,7 @@ class LogAggregator:
         stats = FileStats(name=name)
         self.files.append(stats)
         self._file = stats
-        self._last_key = None
+        self.last_key = None
         self._pending_version = None
         return stats
 
@@ -178,6 +196,11 @@ class LogAggregator:
         if self._file is None:
             return self.begin_file("<lines>")
         return self._file
+
+    def drop_caches(self) -> None:  # after the file is read: not worth pickling back
+        self.flush()
+        self._batch = None
+        self._placer = Placer()
 
     def flush(self) -> None:
         """Book the channel lines the batch path has counted but not yet put on their ranks."""
@@ -191,13 +214,13 @@ class LogAggregator:
         if self._pending_version is not None:
             self.versions.setdefault(self._pending_version, 0)
         self._pending_version = None
-        self._last_key = None
+        self.last_key = None
 
     # ----- feeding ----------------------------------------------------------------------
     def feed(self, line: str) -> LogEvent | None:
         """Account for one line and return its event (None when the line is not NCCL's).
 
-        For bulk input, :meth:`feed_batch` (what :func:`~fabricscope.nccl.logfiles.feed_file` uses)
+        For bulk input, :meth:`feed_batch` (what :func:`~fabricscope.nccl.log.read.feed_file` uses)
         is faster: it skips building events for lines the verdicts do not need."""
         stats = self._stats()
         stats.lines += 1
@@ -208,7 +231,7 @@ class LogAggregator:
             stats.binary_lines += 1
         event = parse_line(line)
         if event is None:
-            return None
+            return self.feed_unheaded(line, stats)
         stats.nccl_lines += 1
         self.feed_event(event)
         return event
@@ -216,7 +239,7 @@ class LogAggregator:
     def feed_batch(self, lines: list[str], stats: FileStats | None = None) -> None:
         """Feed many lines (already counted in ``stats.lines``): the fast path of ``feed_file``.
 
-        Same result as :meth:`feed` line by line; see :mod:`fabricscope.nccl.logbatch` for how."""
+        Same result as :meth:`feed` line by line; see :mod:`fabricscope.nccl.log.batch` for how."""
         if self._batch is None:
             self._batch = BatchReader(self)
         self._batch.feed(lines, stats or self._stats())
@@ -239,19 +262,57 @@ class LogAggregator:
             if event is not None:
                 stats.nccl_lines += 1
                 self.feed_event(event)
+            else:
+                self.feed_unheaded(line, stats)
             return None
         header, level, msg = split
         stats.nccl_lines += 1
         kind, data = classify_warn(msg) if level == "WARN" else classify_info(msg)
         if data is None:  # plain info: remember the process, nothing else
-            self._info_lines += 1
+            self.info_lines += 1
             key = (header.host, header.pid)
             if key not in self.processes:
                 self._new_process(key)
-            self._last_key = key
+            self.last_key = key
         else:
             self.feed_event(make_event(header, level, msg, kind, data))
         return header, kind
+
+    def feed_unheaded(self, line: str, stats: FileStats) -> LogEvent | None:
+        """A line without NCCL's header (already counted in ``stats.lines``): booked as the NCCL,
+        PyTorch or plugin message it quotes (:mod:`fabricscope.nccl.log.place`), or counted as
+        not recognised."""
+        line = line.rstrip()
+        if not line.strip():
+            return None
+        parts = segments(line)  # several NCCL lines pasted as one
+        if parts is not None:
+            for part in parts:
+                self.feed_unheaded(part, stats)
+            return None
+        placed, shape = self._placer(line)
+        if placed is None:
+            stats.unrecognised_lines += 1
+            if shape and not self._quote(line):
+                self._placer.remember(shape)
+            return None
+        stats.placed_lines += 1
+        self._quote(placed.text)
+        if not placed.text:  # "Last error:" alone: NCCL's text follows
+            return None
+        event = placed_event(placed)
+        self.feed_event(event)
+        return event
+
+    def _quote(self, text: str) -> bool:  # the verdict rules' excerpts (other releases' wordings)
+        found = quoted(text)
+        for excerpt in found:
+            self.excerpts[excerpt] = self.excerpts.get(excerpt, 0) + 1
+        return bool(found)
+
+    def _count_message(self, message_id: str) -> None:
+        if message_id in self.messages or len(self.messages) < MAX_MESSAGES:
+            self.messages[message_id] = self.messages.get(message_id, 0) + 1
 
     def feed_event(self, event: LogEvent) -> None:
         kind = event.kind
@@ -268,7 +329,7 @@ class LogAggregator:
         if handler is not None:
             handler(self, proc, event)
         elif event.level == "WARN":
-            self._warn(event)
+            self._warn(event, proc)
             if "Failed to open libibverbs" in event.message:  # a WARN up to 2.1x, INFO since
                 proc.no_verbs = True
 
@@ -321,8 +382,8 @@ class LogAggregator:
             return
         data = event.data
         nranks = data["nranks"]
-        if nranks > rank._rank_from_nranks:
-            rank.rank, rank.nranks, rank._rank_from_nranks = data["rank"], nranks, nranks
+        if nranks > rank.rank_from_nranks:
+            rank.rank, rank.nranks, rank.rank_from_nranks = data["rank"], nranks, nranks
             if data["nnodes"] is not None:
                 rank.nnodes = data["nnodes"]
         phase = data["phase"]
@@ -330,10 +391,54 @@ class LogAggregator:
             rank.init_started += 1
         elif phase == "complete":
             rank.init_completed += 1
+            if rank.last_result:  # an error on the way, yet init completed: it did not reach the API
+                rank.recovered.setdefault(rank.last_result, "communicator init completed after it")
+                rank.last_result = None
         elif phase == "destroy":
             rank.destroyed += 1
         elif phase == "abort":
             rank.aborted += 1
+
+    def _on_torch(self, proc: ProcessState, event: LogEvent) -> None:  # a watchdog timeout, an API error
+        data, torch = event.data, self.torch
+        if data["id"] != "nccl-tests":
+            self._count_message(data["id"])
+        torch["messages"][data["id"]] = torch["messages"].get(data["id"], 0) + 1
+        if data.get("kind") == "timeout":
+            torch["timeouts"] += 1
+            torch["ops"][data["op"]] = torch["ops"].get(data["op"], 0) + 1
+            torch.setdefault("timeout_ms", data["timeout_ms"])
+        elif data.get("kind") == "api_error":
+            code = data["code"]
+            torch["api_errors"][code] = torch["api_errors"].get(code, 0) + 1
+            if data.get("version"):
+                self.versions.setdefault(data["version"], 0)
+
+    def _on_catalogued(self, proc: ProcessState, event: LogEvent) -> None:
+        if event.data.get("message_id"):
+            self._count_message(event.data["message_id"])
+
+    def _on_net_plugin(self, proc: ProcessState, event: LogEvent) -> None:
+        """Which network plugin the process loaded; when NCCL says it went another way ("Using
+        internal network plugin"), the errors just before it on this process did not reach the API."""
+        if event.data.get("message_id"):
+            self._count_message(event.data["message_id"])
+        if event.data.get("plugin") is not None:
+            proc.net_plugin = event.data["plugin"]
+        if event.data.get("next") == "falls_back":
+            self._recover(proc, event.message)
+
+    def _recover(self, proc: ProcessState, instead: str) -> None:
+        text = instead[:200]
+        if len(self.fallbacks) < MAX_MESSAGES or text in self.fallbacks:
+            self.fallbacks[text] = self.fallbacks.get(text, 0) + 1
+        chains, ranks = self._open.pop((proc.host, proc.pid), ({}, ()))
+        for chain in chains.values():
+            chain.recovered_by = chain.recovered_by or text
+        for rank in ranks:
+            if rank.last_result:
+                rank.recovered.setdefault(rank.last_result, text)
+                rank.last_result = None
 
     def _on_connected(self, proc: ProcessState, event: LogEvent) -> None:
         rank = self._rank(event)
@@ -348,7 +453,7 @@ class LogAggregator:
         self._retcode(event)
 
     # ----- helpers ------------------------------------------------------------------------
-    def _new_process(self, key: tuple) -> ProcessState:
+    def _new_process(self, key: tuple[Any, ...]) -> ProcessState:
         proc = ProcessState(host=key[0], pid=key[1], file=self._stats().name)
         self.processes[key] = proc
         if self._pending_version is not None:
@@ -361,15 +466,15 @@ class LogAggregator:
         proc = self.processes.get(key)
         if proc is None:
             proc = self._new_process(key)
-        self._last_key = key
+        self.last_key = key
         return proc
 
     def _rank(self, event: LogEvent) -> RankState | None:
         if event.cuda_dev is None:
             return None
-        return self._rank_of(event)
+        return self.rank_of(event)
 
-    def _rank_of(self, who: LogEvent | Header) -> RankState:
+    def rank_of(self, who: LogEvent | Header) -> RankState:
         key = (who.host, who.pid, who.cuda_dev)
         rank = self.ranks.get(key)
         if rank is None:
@@ -381,14 +486,14 @@ class LogAggregator:
         self.versions[version] = self.versions.get(version, 0) + 1
         if event.host is not None or event.pid is not None:
             self._process(event).version = version
-        elif self._last_key is not None and self._last_key in self.processes:
-            last = self.processes[self._last_key]
+        elif self.last_key is not None and self.last_key in self.processes:
+            last = self.processes[self.last_key]
             if last.version is None:
                 last.version = version
         else:
             self._pending_version = version
 
-    def _warn(self, event: LogEvent) -> None:
+    def _warn(self, event: LogEvent, proc: ProcessState) -> None:
         kind, data = event.kind, event.data
         if kind == "completion_error":
             key = f"status {data['status']}"
@@ -403,6 +508,9 @@ class LogAggregator:
                 gkey = ("warn", "(other warnings)")
                 group = self.warn_groups.get(gkey)
             if group is None:
+                # Completion, verbs and async-event WARNs are decoded by their own patterns and always
+                # return the error: no catalogue lookup (nor its 35 ms load) for them.
+                found = data.get("message_id") or (None if kind in _DECODED else catalogued_id(event.message))
                 group = WarnGroup(
                     kind=gkey[0],
                     key=gkey[1],
@@ -410,9 +518,16 @@ class LogAggregator:
                     example=event.message[:500],
                     source=event.source,
                     first_timestamp=event.timestamp,
+                    message_id=found,
+                    next=data.get("next") or (catalogue().messages[found].next if found else None),
                 )
                 self.warn_groups[gkey] = group
+                self._quote(event.message)
         group.count += 1
+        if group.message_id:
+            self._count_message(group.message_id)
+        if group.next == "falls_back":
+            self._recover(proc, event.message)
         rank_key = (event.host, event.pid, event.cuda_dev)
         group.ranks.add(rank_key)
         if event.host:
@@ -452,13 +567,22 @@ class LogAggregator:
         if event.data["thread"] and len(chain.threads) < 8:
             chain.threads.add(event.data["thread"])
         rank = self._rank(event)
+        warned = self.warn_groups.get(self._thread_cause.get(thread) or ("", ""))
+        if warned is not None and warned.next == "falls_back":  # the WARN before it says NCCL went another way
+            chain.recovered_by = chain.recovered_by or warned.example[:200]
+            if rank is not None:
+                rank.recovered.setdefault(code, warned.example[:200])
+            return
+        chains, ranks = self._open.setdefault((event.host, event.pid), ({}, set()))
+        chains[id(chain)] = chain
         if rank is not None:
             rank.last_result = code
+            ranks.add(rank)
 
     def event_counts(self) -> dict[str, int]:
         """Lines seen per event kind (plain INFO lines under "info")."""
         counts = dict(self.events)
-        counts["info"] = counts.get("info", 0) + self._info_lines
+        counts["info"] = counts.get("info", 0) + self.info_lines
         return dict(sorted(counts.items()))
 
 

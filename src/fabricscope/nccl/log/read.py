@@ -1,7 +1,7 @@
-"""Stream NCCL log files (plain, gzip or stdin) into a :class:`~fabricscope.nccl.logstate.LogAggregator`.
+"""Stream NCCL log files (plain, gzip or stdin) into a :class:`~fabricscope.nccl.log.aggregate.LogAggregator`.
 
 Many files are read each on its own, over several cores if asked (:func:`read_files`), and merged
-in the order given (:mod:`fabricscope.nccl.logmerge`)."""
+in the order given (:mod:`fabricscope.nccl.log.merge`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import stat
 import sys
 import zlib
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
-from fabricscope.nccl.log import MAX_LINE_CHARS
-from fabricscope.nccl.logmerge import merge
-from fabricscope.nccl.logstate import FileStats, LogAggregator
+from fabricscope.nccl.log.aggregate import FileStats, LogAggregator
+from fabricscope.nccl.log.merge import merge
+from fabricscope.nccl.log.parse import MAX_LINE_CHARS
 
 PROGRESS_BYTES = 1 << 20  # how often feed_file reports progress
 CHUNK_BYTES = 1 << 16  # 64 KiB: a chunk and its pieces stay in the L2 cache (1 MiB was 1.3x slower)
@@ -87,7 +88,7 @@ def iter_chunks(handle, stats: FileStats | None = None, chunk_bytes: int = CHUNK
     """``(batch, lines)``: what :func:`iter_line_batches` gives and its number of lines, except that
     a clean chunk (ASCII, no NUL, no overlong line: nearly every chunk of a real log) comes unsplit,
     as ``bytes`` of whole lines joined by newlines, for
-    :meth:`~fabricscope.nccl.logstate.LogAggregator.feed_chunk`."""
+    :meth:`~fabricscope.nccl.log.aggregate.LogAggregator.feed_chunk`."""
     carry = b""
     skipping = False  # inside an overlong line: drop bytes up to the next newline
     while True:
@@ -148,7 +149,7 @@ def _overlong(body: bytes) -> bool:
     return False
 
 
-def _chunk(body: bytes, stats: FileStats | None) -> tuple[bytes | list, int]:
+def _chunk(body: bytes, stats: FileStats | None) -> tuple[bytes | list[Any], int]:
     """``body`` itself when it is clean (see :func:`iter_chunks`), else its lines (:func:`_lines`);
     and the number of lines."""
     if body.isascii() and b"\x00" not in body and not (len(body) > MAX_LINE_CHARS and _overlong(body)):
@@ -160,7 +161,7 @@ def _chunk(body: bytes, stats: FileStats | None) -> tuple[bytes | list, int]:
     return lines, len(lines)
 
 
-def _lines(body: bytes, stats: FileStats | None) -> list:
+def _lines(body: bytes, stats: FileStats | None) -> list[Any]:
     """The lines of a chunk, decoded unless ASCII, overlong ones (measured in bytes, as across
     chunks) dropped, binary ones counted."""
     if len(body) > MAX_LINE_CHARS and _overlong(body):
@@ -181,7 +182,7 @@ def _lines(body: bytes, stats: FileStats | None) -> list:
     return lines
 
 
-def _binary_lines(text: str | bytes, lines: list) -> int:
+def _binary_lines(text: str | bytes, lines: list[Any]) -> int:
     """Lines holding NUL or undecodable bytes (U+FFFD after decoding)."""
     if isinstance(text, bytes):
         return sum(1 for ln in lines if b"\x00" in ln) if b"\x00" in text else 0
@@ -235,7 +236,7 @@ def read_file(path: str, expect: str = "auto", progress=None) -> LogAggregator:
     aggregator = LogAggregator(expect=expect)
     feed_file(aggregator, path, progress)
     aggregator.flush()
-    aggregator._batch = None  # caches: not worth sending back
+    aggregator.drop_caches()  # not worth sending back
     return aggregator
 
 

@@ -1,4 +1,4 @@
-"""NCCL's GID selection (fabricscope.nccl_gid), on real GID tables (show_gids captures) and on the
+"""NCCL's GID selection (fabricscope.nccl.gid), on real GID tables (show_gids captures) and on the
 corner cases of NCCL v2.30.7-1's ncclIbGetGidIndex / envIbAddrRange."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fabricscope.host.infiniband import Gid
-from fabricscope.nccl_gid import AF_INET, AF_INET6, GidPolicy, c_strtol, gid_family, gid_valid, select_gid
+from fabricscope.nccl.gid import AF_INET, AF_INET6, GidPolicy, c_strtol, gid_family, gid_valid, select_gid
 from tests.conftest import samples_dir
 
 

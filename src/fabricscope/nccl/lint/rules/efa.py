@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 from fabricscope.findings import Finding
 from fabricscope.host.inventory import Inventory
-from fabricscope.nccl.lintcodes import LintContext, finding
-from fabricscope.nccl.lintcodes import names as _names
+from fabricscope.nccl.lint.codes import LintContext, finding
+from fabricscope.nccl.lint.codes import names as _names
 
 # Non-NCCL variables the job sources are read for: libfabric (FI_*) and aws-ofi-nccl (OFI_NCCL_*).
 EFA_PREFIXES = ("FI_", "OFI_NCCL_")

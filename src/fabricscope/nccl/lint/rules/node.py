@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fabricscope.findings import Finding
-from fabricscope.nccl.lintcodes import LintContext, finding
-from fabricscope.nccl.lintcodes import names as _names
+from fabricscope.nccl.lint.codes import LintContext, finding
+from fabricscope.nccl.lint.codes import names as _names
 from fabricscope.nccl.match import parse_list, prefix_trap
 from fabricscope.nccl.node import (
     LEVEL_RANK,
@@ -61,24 +61,26 @@ def check_ib_hca(ctx: LintContext) -> Iterator[Finding]:
             )
         return
     if uses_expansion(s.value) or not ports and not inv.rdma_devices:
-        if not ports:
-            yield finding("NCCL072", "info", s, "NCCL_IB_HCA", "NCCL_IB_HCA is set but this node has no RDMA device; NCCL will use TCP sockets", None)
-        return
+        return  # (no port at all: NCCL072, check_rdma_on_tcp_node)
     parsed = parse_list(s.value)
     if not parsed.tokens:
         return
     names = sorted({p.device for p in ports})
     candidates = [(p.device, p.port) for p in ports]
     selected = [p for p in ports if parsed.matches(p.device, p.port)]
+    # NCCL selects every device matching any entry (matchIfList, src/misc/utils.cc) and fails only when
+    # none matches: an entry that matches nothing here is info, a fail only when nothing is left.
+    miss = "info" if selected else "fail"
+    left = f"; NCCL uses the others ({_names([p.label for p in selected], 4)})" if selected else "; nothing else matches either"
     if not parsed.exclude:
         for token in (t for t in parsed.tokens if t not in parsed.spaced):  # NCCL016 covers those
             hits = parsed.matched_by(token, candidates)
             if not hits:
                 device_exists = any(n == token.name for n in names) or (not parsed.exact and any(n.startswith(token.name) for n in names))
                 if device_exists and token.port is not None:
-                    yield finding("NCCL014", "fail", s, "NCCL_IB_HCA", f"{token.raw}: {token.name} has no port {token.port}", "port numbers start at 1 (most NICs have one port per device)", token=token.raw)
+                    yield finding("NCCL014", miss, s, "NCCL_IB_HCA", f"{token.raw}: {token.name} has no port {token.port}{left}", "port numbers start at 1 (most NICs have one port per device)", token=token.raw)
                 else:
-                    yield finding("NCCL010", "fail", s, "NCCL_IB_HCA", f"{token.raw} matches no RDMA device on this node (devices: {_names(names)})", "use the names from `ls /sys/class/infiniband` (`fabricscope nccl env` prints the right list)", token=token.raw, devices=names)
+                    yield finding("NCCL010", miss, s, "NCCL_IB_HCA", f"{token.raw} matches no RDMA device on this node (devices: {_names(names)}){left}", "use the names from `ls /sys/class/infiniband` (`fabricscope nccl env` prints the right list)", token=token.raw, devices=names)
             if not parsed.exact:
                 trapped = prefix_trap(token, names)
                 if trapped:
@@ -103,13 +105,26 @@ def check_ib_hca(ctx: LintContext) -> Iterator[Finding]:
         yield finding("NCCL013", "warn", s, "NCCL_IB_HCA", f"selects both InfiniBand and RoCE ports ({_names([f'{p.label}/{p.link}' for p in selected if p.active])}): connections between the two kinds fail", "list ports of one link layer only")
 
 
+_LO_LEFT = (
+    "the exclude list {value} does not exclude lo: a list replaces NCCL's own choice (which skips docker*, lo "
+    "and virbr*), and lo comes first among the interfaces, so NCCL can put its sockets on the loopback "
+    "interface, which other nodes cannot reach"
+)
+
+
 def check_socket_ifname(ctx: LintContext) -> Iterator[Finding]:
     inv = ctx.inventory
     s = ctx.settings.effective.get("NCCL_SOCKET_IFNAME")
-    if inv is None or s is None or uses_expansion(s.value):
+    if s is None or uses_expansion(s.value):
         return
     parsed = parse_list(s.value)
     if not parsed.tokens:
+        return
+    if parsed.exclude and not parsed.matches("lo"):
+        pass  # lo is excluded: fine
+    elif parsed.exclude and (inv is None or any(d.name == "lo" for d in inv.net_devices)):
+        yield finding("NCCL023", "warn", s, "NCCL_SOCKET_IFNAME", _LO_LEFT.format(value=s.value), f"add lo (and docker, virbr) to the list: NCCL_SOCKET_IFNAME={s.value},lo", interfaces=["lo"])
+    if inv is None:
         return
     devices = {d.name: d for d in inv.net_devices}
     names = sorted(devices)
@@ -117,9 +132,11 @@ def check_socket_ifname(ctx: LintContext) -> Iterator[Finding]:
     if not parsed.exclude:
         for token in (t for t in parsed.tokens if t not in parsed.spaced):  # NCCL016 covers those
             hits = [n for n in names if parsed.token_matches(token, n)]
-            if not hits:
+            if not hits and selected:  # NCCL uses every interface matching any entry (matchIfList)
+                yield finding("NCCL020", "info", s, "NCCL_SOCKET_IFNAME", f"{token.raw} matches no interface on this node; NCCL uses the interfaces the other entries match ({_names([d.name for d in selected], 4)})", None, token=token.raw, interfaces=names)
+            elif not hits:
                 usable = [n for n in names if usable_interface(devices[n]) and not is_virtual_name(n)]
-                yield finding("NCCL020", "fail", s, "NCCL_SOCKET_IFNAME", f"{token.raw} matches no interface on this node (usable: {_names(usable) or 'none'}); NCCL fails at init with 'no socket interface found'", "name an interface that exists here; `fabricscope nccl env` picks one that is up with an address", token=token.raw, interfaces=names)
+                yield finding("NCCL020", "fail", s, "NCCL_SOCKET_IFNAME", f"{token.raw} matches no interface on this node (usable: {_names(usable) or 'none'}){', and no other entry matches either' if len(parsed.tokens) > 1 else ''}: NCCL fails at init with 'no socket interface found'", "name an interface that exists here; `fabricscope nccl env` picks one that is up with an address", token=token.raw, interfaces=names)
             elif not parsed.exact and len(hits) > 1 and token.name in names:
                 others = [n for n in hits if n != token.name]
                 yield finding("NCCL022", "warn", s, "NCCL_SOCKET_IFNAME", f"{token.raw} is a prefix: it also selects {_names(others)}", f"use ={token.name} for this interface only", token=token.raw, also_matches=others)
@@ -133,7 +150,7 @@ def check_socket_ifname(ctx: LintContext) -> Iterator[Finding]:
         why = [f"{d.name} ({'down' if not d.is_up else 'no address'})" for d in bad]
         yield finding("NCCL021", "fail" if not good else "warn", s, "NCCL_SOCKET_IFNAME", f"selects interface(s) NCCL cannot use: {_names(why)}" + ("" if good else "; none left"), "NCCL only uses interfaces that are up and have an address; pick one that does", interfaces=[d.name for d in bad])
     virtual = [d.name for d in selected if d.is_loopback or is_virtual_name(d.name)]
-    if virtual and not parsed.exclude:
+    if virtual and not parsed.exclude:  # (an exclude list leaving lo in: the finding above)
         yield finding("NCCL023", "warn", s, "NCCL_SOCKET_IFNAME", f"selects {_names(virtual)}: loopback or container/virtual interfaces do not reach other nodes", "name the host's physical interface", interfaces=virtual)
 
 
@@ -238,7 +255,12 @@ def check_qps(ctx: LintContext) -> Iterator[Finding]:
 
 def check_rdma_on_tcp_node(ctx: LintContext) -> Iterator[Finding]:
     inv = ctx.inventory
-    if inv is None or inv.rdma_devices:
+    if inv is None:
+        return
+    hca = ctx.settings.effective.get("NCCL_IB_HCA")
+    if hca is not None and not nic_ports(inv) and (uses_expansion(hca.value) or not inv.rdma_devices):
+        yield finding("NCCL072", "info", hca, "NCCL_IB_HCA", "NCCL_IB_HCA is set but this node has no RDMA device; NCCL will use TCP sockets", None)
+    if inv.rdma_devices:
         return
     for name in ("NCCL_IB_GID_INDEX", "NCCL_IB_TC", "NCCL_IB_SL", "NCCL_IB_TIMEOUT", "NCCL_IB_QPS_PER_CONNECTION", "NCCL_NET_GDR_LEVEL"):
         s = ctx.settings.effective.get(name)

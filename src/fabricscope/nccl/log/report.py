@@ -1,8 +1,8 @@
 """The report on an aggregated NCCL log: per-rank facts, findings and the ``fabricscope.nccl_log/v1`` document.
 
-Kept apart from the parser so the exporter can use :mod:`fabricscope.nccl.log` without any of this.
-The verdicts live in :mod:`~fabricscope.nccl.logverdicts` (what the job used) and
-:mod:`~fabricscope.nccl.logerrors` (why it failed); settings seen in the log are linted by
+Kept apart from the parser so the exporter can use :mod:`fabricscope.nccl.log.parse` without any of this.
+The verdicts live in :mod:`~fabricscope.nccl.log.verdicts` (what the job used) and
+:mod:`~fabricscope.nccl.log.errors` (why it failed); settings seen in the log are linted by
 :func:`fabricscope.nccl.lint.lint_log_env`.
 """
 
@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabricscope.findings import Finding, sort_key, summarize
-from fabricscope.nccl import logerrors, logverdicts
 from fabricscope.nccl.explain import result_name
 from fabricscope.nccl.lint import lint_log_env
-from fabricscope.nccl.logstate import LogAggregator
-from fabricscope.nccl.logverdicts import network_of, process_of, rank_sort
+from fabricscope.nccl.log import around
+from fabricscope.nccl.log import errors as logerrors
+from fabricscope.nccl.log import verdicts as logverdicts
+from fabricscope.nccl.log.aggregate import LogAggregator
+from fabricscope.nccl.log.summary import summary_verdict
+from fabricscope.nccl.log.verdicts import network_of, process_of, rank_sort
 
 SCHEMA = "fabricscope.nccl_log/v1"
 # Every verdict function, in the order their findings are gathered (sorted afterwards).
@@ -31,6 +34,12 @@ VERDICTS = (
     logerrors.init_findings,
     logerrors.plugin_findings,
     logerrors.file_findings,
+    around.message_findings,  # NVLS, CollNet/SHARP, EFA: by the catalogue entries they name
+    around.plugin_mismatch,
+    around.bootstrap_findings,
+    around.socket_interface_findings,
+    around.remote_exit_findings,
+    around.torch_findings,
     lint_log_env,  # settings the log shows NCCL picked up, checked without a node
 )
 
@@ -41,12 +50,14 @@ class LogReport:
     ranks: list[dict[str, Any]]
     findings: list[Finding]
     summary: dict[str, Any] = field(default_factory=dict)
+    verdict: dict[str, Any] = field(default_factory=dict)  # root_cause, fatal, transport (log.summary)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "files": self.files,
             "summary": self.summary,
+            "verdict": self.verdict,
             "ranks": self.ranks,
             "findings": [f.to_dict() for f in self.findings],
             "counts": summarize(self.findings),
@@ -55,6 +66,11 @@ class LogReport:
     @property
     def nccl_lines(self) -> int:
         return sum(f["nccl_lines"] for f in self.files)
+
+    @property
+    def recognised_lines(self) -> int:
+        """NCCL's lines and lines quoting a catalogued message: a file with one of them is a log."""
+        return sum(f["nccl_lines"] + f["placed_lines"] for f in self.files)
 
 
 def rank_dicts(agg: LogAggregator) -> list[dict[str, Any]]:
@@ -107,12 +123,15 @@ def build_report(agg: LogAggregator) -> LogReport:
     findings: list[Finding] = []
     for verdicts in VERDICTS:
         findings += verdicts(agg)
-    hosts = sorted(
-        {s.host or "?" for s in agg.ranks.values()} | {p.host or "?" for p in agg.processes.values()}
+    hosts = sorted(  # (pasted lines without a header belong to no known host)
+        {s.host or "?" for s in agg.ranks.values() if s.host or s.pid is not None}
+        | {p.host or "?" for p in agg.processes.values() if p.host or p.pid is not None}
     )
     summary = {
         "lines": sum(f.lines for f in agg.files),
         "nccl_lines": sum(f.nccl_lines for f in agg.files),
+        "placed_lines": sum(f.placed_lines for f in agg.files),
+        "unrecognised_lines": sum(f.unrecognised_lines for f in agg.files),
         "bytes": sum(f.bytes for f in agg.files),
         "hosts": len(hosts),
         "processes": len(agg.processes),
@@ -127,11 +146,14 @@ def build_report(agg: LogAggregator) -> LogReport:
             "bytes": f.bytes,
             "lines": f.lines,
             "nccl_lines": f.nccl_lines,
+            "placed_lines": f.placed_lines,
+            "unrecognised_lines": f.unrecognised_lines,
             "binary_lines": f.binary_lines,
             "truncated": f.truncated,
         }
         for f in agg.files
     ]
+    findings = sorted(findings, key=sort_key)
     return LogReport(
-        files=files, ranks=rank_dicts(agg), findings=sorted(findings, key=sort_key), summary=summary
+        files=files, ranks=rank_dicts(agg), findings=findings, summary=summary, verdict=summary_verdict(findings, agg)
     )

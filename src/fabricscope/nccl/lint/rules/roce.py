@@ -4,14 +4,16 @@ against the node's QoS (trust mode, PFC, ECN)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 from fabricscope.findings import Finding
-from fabricscope.nccl.lintcodes import LintContext, finding
-from fabricscope.nccl.lintcodes import names as _names
+from fabricscope.nccl.gid import GidPolicy, explain_choice, select_gid
+from fabricscope.nccl.lint.codes import LintContext, finding
+from fabricscope.nccl.lint.codes import names as _names
 from fabricscope.nccl.match import parse_list
 from fabricscope.nccl.node import NicPort, best_roce_gid, gid_at, nic_ports
 from fabricscope.nccl.settings import uses_expansion
-from fabricscope.nccl_gid import GidPolicy, explain_choice, select_gid
 
 AUTO_GID_VERSION = (2, 21)
 
@@ -111,7 +113,7 @@ GID_POLICY_VARIABLES = ("NCCL_IB_ADDR_FAMILY", "NCCL_IB_ROCE_VERSION_NUM", "NCCL
 def check_gid_selection(ctx: LintContext) -> Iterator[Finding]:
     """NCCL_IB_ADDR_FAMILY, NCCL_IB_ROCE_VERSION_NUM and NCCL_IB_ADDR_RANGE against each selected
     RoCE port's GID table, walked as ncclIbGetGidIndex does (NCCL v2.30.7-1
-    src/transport/net_ib/connect.cc, via fabricscope.nccl_gid); a forced NCCL_IB_GID_INDEX is
+    src/transport/net_ib/connect.cc, via fabricscope.nccl.gid); a forced NCCL_IB_GID_INDEX is
     NCCL031-035's to judge. These variables exist since 2.21."""
     inv = ctx.inventory
     given = [ctx.settings.effective[n] for n in GID_POLICY_VARIABLES if n in ctx.settings.effective]
@@ -151,21 +153,28 @@ def _tc_decode(value: int) -> tuple[int, int]:
 _ECN_NAMES = {0: "Not-ECT", 1: "ECT(1)", 2: "ECT(0)", 3: "CE"}
 
 
+@dataclass
+class _TcSort:
+    """The selected RoCE netdevs sorted by what NCCL_IB_TC does on each."""
+
+    no_pfc: list[str] = field(default_factory=list)
+    pcp: list[str] = field(default_factory=list)
+    ecn_off: list[str] = field(default_factory=list)
+    ce: list[str] = field(default_factory=list)
+    fine: list[str] = field(default_factory=list)
+
+
 def check_traffic_class(ctx: LintContext) -> Iterator[Finding]:
     inv = ctx.inventory
     if inv is None:
         return
     s = ctx.settings.effective.get("NCCL_IB_TC")
     all_ports = nic_ports(inv)
-    has_roce = any(p.link == "RoCE" for p in all_ports)
-    if s is not None and not has_roce:
-        if all_ports:
+    if not any(p.link == "RoCE" for p in all_ports):
+        if s is not None and all_ports:
             yield finding("NCCL040", "info", s, "NCCL_IB_TC", "this node has no RoCE port: NCCL_IB_TC only sets the IP traffic class of RoCE packets and is ignored on InfiniBand (use NCCL_IB_SL there)", "drop it from InfiniBand job scripts")
         return
-    if not has_roce:
-        return
-    ports = _roce_selected(ctx)
-    netdevs = sorted({p.netdev for p in ports if p.netdev})
+    netdevs = sorted({p.netdev for p in _roce_selected(ctx) if p.netdev})
     qos = {n: inv.qos.get(n) for n in netdevs}
     lossless = {n: (q.pfc_priorities if q is not None and q.pfc_enabled is not None else None) for n, q in qos.items()}
     any_pfc = any(v for v in lossless.values())
@@ -186,49 +195,57 @@ def check_traffic_class(ctx: LintContext) -> Iterator[Finding]:
     if not 0 <= tc <= 255:
         return
     dscp, ecn = _tc_decode(tc)
-    no_pfc, pcp, ecn_off, ce, fine = [], [], [], [], []
+    sort = _tc_sort(inv, netdevs, qos, lossless, any_pfc, dscp, ecn)
+    yield from _tc_findings(s, tc, sort, any_pfc=any_pfc, visible=bool(netdevs) and any(q is not None for q in qos.values()))
+
+
+def _tc_sort(inv, netdevs: list[str], qos: dict[Any, Any], lossless: dict[Any, Any], any_pfc: bool, dscp: int, ecn: int) -> _TcSort:
+    """Where the DSCP of NCCL_IB_TC lands on each netdev: without PFC, under trust pcp, with ECN
+    off, with CE marked, or fine."""
+    out = _TcSort()
     for netdev in netdevs:
         q = qos.get(netdev)
-        dev = inv.netdev(netdev)
         if q is None:
             continue
         if q.trust == "pcp":
-            pcp.append(netdev)
+            out.pcp.append(netdev)
             continue
         prio = q.priority_of_dscp(dscp)
         pfc = lossless.get(netdev)
         if pfc is not None and prio is not None and pfc and prio not in pfc:
-            no_pfc.append(f"priority {prio} (PFC on {','.join(map(str, pfc))}): {netdev}")
+            out.no_pfc.append(f"priority {prio} (PFC on {','.join(map(str, pfc))}): {netdev}")
         elif pfc is not None and not pfc and any_pfc:
-            no_pfc.append(f"no PFC at all (other RoCE netdevs have it): {netdev}")
+            out.no_pfc.append(f"no PFC at all (other RoCE netdevs have it): {netdev}")
         else:
-            fine.append(f"{netdev}: priority {prio}")
-        if dev is not None and prio is not None:
-            np_on = dev.ecn_np_enabled.get(prio)
-            rp_on = dev.ecn_rp_enabled.get(prio)
-            if ecn in (1, 2) and (np_on is False or rp_on is False):
-                ecn_off.append(f"{netdev} priority {prio}")
+            out.fine.append(f"{netdev}: priority {prio}")
+        dev = inv.netdev(netdev)
+        if dev is not None and prio is not None and ecn in (1, 2):
+            if dev.ecn_np_enabled.get(prio) is False or dev.ecn_rp_enabled.get(prio) is False:
+                out.ecn_off.append(f"{netdev} priority {prio}")
         if ecn == 3:
-            ce.append(netdev)
+            out.ce.append(netdev)
+    return out
+
+
+def _tc_findings(s, tc: int, sort: _TcSort, any_pfc: bool, visible: bool) -> Iterator[Finding]:
+    dscp, ecn = _tc_decode(tc)
     decoded = f"NCCL_IB_TC={tc} = DSCP {dscp} << 2 | {_ECN_NAMES[ecn]} ({ecn})"
-    if no_pfc:
+    if sort.no_pfc:
         groups: dict[str, list[str]] = {}
-        for item in no_pfc:
+        for item in sort.no_pfc:
             key, _, netdev = item.rpartition(": ")
             groups.setdefault(key, []).append(netdev)
         where = "; ".join(f"{key} on {_names(devs, 3)}" for key, devs in groups.items())
-        yield finding("NCCL041", "fail", s, "NCCL_IB_TC", f"{decoded}, which lands on a priority without PFC: {where}: RDMA traffic runs lossy, drops turn into retransmits and status-12 timeouts", "pick the DSCP that maps to the PFC priority (`fabricscope nccl env` computes it), or fix PFC on the listed netdevs", netdevs=no_pfc)
-    if pcp:
-        yield finding("NCCL042", "warn", s, "NCCL_IB_TC", f"{_names(pcp)} trust pcp: the priority comes from the VLAN PCP, so the DSCP in NCCL_IB_TC does not choose it", "set trust dscp on every RoCE netdev (mlnx_qos -i <if> --trust dscp) or use NCCL_IB_SL for the priority", netdevs=pcp)
-    if ce:
+        yield finding("NCCL041", "fail", s, "NCCL_IB_TC", f"{decoded}, which lands on a priority without PFC: {where}: RDMA traffic runs lossy, drops turn into retransmits and status-12 timeouts", "pick the DSCP that maps to the PFC priority (`fabricscope nccl env` computes it), or fix PFC on the listed netdevs", netdevs=sort.no_pfc)
+    if sort.pcp:
+        yield finding("NCCL042", "warn", s, "NCCL_IB_TC", f"{_names(sort.pcp)} trust pcp: the priority comes from the VLAN PCP, so the DSCP in NCCL_IB_TC does not choose it", "set trust dscp on every RoCE netdev (mlnx_qos -i <if> --trust dscp) or use NCCL_IB_SL for the priority", netdevs=sort.pcp)
+    if sort.ce:
         yield finding("NCCL043", "fail", s, "NCCL_IB_TC", f"{decoded}: the ECN field is CE (congestion experienced) on every packet, so receivers see constant congestion and throttle the senders", f"use NCCL_IB_TC={dscp << 2 | 2} (ECT(0))")
-    if ecn_off:
-        yield finding("NCCL043", "warn", s, "NCCL_IB_TC", f"{decoded} marks packets ECN-capable but ECN (roce_np/roce_rp) is off for {_names(ecn_off, 4)}: congestion marks go unanswered", "enable ECN for that priority (/sys/class/net/<if>/ecn/roce_{np,rp}/enable/<prio>) or fix the node's QoS", netdevs=ecn_off)
-    if not any_pfc and netdevs and any(q is not None for q in qos.values()):
+    if sort.ecn_off:
+        yield finding("NCCL043", "warn", s, "NCCL_IB_TC", f"{decoded} marks packets ECN-capable but ECN (roce_np/roce_rp) is off for {_names(sort.ecn_off, 4)}: congestion marks go unanswered", "enable ECN for that priority (/sys/class/net/<if>/ecn/roce_{np,rp}/enable/<prio>) or fix the node's QoS", netdevs=sort.ecn_off)
+    if not any_pfc and visible:
         yield finding("NCCL044", "info", s, "NCCL_IB_TC", f"{decoded}; no RoCE netdev here has PFC on any priority, so RoCE runs lossy and relies on ECN/DCQCN", None)
         return
-    if not (no_pfc or pcp or ce or ecn_off) and fine:
-        prio_text = _names(sorted({f.split(': ')[1] for f in fine}))
+    if not (sort.no_pfc or sort.pcp or sort.ce or sort.ecn_off) and sort.fine:
+        prio_text = _names(sorted({f.split(': ')[1] for f in sort.fine}))
         yield finding("NCCL044", "pass", s, "NCCL_IB_TC", f"{decoded} -> {prio_text} with PFC on every selected RoCE netdev", None)
-
-

@@ -1,6 +1,6 @@
 """Verdicts on why an NCCL job failed: WARN lines, the error codes they led to, hung init, bad files.
 
-WARN lines are grouped by signature in :class:`~fabricscope.nccl.logstate.WarnGroup`; the
+WARN lines are grouped by signature in :class:`~fabricscope.nccl.log.aggregate.WarnGroup`; the
 ``file:line -> N`` return codes that follow on the same thread are chained to them, so a finding
 can say what its WARN led to. Meanings and fixes come from :mod:`fabricscope.nccl.explain`.
 """
@@ -19,8 +19,9 @@ from fabricscope.nccl.explain import (
     result_name,
     wc_status_name,
 )
-from fabricscope.nccl.logstate import LogAggregator, RankState, WarnGroup
-from fabricscope.nccl.logverdicts import MAX_LISTED, names, rank_label, rank_sort
+from fabricscope.nccl.log.aggregate import LogAggregator, RankState, WarnGroup
+from fabricscope.nccl.log.around import CAUSE_FIX, claimed, first_cause
+from fabricscope.nccl.log.verdicts import MAX_LISTED, names, rank_label, rank_sort
 
 
 def warn_finding(group: WarnGroup, agg: LogAggregator, led_to: list[str]) -> Finding:
@@ -93,8 +94,11 @@ def error_findings(agg: LogAggregator) -> list[Finding]:
             led_to.setdefault(chain.cause, []).append(
                 f"{result_name(chain.code)} ({chain.code}) at {chain.first_site}"
             )
+    explained = claimed(agg)
     for group in agg.warn_groups.values():
-        findings.append(warn_finding(group, agg, led_to.get(f"{group.kind}|{group.key}", [])))
+        if id(group) not in explained:
+            findings.append(warn_finding(group, agg, led_to.get(f"{group.kind}|{group.key}", [])))
+    kind, _said = first_cause(agg)
     failed = [s for s in agg.ranks.values() if s.last_result]
     if failed:
         by_code: dict[int, list[RankState]] = {}
@@ -115,9 +119,63 @@ def error_findings(agg: LogAggregator) -> list[Finding]:
                         else "; no WARN precedes it in this log (look at the other ranks' logs)"
                     ),
                     {"code": code, "ranks": labels[:MAX_LISTED]},
-                    "the earliest WARN (see the other findings) is the cause; later errors on other ranks follow from it",
+                    CAUSE_FIX[kind],
                 )
             )
+    for chain in agg.chains.values():  # pasted chains without NCCL's header: no rank to book them on
+        if chain.ranks and all(k[1] is None for k in chain.ranks) and not chain.recovered_by:
+            findings.append(
+                Finding(
+                    "nccl_log.error_return",
+                    Severity.FAIL,
+                    result_name(chain.code),
+                    f"NCCL returned {result_name(chain.code)} ({chain.code}) up a chain from {chain.first_site} "
+                    "(pasted lines without NCCL's header)",
+                    {"code": chain.code, "first_site": chain.first_site},
+                    CAUSE_FIX[kind],
+                )
+            )
+    for code, count in sorted((c, n) for c, n in agg.torch["api_errors"].items() if c is not None):
+        findings.append(
+            Finding(
+                "nccl_log.api_error",
+                Severity.FAIL,
+                result_name(code),
+                f"the NCCL API returned {result_name(code)} ({code}) to PyTorch {count} time(s) (DistBackendError "
+                "'NCCL error in: ...'): the error reached the application",
+                {"code": code, "count": count},
+                CAUSE_FIX[kind],
+            )
+        )
+    findings += recovered_findings(agg)
+    return findings
+
+
+def recovered_findings(agg: LogAggregator) -> list[Finding]:
+    """Errors that propagated (``file:line -> N``) and did not reach the API: NCCL went on, falling
+    back to another path (in its own words) or completing init. Info, or warn when the fallback
+    costs performance (CollNet/SHARP, a network plugin)."""
+    by_what: dict[tuple[int, str], list[RankState]] = {}
+    for state in agg.ranks.values():
+        for code, instead in state.recovered.items():
+            by_what.setdefault((code, instead), []).append(state)
+    findings = []
+    for (code, instead), states in sorted(by_what.items()):
+        labels = [s.label for s in sorted(states, key=rank_sort)]
+        costly = any(word in instead for word in ("CollNet", "point-to-point", "plugin", "Socket"))
+        findings.append(
+            Finding(
+                "nccl_log.recovered_error",
+                Severity.WARN if costly else Severity.INFO,
+                result_name(code),
+                f"{result_name(code)} ({code}) propagated on {len(states)} rank(s) ({names(labels)}) but did not reach "
+                f"the API: NCCL went on -- {instead}",
+                {"code": code, "instead": instead, "ranks": labels[:MAX_LISTED]},
+                "nothing failed; if the path NCCL fell back from was meant to be used, see the finding about it"
+                if costly
+                else None,
+            )
+        )
     return findings
 
 
@@ -143,7 +201,18 @@ def init_findings(agg: LogAggregator) -> list[Finding]:
 def file_findings(agg: LogAggregator) -> list[Finding]:
     findings = []
     for stats in agg.files:
-        if stats.lines and not stats.nccl_lines:
+        if stats.unrecognised_lines and stats.recognised:
+            findings.append(
+                Finding(
+                    "nccl_log.unrecognised_lines",
+                    Severity.INFO,
+                    stats.name,
+                    f"{stats.unrecognised_lines} lines not recognised (neither NCCL's nor a message of NCCL, PyTorch or "
+                    f"the network plugins in the catalogue); {stats.recognised} were",
+                    {"unrecognised_lines": stats.unrecognised_lines, "recognised_lines": stats.recognised},
+                )
+            )
+        if stats.lines and not stats.recognised:
             findings.append(
                 Finding(
                     "nccl_log.no_nccl_lines",

@@ -1,7 +1,7 @@
 """Verdicts on what an NCCL job used: network module, transports, devices, GPUDirect RDMA, versions, GIDs.
 
-Each function takes a :class:`~fabricscope.nccl.logstate.LogAggregator` and returns findings
-(``nccl_log.<name>``); :func:`fabricscope.nccl.logreport.build_report` gathers them. Severities as
+Each function takes a :class:`~fabricscope.nccl.log.aggregate.LogAggregator` and returns findings
+(``nccl_log.<name>``); :func:`fabricscope.nccl.log.report.build_report` gathers them. Severities as
 :class:`fabricscope.findings.Severity` is used here: fail = the job is broken or runs on the wrong
 transport, warn = slower than it should be or a likely cause, info = facts, pass = what the log
 shows is right.
@@ -10,9 +10,10 @@ shows is right.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from fabricscope.findings import Finding, Severity
-from fabricscope.nccl.logstate import LogAggregator, ProcessState, RankState
+from fabricscope.nccl.log.aggregate import LogAggregator, ProcessState, RankState
 
 MAX_LISTED = 8  # ranks/hosts named in one message; evidence carries the count
 
@@ -23,15 +24,17 @@ def names(items: Iterable[str], limit: int = MAX_LISTED) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def rank_label(key: tuple, ranks: dict[tuple, RankState]) -> str:
+def rank_label(key: tuple[Any, ...], ranks: dict[tuple[Any, ...], RankState]) -> str:
     state = ranks.get(key)
     if state is not None:
         return state.label
     host, pid, dev = key
+    if host is None and pid is None:
+        return "lines without NCCL's header"  # pasted text: NCCL's words, no host:pid:tid
     return f"{host or '?'}:{pid} dev {dev}"
 
 
-def rank_sort(state: RankState) -> tuple:
+def rank_sort(state: RankState) -> tuple[Any, ...]:
     return (
         state.rank if state.rank is not None else 1 << 30,
         state.host or "",
@@ -174,7 +177,7 @@ def _transport_choice(
     over = f"NET/Socket over {names(interfaces)}" if interfaces else "NET/Socket"
     who = f"{len(procs)} process(es) on {len(hosts)} host(s)"
     cause, fix = socket_cause(procs)
-    ev: dict = {
+    ev: dict[Any, Any] = {
         "processes": len(procs),
         "hosts": hosts[:MAX_LISTED],
         "ranks": len(socket_ranks),
@@ -217,8 +220,9 @@ def _no_verbs(agg: LogAggregator) -> list[Finding]:
             "is missing where the job runs (usually the container image), so NCCL could not look for RDMA devices "
             "at all; this says nothing about the node's hardware",
             {"processes": len(procs), "hosts": hosts[:MAX_LISTED]},
-            "install rdma-core (libibverbs1) and the NIC's provider (libmlx5-1) in the image or on the node, and "
-            "expose /dev/infiniband to the container; `fabricscope doctor` shows whether the node has RDMA devices",
+            "first see whether the node has RDMA devices at all (`fabricscope doctor`, /sys/class/infiniband): if not, "
+            "there is nothing to install and NCCL's sockets are all it has; if it does, install rdma-core (libibverbs1) "
+            "and the NIC's provider (libmlx5-1) in the image or on the node and expose /dev/infiniband to the container",
         )
     ]
 

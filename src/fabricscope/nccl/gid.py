@@ -18,7 +18,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 AF_INET = "AF_INET"
 AF_INET6 = "AF_INET6"
@@ -272,6 +272,11 @@ def select_gid(
     return choice(index)
 
 
+def gid_table_empty(gids: Iterable[Any]) -> bool:
+    """No entry at all: a pod that sees the RDMA device without its netdev (RoCE is unusable)."""
+    return not any(g.gid for g in gids)
+
+
 def explain_choice(
     gids: Iterable[ExplainedGid], netdev: str | None, choice: GidChoice, policy: GidPolicy, where: str = "the environment"
 ) -> tuple[str, str]:
@@ -286,6 +291,15 @@ def explain_choice(
         return (
             f"NCCL_IB_GID_INDEX={choice.index} in {where} forces GID index {choice.index} ({at}, {kind})",
             f"remove NCCL_IB_GID_INDEX from {where} (NCCL 2.21+ picks the RoCE v2 entry itself)",
+        )
+    if not any(g.gid for g in gids):
+        return (
+            "the port's GID table is empty: no GID at all, not even the link-local one the kernel adds for any "
+            "netdev, so RoCE cannot address any peer. In a container this means the RDMA device is visible but "
+            "its netdev is not in the pod's network namespace",
+            "attach the pod to the RDMA network: the RDMA device plugin's resource together with its network "
+            "attachment (SR-IOV / Multus NetworkAttachmentDefinition, or host networking), so the port's netdev "
+            "is in the pod; giving an address to some other interface does not help",
         )
     v2 = [g for g in gids if g.roce_version == 2 and g.is_routable and not g.is_link_local]
     other_family = [g for g in v2 if (AF_INET if g.ipv4 else AF_INET6) != policy.family]

@@ -6,7 +6,7 @@ channel lines. :class:`BatchReader` learns, from lines it classified the slow wa
 *beginnings* are plain: the text up to and including the first word of the message
 (``host:pid:tid [dev] NCCL INFO AllReduce: ``). A later line with a known beginning is plain
 without parsing it, because whether an INFO message means anything to
-:func:`fabricscope.nccl.log.classify_info` depends only on its header and its first word (see
+:func:`fabricscope.nccl.log.parse.classify_info` depends only on its header and its first word (see
 :func:`word_class`). Channel lines are cut at the first `` : ``: both halves repeat (``Channel 05/0``;
 ``: 3[3] -> 11[3] [send] via NET/IB/3/GDRDMA`` for every channel of a rank), so each is parsed once,
 and their counts are booked per rank and transport in bulk.
@@ -21,7 +21,7 @@ lines are counted per (header, rest) in C and booked on the ranks in bulk later
 (:meth:`BatchReader._settle`). Any doubt sends the chunk down the per-line loop.
 
 Everything else -- a new header, WARN lines, return codes, init lines -- goes through
-:meth:`fabricscope.nccl.logstate.LogAggregator.feed_line`, so the result
+:meth:`fabricscope.nccl.log.aggregate.LogAggregator.feed_line`, so the result
 is the one of feeding every line alone (the property test in tests/nccl holds the two equal).
 """
 
@@ -31,12 +31,12 @@ import re
 from collections import Counter
 from itertools import repeat
 from operator import itemgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from fabricscope.nccl.log import INFO_PREFIXES
+from fabricscope.nccl.log.parse import INFO_PREFIXES
 
 if TYPE_CHECKING:
-    from fabricscope.nccl.logstate import FileStats, LogAggregator, RankState
+    from fabricscope.nccl.log.aggregate import FileStats, LogAggregator, RankState
 
 SEP = " NCCL INFO "
 _AFTER = len(SEP)
@@ -92,14 +92,14 @@ def _word_class(word: str) -> tuple[str, ...] | None:
     return found
 
 
-def _spec(text: str) -> tuple:
+def _spec(text: str) -> tuple[Any, ...]:
     """What ``05/0`` of ``Channel 05/0 : ...`` stands for: ``("", True)``, or _BAD if malformed."""
     return ("", True) if _SPEC.fullmatch("Channel " + text) else _BAD
 
 
-def _rest(text: str) -> tuple:
+def _rest(text: str) -> tuple[Any, ...]:
     """``(via, local rank)`` of what follows a channel line's first `` : ``, or _BAD. Right-stripped
-    first, as :func:`fabricscope.nccl.log.parse_line` strips the message."""
+    first, as :func:`fabricscope.nccl.log.parse.parse_line` strips the message."""
     match = _REST.match(text.rstrip())
     if match is None:
         return _BAD
@@ -112,7 +112,7 @@ class _Channels:
 
     __slots__ = ("counts", "key", "rank")
 
-    def __init__(self, key: tuple, rank: RankState | None, counts: dict[str, int] | None) -> None:
+    def __init__(self, key: tuple[Any, ...], rank: RankState | None, counts: dict[str, int] | None) -> None:
         self.key, self.rank, self.counts = key, rank, counts
 
 
@@ -127,12 +127,12 @@ class _Caches:
 
         self.mark = mark
         self.sep, self.space, self.colon = mark(SEP), mark(" "), mark(" : ")
-        self.plain: dict = {}  # (header, first word of the message) -> (host, pid)
-        self.other: dict = {}  # (header, first word) -> _Channels, or ((host, pid), continuations)
-        self.specs: dict = {}  # "05/0" of "Channel 05/0 : ..." -> ("", True) or _BAD
-        self.rests: dict = {}  # "3[3] -> 11[3] [send] via NET/IB/3/GDRDMA" -> (via, local rank) or _BAD
+        self.plain: dict[Any, Any] = {}  # (header, first word of the message) -> (host, pid)
+        self.other: dict[Any, Any] = {}  # (header, first word) -> _Channels, or ((host, pid), continuations)
+        self.specs: dict[Any, Any] = {}  # "05/0" of "Channel 05/0 : ..." -> ("", True) or _BAD
+        self.rests: dict[Any, Any] = {}  # "3[3] -> 11[3] [send] via NET/IB/3/GDRDMA" -> (via, local rank) or _BAD
 
-    def store(self, cache: dict, key: str, value: object) -> None:
+    def store(self, cache: dict[Any, Any], key: str, value: object) -> None:
         if len(cache) >= _CACHE_LIMIT:
             cache.clear()
         cache[self.mark(key)] = value
@@ -152,8 +152,8 @@ class BatchReader:
         self.first_local: dict[RankState, int] = {}  # unnumbered rank -> local rank of its first channel
         # The whole-batch path: headers whose process exists, and first words that are plain unless
         # a continuation follows (as " NCCL INFO " + word + " ", most useful first), learnt from slow lines.
-        self.heads: dict[bytes, tuple] = {}
-        self.known: set[bytes] = set()  # the keys of heads, as a set: set <= set is the fast subset test
+        self.heads: dict[bytes, tuple[Any, ...]] = {}
+        self.known: set[bytes] = set()  # the keys of heads, as a set: set[Any] <= set is the fast subset test
         self.markers: list[tuple[bytes, tuple[bytes, ...]]] = []  # (word's place, its continuations')
         self.min_whole = WHOLE_BATCH_MIN_LINES
         self.whole_chunks = 0  # chunks booked at once (tests and benchmarks read it)
@@ -163,11 +163,11 @@ class BatchReader:
         self.channel_heads: dict[bytes, _Channels] = {}
         self.channel_known: set[bytes] = set()  # the keys of channel_heads (set <= set runs in C)
         self.good_specs: set[bytes] = set()
-        self.good_rests: dict[bytes, tuple] = {}  # rest -> (via, local rank)
+        self.good_rests: dict[bytes, tuple[Any, ...]] = {}  # rest -> (via, local rank)
         self.good_rest_set: set[bytes] = set()
         self.pending: Counter[tuple[bytes, bytes]] = Counter()
 
-    def feed(self, lines: list, stats: FileStats) -> None:
+    def feed(self, lines: list[Any], stats: FileStats) -> None:
         """Account for ``lines`` (already counted in ``stats.lines``), in order."""
         if not lines:
             return
@@ -180,7 +180,7 @@ class BatchReader:
         plain_get, other_get, specs_get, rests_get = c.plain.get, c.other.get, c.specs.get, c.rests.get
         agg, touched, first_local = self.agg, self.touched, self.first_local
         channels = slow = 0
-        last_key = agg._last_key
+        last_key = agg.last_key
         for line in lines:
             head, _, msg = partition(line, sep)  # partition takes one argument: no argument parsing
             word, _, rest = partition(msg, space)
@@ -191,15 +191,15 @@ class BatchReader:
             other = other_get((head, word))
             if other is None:
                 slow += 1
-                agg._last_key = last_key
+                agg.last_key = last_key
                 self.slow(line.decode("utf-8", "replace") if raw else line, stats)
-                last_key = agg._last_key
+                last_key = agg.last_key
             elif other.__class__ is tuple:  # plain unless a continuation follows
                 if startswith(rest, other[1]):
                     slow += 1
-                    agg._last_key = last_key
+                    agg.last_key = last_key
                     self.slow(line.decode("utf-8", "replace") if raw else line, stats)
-                    last_key = agg._last_key
+                    last_key = agg.last_key
                 else:
                     last_key = other[0]
             else:  # a channel line of a known header: "Channel 05/0 : 3[3] -> 11[3] [send] via ..."
@@ -220,9 +220,9 @@ class BatchReader:
                     rank = other.rank
                     if rank.rank is None and rank not in first_local:
                         first_local[rank] = after[1]
-        agg._last_key = last_key
+        agg.last_key = last_key
         plain = len(lines) - channels - slow
-        agg._info_lines += plain
+        agg.info_lines += plain
         stats.nccl_lines += plain + channels
         if channels:
             agg.events["channel"] = agg.events.get("channel", 0) + channels
@@ -285,8 +285,8 @@ class BatchReader:
         if markers[: len(used)] != used:  # the words of this chunk first: the next is likely alike
             self.markers = used + [m for m in markers if m not in used]
         agg = self.agg
-        agg._last_key = heads[last]
-        agg._info_lines += n
+        agg.last_key = heads[last]
+        agg.info_lines += n
         stats.nccl_lines += n
         self.whole_chunks += 1
         return True
@@ -328,7 +328,7 @@ class BatchReader:
             return False
         self.pending.update(zip(heads, rests))  # first-seen order kept: the ranks' first channels
         agg = self.agg
-        agg._last_key = self.channel_heads[heads[-1]].key
+        agg.last_key = self.channel_heads[heads[-1]].key
         stats.nccl_lines += n
         agg.events["channel"] = agg.events.get("channel", 0) + n
         self.whole_chunks += 1
@@ -389,10 +389,10 @@ class BatchReader:
         self.touched.clear()
         self.first_local.clear()
 
-    def _learn(self, c: _Caches, rest: str | bytes) -> tuple[tuple, tuple]:
+    def _learn(self, c: _Caches, rest: str | bytes) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         """Parse what follows ``Channel `` on a line whose header is known, and remember it.
 
-        The message is right-stripped first, as :func:`fabricscope.nccl.log.parse_line` does."""
+        The message is right-stripped first, as :func:`fabricscope.nccl.log.parse.parse_line` does."""
         text = rest.decode("utf-8", "replace") if isinstance(rest, bytes) else rest
         spec_text, found, after_text = text.partition(" : ")
         if not found:
@@ -433,7 +433,7 @@ class BatchReader:
             self.heads[head] = key
             self.known.add(head)
         if kind == "channel" and word == "Channel":
-            rank = self.agg._rank_of(header) if header.cuda_dev is not None else None
+            rank = self.agg.rank_of(header) if header.cuda_dev is not None else None
             counts = None if rank is None else self.counts.setdefault(rank, {})
             entry = _Channels(key, rank, counts)
             for c in self._caches(line):

@@ -5,10 +5,10 @@ Three layers, each usable on its own:
 * :func:`parse_line` turns one line into a :class:`LogEvent` (or ``None`` for lines that are not
   NCCL's). Pure and stateless, so a tailer (the exporter follows live logs with it) can count
   events line by line without keeping anything.
-* :class:`fabricscope.nccl.logstate.LogAggregator` is fed lines and keeps only per-process,
+* :class:`fabricscope.nccl.log.aggregate.LogAggregator` is fed lines and keeps only per-process,
   per-rank and per-kind state, so memory stays flat whatever the size of the log;
-  :mod:`fabricscope.nccl.logfiles` streams files into it (over several cores if asked) and
-  :func:`fabricscope.nccl.logreport.build_report` turns that state into per-rank facts and
+  :mod:`fabricscope.nccl.log.read` streams files into it (over several cores if asked) and
+  :func:`fabricscope.nccl.log.report.build_report` turns that state into per-rank facts and
   doctor-shaped findings.
 
 A line looks like ``[prefix ][timestamp ]host:pid:tid [cudaDev] [file:line ]NCCL LEVEL message``:
@@ -38,6 +38,7 @@ Event kinds (``LogEvent.kind``) and their ``data`` keys:
 ``bootstrap``         ``interfaces`` [(name, address)]
 ``qp``                ``dev``, ``ib_dev``, ``port``, ``qpn``, ``mtu``, ``gid_index``, ``gid``
                       (RoCE per-QP line, NET subsystem)
+``net_plugin``        ``plugin`` (name, path or "internal"), ``message_id``, ``next`` -- "NET/Plugin: ..."
 ``retcode``           ``site`` ("transport/net_ib.cc:579"), ``code`` (ncclResult_t), ``thread``
 ``completion_error``  WARN: ``status`` (ibv_wc_status), ``vendor_err``, ``opcode``, ``peer``, ``hca``
 ``verbs_error``       WARN: ``call`` ("ibv_modify_qp"), ``error`` ("Network is unreachable")
@@ -369,7 +370,30 @@ def _net(msg: str) -> InfoResult:
             return found
     if "No device found" in msg:
         return "no_device", {"net": msg[4:].split(" ", 1)[0].rstrip(":") or "IB"}
+    if msg.startswith("NET/Plugin"):
+        return _net_plugin(msg)
     return _net_using(msg) or _net_device_line(msg) or _net_qp(msg) or _INFO
+
+
+_LOADED_PLUGIN = re.compile(r"Loaded net plugin (\S+)")
+
+
+def _net_plugin(msg: str) -> InfoResult:
+    """Which network plugin NCCL loaded, or that it fell back to its internal one: every NET/Plugin
+    message saying so is ``falls_back`` in the catalogue ("using internal implementation", "Using
+    internal network plugin"; tests/nccl/test_messages.py holds that), so the text decides here
+    without loading the catalogue on the fast path."""
+    loaded = _LOADED_PLUGIN.search(msg)
+    if loaded is not None:
+        return "net_plugin", {"plugin": loaded.group(1), "message_id": None, "next": "goes_on"}
+    if "internal" in msg:
+        return "net_plugin", {"plugin": "internal", "message_id": None, "next": "falls_back"}
+    return _INFO
+
+
+def _plugin_path(msg: str) -> InfoResult:
+    """nccl-rdma-sharp-plugins' "Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib"."""
+    return "net_plugin", {"plugin": msg.partition(":")[2].strip() or None, "message_id": None, "next": None}
 
 
 def _using(msg: str) -> InfoResult:
@@ -455,6 +479,7 @@ INFO_HANDLERS: dict[str, Callable[[str], InfoResult]] = {
     "Bootstrap": _bootstrap,
     "GPU Direct": _gdr_topo,
     "Failed to open libibverbs": _no_verbs,
+    "Plugin Path": _plugin_path,
 }
 # The prefixes as one tuple: ``str.startswith(INFO_PREFIXES, start)`` runs in C (the batch fast path).
 INFO_PREFIXES = tuple(INFO_HANDLERS)

@@ -1,6 +1,6 @@
 """Merge the aggregators of several NCCL log files into one, in file order.
 
-Each file is read into its own :class:`~fabricscope.nccl.logstate.LogAggregator` -- on one core or
+Each file is read into its own :class:`~fabricscope.nccl.log.aggregate.LogAggregator` -- on one core or
 in worker processes (``fabricscope nccl log --jobs``) -- and merged here in the order the files were
 given, so the result does not depend on the number of cores. What a file says is kept with the
 same caps as when lines are fed (64 HCAs and devices, 256 variables, 256 warning signatures per
@@ -10,7 +10,10 @@ to one file (``NCCL_DEBUG_FILE=nccl.%h.%p.log``) or interleaves whole lines into
 
 from __future__ import annotations
 
-from fabricscope.nccl.logstate import (
+from typing import Any
+
+from fabricscope.nccl.log.aggregate import (
+    MAX_MESSAGES,
     MAX_WARN_GROUPS,
     LogAggregator,
     ProcessState,
@@ -27,7 +30,18 @@ def merge(into: LogAggregator, other: LogAggregator) -> None:
     _add_counts(into.events, other.events)
     _add_counts(into.versions, other.versions)
     _add_counts(into.plugin_skips, other.plugin_skips)
-    into._info_lines += other._info_lines
+    into.info_lines += other.info_lines
+    _add_counts(into.fallbacks, other.fallbacks)
+    _add_counts(into.excerpts, other.excerpts)
+    for mid, count in other.messages.items():
+        if mid in into.messages or len(into.messages) < MAX_MESSAGES:
+            into.messages[mid] = into.messages.get(mid, 0) + count
+    mine_t, later_t = into.torch, other.torch
+    mine_t["timeouts"] += later_t["timeouts"]
+    for key in ("ops", "api_errors", "messages"):
+        _add_counts(mine_t[key], later_t[key])
+    if "timeout_ms" in later_t:
+        mine_t.setdefault("timeout_ms", later_t["timeout_ms"])
     for key, proc in other.processes.items():
         if key in into.processes:
             _merge_process(into.processes[key], proc)
@@ -47,17 +61,18 @@ def merge(into: LogAggregator, other: LogAggregator) -> None:
             continue
         mine.count += chain.count
         mine.ranks |= chain.ranks
+        mine.recovered_by = mine.recovered_by or chain.recovered_by
         for thread in chain.threads:
             if len(mine.threads) < 8:
                 mine.threads.add(thread)
 
 
-def _add_counts(into: dict, other: dict) -> None:
+def _add_counts(into: dict[Any, Any], other: dict[Any, Any]) -> None:
     for key, count in other.items():
         into[key] = into.get(key, 0) + count
 
 
-def _capped_update(into: dict, other: dict, cap: int) -> None:
+def _capped_update(into: dict[Any, Any], other: dict[Any, Any], cap: int) -> None:
     """``into.update(other)``, adding new keys only while ``into`` holds fewer than ``cap``."""
     for key, value in other.items():
         if key in into or len(into) < cap:
@@ -77,14 +92,15 @@ def _merge_process(mine: ProcessState, later: ProcessState) -> None:
     mine.bootstrap = later.bootstrap or mine.bootstrap
     mine.no_device |= later.no_device
     mine.no_verbs = mine.no_verbs or later.no_verbs
+    mine.net_plugin = later.net_plugin or mine.net_plugin
     _capped_update(mine.gdr_hca, later.gdr_hca, 64)
     _capped_update(mine.env, later.env, 256)
     _capped_update(mine.qp_gids, later.qp_gids, 16)
 
 
 def _merge_rank(mine: RankState, later: RankState) -> None:
-    if later._rank_from_nranks > mine._rank_from_nranks:  # a communicator with more ranks names it
-        mine.rank, mine.nranks, mine._rank_from_nranks = later.rank, later.nranks, later._rank_from_nranks
+    if later.rank_from_nranks > mine.rank_from_nranks:  # a communicator with more ranks names it
+        mine.rank, mine.nranks, mine.rank_from_nranks = later.rank, later.nranks, later.rank_from_nranks
         mine.nnodes = later.nnodes if later.nnodes is not None else mine.nnodes
     elif mine.rank is None:
         mine.rank = later.rank
@@ -100,6 +116,8 @@ def _merge_rank(mine: RankState, later: RankState) -> None:
     mine.ring_gdr = later.ring_gdr if later.ring_gdr is not None else mine.ring_gdr
     _add_counts(mine.warns, later.warns)
     mine.last_result = later.last_result or mine.last_result
+    for code, instead in later.recovered.items():
+        mine.recovered.setdefault(code, instead)
 
 
 def _merge_group(into: LogAggregator, gkey: tuple[str, str], group: WarnGroup) -> None:

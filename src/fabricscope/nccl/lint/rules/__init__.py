@@ -1,0 +1,1 @@
+"""The rules of `nccl lint`, by area: values (no node needed), node, roce, efa."""

@@ -1,0 +1,109 @@
+"""The message catalogue (src/fabricscope/nccl/data/messages.json, scripts/gen_nccl_messages.py):
+its shape, that every verdict rule names entries that exist, and that the generator's reading of
+control flow holds on NCCL source it was not tuned on (excerpts quoted from NVIDIA/nccl at the
+tags named)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from fabricscope.nccl.log.around import RULES
+from fabricscope.nccl.messages import NEXT_ACTIONS, catalogue, format_regex
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "src" / "fabricscope" / "nccl" / "data" / "messages.json"
+_spec = importlib.util.spec_from_file_location("gen_nccl_messages", ROOT / "scripts" / "gen_nccl_messages.py")
+assert _spec and _spec.loader
+gen = importlib.util.module_from_spec(_spec)
+sys.modules["gen_nccl_messages"] = gen  # dataclasses look their module up while the class is built
+_spec.loader.exec_module(gen)
+KEYS = {"id", "project", "level", "format", "subsystems", "args", "file", "line", "next", "why", "since", "until"}
+
+
+def test_catalogue_shape() -> None:
+    data = json.loads(DATA.read_text(encoding="utf-8"))
+    assert data["schema"] == "fabricscope.nccl_messages/v1"
+    assert set(data["sources"]) == {"nccl", "aws-ofi-nccl", "nccl-rdma-sharp-plugins", "libfabric-efa", "pytorch"}
+    nccl_tags = data["sources"]["nccl"]["tags"]
+    assert nccl_tags[0].startswith("v2.18.") and nccl_tags[-1].startswith("v2.30.")
+    assert {re.match(r"v2\.(\d+)", t).group(1) for t in nccl_tags} == {str(m) for m in range(18, 31)}
+    ids = set()
+    for m in data["messages"]:
+        assert KEYS <= set(m) <= KEYS | {"macro"}, m  # macro: printed from inside a #define (checks.h)
+        assert m["level"] in ("warn", "info") and m["next"] in NEXT_ACTIONS
+        assert m["project"] in data["sources"] and isinstance(m["line"], int) and m["line"] > 0
+        assert m["id"] == gen.message_id(m["project"], m["level"], m["format"])
+        ids.add(m["id"])
+    assert len(ids) == len(data["messages"])
+    per_project = {p: sum(m["project"] == p for m in data["messages"]) for p in data["sources"]}
+    assert per_project["nccl"] > 1000 and min(per_project.values()) > 10, per_project
+
+
+def test_every_rule_names_catalogue_entries_that_exist() -> None:
+    cat = catalogue()
+    for rule in RULES:
+        assert rule.messages or rule.excerpts, rule.id
+        for mid, excerpt in rule.messages:
+            assert mid in cat.messages, (rule.id, mid)
+            assert excerpt in cat.messages[mid].format, (rule.id, mid, excerpt)
+
+
+@pytest.mark.parametrize(
+    ("text", "project", "next_"),
+    [
+        # NCCL 2.19-2.23 transport/net_ib.cc: the completion error returns ncclRemoteError.
+        ("NET/IB : Got completion from peer 10.0.0.2<55028> with error 12, opcode 0, len 0, vendor err 129 (Recv)", "nccl", "returns_error"),
+        # src/transport.cc: CollNet setup failed, NCCL goes on over the point-to-point network.
+        ("Cannot initialize CollNet, using point-to-point network instead", "nccl", "falls_back"),
+        ("NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.", "nccl", "falls_back"),
+        ("NET/OFI Unable to find a protocol that worked.  Failing initialization.", "aws-ofi-nccl", "returns_error"),
+        ("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=1, "
+         "NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.", "pytorch", "returns_error"),
+    ],
+)
+def test_lines_match_their_entry(text: str, project: str, next_: str) -> None:
+    found = catalogue().match(text)
+    assert found is not None and found.project == project and found.next == next_, found
+
+
+def test_text_no_entry_prints_matches_nothing() -> None:
+    assert catalogue().match("Epoch 3/10: loss 0.42, 1.48s/it") is None
+
+
+def test_format_regex_reads_printf() -> None:
+    assert format_regex("Connect to %s failed : %s").match("Connect to 10.0.0.2<45873> failed : Software caused connection abort")
+    assert format_regex("status=%d opcode=%d len=%u").match("status=12 opcode=0 len=0")
+    assert not format_regex("status=%d opcode=%d").match("status=x opcode=0")
+
+
+# Control flow as the generator reads it, on statements quoted from NVIDIA/nccl (tags in comments).
+@pytest.mark.parametrize(
+    ("source", "want"),
+    [
+        # v2.21.5-1 src/misc/socket.cc:50-51
+        ('WARN("socketProgress: Connection closed by remote peer %s", x);\n    return ncclRemoteError;\n  }', "returns_error"),
+        # v2.21.5-1 src/transport.cc (CollNet setup): the message says what NCCL does instead.
+        ('WARN("Cannot initialize CollNet, using point-to-point network instead");\n  comm->collNetSupport = 0;', "falls_back"),
+        # v2.30.7-1 src/misc/ibvwrap.cc: an unsupported optional call is skipped, NCCL goes on.
+        ('INFO(NCCL_NET, "Call to %s not supported", name);\n    return ncclSuccess;\n  }', "goes_on"),
+        ('WARN("Error : ring %d does not contain rank %d", c, r);\n    ret = ncclInternalError;\n    goto fail;', "returns_error"),
+    ],
+)
+def test_generator_reads_what_the_code_does_next(source: str, want: str) -> None:
+    found = gen.scan_c(gen.PROJECTS["nccl"], "x.cc", "void f() {\n  " + source + "\n}\n")
+    assert [f["next"] for f in found] == [want], found
+
+
+def test_net_plugin_fallbacks_are_read_from_their_text() -> None:
+    """log.parse._net_plugin decides 'falls_back' from the word 'internal' without the catalogue:
+    every NCCL NET/Plugin entry that says 'internal' falls back, and none that does not."""
+    for m in catalogue().messages.values():
+        if m.project == "nccl" and m.format.startswith("NET/Plugin") and m.level == "info":
+            if "internal" in m.format.lower():
+                assert m.next == "falls_back", m
