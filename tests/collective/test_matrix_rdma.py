@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from fabricscope.bench import matrix_rdma
-from fabricscope.bench.launch import free_port
 from fabricscope.bench.rdma import CommandOutcome
 from fabricscope.bench.result import BenchResult
 from fabricscope.host import Root
+from fabricscope.jobs.launch import free_port
 from tests.conftest import FIXTURE_HOSTS, samples_dir, skip_unless_ci
 
 STAND_IN = r'''#!{python}

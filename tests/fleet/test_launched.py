@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from fabricscope.bench.launch import DistEnv
-from fabricscope.bench.rendezvous import RendezvousError, gather, open_store
 from fabricscope.fleet.launched import Received, node_label, own_root, to_nodes
+from fabricscope.jobs.launch import DistEnv
+from fabricscope.jobs.rendezvous import RendezvousError, gather, open_store
 from tests.conftest import skip_unless_ci
 from tests.fleet.fleetbuilder import build_fleet
 

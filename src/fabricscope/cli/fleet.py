@@ -7,7 +7,6 @@ from pathlib import Path
 
 import typer
 
-from fabricscope.bench.launch import Flag, Flags, child_argv
 from fabricscope.cli.common import (
     FAIL_ON_HELP,
     JSON_HELP,
@@ -21,6 +20,7 @@ from fabricscope.cli.common import (
 from fabricscope.cli.launching import LAUNCH_HELP, launch_ranks
 from fabricscope.cli.main import app
 from fabricscope.findings import Severity
+from fabricscope.jobs.launch import Flag, Flags, child_argv
 
 fleet_app = typer.Typer(
     name="fleet",

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import typer
 
-from fabricscope.bench.launch import Flag, Flags, child_argv
 from fabricscope.cli.common import JSON_HELP, die, end_rank, print_json
 from fabricscope.cli.launching import absolute_item
 from fabricscope.cli.main import app
 from fabricscope.errors import FabricscopeError
+from fabricscope.jobs.launch import Flag, Flags, child_argv
 
 topology_app = typer.Typer(
     name="topology",
@@ -43,7 +43,7 @@ def _rate(text: str | None, what: str) -> float | None:
 
 def _launch(launch: str, child_args: list[str], timeout_s: float, master_port: int | None) -> None:
     """Run this command on every rank of a job started here; exit with the worst status."""
-    from fabricscope.bench.launch import lab_specs, local_specs, parse_launch
+    from fabricscope.jobs.launch import lab_specs, local_specs, parse_launch
     from fabricscope.lab import lldp as lab_lldp
     from fabricscope.lab.procgroup import run_group
 
@@ -69,8 +69,8 @@ def _launch(launch: str, child_args: list[str], timeout_s: float, master_port: i
 
 def _lldp_nodes(lldp_socket: str | None, timeout: float, master_addr: str | None, master_port: int | None):
     """This rank's reading, gathered to rank 0 (None on the other ranks)."""
-    from fabricscope.bench.launch import detect
     from fabricscope.host import Root
+    from fabricscope.jobs.launch import detect
     from fabricscope.topology.gather import gather, host_label, local_reading
 
     env = detect(os.environ, master_addr=master_addr, master_port=master_port)

@@ -1,7 +1,7 @@
 """`fleet doctor` and `fleet collect` launched under the job's engine (srun, torchrun, mpirun,
 ``--launch lab:NAME``): one rank per node reads its own node, rank 0 gathers and judges.
 
-The ranks meet at the job's store (:mod:`fabricscope.bench.rendezvous`, the one bench matrix
+The ranks meet at the job's store (:mod:`fabricscope.jobs.rendezvous`, the one bench matrix
 uses), so a fleet run needs nothing the job does not already have. Each node is named as the
 scheduler knows it, so that a drain hits the right node: the lab host (``FABRICSCOPE_HOST``), else
 Slurm's node name (``SLURMD_NODENAME``), else the hostname the doctor document carries. One rank
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fabricscope.bench.launch import DistEnv
-from fabricscope.bench.rendezvous import gather, open_store
 from fabricscope.errors import FabricscopeError
 from fabricscope.fleet.inputs import MAX_DOCUMENT_BYTES, NodeDoc, nodes_from_documents
+from fabricscope.jobs.launch import DistEnv
+from fabricscope.jobs.rendezvous import gather, open_store
 
 HOST_FIELD = "{host}"
 MAX_SNAPSHOT_BYTES = 256 * 1024 * 1024

@@ -1,5 +1,5 @@
 """Every node's LLDP neighbours, gathered to rank 0 of a job (srun, torchrun, mpirun, or
-``--launch lab:NAME``/``local:N``), through the job's store (:mod:`fabricscope.bench.rendezvous`,
+``--launch lab:NAME``/``local:N``), through the job's store (:mod:`fabricscope.jobs.rendezvous`,
 as ``bench matrix`` and ``fleet doctor`` meet), with one participant per host.
 """
 
@@ -10,11 +10,11 @@ import socket
 from dataclasses import asdict
 from typing import Any
 
-from fabricscope.bench import rendezvous
-from fabricscope.bench.launch import DistEnv
 from fabricscope.host.lldp import LldpNeighbor, read_lldp
 from fabricscope.host.netclass import read_net_devices
 from fabricscope.host.root import Root
+from fabricscope.jobs import rendezvous
+from fabricscope.jobs.launch import DistEnv
 from fabricscope.topology.lldp import NodeLldp
 from fabricscope.topology.model import TopologyError
 

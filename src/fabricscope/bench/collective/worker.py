@@ -25,9 +25,9 @@ from fabricscope.bench.collective.run import (
     pattern_modulus,
     size_result,
 )
-from fabricscope.bench.launch import DistEnv
 from fabricscope.collective_ops import Layout, layout
 from fabricscope.errors import one_line
+from fabricscope.jobs.launch import DistEnv
 
 
 class Watchdog:

@@ -21,7 +21,6 @@ from typing import Any
 
 from fabricscope.bench import matrix_rdma
 from fabricscope.bench.counters import local_address_towards
-from fabricscope.bench.launch import DistEnv
 from fabricscope.bench.matrix.blame import (
     MatrixRun,
     RdmaPart,
@@ -40,10 +39,11 @@ from fabricscope.bench.matrix.schedule import (
     pack_phases,
     phases,
 )
-from fabricscope.bench.rendezvous import RendezvousError, open_store
 from fabricscope.bench.tcpinfo import read_tcp_info
 from fabricscope.errors import FabricscopeError, one_line
 from fabricscope.host import Root
+from fabricscope.jobs.launch import DistEnv
+from fabricscope.jobs.rendezvous import RendezvousError, open_store
 
 CHUNK_BYTES = 256 << 10
 HEADER_MAX = 512

@@ -197,7 +197,7 @@ def child_argv(command: Sequence[str], params: Any, flags: Flags, extra: Sequenc
     values = _fields(params)
     missing = sorted(set(values) - set(flags))
     if missing:
-        raise LaunchError(f"no launch option for {type(params).__name__}.{', '.join(missing)} (bench/launch.py child_argv)")
+        raise LaunchError(f"no launch option for {type(params).__name__}.{', '.join(missing)} (jobs/launch.py child_argv)")
     argv = list(command)
     for name, value in values.items():
         flag = flags[name]

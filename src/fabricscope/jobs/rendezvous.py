@@ -13,8 +13,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from fabricscope.bench.launch import DistEnv
 from fabricscope.errors import FabricscopeError, one_line
+from fabricscope.jobs.launch import DistEnv
 
 
 class RendezvousError(FabricscopeError):
