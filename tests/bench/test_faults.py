@@ -10,12 +10,14 @@ import time
 
 import pytest
 
-from fabricscope.bench.netio import PeerError, recv_frame, send_frame
-from fabricscope.bench.protocol import ServerLimits, encode_frame
+from fabricscope.bench.protocol import (
+    ServerLimits,
+)
 from fabricscope.bench.result import Status
 from fabricscope.bench.server import BenchServer
 from fabricscope.bench.tcp import TcpParams, run_tcp
 from fabricscope.errors import FabricscopeError
+from fabricscope.jobs.frames import PeerError, encode_frame, recv_frame, send_frame
 from fabricscope.store import Store
 from tests.bench.conftest import ServerProcess, run_cli, start_server
 

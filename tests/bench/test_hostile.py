@@ -20,10 +20,10 @@ from collections.abc import Iterator
 import pytest
 
 from fabricscope.bench.latency import LatencyParams, run_latency
-from fabricscope.bench.netio import PeerError, recv_frame, send_frame
 from fabricscope.bench.result import Status
 from fabricscope.bench.server import BenchServer
 from fabricscope.bench.tcp import TcpParams, run_tcp
+from fabricscope.jobs.frames import PeerError, recv_frame, send_frame
 from tests.bench.conftest import run_cli
 from tests.loopback_attacker import Recorder, attacker_address
 

@@ -21,8 +21,8 @@ from fabricscope.bench.incast import (
     run_sender,
     sender_counts,
 )
-from fabricscope.bench.netio import recv_exact, send_frame
 from fabricscope.bench.result import BenchResult
+from fabricscope.jobs.frames import recv_exact, send_frame
 from fabricscope.jobs.launch import DistEnv, free_port
 from fabricscope.report.bench import result_lines
 from fabricscope.report.incast import collapse_verdict, incast_svg

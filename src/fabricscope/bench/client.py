@@ -11,16 +11,15 @@ from typing import Any
 from pydantic import BaseModel
 
 from fabricscope.bench.counters import CounterProbe
-from fabricscope.bench.netio import PeerError, connect, recv_frame, send_frame
 from fabricscope.bench.procs import WorkerSet
 from fabricscope.bench.protocol import (
     DEFAULT_PORT,
     PROTOCOL_VERSION,
-    ProtocolError,
     parse_peer,
     parse_rendezvous,
 )
 from fabricscope.bench.result import BenchResult, Stopwatch, new_result
+from fabricscope.jobs.frames import PeerError, ProtocolError, connect, recv_frame, send_frame
 
 Tick = Callable[[float], None]  # called with elapsed seconds while a run is in progress
 

@@ -34,12 +34,18 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricscope.bench.counters import CounterProbe
-from fabricscope.bench.netio import PeerError, describe_os_error, recv_exact, recv_frame, send_frame
-from fabricscope.bench.protocol import ProtocolError
 from fabricscope.bench.result import BenchResult, IncastPoint, new_result
 from fabricscope.bench.stats import percentile
 from fabricscope.bench.tcpinfo import read_tcp_info
 from fabricscope.errors import FabricscopeError
+from fabricscope.jobs.frames import (
+    PeerError,
+    ProtocolError,
+    describe_os_error,
+    recv_exact,
+    recv_frame,
+    send_frame,
+)
 from fabricscope.jobs.launch import DistEnv
 
 TOKEN_ENV = "FABRICSCOPE_JOB_TOKEN"  # set by --launch; under srun/torchrun, export one yourself

@@ -22,7 +22,6 @@ from typing import Any
 
 from fabricscope import __version__
 from fabricscope.bench.dataport import COOKIE_TIMEOUT_S, Mailbox
-from fabricscope.bench.netio import PeerError, describe_os_error, is_loopback, recv_frame, send_frame
 from fabricscope.bench.procs import WorkerSet
 from fabricscope.bench.protocol import (
     MAX_TOKEN_CHARS,
@@ -31,16 +30,23 @@ from fabricscope.bench.protocol import (
     Done,
     Hello,
     LatencySpec,
-    ProtocolError,
     RunRequest,
     ServerLimits,
     TcpSpec,
     UdpSpec,
-    encode_frame,
     error_reply,
     parse_request,
 )
 from fabricscope.errors import FabricscopeError
+from fabricscope.jobs.frames import (
+    PeerError,
+    ProtocolError,
+    describe_os_error,
+    encode_frame,
+    is_loopback,
+    recv_frame,
+    send_frame,
+)
 from fabricscope.logfilter import RepeatLimiter
 
 log = logging.getLogger("fabricscope.bench.server")

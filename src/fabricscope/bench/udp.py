@@ -11,11 +11,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricscope.bench.client import Peer, Tick, cpu_pct, gbps, record_run, run_socket_test
-from fabricscope.bench.netio import PeerError
 from fabricscope.bench.procs import WorkerSet
 from fabricscope.bench.result import BenchResult
 from fabricscope.bench.tcp import merge_intervals
 from fabricscope.bench.wire import MAX_UDP_PAYLOAD, UDP_HEADER_BYTES
+from fabricscope.jobs.frames import PeerError
 from fabricscope.units import parse_rate
 
 MAX_RATE_BPS = 1e12

@@ -1,6 +1,9 @@
-"""Socket operations with deadlines: the only place bench opens control connections.
+"""Length-prefixed JSON frames and socket operations with deadlines: how our processes talk.
 
-Two kinds of deadline are used, both so that a dead peer ends a run instead of hanging it:
+bench's control connections and the job's store (:mod:`fabricscope.jobs.store`) speak the same
+frames: a 4-byte big-endian length, then UTF-8 JSON (at most ``max_bytes``; the nesting is checked
+before decoding). Two kinds of deadline are used, both so that a dead peer ends a run instead of
+hanging it:
 
 * control sockets use Python timeouts and an absolute deadline per frame;
 * data sockets (the hot loops) stay in blocking mode with kernel ``SO_RCVTIMEO`` /
@@ -11,18 +14,82 @@ Two kinds of deadline are used, both so that a dead peer ends a run instead of h
 from __future__ import annotations
 
 import errno
+import json
+import re
 import socket
+import struct
 import time
 from typing import Any
 
-from fabricscope.bench.protocol import (
-    ProtocolError,
-    decode_body,
-    decode_length,
-    encode_frame,
-)
+MAX_FRAME_BYTES = 64 * 1024  # bench's control frames; the job store passes its own, larger cap
+MAX_JSON_DEPTH = 32  # real frames nest 4 levels (a result's reports and their intervals)
+
+_LEN = struct.Struct("!I")
+_JSON_SPECIAL = re.compile(rb'[\[\]{}"\\]')
 
 
+# ----- frames: a 4-byte big-endian length, then UTF-8 JSON -----------------------------------
+class ProtocolError(Exception):
+    """A frame or request that breaks the protocol; the message is safe to send back."""
+
+
+def encode_frame(message: dict[str, Any], max_bytes: int = MAX_FRAME_BYTES) -> bytes:
+    body = json.dumps(message, separators=(",", ":")).encode()
+    if len(body) > max_bytes:
+        raise ProtocolError(f"frame of {len(body)} bytes exceeds {max_bytes}")
+    return _LEN.pack(len(body)) + body
+
+
+def decode_length(header: bytes, max_bytes: int = MAX_FRAME_BYTES) -> int:
+    (length,) = _LEN.unpack(header)
+    if length == 0 or length > max_bytes:
+        raise ProtocolError(f"frame length {length} outside 1..{max_bytes}")
+    return length
+
+
+def decode_body(body: bytes) -> dict[str, Any]:
+    if _nesting_depth(body) > MAX_JSON_DEPTH:
+        raise ProtocolError(f"frame nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        message = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ProtocolError("frame is not UTF-8 JSON") from None
+    if not isinstance(message, dict):
+        raise ProtocolError("frame is not a JSON object")
+    return message
+
+
+def _nesting_depth(body: bytes) -> int:
+    """Deepest ``[``/``{`` nesting outside JSON strings, in one linear pass over the frame.
+
+    Checked before decoding: a 60 KB ``[[[[...`` would otherwise make ``json.loads`` recurse
+    thousands of levels deep. A frame with at most that many brackets skips the scan.
+    """
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+        return 0
+    depth = deepest = 0
+    in_string = False
+    escaped_at = -1
+    for match in _JSON_SPECIAL.finditer(body):
+        pos, char = match.start(), match.group()
+        if in_string:
+            if pos == escaped_at:
+                continue
+            if char == b"\\":
+                escaped_at = pos + 1
+            elif char == b'"':
+                in_string = False
+        elif char == b'"':
+            in_string = True
+        elif char in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in (b"]", b"}"):
+            depth -= 1
+    return deepest
+
+
+# ----- sockets with deadlines ---------------------------------------------------------------
 class PeerError(Exception):
     """The peer is unreachable, refused, went away or stopped answering in time."""
 
@@ -88,20 +155,20 @@ def recv_exact(sock: socket.socket, count: int, deadline: float) -> bytes:
     return bytes(chunks)
 
 
-def send_frame(sock: socket.socket, message: dict[str, Any], deadline: float) -> None:
+def send_frame(sock: socket.socket, message: dict[str, Any], deadline: float, max_bytes: int = MAX_FRAME_BYTES) -> None:
     left = deadline - time.monotonic()
     if left <= 0:
         raise PeerError("timed out sending to the peer")
     sock.settimeout(left)
     try:
-        sock.sendall(encode_frame(message))
+        sock.sendall(encode_frame(message, max_bytes))
     except OSError as exc:
         raise PeerError(describe_os_error(exc, "send")) from None
 
 
-def recv_frame(sock: socket.socket, deadline: float) -> dict[str, Any]:
+def recv_frame(sock: socket.socket, deadline: float, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, Any]:
     """One frame; :class:`ProtocolError` for a bad frame, :class:`PeerError` for I/O trouble."""
-    length = decode_length(recv_exact(sock, 4, deadline))
+    length = decode_length(recv_exact(sock, 4, deadline), max_bytes)
     return decode_body(recv_exact(sock, length, deadline))
 
 
@@ -118,10 +185,14 @@ def is_loopback(host: str) -> bool:
 
 
 __all__ = [
+    "MAX_FRAME_BYTES",
     "PeerError",
     "ProtocolError",
     "connect",
+    "decode_body",
+    "decode_length",
     "describe_os_error",
+    "encode_frame",
     "is_loopback",
     "recv_exact",
     "recv_frame",
