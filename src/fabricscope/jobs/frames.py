@@ -47,25 +47,36 @@ def decode_length(header: bytes, max_bytes: int = MAX_FRAME_BYTES) -> int:
     return length
 
 
-def decode_body(body: bytes) -> dict[str, Any]:
-    if _nesting_depth(body) > MAX_JSON_DEPTH:
-        raise ProtocolError(f"frame nests deeper than {MAX_JSON_DEPTH} levels")
-    try:
-        message = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise ProtocolError("frame is not UTF-8 JSON") from None
+def decode_body(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> dict[str, Any]:
+    message = decode_json(body, max_depth)
     if not isinstance(message, dict):
         raise ProtocolError("frame is not a JSON object")
     return message
 
 
-def _nesting_depth(body: bytes) -> int:
+def decode_json(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """UTF-8 JSON from a peer, nesting checked first; no lone surrogates (``\\ud800``) let through."""
+    if _nesting_depth(body, max_depth) > max_depth:
+        raise ProtocolError(f"frame nests deeper than {max_depth} levels")
+    try:
+        value = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ProtocolError("frame is not UTF-8 JSON") from None
+    if b"\\u" in body:  # only an escape can smuggle in a lone surrogate
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ProtocolError("frame carries text that is not valid UTF-8") from None
+    return value
+
+
+def _nesting_depth(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> int:
     """Deepest ``[``/``{`` nesting outside JSON strings, in one linear pass over the frame.
 
     Checked before decoding: a 60 KB ``[[[[...`` would otherwise make ``json.loads`` recurse
     thousands of levels deep. A frame with at most that many brackets skips the scan.
     """
-    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+    if body.count(b"[") + body.count(b"{") <= max_depth:
         return 0
     depth = deepest = 0
     in_string = False
@@ -190,6 +201,7 @@ __all__ = [
     "ProtocolError",
     "connect",
     "decode_body",
+    "decode_json",
     "decode_length",
     "describe_os_error",
     "encode_frame",
