@@ -56,7 +56,7 @@ class Meeting:
             self.server.close()
 
 
-def _secret(env: DistEnv, environ: Mapping[str, str]) -> tuple[JobSecret, bool]:
+def job_secret(env: DistEnv, environ: Mapping[str, str]) -> tuple[JobSecret, bool]:
     """The job's secret and whether it comes through munge (Slurm, no token)."""
     found = from_environment(environ, env.launcher)
     if found is not None:
@@ -70,7 +70,7 @@ def open_store(env: DistEnv, timeout_s: float, *, needs: str, node: str = "", en
     """Rank 0 serves the store at MASTER_ADDR:MASTER_PORT; every rank connects (retrying until
     ``timeout_s``: rank 0 may start later). ``needs`` names the command in messages."""
     try:
-        secret, by_munge = _secret(env, environ)
+        secret, by_munge = job_secret(env, environ)
         server = None
         if env.rank == 0:
             munge = (lambda nonce: munge_credential(secret.job, secret.key or b"", nonce, os.getuid(), environ)) if by_munge else None
