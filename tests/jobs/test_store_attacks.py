@@ -13,7 +13,7 @@ import time
 import pytest
 
 from fabricscope.jobs.client import StoreClient
-from fabricscope.jobs.frames import recv_frame, send_frame
+from fabricscope.jobs.frames import PeerError, recv_frame, send_frame
 from fabricscope.jobs.launch import DistEnv, free_port
 from fabricscope.jobs.rendezvous import gather, open_store
 from fabricscope.jobs.store import StoreError, StoreLimits, StoreServer
@@ -190,7 +190,7 @@ def test_without_the_secret_nothing_can_be_read() -> None:
         send_frame(sock, {"op": "hello", "rank": 2, "node": "", "nonce": secrets.token_hex(16)}, time.monotonic() + 5)
         assert recv_frame(sock, time.monotonic() + 5)["ok"] is False
         send_frame(sock, {"op": "get", "key": "rank/0/token", "value": 1, "seq": 1}, time.monotonic() + 5)
-        with pytest.raises(Exception):
+        with pytest.raises(PeerError):
             recv_frame(sock, time.monotonic() + 3)  # closed: nothing answered
         assert greeting["signed"]
     finally:
@@ -205,7 +205,7 @@ def test_a_replayed_request_is_refused() -> None:
         client.add("count", 1)
         fields = [JOB, 1, client.server_nonce, client.nonce, 1, "add", "count", 1]
         send_frame(client.sock, {"op": "add", "key": "count", "value": 1, "seq": 1, "mac": sign(TOKEN.encode(), fields)}, time.monotonic() + 5)
-        with pytest.raises(Exception):
+        with pytest.raises(PeerError):
             recv_frame(client.sock, time.monotonic() + 3)
         other = StoreClient.open("127.0.0.1", server.port, 2, JOB, TOKEN.encode(), 5)
         assert other.add("count", 0) == 1
