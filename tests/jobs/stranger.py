@@ -7,6 +7,8 @@ Slurm) but not its secret, and tries, until killed, what the review of issue 20 
   the gather before the fix; our store's ``rank/1/gather`` keys, unsigned, after).
 * ``pickle`` CANARY: join the process group as rank 1 and send a pickle that creates CANARY when
   unpickled (``all_gather_object``, as rank 0 used to do).
+* ``matrix`` LOGFILE: publish its own endpoint (a listener on 127.0.0.2) as rank 1's, over and
+  over, and write a line to LOGFILE for every connection it receives (traffic moved to it).
 * ``incast`` JOBID: join ``bench incast`` as rank 2 with the hello of before the fix (the token was
   the Slurm job id), and with an unsigned hello of after.
 """
@@ -84,6 +86,34 @@ def pickle_rank(port: int, canary: str) -> None:
         dist.destroy_process_group()
 
 
+def matrix(port: int, logfile: str) -> None:
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.2", 0))
+    listener.listen(16)
+    endpoint = {"addr": "127.0.0.2", "port": listener.getsockname()[1], "host": "local1"}
+
+    def accept() -> None:
+        while True:
+            conn, _ = listener.accept()
+            with open(logfile, "a") as log:
+                log.write("connection\n")
+            conn.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    while True:
+        store = _torch_store(port)
+        if store is not None:
+            try:
+                for _ in range(100000):
+                    store.set("ep/1", json.dumps(endpoint))
+            except Exception:
+                pass
+        _our_store_write(port, "rank/1/ep", json.dumps(endpoint))
+        time.sleep(0.01)
+
+
 def incast(port: int, job_id: str) -> None:
     while True:
         try:
@@ -100,4 +130,4 @@ def incast(port: int, job_id: str) -> None:
 
 if __name__ == "__main__":
     mode, port, arg = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    {"fleet": fleet, "pickle": pickle_rank, "incast": incast}[mode](port, arg)
+    {"fleet": fleet, "pickle": pickle_rank, "matrix": matrix, "incast": incast}[mode](port, arg)

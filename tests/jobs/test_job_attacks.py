@@ -83,6 +83,25 @@ def test_a_pickle_sent_to_bench_collective_runs_no_code(tmp_path: Path) -> None:
     assert rank0.returncode == 2 and "rank 1 sent a ranks message that is not ours" in err, err[-2000:]
 
 
+@pytest.mark.slow
+def test_a_stranger_cannot_move_a_matrix_endpoint(tmp_path: Path) -> None:
+    """The stranger keeps publishing its own listener as rank 1's endpoint: no flow may reach it."""
+    from tests.loopback_attacker import attacker_address
+
+    attacker_address()
+    log = tmp_path / "moved"
+    port = _port()
+    stranger = _stranger("matrix", port, str(log))
+    try:
+        proc = fs("bench", "matrix", "--launch", "local:3", "--master-port", str(port), "--duration", "0.3", "--warmup", "0.05",
+                  "--no-rdma", "--no-store", "--json", "--timeout", "60", timeout=240)  # fmt: skip
+    finally:
+        _stop(stranger)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["hosts"] == ["local0", "local1", "local2"]
+    assert not log.exists(), "matrix traffic went to the stranger's endpoint"
+
+
 def _munged(tmp_path: Path) -> dict[str, str]:
     """Our own munged (a key of its own, a socket under tmp_path), as every Slurm node runs one."""
     import shutil
