@@ -1,6 +1,8 @@
 """Whole commands against a stranger process on loopback (issue 20): the stranger
 (tests/jobs/stranger.py) knows the job's port but not its secret, and tries what the review did.
-Each of these runs against the code before the fix as well, where the stranger won."""
+The fleet, collective and incast attacks also run against the code before the fix (PYTHONPATH at
+its src/), where the stranger won; the matrix one did not win there in our runs (its race against
+the real rank 1's write was lost), so it holds the fix without having shown the hole."""
 
 from __future__ import annotations
 
