@@ -197,7 +197,7 @@ def discover(
         if output:
             _write(output, text)
     except FabricscopeError as exc:
-        end_rank(str(exc), exc.exit_code)  # a gathering rank may hold torch's store threads
+        end_rank(str(exc), exc.exit_code)  # a gathering rank ends at once, as every launched rank does
     if json_out:
         print_json(report(doc, disc))
     elif not output:
