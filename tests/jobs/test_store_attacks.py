@@ -211,3 +211,29 @@ def test_a_replayed_request_is_refused() -> None:
         assert other.add("count", 0) == 1
     finally:
         server.close()
+
+
+def test_only_the_jobs_nodes_count_and_a_bad_index_fails_only_its_rank() -> None:
+    """Slurm's node list is gpu[01-02]: a rank on gpu99 (even with the secret) is refused by name,
+    and a rank whose index is malformed is that rank's error; the others are taken."""
+    port = free_port()
+    env = {**ENV, "SLURM_JOB_NODELIST": "gpu[01-02]"}
+    envs = [DistEnv(r, 3, 0, "127.0.0.1", port, "slurm") for r in range(3)]
+    box: dict = {}
+
+    def rank0() -> None:
+        meeting = open_store(envs[0], 20, needs="test", node="gpu01", environ=env)
+        box["got"] = gather(meeting, {"document": "{}"}, 20)
+        meeting.close()
+
+    thread = threading.Thread(target=rank0)
+    thread.start()
+    outside = open_store(envs[1], 20, needs="test", node="gpu99", environ=env)
+    gather(outside, {"document": "{}"}, 20)
+    bad = open_store(envs[2], 20, needs="test", node="gpu02", environ=env)
+    bad.client.set("rank/2/gather", json.dumps({"node": "gpu02", "items": {"../x": 1}}))
+    thread.join(30)
+    got = box["got"]
+    assert got[0].error is None and got[0].items == {"document": "{}"}
+    assert "names node 'gpu99', which is not one of the job's nodes" in got[1].error and not got[1].items
+    assert "malformed index" in got[2].error and not got[2].items

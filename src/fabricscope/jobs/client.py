@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fabricscope.jobs.frames import PeerError, ProtocolError, connect, recv_frame, send_frame
-from fabricscope.jobs.store import FRAME_OVERHEAD, HELLO_TIMEOUT_S, StoreError
+from fabricscope.jobs.store import FRAME_OVERHEAD, HELLO_TIMEOUT_S, MAX_WAIT_S, StoreError
 from fabricscope.jobs.wire import STORE_MAGIC, check_text, sign, verify
 
 RETRY_S = 0.1
@@ -117,7 +117,7 @@ class StoreClient:
 
     def get(self, key: str, timeout_s: float) -> str:
         """The value of ``key``, waiting up to ``timeout_s`` for it; :class:`StoreTimeout` if none."""
-        value = self.request("get", key, max(0.0, timeout_s), wait_s=timeout_s)
+        value = self._wait_for(key, timeout_s)
         if not isinstance(value, str):
             raise StoreError(f"{key} holds a counter, not a value")
         return value
@@ -125,8 +125,18 @@ class StoreClient:
     def wait(self, keys: list[str], timeout_s: float) -> None:
         end = time.monotonic() + timeout_s
         for key in keys:
-            left = max(0.0, end - time.monotonic())
-            self.request("get", key, left, wait_s=left)
+            self._wait_for(key, max(0.0, end - time.monotonic()))
+
+    def _wait_for(self, key: str, timeout_s: float) -> Any:
+        """One get, or several where the wait is longer than the server holds one (MAX_WAIT_S)."""
+        end = time.monotonic() + timeout_s
+        while True:
+            part = min(max(0.0, end - time.monotonic()), MAX_WAIT_S)
+            try:
+                return self.request("get", key, part, wait_s=part)
+            except StoreTimeout:
+                if time.monotonic() >= end - 0.01:
+                    raise StoreTimeout(f"{key} did not come within {timeout_s:g} s") from None
 
     def add(self, key: str, amount: int) -> int:
         return int(self.request("add", key, amount))

@@ -17,7 +17,9 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.client import StoreClient, StoreTimeout
@@ -26,7 +28,7 @@ from fabricscope.jobs.launch import DistEnv
 from fabricscope.jobs.nodelist import job_nodes
 from fabricscope.jobs.secret import JobSecret, from_environment, job_id, munge_credential, open_credential
 from fabricscope.jobs.store import StoreError, StoreLimits, StoreServer
-from fabricscope.jobs.wire import MAX_NODE_CHARS, check_text
+from fabricscope.jobs.wire import MAX_NODE_CHARS
 
 MAX_ITEMS = 16  # names one rank may hand in to a gather
 
@@ -119,29 +121,38 @@ def _put(meeting: Meeting, items: dict[str, str]) -> None:
     meeting.client.set(base, json.dumps({"node": meeting.node, "items": index}))  # last: its items are all there
 
 
+ItemName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+ChunkCount = Annotated[int, Field(ge=1, le=4096)]
+
+
+class _Index(BaseModel):
+    """What a rank says it handed in: its node and how many chunks each item has."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    node: str = Field(max_length=MAX_NODE_CHARS)
+    items: dict[ItemName, ChunkCount] = Field(max_length=MAX_ITEMS)
+
+
 def _take(meeting: Meeting, rank: int, index_text: str) -> Gathered:
     server = meeting.server
     assert server is not None
     node, source = server.nodes.get(rank, ""), server.sources.get(rank, "?")
     got = Gathered(rank, node, source, authenticated=meeting.authenticated)
     try:
-        index = json.loads(index_text)
-        counts = index["items"]
-        if not isinstance(counts, dict) or len(counts) > MAX_ITEMS or index.get("node") != node:
-            raise ValueError("a malformed index")
-        check_text(node, "node name", MAX_NODE_CHARS)
-    except (ValueError, KeyError, TypeError, FabricscopeError) as exc:
-        got.error = f"rank {rank} ({source}) sent {exc}"
+        index = _Index.model_validate(parse_json(index_text, 64 * 1024, 4))
+        if index.node != node:
+            raise ValueError(f"node {index.node!r} after saying {node!r}")
+    except (ValueError, ValidationError) as exc:
+        first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        got.error = f"rank {rank} ({source}) sent a malformed index: {first}"
         return got
     if meeting.nodes is not None and node not in meeting.nodes:
         got.error = f"rank {rank} ({source}) names node {node!r}, which is not one of the job's nodes"
         return got
     base = f"rank/{rank}/gather"
-    for name, count in counts.items():
-        if not isinstance(count, int) or not 0 < count <= 4096:
-            got.error = f"rank {rank} ({source}) sent a malformed index"
-            return got
-        got.items[str(name)] = "".join(meeting.client.get(f"{base}/{name}/{i}", 5.0) for i in range(count))
+    for name, count in index.items.items():
+        got.items[name] = "".join(meeting.client.get(f"{base}/{name}/{i}", 5.0) for i in range(count))
     return got
 
 

@@ -44,7 +44,7 @@ from fabricscope.bench.matrix.schedule import (
 from fabricscope.bench.tcpinfo import read_tcp_info
 from fabricscope.errors import FabricscopeError, one_line
 from fabricscope.host import Root
-from fabricscope.jobs.client import StoreClient
+from fabricscope.jobs.client import StoreClient, StoreTimeout
 from fabricscope.jobs.launch import DistEnv
 from fabricscope.jobs.rendezvous import Meeting, RendezvousError, open_store, parse_json
 from fabricscope.jobs.store import StoreLimits
@@ -166,7 +166,14 @@ class Coordinator:
 
     def get(self, rank: int, key: str) -> Any:
         """What ``rank`` published as ``key``, waiting for it up to the timeout."""
-        return parse_json(self.store.get(f"rank/{rank}/{key}", self.timeout_s), MAX_VALUE_BYTES)
+        try:
+            text = self.store.get(f"rank/{rank}/{key}", self.timeout_s)
+        except StoreTimeout:
+            raise MatrixError(f"rank {rank} published no {key} within {self.timeout_s:g} s (it died or hangs)") from None
+        try:
+            return parse_json(text, MAX_VALUE_BYTES)
+        except ValueError as exc:
+            raise MatrixError(f"rank {rank} published a {key} that is not JSON: {exc}") from None
 
     def has(self, rank: int, key: str) -> bool:
         return self.store.check([f"rank/{rank}/{key}"])
