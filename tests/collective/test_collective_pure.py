@@ -12,9 +12,9 @@ from fabricscope.bench.collective import (
     size_result,
     to_bench_result,
 )
-from fabricscope.bench.launch import LaunchError, detect, first_slurm_host, parse_launch
 from fabricscope.bench.results.schema import BenchResult
 from fabricscope.collective_ops import UnknownOpError, bus_factor, layout
+from fabricscope.jobs.launch import LaunchError, detect, first_slurm_host, parse_launch
 from fabricscope.report.bench import collective_lines
 
 
