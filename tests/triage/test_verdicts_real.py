@@ -1,0 +1,74 @@
+"""Verdicts on real dumps from gloo jobs in the lab (tests/data/job/lab, tests/triage/train_job.py),
+one planted fault each; the culprit is named exactly, and no innocent rank or host."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from fabricscope.triage.collect import collect
+from fabricscope.triage.document import build, exit_code
+from tests.triage.conftest import DATA
+
+
+def _doc(path, *extra) -> dict:
+    return build(collect([path, *extra]))
+
+
+def _culprits(doc: dict) -> list[tuple[int, str]]:
+    return [(c["rank"], c["host"]) for c in doc["verdict"]["culprits"]]
+
+
+def test_healthy_job(case) -> None:
+    doc = _doc(case("healthy"))
+    assert doc["verdict"]["class"] == "healthy" and exit_code(doc) == 0 and not doc["verdict"]["culprits"]
+
+
+def test_skipped_collective_names_the_skipper_not_the_rank_that_crashed(case) -> None:
+    doc = _doc(case("skip"))
+    v = doc["verdict"]
+    assert v["class"] == "never_entered" and _culprits(doc) == [(2, "h3")], v
+    assert "skipped" in v["culprits"][0]["why"] and exit_code(doc) == 1
+    assert doc["next_action"]["kind"] == "application"
+
+
+def test_size_mismatch_names_the_odd_rank(case) -> None:
+    doc = _doc(case("size"))
+    v = doc["verdict"]
+    assert v["class"] == "mismatch" and _culprits(doc) == [(1, "h2")], v
+    assert "65537" in v["culprits"][0]["why"] and "65536" in v["culprits"][0]["why"]
+
+
+def test_sigstopped_rank_is_named_from_its_stale_dump(case) -> None:
+    doc = _doc(case("stop"))
+    v = doc["verdict"]
+    assert v["class"] == "stopped" and _culprits(doc) == [(2, "h3")], v
+    assert sorted(v["waiting_ranks"]) == [0, 1, 3]
+
+
+def test_killed_rank_died_from_the_launcher_log(case) -> None:
+    doc = _doc(case("kill"))
+    v = doc["verdict"]
+    assert v["class"] == "died" and _culprits(doc) == [(2, "h3")], v
+    assert "SIGKILL" in v["culprits"][0]["why"] and doc["next_action"]["kind"] == "drain"
+
+
+def test_nccl_watchdog_timeout_on_h200(tmp_path) -> None:
+    (tmp_path / "nccl_trace_rank_0").write_bytes((DATA / "h200" / "timeout_nccl_trace_rank_0").read_bytes())
+    doc = _doc(tmp_path, DATA / "h200" / "timeout_stderr.txt")
+    assert doc["verdict"]["class"] == "network_hang" and doc["verdict"]["collective"] == 7
+    assert doc["rests_on"]["ranks"] == [0]
+
+
+def test_cli_json_exit_codes_and_bad_input(case, tmp_path) -> None:
+    run = [sys.executable, "-m", "fabricscope", "job", "diagnose"]
+    proc = subprocess.run([*run, str(case("skip")), "--json"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["schema"] == "fabricscope.job/v1" and doc["verdict"]["culprits"][0]["rank"] == 2
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "rank0.pkl").write_bytes(b"\x80\x04garbage")
+    proc = subprocess.run([*run, str(tmp_path / "junk")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("fabricscope: error:") and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
