@@ -23,7 +23,7 @@ def test_real_nccl_dumps_pickle_and_json_agree() -> None:
     assert (jgroup.last_enqueued, jgroup.last_completed) == (14, 14)  # the JSON form writes them as strings
     assert [e.op for e in group.entries] == [e.op for e in jgroup.entries]
     assert group.entries[0].op == "nccl:all_reduce" and group.entries[0].state == "completed"
-    assert group.entries[0].in_sizes == [[1048576]] and group.ranks == [0]
+    assert group.entries[0].in_sizes == [[1048576]] and group.ranks == (0,)
 
 
 def test_real_watchdog_timeout_dump_shows_the_open_collective() -> None:
@@ -38,7 +38,7 @@ def test_real_gloo_dump_counters_under_their_group() -> None:
     """gloo's default group is configured under "" and counted under "0": one group, with its ranks."""
     dump = read_dump(DATA / "lab" / "healthy" / "h2" / "fr_rank1.pkl")
     assert isinstance(dump, RankDump) and list(dump.groups) == ["0"]
-    assert dump.groups["0"].ranks == [0, 1, 2, 3] and dump.groups["0"].last_started is None
+    assert dump.groups["0"].ranks == (0, 1, 2, 3) and dump.groups["0"].last_started is None
     assert dump.groups["0"].entries[0].op == "gloo:all_reduce"
 
 

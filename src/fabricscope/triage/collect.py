@@ -12,12 +12,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabricscope.errors import FabricscopeError
-from fabricscope.triage.flight_recorder import MAX_DUMP_BYTES, looks_like_dump, rank_from_name, read_dump
+from fabricscope.triage.flight_recorder import (
+    MAX_DUMP_BYTES,
+    load_entries,
+    looks_like_dump,
+    rank_from_name,
+    read_dump,
+)
 from fabricscope.triage.joblog import LogEvidence, read_log
 from fabricscope.triage.model import RankDump, Skipped
 from fabricscope.triage.ras import RasSnapshot
 from fabricscope.triage.ras import parse as parse_ras
 
+FULL_READ_RANKS = 256  # up to this many ranks every dump is read whole
+SAMPLE_RANKS = 8  # beyond it: the ranks whose counters differ from most, and this many of the rest
+MAX_FULL_READS = 1024
 MAX_FILES = 100_000
 MAX_DEPTH = 4
 MAX_LOG_BYTES = 2 * 2**30
@@ -31,6 +40,7 @@ class JobInputs:
     ras: list[RasSnapshot] = field(default_factory=list)
     logs: LogEvidence = field(default_factory=LogEvidence)
     hidden: int = 0  # dot files (a writer's temporary files) not read
+    entries_read: int = 0  # dumps read whole (the others: counters only)
 
 
 def _files(root: Path) -> list[tuple[Path, Path]]:
@@ -72,7 +82,7 @@ def read_one(path: Path, root: Path, inputs: JobInputs, host_map: dict[int, str]
         inputs.skipped.append(Skipped(str(path), "empty file"))
     elif looks_like_dump(head):
         rank = rank_from_name(path.name)
-        got = read_dump(path, rank, _host_for(path, root, host_map, rank))
+        got = read_dump(path, rank, _host_for(path, root, host_map, rank), header_only=True)
         (inputs.dumps if isinstance(got, RankDump) else inputs.skipped).append(got)  # type: ignore[arg-type]
     elif b"\x00" in head:
         inputs.skipped.append(Skipped(str(path), "binary, and not a Flight Recorder dump (foreign file)"))
@@ -110,6 +120,37 @@ def collect(paths: list[Path], host_map: dict[int, str] | None = None) -> JobInp
             inputs.skipped.append(Skipped(dump.path, f"a second dump for rank {dump.rank} (kept the newer {seen[dump.rank].path})"))
         else:
             seen[dump.rank] = dump
-    inputs.dumps = list(seen.values())
+    inputs.dumps = read_entries(list(seen.values()), inputs)
     inputs.ras.sort(key=lambda s: (os.path.getmtime(s.source) if os.path.exists(s.source) else 0, s.source))
     return inputs
+
+
+def _counters(dump: RankDump) -> tuple:
+    return tuple(sorted((name, g.last_enqueued, g.last_completed) for name, g in dump.groups.items()))
+
+
+def read_entries(dumps: list[RankDump], inputs: JobInputs) -> list[RankDump]:
+    """Entries for every rank of a small job; for a large one, for the ranks whose counters differ
+    from what most ranks show (the suspects) and a sample of the rest (the reference): a verdict
+    compares the suspects' collectives with the majority's, and 4,096 whole dumps would take
+    minutes to unpickle. The document says how many were read whole."""
+    if len(dumps) <= FULL_READ_RANKS:
+        wanted = {d.rank for d in dumps}
+    else:
+        common: dict[tuple, list[int]] = {}
+        for d in dumps:
+            common.setdefault(_counters(d), []).append(d.rank)
+        majority = max(common.values(), key=len)
+        outliers = [d.rank for d in dumps if d.rank not in set(majority)]
+        wanted = set(outliers[:MAX_FULL_READS - SAMPLE_RANKS]) | set(majority[:SAMPLE_RANKS])
+    out = []
+    for d in dumps:
+        if d.rank in wanted and d.header_only:
+            full = load_entries(d)
+            if isinstance(full, Skipped):
+                inputs.skipped.append(full)
+                continue
+            d = full
+        out.append(d)
+    inputs.entries_read = sum(1 for d in out if not d.header_only)
+    return out

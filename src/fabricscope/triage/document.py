@@ -167,6 +167,7 @@ def build(inputs: JobInputs, *, stall_s: float = STALL_S) -> dict[str, Any]:
             "ras_polls": len(inputs.ras),
             "logs": inputs.logs.files[:64],
             "hidden_files": inputs.hidden,
+                     "dumps_read_whole": inputs.entries_read,
             "stall_after_s": stall_s,
         },
         "ranks": _rank_rows(inputs, verdict.group, max(written) if written else None),

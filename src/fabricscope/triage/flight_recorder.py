@@ -49,8 +49,9 @@ def looks_like_dump(head: bytes) -> bool:
                                        or b'"comm_lib_version"' in text)
 
 
-def read_dump(path: Path, rank: int | None = None, host: str | None = None) -> RankDump | Skipped:
-    """One rank's dump, or the reason it is left out; never raises for bad content."""
+def read_dump(path: Path, rank: int | None = None, host: str | None = None, *, header_only: bool = False) -> RankDump | Skipped:
+    """One rank's dump, or the reason it is left out; never raises for bad content. With
+    ``header_only`` the entries are not read when the counters can be had without them."""
     try:
         size = path.stat().st_size
         if size == 0:
@@ -65,7 +66,7 @@ def read_dump(path: Path, rank: int | None = None, host: str | None = None) -> R
         rank = rank_from_name(path.name)
     if rank is None:
         return Skipped(str(path), "no rank in the file name (PyTorch names dumps <prefix><rank>)")
-    dump = parse_bytes(data, rank, str(path))
+    dump = (parse_header(data, rank, str(path)) if header_only else None) or parse_bytes(data, rank, str(path))
     if isinstance(dump, RankDump):
         dump.host, dump.mtime = host, mtime
     return dump
@@ -82,6 +83,55 @@ def parse_bytes(data: bytes, rank: int, path: str = "<bytes>") -> RankDump | Ski
         what = "truncated or corrupt" if fmt == "pickle" else "not valid JSON (truncated?)"
         return Skipped(path, f"{what}: {type(exc).__name__}")
     return from_object(obj, rank, path, fmt)
+
+
+_PICKLED_ENTRIES_KEY = b"X\x07\x00\x00\x00entries"  # BINUNICODE "entries", as PyTorch's pickler writes it
+
+
+def parse_header(data: bytes, rank: int, path: str = "<bytes>") -> RankDump | None:
+    """version, pg_config and pg_status without the entries (the bulk of a dump), or None when the
+    layout is not the one PyTorch writes (the caller then reads the whole dump).
+
+    PyTorch pickles the top-level dict in the order version, pg_config, comm_lib_version,
+    pg_status, entries: the bytes before the ``entries`` key, closed with SETITEMS and STOP, are
+    a complete pickle of the rest. Its JSON form sorts keys, so pg_config and pg_status follow
+    the entries: each is decoded where it starts."""
+    try:
+        if data.startswith(PICKLE_MAGIC):
+            cut = data.find(_PICKLED_ENTRIES_KEY)
+            if cut <= 0:
+                return None
+            obj = loads_plain(data[:cut] + b"u.")
+        else:
+            obj = {}
+            decoder = json.JSONDecoder()
+            text = data.decode("utf-8")
+            for key in ("version", "comm_lib_version", "pg_config", "pg_status"):
+                at = text.rfind(f'"{key}":')
+                if at < 0:
+                    return None
+                start = at + len(key) + 3
+                while text[start] in " \t\r\n":
+                    start += 1
+                obj[key] = decoder.raw_decode(text, start)[0]
+    except (HostilePickle, pickle.UnpicklingError, EOFError, ValueError, IndexError, TypeError, UnicodeDecodeError):
+        return None
+    if not isinstance(obj, dict) or "version" not in obj or not obj.get("pg_status") or "entries" in obj:
+        return None
+    obj["entries"] = []
+    dump = from_object(obj, rank, path, "pickle" if data.startswith(PICKLE_MAGIC) else "json")
+    if isinstance(dump, RankDump):
+        dump.header_only = True
+        return dump
+    return None
+
+
+def load_entries(dump: RankDump) -> RankDump | Skipped:
+    """The whole dump behind a header-only one (same rank, host and file time)."""
+    full = read_dump(Path(dump.path), dump.rank, dump.host)
+    if isinstance(full, RankDump):
+        full.mtime = dump.mtime
+    return full
 
 
 def from_object(obj: Any, rank: int, path: str, fmt: str) -> RankDump | Skipped:
@@ -109,14 +159,29 @@ def _int(value: Any) -> int | None:
     return None if number < 0 else number  # -1: never (gloo does not record "started")
 
 
+_RANKS_SEEN: dict[str, tuple[int, ...]] = {}  # every rank of a 4,096-rank job lists the same 4,096 members
+
+
+def _members(ranks: Any) -> tuple[int, ...] | None:
+    """pg_config's member list (a string in both forms), shared between dumps that list the same."""
+    if isinstance(ranks, str):
+        if (seen := _RANKS_SEEN.get(ranks)) is not None:
+            return seen
+        parsed = json.loads(ranks)
+        if not isinstance(parsed, list):
+            return None
+        members = tuple(int(r) for r in parsed)
+        if len(_RANKS_SEEN) < 256:
+            _RANKS_SEEN[ranks] = members
+        return members
+    return tuple(int(r) for r in ranks) if isinstance(ranks, list) else None
+
+
 def _groups(dump: RankDump, config: dict, status: dict) -> None:
     for name, cfg in config.items():
-        ranks = cfg.get("ranks") if isinstance(cfg, dict) else None
-        if isinstance(ranks, str):
-            ranks = json.loads(ranks)
         group = GroupStatus(name=str(cfg.get("name", name)) if isinstance(cfg, dict) else str(name),
                             desc=str(cfg.get("desc", "")) if isinstance(cfg, dict) else "",
-                            ranks=[int(r) for r in ranks] if isinstance(ranks, list) else None)
+                            ranks=_members(cfg.get("ranks")) if isinstance(cfg, dict) else None)
         dump.groups[group.name] = group
     for name, st in status.items():
         group = dump.groups.get(str(name))

@@ -27,7 +27,7 @@ class GroupStatus:
 
     name: str
     desc: str = ""
-    ranks: list[int] | None = None  # global ranks in the group (pg_config), None when unknown
+    ranks: tuple[int, ...] | None = None  # global ranks in the group (pg_config), None when unknown
     last_enqueued: int | None = None
     last_started: int | None = None
     last_completed: int | None = None
@@ -47,6 +47,7 @@ class RankDump:
     groups: dict[str, GroupStatus] = field(default_factory=dict)
     mtime: float | None = None
     notes: list[str] = field(default_factory=list)  # e.g. entries cut at the cap
+    header_only: bool = False  # counters read, entries not (large jobs: see triage.collect)
 
 
 @dataclass(frozen=True)
