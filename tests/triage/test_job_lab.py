@@ -76,3 +76,33 @@ def test_size_mismatch_is_named(lab, tmp_path) -> None:
     lab_job.finish(run)
     rc, doc = _diagnose(run.dumps, run.stderr)
     assert rc == 1 and doc["verdict"]["class"] == "mismatch" and _named(doc) == [(1, "h2")], doc["verdict"]
+
+
+def test_watch_writes_the_diagnosis_within_30_s_of_a_sigstop(lab, tmp_path) -> None:
+    import subprocess
+    import sys
+
+    run = lab_job.start(lab, tmp_path / "run", steps=400)
+    lab_job.wait_training(run, "h3", 2)
+    out = tmp_path / "out"
+    out.mkdir()
+    prom = tmp_path / "job.prom"
+    watcher = subprocess.Popen([sys.executable, "-m", "fabricscope", "job", "watch", str(run.dumps), "--interval", "2",
+                                "--out", str(out), "--textfile", str(prom), "--exit-on-stall", "--duration", "120"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        pids = lab_job.plant_signal(lab, run, "h3", 2, signal.SIGSTOP, settle=4.0)
+        stopped = time.time()
+        stdout, stderr = watcher.communicate(timeout=150)
+    finally:
+        watcher.kill()
+        lab_job.finish(run, pids if "pids" in locals() else [])
+    assert watcher.returncode == 1, stderr
+    written = sorted(out.glob("job-diagnosis-*.json"))
+    assert len(written) == 1, stdout
+    assert written[0].stat().st_mtime - stopped < 30, "diagnosis later than 30 s after the stall"
+    doc = json.loads(written[0].read_text())
+    assert doc["verdict"]["class"] == "stopped" and _named(doc) == [(2, "h3")], doc["verdict"]
+    metrics = prom.read_text()
+    assert 'fabricscope_job_suspect{class="stopped",host="h3",rank="2"} 1.0' in metrics
+    assert 'fabricscope_job_last_completed_collective{host="h1",rank="0"}' in metrics

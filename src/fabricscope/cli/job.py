@@ -67,3 +67,45 @@ def diagnose(
         doc["drain"] = drain_named(doc, drain, apply=apply)
     _render(doc, json_out, html_out)
     raise typer.Exit(code)
+
+
+def _ras_addr(value: str | None) -> tuple[str, int] | None:
+    if value is None:
+        return None
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        die(f"--ras takes HOST:PORT (NCCL's default is 127.0.0.1:28028), got {value[:80]!r}")
+    return host, int(port)
+
+
+@job_app.command("watch")
+def watch(
+    paths: list[Path] = typer.Argument(..., help="The job's dump directories (Flight Recorder, Inspector, logs)."),
+    interval: float = typer.Option(5.0, "--interval", min=1.0, max=3600.0, help="Seconds between polls of the directories."),
+    stall_after: float = typer.Option(10.0, "--stall-after", min=0.0, max=86400.0, help="A collective open this many SECONDS is a stall."),
+    ras: str | None = typer.Option(None, "--ras", help="Also poll NCCL RAS at HOST:PORT (e.g. 127.0.0.1:28028), every 10 s at most."),
+    out: Path = typer.Option(Path("."), "--out", help="Directory for job-diagnosis-<time>.json on a stall."),
+    textfile: Path | None = typer.Option(None, "--textfile", help="Write fabricscope_job_* metrics here (node_exporter textfile collector)."),
+    host: list[str] = typer.Option([], "--host", help="RANK=HOST (repeatable)."),
+    duration: float | None = typer.Option(None, "--duration", min=1.0, help="Stop after SECONDS (default: run until stopped)."),
+    exit_on_stall: bool = typer.Option(False, "--exit-on-stall", help="Exit 1 after writing the first diagnosis."),
+) -> None:
+    """Poll beside a running job: export progress metrics; on a stall write the diagnosis (exit 0, or 1 with --exit-on-stall)."""
+    from fabricscope.report.job import terminal_lines
+    from fabricscope.report.terminal import console
+    from fabricscope.triage.watch import watch as run_watch
+
+    if not out.is_dir():
+        die(f"--out {out}: not a directory")
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        die(f"no such directory: {', '.join(missing)[:200]}")
+
+    def report(doc: dict, path: Path) -> None:
+        for line in terminal_lines(doc):
+            console().print(line, highlight=False, soft_wrap=True)
+        console().print(f"diagnosis written to {path}", highlight=False)
+
+    state = run_watch(paths, interval_s=interval, stall_s=stall_after, out_dir=out, textfile=textfile, ras_addr=_ras_addr(ras),
+                      duration_s=duration, exit_on_stall=exit_on_stall, on_diagnosis=report, host_map=_host_map(host))
+    raise typer.Exit(1 if exit_on_stall and state.stalled else 0)

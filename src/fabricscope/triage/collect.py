@@ -21,7 +21,7 @@ from fabricscope.triage.flight_recorder import (
 )
 from fabricscope.triage.joblog import LogEvidence, read_log
 from fabricscope.triage.model import RankDump, Skipped
-from fabricscope.triage.ras import RasSnapshot
+from fabricscope.triage.ras import RasSnapshot, looks_like_ras
 from fabricscope.triage.ras import parse as parse_ras
 
 FULL_READ_RANKS = 256  # up to this many ranks every dump is read whole
@@ -92,7 +92,7 @@ def read_one(path: Path, root: Path, inputs: JobInputs, host_map: dict[int, str]
 
 def _read_text(path: Path, head: bytes, inputs: JobInputs) -> None:
     text_head = head.decode("utf-8", "replace")
-    if "Job summary" in text_head or "Communicators" in text_head or '"communicators"' in text_head:
+    if looks_like_ras(text_head):
         if path.stat().st_size > MAX_DUMP_BYTES:
             inputs.skipped.append(Skipped(str(path), "RAS output over the size cap"))
             return

@@ -36,6 +36,7 @@ class RasSnapshot:
     nccl_version: str | None = None
     statuses: list[tuple[str, str]] = field(default_factory=list)  # (status, errors) per communicator group
     counts: dict[int, int] = field(default_factory=dict)  # rank -> operations launched (outliers; JSON: all)
+    most: int | None = None  # the highest count any group of ranks launched
     rank_hosts: dict[int, str] = field(default_factory=dict)
     missing: set[int] = field(default_factory=set)
     dead: list[str] = field(default_factory=list)  # "process P on node N (GPU g)"
@@ -54,13 +55,14 @@ def parse_text(text: str, source: str = "<ras>") -> RasSnapshot:
             if m.group(8) != "OK":
                 snap.errors.add(m.group(8))
         elif m := _COMM_HEAD.match(line.strip()):
-            section, count = m.group(4), None
+            section, count, dead_block = m.group(4), None, False
             snap.errors.add(section)
         elif line.strip() in ("DEAD", "INCOMPLETE", "TIMEOUT", "MISMATCH"):
             section, dead_block = line.strip(), line.strip() == "DEAD"
             snap.errors.add(section)
         elif m := _LAUNCHED.match(line):
             count = int(m.group(2))
+            snap.most = max(snap.most or 0, count)
         elif (m := _RANK_LINE.match(line)) and count is not None and section == "MISMATCH":
             snap.counts[int(m.group(1))] = count
             snap.rank_hosts[int(m.group(1))] = m.group(4)
@@ -80,6 +82,7 @@ def parse_json(obj: Any, source: str = "<ras>") -> RasSnapshot:
             snap.rank_hosts[r] = str(rank.get("host"))
             counts = rank.get("collective_counts") or {}
             snap.counts[r] = sum(int(v) for v in counts.values() if isinstance(v, int))
+            snap.most = max(snap.most or 0, snap.counts[r])
             status = rank.get("status") or {}
             if status.get("async_error") not in (0, None) or status.get("abort_flag"):
                 snap.errors.add("ASYNC_ERROR")
@@ -96,6 +99,15 @@ def parse_json(obj: Any, source: str = "<ras>") -> RasSnapshot:
     return snap
 
 
+_RAS_MARKS = re.compile(r"Job summary|Communicators|Group\s+Comms\s+Nodes|^#\d+-\d+ \(|\bconsidered dead \(unreachable via the RAS network\)"
+                        r'|"communicators"', re.MULTILINE)
+
+
+def looks_like_ras(text: str) -> bool:
+    """RAS output, by the headings and phrases its text and JSON forms always carry."""
+    return _RAS_MARKS.search(text) is not None
+
+
 def parse(data: bytes | str, source: str = "<ras>") -> RasSnapshot | None:
     """Text or JSON RAS output; None when it is neither."""
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
@@ -108,7 +120,7 @@ def parse(data: bytes | str, source: str = "<ras>") -> RasSnapshot | None:
         except ValueError:
             return None
         return parse_json(obj, source) if isinstance(obj, dict) and "communicators" in obj else None
-    if "Communicators" in text or "Job summary" in text:
+    if looks_like_ras(text):
         return parse_text(text, source)
     return None
 
@@ -146,16 +158,17 @@ def ras_verdict(polls: list[RasSnapshot]) -> tuple[list[int], list[str]]:
         evidence += [f"RAS: considered dead: {d}" for d in last.dead[:16]]
     suspects = sorted(last.dead_ranks | last.missing)
     if len(polls) < 2:
-        if last.counts and len(set(last.counts.values())) > 1:
+        if last.counts and any(c < (last.most or 0) for c in last.counts.values()):
             evidence.append("RAS: one poll only: its MISMATCH of operation counts may be counts still rising")
         return suspects, evidence
     first = polls[-2]
     common = set(first.counts) & set(last.counts)
     moved = any(first.counts[r] != last.counts[r] for r in common)
-    if common and not moved and len(set(last.counts.values())) > 1:
+    most = last.most or 0
+    if common and not moved and first.most == last.most and any(c < most for c in last.counts.values()):
         low = min(last.counts.values())
         laggards = sorted(r for r, c in last.counts.items() if c == low)
         evidence.append(f"RAS: counts unchanged across two polls; rank {', '.join(map(str, laggards))} launched {low}, "
-                        f"others up to {max(last.counts.values())}")
+                        f"others up to {most}")
         suspects = sorted(set(suspects) | set(laggards))
     return suspects, evidence
