@@ -72,3 +72,15 @@ def test_cli_json_exit_codes_and_bad_input(case, tmp_path) -> None:
     proc = subprocess.run([*run, str(tmp_path / "junk")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("fabricscope: error:") and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_drain_goes_through_fleets_slurm_layer_and_only_for_the_named_host(case) -> None:
+    from fabricscope.triage.drain import drain_named
+
+    doc = _doc(case("kill"))
+    calls: list[list[str]] = []
+    actions = drain_named(doc, ["h3", "h1"], apply=True, runner=lambda argv: (calls.append(argv) or (0, "", "")))
+    assert calls == [["scontrol", "update", "NodeName=h3", "State=DRAIN", "Reason=fabricscope: job.died rank 2 collective "
+                      f"{doc['verdict']['collective']}"]]
+    assert [(a["host"], a["done"]) for a in actions] == [("h3", True), ("h1", False)]
+    assert drain_named(doc, ["h3"], apply=False, runner=lambda argv: (_ for _ in ()).throw(AssertionError("ran")))[0]["done"] is False

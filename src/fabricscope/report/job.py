@@ -28,6 +28,10 @@ def terminal_lines(doc: dict[str, Any]) -> list[str]:
     lines.append(f"[bold]next:[/] {escape(act['text'])}")
     for cmd in act.get("commands", [])[:4]:
         lines.append(f"  $ {escape(cmd)}")
+    for d in doc.get("drain", []):
+        what = "drained" if d["done"] else "not drained"
+        argv = " ".join(d.get("argv", []))
+        lines.append(f"  {what} {escape(d['host'])}: {escape(d['detail'] or 'ok')}" + (f" ({escape(argv)})" if argv else ""))
     rest = f"rests on {len(rests['ranks'])} rank dump(s)"
     if rests["missing_ranks"]:
         rest += f"; no dump from rank {', '.join(map(str, rests['missing_ranks'][:32]))}"
