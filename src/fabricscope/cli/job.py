@@ -87,7 +87,7 @@ def watch(
     out: Path = typer.Option(Path("."), "--out", help="Directory for job-diagnosis-<time>.json on a stall."),
     textfile: Path | None = typer.Option(None, "--textfile", help="Write fabricscope_job_* metrics here (node_exporter textfile collector)."),
     host: list[str] = typer.Option([], "--host", help="RANK=HOST (repeatable)."),
-    duration: float | None = typer.Option(None, "--duration", min=1.0, help="Stop after SECONDS (default: run until stopped)."),
+    duration: float | None = typer.Option(None, "--duration", min=1.0, max=2_592_000.0, help="Stop after SECONDS (default: run until stopped)."),
     exit_on_stall: bool = typer.Option(False, "--exit-on-stall", help="Exit 1 after writing the first diagnosis."),
 ) -> None:
     """Poll beside a running job: export progress metrics; on a stall write the diagnosis (exit 0, or 1 with --exit-on-stall)."""
