@@ -59,3 +59,15 @@ def test_html_page_marks_the_culprit(case) -> None:
     page = html_page(doc)
     assert page.startswith("<!doctype html>") and "<svg" in page and "&gt; rank 2" in page
     assert doc["timeline"]["culprits"] == [2] and set(doc["timeline"]["ranks"]) == {"0", "1", "2", "3"}
+
+
+def test_inspector_jsonl_from_nccls_readme_is_read_and_reported(tmp_path) -> None:
+    from fabricscope.triage.inspector_adapter import read_records
+
+    lines = (DATA / "inspector_readme_example.jsonl").read_text().splitlines()
+    records = read_records([*lines, "{cut", "not json"])
+    assert [(r.rank, r.host, r.coll, r.seq, r.exec_us, round(r.busbw_gbs or 0, 3)) for r in records] == [
+        (2, "example-hostname", "AllReduce", 1407, 61974.0, 485.119)]
+    (tmp_path / "inspector.jsonl").write_text("\n".join(lines) + "\n")
+    inputs = collect([tmp_path])
+    assert len(inputs.inspector) == 1 and not inputs.skipped

@@ -19,6 +19,7 @@ from fabricscope.triage.flight_recorder import (
     rank_from_name,
     read_dump,
 )
+from fabricscope.triage.inspector_adapter import CollRecord, looks_like_inspector, read_records
 from fabricscope.triage.joblog import LogEvidence, read_log
 from fabricscope.triage.model import RankDump, Skipped
 from fabricscope.triage.ras import RasSnapshot, looks_like_ras
@@ -28,6 +29,7 @@ FULL_READ_RANKS = 256  # up to this many ranks every dump is read whole
 SAMPLE_RANKS = 8  # beyond it: the ranks whose counters differ from most, and this many of the rest
 MAX_FULL_READS = 1024
 MAX_FILES = 100_000
+MAX_INSPECTOR = 2_000_000
 MAX_DEPTH = 4
 MAX_LOG_BYTES = 2 * 2**30
 HEAD = 4096
@@ -41,6 +43,7 @@ class JobInputs:
     logs: LogEvidence = field(default_factory=LogEvidence)
     hidden: int = 0  # dot files (a writer's temporary files) not read
     entries_read: int = 0  # dumps read whole (the others: counters only)
+    inspector: list[CollRecord] = field(default_factory=list)
 
 
 def _files(root: Path) -> list[tuple[Path, Path]]:
@@ -92,6 +95,10 @@ def read_one(path: Path, root: Path, inputs: JobInputs, host_map: dict[int, str]
 
 def _read_text(path: Path, head: bytes, inputs: JobInputs) -> None:
     text_head = head.decode("utf-8", "replace")
+    if looks_like_inspector(text_head):
+        with path.open(encoding="utf-8", errors="replace") as lines:
+            inputs.inspector.extend(read_records(lines)[: MAX_INSPECTOR - len(inputs.inspector)])
+        return
     if looks_like_ras(text_head):
         if path.stat().st_size > MAX_DUMP_BYTES:
             inputs.skipped.append(Skipped(str(path), "RAS output over the size cap"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from fabricscope.triage.collect import JobInputs
@@ -23,6 +24,20 @@ from fabricscope.triage.verdict import (
 SCHEMA = "fabricscope.job/v1"
 TIMELINE_SEQS = 48  # collectives shown before and up to the verdict's
 TIMELINE_RANKS = 512
+
+
+def inspector_evidence(records: list) -> list[str]:
+    """NCCL Inspector: the rank with the lowest median bus bandwidth, as evidence (not a verdict of its own)."""
+    by_rank: dict[int, list[float]] = {}
+    for rec in records:
+        if rec.busbw_gbs is not None:
+            by_rank.setdefault(rec.rank, []).append(rec.busbw_gbs)
+    if len(by_rank) < 2:
+        return [f"Inspector: {len(records)} collective record(s)"] if records else []
+    medians = {r: statistics.median(v) for r, v in by_rank.items()}
+    low = min(medians, key=medians.__getitem__)
+    return [f"Inspector: {len(records)} records from {len(by_rank)} ranks; lowest median busbw rank {low} "
+            f"({medians[low]:.1f} GB/s, median of ranks {statistics.median(medians.values()):.1f} GB/s)"]
 
 
 def next_action(verdict: Verdict) -> dict[str, Any]:
@@ -142,6 +157,7 @@ def build(inputs: JobInputs, *, stall_s: float = STALL_S) -> dict[str, Any]:
             f"RAS names rank {', '.join(map(str, ras_suspects))} while the dumps show no stall"
         )
     verdict.evidence += [f"log: {line}" for line in inputs.logs.errors[:8]]
+    verdict.evidence += inspector_evidence(inputs.inspector)
     written = [d.mtime for d in inputs.dumps if d.mtime]
     members = sorted({m for d in inputs.dumps for g in d.groups.values() for m in (g.ranks or [])})
     have = {d.rank for d in inputs.dumps}

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from fabricscope.triage.joblog import LogEvidence
 from fabricscope.triage.model import Entry, RankDump
 from fabricscope.triage.sequence import Divergence, GroupView, first_divergence, groups
+from fabricscope.triage.timing import Straggler, find_straggler
 
 MAX_NAMED = 32  # ranks listed in a verdict's lists (the count is always given)
 
@@ -196,6 +197,14 @@ def _stuck_inside(view: GroupView, hosts: dict[int, str | None], clocks: Clocks)
     return Verdict(NETWORK_HANG, headline, view.name, top, entry.op if entry else None, suspects, evidence=evidence)
 
 
+def _straggler(view: GroupView, slow: Straggler, hosts: dict[int, str | None]) -> Verdict:
+    why = (f"arrived last at {slow.last_share:.0%} of {slow.collectives} collectives, a median {slow.lateness_s * 1e3:.1f} ms "
+           f"after the median rank (collectives every {slow.interval_s * 1e3:.1f} ms)")
+    return Verdict(STRAGGLER, f"straggler: rank {slow.rank} keeps the others waiting; the job runs {slow.slowdown:.2f}x slower "
+                   "than it would if it kept up", view.name, None, None, [Suspect(slow.rank, hosts.get(slow.rank), why)],
+                   evidence=[why], slowdown=slow.slowdown)
+
+
 def diagnose(dumps: list[RankDump], logs: LogEvidence, stall_s: float = STALL_S) -> Verdict:
     """The verdict over every process group; the first group with a fault decides."""
     hosts: dict[int, str | None] = {**logs.rank_hosts, **{d.rank: d.host for d in dumps if d.host}}
@@ -218,6 +227,9 @@ def diagnose(dumps: list[RankDump], logs: LogEvidence, stall_s: float = STALL_S)
         if verdict is not None:
             verdict.evidence.append(f"the waiting ranks had been in it {age:.1f} s when they dumped")
             return verdict
+    for view in views:
+        if (slow := find_straggler(view)) is not None:
+            return _straggler(view, slow, hosts)
     first = views[0]
     top = max(first.enqueued(r) for r in first.status)
     return Verdict(HEALTHY, f"no stall: every rank reached collective {top} of process group {first.name}, "
