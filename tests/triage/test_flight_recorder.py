@@ -92,3 +92,28 @@ def test_rank_from_names_pytorch_and_users_write() -> None:
     assert rank_from_name("nccl_trace_rank_7.node-12") == 7  # a host name after the rank (pytorch#140879)
     assert rank_from_name("trace5.pkl") == 5
     assert rank_from_name("notes.txt") is None
+
+
+def test_no_input_raises(tmp_path) -> None:
+    """Cut, flipped and re-typed versions of a real dump: each is a dump or a named reason, never an exception."""
+    import json
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    real = (H200 / "healthy_nccl_fr_rank0.pkl").read_bytes()
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.integers(0, len(real)), st.integers(0, len(real) - 1), st.integers(0, 255))
+    def flipped(cut: int, at: int, value: int) -> None:
+        data = bytearray(real[:cut] or real)
+        data[at % len(data)] = value
+        got = parse_bytes(bytes(data), 0)
+        assert isinstance(got, RankDump | Skipped)
+
+    flipped()
+    for obj in ({"version": 1, "entries": [1, 2]}, {"version": "2.10", "entries": [{"collective_seq_id": "x"}]},
+                {"version": "2.10", "entries": [], "pg_status": {"0": {"last_enqueued_collective": "many"}}},
+                {"version": "2.10", "entries": [], "pg_config": {"0": {"ranks": "[0, 1"}}}, [1, 2, 3], "text"):
+        got = parse_bytes(json.dumps(obj).encode(), 0)
+        assert isinstance(got, Skipped), obj

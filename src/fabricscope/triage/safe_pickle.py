@@ -36,6 +36,7 @@ class PlainDataUnpickler(pickle.Unpickler):
 
 
 def loads_plain(data: bytes) -> Any:
-    """Plain data from ``data``; :class:`HostilePickle` for a pickle naming anything else,
-    :class:`pickle.UnpicklingError`, ``EOFError`` or ``ValueError`` for a broken one."""
+    """Plain data from ``data``; :class:`HostilePickle` for a pickle naming anything else, and
+    whatever the C unpickler raises for a broken one (UnpicklingError, EOFError, ValueError,
+    AttributeError, KeyError...: callers catch them all)."""
     return PlainDataUnpickler(io.BytesIO(data)).load()
