@@ -59,6 +59,7 @@ def test_nccl_watchdog_timeout_on_h200(tmp_path) -> None:
     doc = _doc(tmp_path, DATA / "h200" / "timeout_stderr.txt")
     assert doc["verdict"]["class"] == "network_hang" and doc["verdict"]["collective"] == 7
     assert doc["rests_on"]["ranks"] == [0]
+    assert "log: rank 0: PyTorch's watchdog timed out in collective 7 (ALLREDUCE)" in doc["verdict"]["evidence"]
 
 
 def test_cli_json_exit_codes_and_bad_input(case, tmp_path) -> None:

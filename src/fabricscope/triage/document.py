@@ -156,7 +156,10 @@ def build(inputs: JobInputs, *, stall_s: float = STALL_S) -> dict[str, Any]:
         verdict.evidence.append(
             f"RAS names rank {', '.join(map(str, ras_suspects))} while the dumps show no stall"
         )
-    verdict.evidence += [f"log: {line}" for line in inputs.logs.errors[:8]]
+    logs = inputs.logs
+    verdict.evidence += [f"log: rank {r}: PyTorch's watchdog timed out in {what}" for r, what in sorted(logs.timeouts.items())[:8]]
+    verdict.evidence += [f"log: a peer at {addr} closed its connections ({n} line(s))" for addr, n in sorted(logs.lost_peers.items())[:8]]
+    verdict.evidence += [f"log: {line}" for line in logs.errors[:8]]
     verdict.evidence += inspector_evidence(inputs.inspector)
     written = [d.mtime for d in inputs.dumps if d.mtime]
     members = sorted({m for d in inputs.dumps for g in d.groups.values() for m in (g.ranks or [])})
