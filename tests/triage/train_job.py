@@ -45,7 +45,7 @@ def dump() -> None:
     else:
         text = _dump_fr_trace_json(includeCollectives=True, onlyActive=False)
         data, name = (text if isinstance(text, bytes) else text.encode()), f"fr_rank{RANK}.json"
-    tmp = os.path.join(folder, f".{name}.tmp")
+    tmp = os.path.join(folder, f".{name}.{threading.get_ident()}.tmp")  # the dumper thread and DUMP_EACH both write
     with open(tmp, "wb") as out:
         out.write(data)
     os.replace(tmp, os.path.join(folder, name))

@@ -31,6 +31,7 @@ _SRUN_TASK = re.compile(r"srun: error: ([\w.\-]+): tasks? (\d+)(?:-(\d+))?: (Kil
 _TR_HOST = re.compile(r"^\s*host\s*:\s*(\S+)\s*\Z")
 _TR_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
 _TR_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+_FAILURE = re.compile(r"^(?:\[rank\d+\]: )?(?:Traceback \(most recent call last\)|\w+(?:Error|Exception): )|terminate called after throwing")
 _ERROR_WORDS = re.compile(r"DistBackendError|NCCL error|ncclRemoteError|ncclSystemError|ncclInternalError|Last error:")
 
 
@@ -44,6 +45,7 @@ class LogEvidence:
     lost_peers: dict[str, int] = field(default_factory=dict)  # address -> how many lines name it
     rank_hosts: dict[int, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # first lines of errors, capped
+    failures: int = 0  # lines saying a rank failed: Python tracebacks, errors raised by torch
     files: list[str] = field(default_factory=list)
 
     def merge(self, other: LogEvidence) -> None:
@@ -54,6 +56,7 @@ class LogEvidence:
             self.lost_peers[addr] = self.lost_peers.get(addr, 0) + n
         self.rank_hosts.update(other.rank_hosts)
         self.errors.extend(other.errors[: 20 - len(self.errors)])
+        self.failures += other.failures
         self.files.extend(other.files)
 
 
@@ -110,6 +113,8 @@ def _line(ev: LogEvidence, body: str, rank: int | None, host: str | None, name: 
             ev.errors.append(f"{event.host or '?'}: NCCL WARN {event.message[:200]}")
     elif _ERROR_WORDS.search(body) and len(ev.errors) < 20:
         ev.errors.append((f"{host}: " if host else "") + body.strip()[:240])
+    if _FAILURE.search(body):
+        ev.failures += 1
 
 
 def _torchrun(ev: LogEvidence, block: dict[str, str], body: str) -> None:

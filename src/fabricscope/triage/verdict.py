@@ -232,5 +232,9 @@ def diagnose(dumps: list[RankDump], logs: LogEvidence, stall_s: float = STALL_S)
             return _straggler(view, slow, hosts)
     first = views[0]
     top = max(first.enqueued(r) for r in first.status)
+    if logs.failures or logs.lost_peers:
+        return Verdict(UNDETERMINED, f"the dumps show no stall (every rank reached collective {top}), but the logs show the job "
+                       f"failing ({logs.failures} error line(s), {len(logs.lost_peers)} lost peer(s)): an error outside the "
+                       "collectives; read the first traceback", first.name, top)
     return Verdict(HEALTHY, f"no stall: every rank reached collective {top} of process group {first.name}, "
                    f"none has been inside a collective for {stall_s:g} s", first.name, top)
