@@ -106,3 +106,13 @@ def test_watch_writes_the_diagnosis_within_30_s_of_a_sigstop(lab, tmp_path) -> N
     metrics = prom.read_text()
     assert 'fabricscope_job_suspect{class="stopped",host="h3",rank="2"} 1.0' in metrics
     assert 'fabricscope_job_last_completed_collective{host="h1",rank="0"}' in metrics
+
+
+def test_compute_straggler_is_named_with_its_slowdown(lab, tmp_path) -> None:
+    """Rank 1's compute takes 3x as long (0.15 s vs 0.05 s a step): it arrives last at the collectives after it."""
+    run = lab_job.start(lab, tmp_path / "run", env={"JOB_FAULT": "slow:1:3"}, steps=40)
+    lab_job.finish(run)
+    assert run.proc.returncode == 0, run.stderr.read_text()[-2000:]
+    rc, doc = _diagnose(run.dumps, run.stderr)
+    assert rc == 1 and doc["verdict"]["class"] == "straggler" and _named(doc) == [(1, "h2")], doc["verdict"]
+    assert doc["verdict"]["slowdown"] > 1.2

@@ -85,3 +85,11 @@ def test_drain_goes_through_fleets_slurm_layer_and_only_for_the_named_host(case)
                       f"{doc['verdict']['collective']}"]]
     assert [(a["host"], a["done"]) for a in actions] == [("h3", True), ("h1", False)]
     assert drain_named(doc, ["h3"], apply=False, runner=lambda argv: (_ for _ in ()).throw(AssertionError("ran")))[0]["done"] is False
+
+
+def test_link_shaped_host_is_not_pinned_on_its_ring_neighbour(case) -> None:
+    """h3's link shaped to a tenth (100 of 1,000 Mbit/s): gloo's ring makes rank 1 (h2), h3's neighbour,
+    arrive last most often (rank 2 is h3). Arrival times alone would blame an innocent host, so
+    no straggler is named (a known limit: docs/job.md)."""
+    doc = _doc(case("slowhost", with_log=False))
+    assert doc["verdict"]["class"] == "healthy" and not doc["verdict"]["culprits"], doc["verdict"]

@@ -6,7 +6,8 @@ sidecar or TORCH_FR_DUMP_TEMP_FILE would) to DUMP_DIR/<host>/fr_rank<R>.json|.pk
 pickle, even ranks JSON: both formats in every job), replacing it atomically.
 
 Planted faults (env JOB_FAULT, one at a time): ``skip:R:S`` rank R skips step S's loss all_reduce;
-``size:R:S`` rank R all-reduces a gradient one element larger at step S. SIGSTOP/SIGKILL/shaping
+``size:R:S`` rank R all-reduces a gradient one element larger at step S; ``slow:R:F`` rank R's
+compute (the sleep standing for forward and backward) takes F times as long (a straggler). SIGSTOP/SIGKILL/shaping
 are planted from outside. With DUMP_EACH=1 the rank also dumps right after enqueuing each
 collective, before waiting for it: gloo ends a rank that receives a mismatched size with
 std::terminate (no Python ``finally``), and the entry must already be on disk by then.
@@ -63,6 +64,13 @@ def fault(kind: str, step: int) -> bool:
     return int(rank) == RANK and int(at) == step
 
 
+def slow_factor() -> float:
+    if not FAULT.startswith("slow:"):
+        return 1.0
+    _, rank, factor = FAULT.split(":")
+    return float(factor) if int(rank) == RANK else 1.0
+
+
 def call(collective, *args) -> None:
     work = collective(*args, async_op=True)
     if DUMP_EACH:
@@ -77,7 +85,7 @@ def main() -> int:
     grad, loss = torch.ones(GRAD), torch.ones(1)
     try:
         for step in range(STEPS):
-            time.sleep(STEP_SLEEP)  # the forward and backward pass
+            time.sleep(STEP_SLEEP * slow_factor())  # the forward and backward pass
             call(dist.all_reduce, torch.ones(GRAD + 1) if fault("size", step) else grad)
             if not fault("skip", step):
                 call(dist.all_reduce, loss)
