@@ -116,3 +116,27 @@ def test_compute_straggler_is_named_with_its_slowdown(lab, tmp_path) -> None:
     rc, doc = _diagnose(run.dumps, run.stderr)
     assert rc == 1 and doc["verdict"]["class"] == "straggler" and _named(doc) == [(1, "h2")], doc["verdict"]
     assert doc["verdict"]["slowdown"] > 1.2
+
+
+def test_link_shaped_host_is_named(lab, tmp_path) -> None:
+    """h3's link at a tenth (100 of 1,000 Mbit/s): a slow link at h3, not its ring neighbour h2."""
+    assert fs("lab", "set", lab, "h3", "--link-rate", "100mbit").returncode == 0
+    run = lab_job.start(lab, tmp_path / "run", env={"GRAD": "262144"}, steps=40)
+    lab_job.finish(run)
+    assert run.proc.returncode == 0, run.stderr.read_text()[-2000:]
+    rc, doc = _diagnose(run.dumps, run.stderr)
+    v = doc["verdict"]
+    assert rc == 1 and v["class"] == "slow_link" and v["elements"] == ["h3"] and _named(doc) == [(2, "h3")], v
+
+
+def test_slow_leaf_uplink_is_named_through_the_topology(make_lab, tmp_path) -> None:
+    require_torch()
+    make_lab("tjls", "--topology", "leaf-spine", "--hosts", "6", "--hosts-per-leaf", "2", "--link-rate", "1gbit")
+    assert fs("lab", "set", "tjls", "leaf2", "--link-rate", "100mbit").returncode == 0
+    run = lab_job.start("tjls", tmp_path / "run", env={"GRAD": "262144"}, steps=40)
+    lab_job.finish(run)
+    assert run.proc.returncode == 0, run.stderr.read_text()[-2000:]
+    proc = fs("job", "diagnose", str(run.dumps), "--topology", "lab:tjls", "--json", timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    v = json.loads(proc.stdout)["verdict"]
+    assert v["class"] == "slow_link" and v["elements"] == ["leaf2 - spine"] and not v["culprits"], v

@@ -87,9 +87,25 @@ def test_drain_goes_through_fleets_slurm_layer_and_only_for_the_named_host(case)
     assert drain_named(doc, ["h3"], apply=False, runner=lambda argv: (_ for _ in ()).throw(AssertionError("ran")))[0]["done"] is False
 
 
-def test_link_shaped_host_is_not_pinned_on_its_ring_neighbour(case) -> None:
-    """h3's link shaped to a tenth (100 of 1,000 Mbit/s): gloo's ring makes rank 1 (h2), h3's neighbour,
-    arrive last most often (rank 2 is h3). Arrival times alone would blame an innocent host, so
-    no straggler is named (a known limit: docs/job.md)."""
+def test_link_shaped_host_is_named_not_its_ring_neighbour(case) -> None:
+    """h3's link shaped to a tenth (100 of 1,000 Mbit/s): rank 1 (h2, sending into h3) arrives last most
+    often, and rank 2 (h3) too; their ring flows h2 -> h3 and h3 -> h4 are slow, h1 -> h2 and h4 -> h1
+    on time, so h3 alone explains them. No compute straggler is named."""
     doc = _doc(case("slowhost", with_log=False))
-    assert doc["verdict"]["class"] == "healthy" and not doc["verdict"]["culprits"], doc["verdict"]
+    v = doc["verdict"]
+    assert v["class"] == "slow_link" and v["elements"] == ["h3"] and _culprits(doc) == [(2, "h3")], v
+    assert doc["next_action"]["kind"] == "retest_link" and doc["next_action"]["hosts"] == ["h2", "h3", "h4"]
+
+
+def test_slow_leaf_uplink_is_named_through_the_topology(case) -> None:
+    """leaf2's uplink shaped to 100 Mbit/s in a 3-leaf lab (h1 h2 | h3 h4 | h5 h6): the ring flows
+    h2 -> h3 and h4 -> h5 cross it. Without a topology no host explains both (none is named);
+    with one, the uplink is."""
+    from fabricscope.triage.collect import collect as read
+
+    path = case("slowleaf", with_log=False)
+    bare = build(read([path]))
+    assert bare["verdict"]["class"] == "slow_link" and bare["verdict"]["elements"] == [] and not bare["verdict"]["culprits"]
+    doc = build(read([path]), topology=str(DATA / "lab_leaf_spine_3x2.yaml"))
+    assert doc["verdict"]["class"] == "slow_link" and doc["verdict"]["elements"] == ["leaf2 - spine"], doc["verdict"]
+    assert not doc["verdict"]["culprits"]  # no host blamed

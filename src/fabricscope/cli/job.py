@@ -48,6 +48,7 @@ def diagnose(
     stall_after: float = typer.Option(10.0, "--stall-after", min=0.0, max=86400.0, help="A collective open this many SECONDS at dump time is a stall."),
     host: list[str] = typer.Option([], "--host", help="RANK=HOST, when the dumps' folders do not name hosts (repeatable)."),
     html_out: Path | None = typer.Option(None, "--html", help="Also write the HTML page (ranks x collectives timeline) here."),
+    topology: str | None = typer.Option(None, "--topology", help="FILE or lab:NAME: name the cable or switch behind a slow link."),
     drain: list[str] = typer.Option([], "--drain", help="Drain this host in Slurm if the verdict names it (repeatable)."),
     apply: bool = typer.Option(False, "--apply", help="With --drain: run scontrol (default: print the command)."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -56,7 +57,7 @@ def diagnose(
     from fabricscope.triage.collect import collect
     from fabricscope.triage.document import build, exit_code
 
-    doc = build(collect(paths, _host_map(host)), stall_s=stall_after)
+    doc = build(collect(paths, _host_map(host)), stall_s=stall_after, topology=topology)
     code = exit_code(doc)
     if code == 2:
         reasons = "; ".join(f"{s['path']}: {s['reason']}" for s in doc["rests_on"]["skipped"][:3])

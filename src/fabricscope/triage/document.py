@@ -8,12 +8,14 @@ from typing import Any
 from fabricscope.triage.collect import JobInputs
 from fabricscope.triage.ras import ras_verdict
 from fabricscope.triage.sequence import groups
+from fabricscope.triage.slowlink import topology_crossing
 from fabricscope.triage.verdict import (
     DIED,
     HEALTHY,
     MISMATCH,
     NETWORK_HANG,
     NEVER_ENTERED,
+    SLOW_LINK,
     STALL_S,
     STOPPED,
     STRAGGLER,
@@ -40,6 +42,13 @@ def inspector_evidence(records: list) -> list[str]:
             f"({medians[low]:.1f} GB/s, median of ranks {statistics.median(medians.values()):.1f} GB/s)"]
 
 
+def _flow_hosts(line: str) -> list[str]:
+    """Hosts of "a -> b" ring flows named in an evidence line."""
+    import re
+
+    return [h for pair in re.findall(r"([\w.\-]+) -> ([\w.\-]+)", line) for h in pair]
+
+
 def next_action(verdict: Verdict) -> dict[str, Any]:
     """What to do next, by class: drain, retest the link, or look at the application."""
     hosts = sorted({s.host for s in verdict.culprits if s.host})
@@ -60,7 +69,9 @@ def next_action(verdict: Verdict) -> dict[str, Any]:
             "a stack dump (py-spy dump --pid), the GPU (nvidia-smi); drain the node if it does not answer",
             "commands": [f"fabricscope job diagnose DIR... --drain {h}" for h in hosts],
         }
-    if verdict.kind in (NETWORK_HANG, STRAGGLER) and (hosts or verdict.elements):
+    if verdict.kind in (NETWORK_HANG, STRAGGLER, SLOW_LINK):
+        flows = sorted({h for e in verdict.evidence for h in _flow_hosts(e)})
+        hosts = flows if verdict.kind == SLOW_LINK and flows else hosts
         peers = sorted(set(hosts))
         return {
             "kind": "retest_link",
@@ -144,9 +155,12 @@ def _timeline(inputs: JobInputs, verdict: Verdict) -> dict[str, Any] | None:
     }
 
 
-def build(inputs: JobInputs, *, stall_s: float = STALL_S) -> dict[str, Any]:
+def build(inputs: JobInputs, *, stall_s: float = STALL_S, topology: str | None = None) -> dict[str, Any]:
+    crossing = None
+    if topology is not None and inputs.dumps:
+        crossing = topology_crossing(topology, sorted({d.host for d in inputs.dumps if d.host}))
     verdict = (
-        diagnose(inputs.dumps, inputs.logs, stall_s=stall_s)
+        diagnose(inputs.dumps, inputs.logs, stall_s=stall_s, crossing=crossing)
         if inputs.dumps
         else Verdict("undetermined", "no usable Flight Recorder dump")
     )

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from fabricscope.triage.joblog import LogEvidence
 from fabricscope.triage.model import Entry, RankDump
 from fabricscope.triage.sequence import Divergence, GroupView, first_divergence, groups
+from fabricscope.triage.slowlink import Crossing, SlowLink, find_slow_link
 from fabricscope.triage.timing import Straggler, find_straggler
 
 MAX_NAMED = 32  # ranks listed in a verdict's lists (the count is always given)
 
-HEALTHY, NEVER_ENTERED, STOPPED, DIED, MISMATCH, NETWORK_HANG, STRAGGLER, UNDETERMINED = (
-    "healthy", "never_entered", "stopped", "died", "mismatch", "network_hang", "straggler", "undetermined")
+HEALTHY, NEVER_ENTERED, STOPPED, DIED, MISMATCH, NETWORK_HANG, STRAGGLER, SLOW_LINK, UNDETERMINED = (
+    "healthy", "never_entered", "stopped", "died", "mismatch", "network_hang", "straggler", "slow_link", "undetermined")
 
 
 @dataclass
@@ -205,7 +206,22 @@ def _straggler(view: GroupView, slow: Straggler, hosts: dict[int, str | None]) -
                    evidence=[why], slowdown=slow.slowdown)
 
 
-def diagnose(dumps: list[RankDump], logs: LogEvidence, stall_s: float = STALL_S) -> Verdict:
+def _slow_link(view: GroupView, link: SlowLink, hosts: dict[int, str | None]) -> Verdict:
+    ring = sorted(view.status)
+    flows = [f"{hosts.get(r)} -> {hosts.get(ring[(ring.index(r) + 1) % len(ring)])}" for r in link.late]
+    evidence = [f"ranks {', '.join(map(str, link.late))} arrive late at {link.op} (spread {link.spread_s * 1e3:.1f} ms, "
+                f"collectives every {link.interval_s * 1e3:.1f} ms): their ring sends {', '.join(flows)} are slow"]
+    by_host = {h: r for r, h in hosts.items() if h}
+    suspects = [Suspect(by_host[h], h, f"its link explains the slow ring flows {', '.join(flows)}") for h in link.hosts_blamed if h in by_host]
+    if link.elements:
+        headline = f"slow link: {', '.join(link.elements)} (every late ring flow crosses it, no on-time flow clears it)"
+    else:
+        headline = (f"slow link between hosts: ring flows {', '.join(flows)} are slow and no host explains all of them; "
+                    "give --topology to name the cable or switch")
+    return Verdict(SLOW_LINK, headline, view.name, None, None, suspects, evidence=evidence, elements=link.elements)
+
+
+def diagnose(dumps: list[RankDump], logs: LogEvidence, stall_s: float = STALL_S, crossing: Crossing | None = None) -> Verdict:
     """The verdict over every process group; the first group with a fault decides."""
     hosts: dict[int, str | None] = {**logs.rank_hosts, **{d.rank: d.host for d in dumps if d.host}}
     clocks = Clocks({d.rank: d.mtime for d in dumps if d.mtime is not None})
@@ -230,6 +246,8 @@ def diagnose(dumps: list[RankDump], logs: LogEvidence, stall_s: float = STALL_S)
     for view in views:
         if (slow := find_straggler(view)) is not None:
             return _straggler(view, slow, hosts)
+        if (link := find_slow_link(view, hosts, crossing)) is not None:
+            return _slow_link(view, link, hosts)
     first = views[0]
     top = max(first.enqueued(r) for r in first.status)
     if logs.failures or logs.lost_peers:
