@@ -1,11 +1,11 @@
-"""Stragglers from Flight Recorder timings: the rank the others keep waiting for.
+"""Who the others wait for: per collective type, each rank's arrival (``time_created_ns``) against
+the median rank's, and the ranks that are consistently late.
 
-In a synchronous job every rank waits inside each collective for the last one to arrive, so a
-slow rank shows as the one whose ``time_created_ns`` (when it called the collective) is latest,
-collective after collective. Its lateness is what the others lose each time: over a median
-interval T between one collective and the next, the job runs T / (T - lateness) times slower
-than it would if that rank kept up (the slowdown factor reported). Ranks' clocks are compared
-directly, so ranks on different hosts need synchronised clocks (NTP/PTP: milliseconds).
+In a synchronous job every rank waits inside a collective for the last to arrive. The collective
+type whose arrivals spread most tells most: after a compute phase one slow rank (a straggler)
+arrives late alone; after a gloo ring collective the ranks whose ring sends crossed a slow link
+arrive late, two or more of them (a ring crosses any link both ways: :mod:`.slowlink`). Ranks'
+clocks are compared directly, so ranks on different hosts need synchronised clocks (NTP/PTP).
 """
 
 from __future__ import annotations
@@ -16,18 +16,33 @@ from dataclasses import dataclass
 from fabricscope.triage.sequence import GroupView
 
 MIN_COLLECTIVES = 20  # collectives every rank holds, with timestamps, before judging
-LAST_SHARE = 0.6  # the straggler arrives last at this share of them or more
-MIN_LATENESS_S = 0.005  # and by at least this much (median), and
-MIN_LATENESS_SHARE = 0.2  # this share of the interval between collectives
+MIN_PER_OP = 5
+MIN_SPREAD_S = 0.005  # the latest and the earliest rank differ by at least this much, and by
+MIN_SPREAD_SHARE = 0.05  # this share of the interval between collectives of that type
+LATE_SHARE = 0.2  # a rank is late above the median rank by this share of the spread, and by
+MIN_LATE_S = 0.002
+
+
+@dataclass
+class Lateness:
+    op: str  # the collective type judged: "gloo:all_reduce [[1]]"
+    medians: dict[int, float]  # rank -> median arrival after the median rank, seconds
+    interval_s: float  # median time between two collectives of this type on a rank
+    late: list[int]  # the consistently late ranks
+    count: int  # collectives of this type judged
+
+    @property
+    def spread_s(self) -> float:
+        return max(self.medians.values()) - min(self.medians.values())
 
 
 @dataclass
 class Straggler:
     rank: int
-    last_share: float  # share of collectives it arrived last at
+    op: str
     lateness_s: float  # median arrival after the median rank
-    interval_s: float  # median time between consecutive collectives
-    slowdown: float
+    interval_s: float
+    slowdown: float  # T / (T - lateness): how much faster the job would run if it kept up
     collectives: int
 
 
@@ -36,31 +51,47 @@ def arrival_table(view: GroupView) -> tuple[list[int], dict[int, list[int]]]:
     per_rank = {r: {e.seq: e.created_ns for e in st.entries if e.created_ns} for r, st in view.status.items() if st.entries}
     if len(per_rank) < 3:
         return [], {}
-    common = set.intersection(*(set(d) for d in per_rank.values()))
-    seqs = sorted(common)
+    seqs = sorted(set.intersection(*(set(d) for d in per_rank.values())))
     return seqs, {r: [d[s] for s in seqs] for r, d in per_rank.items()}
 
 
-def find_straggler(view: GroupView) -> Straggler | None:
+def lateness(view: GroupView) -> Lateness | None:
+    """The collective type whose arrivals spread most, and its late ranks (None: nothing to judge)."""
     seqs, table = arrival_table(view)
     if len(seqs) < MIN_COLLECTIVES:
         return None
+    ref = {e.seq: e for e in view.status[min(table)].entries}
     ranks = sorted(table)
-    last_count = dict.fromkeys(ranks, 0)
-    lateness: dict[int, list[float]] = {r: [] for r in ranks}
-    for i in range(len(seqs)):
+    by_op: dict[str, dict[int, list[float]]] = {}
+    times: dict[str, dict[int, list[int]]] = {}
+    for i, seq in enumerate(seqs):
         column = [table[r][i] for r in ranks]
         middle = statistics.median(column)
-        latest = max(range(len(ranks)), key=column.__getitem__)
-        last_count[ranks[latest]] += 1
+        key = f"{ref[seq].op} {ref[seq].in_sizes}"
         for r, t in zip(ranks, column, strict=True):
-            lateness[r].append((t - middle) / 1e9)
-    rank = max(ranks, key=lambda r: last_count[r])
-    share = last_count[rank] / len(seqs)
-    late = statistics.median(lateness[rank])
-    gaps = [(b - a) / 1e9 for r in ranks for a, b in zip(table[r], table[r][1:], strict=False)]
-    interval = statistics.median(gaps) if gaps else 0.0
-    if share < LAST_SHARE or late < MIN_LATENESS_S or interval <= 0 or late < MIN_LATENESS_SHARE * interval:
+            by_op.setdefault(key, {}).setdefault(r, []).append((t - middle) / 1e9)
+            times.setdefault(key, {}).setdefault(r, []).append(t)
+    best: Lateness | None = None
+    for op, per_rank in by_op.items():
+        count = min(len(v) for v in per_rank.values())
+        if count < MIN_PER_OP:
+            continue
+        gaps = [(b - a) / 1e9 for ts in times[op].values() for a, b in zip(ts, ts[1:], strict=False)]
+        found = Lateness(op, {r: statistics.median(v) for r, v in per_rank.items()}, statistics.median(gaps), [], count)
+        if best is None or found.spread_s > best.spread_s:
+            best = found
+    if best is None or best.interval_s <= 0 or best.spread_s < max(MIN_SPREAD_S, MIN_SPREAD_SHARE * best.interval_s):
         return None
-    slowdown = interval / max(interval - late, interval * 0.01)
-    return Straggler(rank, round(share, 3), round(late, 4), round(interval, 4), round(slowdown, 2), len(seqs))
+    middle = statistics.median(best.medians.values())
+    best.late = sorted(r for r, m in best.medians.items() if m - middle > max(LATE_SHARE * best.spread_s, MIN_LATE_S))
+    return best if 0 < len(best.late) < len(best.medians) else None
+
+
+def find_straggler(late: Lateness) -> Straggler | None:
+    """One rank late alone: the others wait for it at every collective of that type."""
+    if len(late.late) != 1:
+        return None
+    rank = late.late[0]
+    behind = late.medians[rank] - statistics.median(late.medians.values())
+    slowdown = late.interval_s / max(late.interval_s - behind, late.interval_s * 0.01)
+    return Straggler(rank, late.op, round(behind, 4), round(late.interval_s, 4), round(slowdown, 2), late.count)

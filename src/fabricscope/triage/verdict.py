@@ -14,7 +14,7 @@ from fabricscope.triage.joblog import LogEvidence
 from fabricscope.triage.model import Entry, RankDump
 from fabricscope.triage.sequence import Divergence, GroupView, first_divergence, groups
 from fabricscope.triage.slowlink import Crossing, SlowLink, find_slow_link
-from fabricscope.triage.timing import Straggler, find_straggler
+from fabricscope.triage.timing import Straggler, find_straggler, lateness
 
 MAX_NAMED = 32  # ranks listed in a verdict's lists (the count is always given)
 
@@ -199,8 +199,8 @@ def _stuck_inside(view: GroupView, hosts: dict[int, str | None], clocks: Clocks)
 
 
 def _straggler(view: GroupView, slow: Straggler, hosts: dict[int, str | None]) -> Verdict:
-    why = (f"arrived last at {slow.last_share:.0%} of {slow.collectives} collectives, a median {slow.lateness_s * 1e3:.1f} ms "
-           f"after the median rank (collectives every {slow.interval_s * 1e3:.1f} ms)")
+    why = (f"arrives alone late at {slow.op}: a median {slow.lateness_s * 1e3:.1f} ms after the median rank over "
+           f"{slow.collectives} of them (one every {slow.interval_s * 1e3:.1f} ms)")
     return Verdict(STRAGGLER, f"straggler: rank {slow.rank} keeps the others waiting; the job runs {slow.slowdown:.2f}x slower "
                    "than it would if it kept up", view.name, None, None, [Suspect(slow.rank, hosts.get(slow.rank), why)],
                    evidence=[why], slowdown=slow.slowdown)
@@ -244,9 +244,11 @@ def diagnose(dumps: list[RankDump], logs: LogEvidence, stall_s: float = STALL_S,
             verdict.evidence.append(f"the waiting ranks had been in it {age:.1f} s when they dumped")
             return verdict
     for view in views:
-        if (slow := find_straggler(view)) is not None:
+        if (late := lateness(view)) is None:
+            continue
+        if (slow := find_straggler(late)) is not None:
             return _straggler(view, slow, hosts)
-        if (link := find_slow_link(view, hosts, crossing)) is not None:
+        if (link := find_slow_link(view, late, hosts, crossing)) is not None:
             return _slow_link(view, link, hosts)
     first = views[0]
     top = max(first.enqueued(r) for r in first.status)
