@@ -77,9 +77,8 @@ def next_action(verdict: Verdict) -> dict[str, Any]:
             "kind": "retest_link",
             "hosts": peers,
             "elements": verdict.elements,
-            "text": "retest the suspect "
-            + ("links " + ", ".join(verdict.elements) if verdict.elements else "hosts")
-            + " with bench matrix limited to the hosts involved; drain what it confirms",
+            "text": "retest " + (", ".join(verdict.elements) if verdict.elements else "the links between " + ", ".join(peers))
+            + " with bench matrix limited to the hosts involved (--topology to place the cables); drain what it confirms",
             "commands": [
                 f"srun --nodelist={','.join(peers)} --ntasks-per-node=1 fabricscope bench matrix --json"
             ]
