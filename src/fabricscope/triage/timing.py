@@ -19,8 +19,9 @@ MIN_COLLECTIVES = 20  # collectives every rank holds, with timestamps, before ju
 MIN_PER_OP = 5
 MIN_SPREAD_S = 0.005  # the latest and the earliest rank differ by at least this much, and by
 MIN_SPREAD_SHARE = 0.05  # this share of the interval between collectives of that type
-LATE_SHARE = 0.2  # a rank is late above the median rank by this share of the spread, and by
+LATE_SHARE = 0.5  # a rank is late when above the median rank by half the latest rank's lead or more, and by
 MIN_LATE_S = 0.002
+ALONE_SHARE = 0.25  # a straggler: the other ranks arrive within this share of its lateness of each other
 
 
 @dataclass
@@ -83,15 +84,20 @@ def lateness(view: GroupView) -> Lateness | None:
     if best is None or best.interval_s <= 0 or best.spread_s < max(MIN_SPREAD_S, MIN_SPREAD_SHARE * best.interval_s):
         return None
     middle = statistics.median(best.medians.values())
-    best.late = sorted(r for r, m in best.medians.items() if m - middle > max(LATE_SHARE * best.spread_s, MIN_LATE_S))
+    lead = max(best.medians.values()) - middle
+    best.late = sorted(r for r, m in best.medians.items() if m - middle >= max(LATE_SHARE * lead, MIN_LATE_S))
     return best if 0 < len(best.late) < len(best.medians) else None
 
 
 def find_straggler(late: Lateness) -> Straggler | None:
-    """One rank late alone: the others wait for it at every collective of that type."""
+    """One rank late alone, the others together: they wait for it at every collective of that type.
+    (A slow link makes the ranks spread: early receivers, late senders; see :mod:`.slowlink`.)"""
     if len(late.late) != 1:
         return None
     rank = late.late[0]
-    behind = late.medians[rank] - statistics.median(late.medians.values())
+    others = [m for r, m in late.medians.items() if r != rank]
+    behind = late.medians[rank] - statistics.median(others)
+    if max(others) - min(others) > ALONE_SHARE * behind:
+        return None
     slowdown = late.interval_s / max(late.interval_s - behind, late.interval_s * 0.01)
     return Straggler(rank, late.op, round(behind, 4), round(late.interval_s, 4), round(slowdown, 2), late.count)
