@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from fabricscope.triage.collect import collect
 from fabricscope.triage.document import build, exit_code
 from tests.triage.conftest import DATA
@@ -87,11 +89,12 @@ def test_drain_goes_through_fleets_slurm_layer_and_only_for_the_named_host(case)
     assert drain_named(doc, ["h3"], apply=False, runner=lambda argv: (_ for _ in ()).throw(AssertionError("ran")))[0]["done"] is False
 
 
-def test_link_shaped_host_is_named_not_its_ring_neighbour(case) -> None:
+@pytest.mark.parametrize("name", ["slowhost", "slowhost2"])
+def test_link_shaped_host_is_named_not_its_ring_neighbour(case, name) -> None:
     """h3's link shaped to a tenth (100 of 1,000 Mbit/s): rank 1 (h2, sending into h3) arrives last most
     often, and rank 2 (h3) too; their ring flows h2 -> h3 and h3 -> h4 are slow, h1 -> h2 and h4 -> h1
     on time, so h3 alone explains them. No compute straggler is named."""
-    doc = _doc(case("slowhost", with_log=False))
+    doc = _doc(case(name, with_log=False))
     v = doc["verdict"]
     assert v["class"] == "slow_link" and v["elements"] == ["h3"] and _culprits(doc) == [(2, "h3")], v
     assert doc["next_action"]["kind"] == "retest_link" and doc["next_action"]["hosts"] == ["h2", "h3", "h4"]
@@ -109,3 +112,13 @@ def test_slow_leaf_uplink_is_named_through_the_topology(case) -> None:
     doc = build(read([path]), topology=str(DATA / "lab_leaf_spine_3x2.yaml"))
     assert doc["verdict"]["class"] == "slow_link" and doc["verdict"]["elements"] == ["leaf2 - spine"], doc["verdict"]
     assert not doc["verdict"]["culprits"]  # no host blamed
+
+
+def test_compute_straggler_is_named_with_its_slowdown(case) -> None:
+    """Rank 1 computes 0.15 s a step, the others 0.05 s: it arrives ~100 ms late at the collective after
+    compute, the others together. Slowdown T / (T - lateness) with T the time between steps."""
+    doc = _doc(case("straggler", with_log=False))
+    v = doc["verdict"]
+    assert v["class"] == "straggler" and _culprits(doc) == [(1, "h2")], v
+    # a step is 0.15 s of compute plus the collectives; without the straggler it would be ~0.1 s shorter
+    assert 1.8 < v["slowdown"] < 3.5, v["slowdown"]

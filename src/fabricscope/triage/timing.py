@@ -19,7 +19,7 @@ MIN_COLLECTIVES = 20  # collectives every rank holds, with timestamps, before ju
 MIN_PER_OP = 5
 MIN_SPREAD_S = 0.005  # the latest and the earliest rank differ by at least this much, and by
 MIN_SPREAD_SHARE = 0.05  # this share of the interval between collectives of that type
-LATE_SHARE = 0.5  # a rank is late when above the median rank by half the latest rank's lead or more, and by
+LATE_SHARE = 0.2  # a rank is late when above the median rank by a fifth of the latest rank's lead or more, and by
 MIN_LATE_S = 0.002
 ALONE_SHARE = 0.25  # a straggler: the other ranks arrive within this share of its lateness of each other
 
