@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import pickle
+import resource
 import shutil
 import statistics
 import subprocess
@@ -82,15 +83,18 @@ def same_time(dest: Path) -> None:
         os.utime(path, (now, now))
 
 
-def one_run(directory: Path) -> tuple[float, float, dict]:
+def one_run(directory: Path) -> tuple[float, float, dict, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", WRAPPER, "job", "diagnose", str(directory), "--json", "--stall-after", "30"],
                           capture_output=True, check=False, timeout=600)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"job diagnose failed (rc {proc.returncode}): {proc.stderr.decode()[:300]}")
     hwm = [line.split()[1] for line in proc.stderr.decode().splitlines() if line.startswith("VMHWM_KB ")]
-    return wall, int(hwm[-1]) / 1024, json.loads(proc.stdout)
+    return wall, int(hwm[-1]) / 1024, json.loads(proc.stdout), cpu
 
 
 def main() -> None:
@@ -112,16 +116,18 @@ def main() -> None:
             marker.write_text(json.dumps([planted, host]))
             print(f"generated {args.ranks} dumps x {args.entries} entries in {time.perf_counter() - t0:.0f} s "
                   f"({sum(p.stat().st_size for p in work.rglob('*')) / 2**20:.0f} MiB)")
-        walls, rss = [], []
+        walls, rss, cpus = [], [], []
         for _ in range(args.rounds):
-            wall, mb, doc = one_run(work)
+            wall, mb, doc, cpu = one_run(work)
             walls.append(wall)
+            cpus.append(cpu)
             rss.append(mb)
             named = [(c["rank"], c["host"]) for c in doc["verdict"]["culprits"]]
             assert doc["verdict"]["class"] == "never_entered" and named == [(planted, host)], doc["verdict"]
         print(f"culprit named: rank {planted} on {host} ({doc['verdict']['class']}); "
               f"dumps read whole: {doc['rests_on']['dumps_read_whole']} of {len(doc['rests_on']['ranks'])}")
-        print(f"wall: median {statistics.median(walls):.2f} s, max {max(walls):.2f} s (target {TARGET_WALL_S:g} s); "
+        print(f"wall: median {statistics.median(walls):.2f} s, max {max(walls):.2f} s (target {TARGET_WALL_S:g} s), "
+              f"CPU median {statistics.median(cpus):.2f} s (load average {os.getloadavg()[0]:.1f}); "
               f"peak RSS: max {max(rss):.0f} MB (target {TARGET_RSS_MB:g} MB)")
         if max(walls) > TARGET_WALL_S or max(rss) > TARGET_RSS_MB:
             raise SystemExit("over target")
