@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fabricscope.bench.matrix.tomography import Observation, localize
-from fabricscope.topology.paths import element_label, host_element
 from fabricscope.triage.sequence import GroupView
 from fabricscope.triage.timing import Lateness
 
@@ -58,6 +56,10 @@ def find_slow_link(view: GroupView, late: Lateness, hosts: dict[int, str | None]
     ring = sorted(late.medians)
     if any(hosts.get(r) is None for r in ring):
         return None
+    # imported here: the bench.matrix package and topology (through host/) cost ~0.5 s to import
+    from fabricscope.bench.matrix.tomography import Observation, localize
+    from fabricscope.topology.paths import element_label, host_element
+
     observations = []
     for i, r in enumerate(ring):
         a, b = hosts[r], hosts[ring[(i + 1) % len(ring)]]
