@@ -20,9 +20,11 @@ import tarfile
 import time
 from pathlib import Path
 
+from fixture_hosts import fixture_hosts
+
 TARGET_WALL_S = 1.0
 TARGET_RSS_MB = 100.0
-HOSTS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "hosts"
+HOSTS = fixture_hosts()
 
 
 # Runs the CLI like the console script does, then reports the process's own peak RSS (VmHWM):

@@ -32,8 +32,10 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from fixture_hosts import fixture_hosts
+
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_ROOT = REPO / "tests" / "fixtures" / "hosts" / "ib-ndr-healthy"
+DEFAULT_ROOT = fixture_hosts() / "ib-ndr-healthy"
 TARGET_SCRAPE_MS = 50.0
 TARGET_RSS_MB = 80.0
 SCRAPE_TIMEOUT_S = 10.0

@@ -25,10 +25,11 @@ import time
 from pathlib import Path
 
 from doctor_perf import WRAPPER  # the CLI as the console script runs it, reporting its own VmHWM
+from fixture_hosts import fixture_hosts
 
 TARGET_WALL_S = 10.0
 TARGET_RSS_MB = 1024.0
-HOSTS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "hosts"
+HOSTS = fixture_hosts()
 
 
 def base_document() -> dict:

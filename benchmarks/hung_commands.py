@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from fixture_hosts import fixture_hosts  # noqa: E402
 from tests.proctools import kill_leftovers, new_marker, wait_gone, write_hanging_tool  # noqa: E402
 
 from fabricscope.host import Root, read_inventory  # noqa: E402
@@ -39,7 +40,7 @@ def main() -> None:
         for tool in TOOLS:
             write_hanging_tool(Path(tmp), tool, marker)
         os.environ["PATH"] = tmp
-        node = dataclasses.replace(Root.at(ROOT / "tests" / "fixtures" / "hosts" / args.host), is_live=True)
+        node = dataclasses.replace(Root.at(fixture_hosts() / args.host), is_live=True)
         try:
             started = time.monotonic()
             inv = read_inventory(node, command_timeout_s=args.timeout)

@@ -63,7 +63,7 @@ def lab_part(discover: bool, out: Path | None) -> None:
             print(f"{label:<26} {took:>7.1f} {plain_took:>7.1f} {took / plain_took:>6.2f}  {', '.join(got) or '-':<34} "
                   f"{'yes' if set(got) == expected else 'NO':>5}  {', '.join(named(plain)) or '-'}")
             if out:
-                from fabricscope.bench.result import BenchResult
+                from fabricscope.bench.results.schema import BenchResult
                 from fabricscope.report.bench import matrix_lines
 
                 tag = label.replace(" ", "_").replace("+", "and")

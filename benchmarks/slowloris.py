@@ -37,10 +37,12 @@ import threading
 import time
 from pathlib import Path
 
+from fixture_hosts import fixture_hosts
+
 REPO = Path(__file__).resolve().parent.parent
-FIXTURE = REPO / "tests" / "fixtures" / "hosts" / "ib-ndr-healthy"
+FIXTURE = fixture_hosts() / "ib-ndr-healthy"
 ATTACKER = "127.0.0.2"
-TOKEN = "benchmark-token"
+TOKEN = "3e7a1c9f5b2d8e4a6c0f1b7d3a9e5c2f"  # bench serve refuses tokens under 64 bits
 SCRAPE_TIMEOUT_S = 10.0
 MIN_SUCCESS = 0.95
 

@@ -17,8 +17,28 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 
 sys.path.insert(0, str(TESTS / "fixtures"))
 
+# The fixture hosts are generated (tests/fixtures/make_hosts.py), not tracked: build them once per
+# source change, before anything lists them.
+from make_hosts import ensure_built  # noqa: E402
+
+ensure_built(FIXTURE_HOSTS)
+
 HOST_NAMES = sorted(p.name for p in FIXTURE_HOSTS.iterdir() if p.is_dir())
 HEALTHY_HOSTS = ["ib-ndr-healthy", "roce-healthy", "cloud-tcp", "efa-p4d"]
+
+
+# Tests that build labs (network namespaces, shaped links, real rates) run one after another in one
+# pytest-xdist lane ("lab"), beside the unit tests in the other lanes: labs measure rates and must
+# not share the machine's namespaces and links with each other.
+LAB_FIXTURES = {"lab_dir", "make_lab"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        uses_lab = LAB_FIXTURES & set(getattr(item, "fixturenames", ())) or "lab" in item.path.name
+        if uses_lab:
+            item.add_marker(pytest.mark.lab)
+            item.add_marker(pytest.mark.xdist_group("lab"))
 
 
 def skip_unless_ci(reason: str) -> None:

@@ -57,7 +57,7 @@ def test_converted_patterns_refuse_a_trailing_newline() -> None:
 
 def test_pydantic_patterns_refuse_a_trailing_newline() -> None:
     from fabricscope.bench.matrix.schedule import MatrixParams
-    from fabricscope.bench.rdma import RdmaParams
+    from fabricscope.bench.rdma.run import RdmaParams
 
     RdmaParams(test="write_bw", device="mlx5_0")
     with pytest.raises(ValidationError):

@@ -124,8 +124,9 @@ def test_imports_point_down_only() -> None:
     assert not gone, f"no longer imported, drop from KNOWN_UPWARD_IMPORTS: {gone}"
 
 
-# ----- size: no module in src/ over 600 lines, no function over 80 (issue 14, CONTRIBUTING.md) ------
-MAX_MODULE_LINES = 600
+# ----- size: no function over 80 lines (issue 14, CONTRIBUTING.md) --------------------------------------
+# Modules are held by their complexity instead of their length (ruff C901 in pyproject.toml, issue 21):
+# a 600-line cap split files to fit it rather than along real seams.
 MAX_FUNCTION_LINES = 80
 # Declarative data, excepted for good: a table reads best whole. "module" or "module:function".
 DECLARATIVE = {
@@ -141,7 +142,7 @@ SHRINKING: dict[str, str] = {}  # empty: every module and function is within the
 
 
 def oversized() -> list[str]:
-    """Every module over MAX_MODULE_LINES and function (method, nested function) over MAX_FUNCTION_LINES."""
+    """Every function (method, nested function) over MAX_FUNCTION_LINES."""
     import ast
 
     src = TESTS.parent / "src" / "fabricscope"
@@ -149,8 +150,6 @@ def oversized() -> list[str]:
     for path in sorted(src.rglob("*.py")):
         rel = path.relative_to(src).as_posix()
         text = path.read_text()
-        if len(text.splitlines()) > MAX_MODULE_LINES:
-            found.append(rel)
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
                 found.append(f"{rel}:{node.name}")
@@ -158,7 +157,7 @@ def oversized() -> list[str]:
 
 
 def test_modules_and_functions_stay_small() -> None:
-    """One concept per module, one job per function: over 600 / 80 lines, split along the seams."""
+    """One job per function: over 80 lines, split along the seams."""
     excepted = {**DECLARATIVE, **SHRINKING}
     new = [where for where in oversized() if where not in excepted and where.split(":")[0] not in excepted]
-    assert not new, f"over {MAX_MODULE_LINES} lines (module) or {MAX_FUNCTION_LINES} (function): {new}"
+    assert not new, f"over {MAX_FUNCTION_LINES} lines: {new}"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from fabricscope.bench.protocol import ServerLimits
-from fabricscope.bench.server import BenchServer
+from fabricscope.bench.sockets.protocol import ServerLimits
+from fabricscope.bench.sockets.server import BenchServer
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,8 @@ import threading
 import time
 
 from fabricscope.bench.counters import CounterProbe, summarize_deltas
-from fabricscope.bench.result import new_result
-from fabricscope.bench.tcpinfo import TCP_INFO_BYTES, parse_tcp_info, read_tcp_info
+from fabricscope.bench.results.schema import new_result
+from fabricscope.bench.sockets.tcpinfo import TCP_INFO_BYTES, parse_tcp_info, read_tcp_info
 from fabricscope.host import Root
 from fabricscope.host.inventory import CounterSample
 from fabricscope.report.bench import counter_lines

@@ -10,14 +10,16 @@ import time
 
 import pytest
 
-from fabricscope.bench.netio import PeerError, recv_frame, send_frame
-from fabricscope.bench.protocol import ServerLimits, encode_frame
-from fabricscope.bench.result import Status
-from fabricscope.bench.server import BenchServer
-from fabricscope.bench.tcp import TcpParams, run_tcp
+from fabricscope.bench.results.schema import Status
+from fabricscope.bench.sockets.netio import PeerError, recv_frame, send_frame
+from fabricscope.bench.sockets.protocol import ServerLimits, encode_frame
+from fabricscope.bench.sockets.server import BenchServer
+from fabricscope.bench.sockets.tcp import TcpParams, run_tcp
 from fabricscope.errors import FabricscopeError
 from fabricscope.store import Store
 from tests.bench.conftest import ServerProcess, run_cli, start_server
+
+STRONG_TOKEN = "5d0b8f3a6e1c9d4f7a2e5b8c1f4d7a0e"
 
 
 def _free_port() -> int:
@@ -148,13 +150,13 @@ def test_slow_client_is_dropped() -> None:
 
 
 def test_wrong_or_missing_token(isolated_db) -> None:
-    srv = start_server(token="s3cret")
+    srv = start_server(token=STRONG_TOKEN)
     try:
         peer = f"127.0.0.1:{srv.port}"
         for token in (None, "wrong"):
             result = run_tcp(TcpParams(peer=peer, duration_s=0.3), token=token)
             assert result.status == Status.FAILED and "bad or missing token" in (result.reason or "")
-        assert run_tcp(TcpParams(peer=peer, duration_s=0.3), token="s3cret").status == Status.OK
+        assert run_tcp(TcpParams(peer=peer, duration_s=0.3), token=STRONG_TOKEN).status == Status.OK
         proc = run_cli("bench", "tcp", "--peer", peer, "-t", "0.3", env={"FABRICSCOPE_BENCH_TOKEN": "nope"})
         assert proc.returncode == 2 and "token" in proc.stderr
     finally:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from fabricscope.bench.history import baseline_stats, better_direction, compare
-from fabricscope.bench.result import BenchResult, MatrixSuspect, new_result
+from fabricscope.bench.results.history import baseline_stats, better_direction, compare
+from fabricscope.bench.results.schema import BenchResult, MatrixSuspect, new_result
 from fabricscope.report.bench import format_metric, headline_text
 from fabricscope.store import Store
 from tests.bench.conftest import run_cli
@@ -215,7 +215,7 @@ def test_matrix_compare_flags_new_suspects(isolated_db) -> None:
 
 
 def test_suspects_against_runs_that_never_recorded_them() -> None:
-    from fabricscope.bench.history import suspect_changes
+    from fabricscope.bench.results.history import suspect_changes
 
     old = _mat(())
     old.suspects = None  # stored before suspects were kept (see store migration 3)

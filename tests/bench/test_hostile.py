@@ -19,15 +19,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from fabricscope.bench.latency import LatencyParams, run_latency
-from fabricscope.bench.netio import PeerError, recv_frame, send_frame
-from fabricscope.bench.result import Status
-from fabricscope.bench.server import BenchServer
-from fabricscope.bench.tcp import TcpParams, run_tcp
+from fabricscope.bench.results.schema import Status
+from fabricscope.bench.sockets.latency import LatencyParams, run_latency
+from fabricscope.bench.sockets.netio import PeerError, recv_frame, send_frame
+from fabricscope.bench.sockets.server import BenchServer
+from fabricscope.bench.sockets.tcp import TcpParams, run_tcp
 from tests.bench.conftest import run_cli
 from tests.loopback_attacker import Recorder, attacker_address
 
-TOKEN = "s3cret-token"
+TOKEN = "9c2f5e8a1d4b7c0e3f6a9d2c5b8e1f4a"  # strong enough (bench/sockets/admission.py)
 
 
 class SlowLoris:
@@ -114,7 +114,7 @@ def test_unauthenticated_connections_are_capped_per_source() -> None:
 def test_an_attack_does_not_flood_the_log() -> None:
     source = attacker_address()
     handler = Recorder(logging.INFO)
-    logger = logging.getLogger("fabricscope.bench.server")
+    logger = logging.getLogger("fabricscope.bench.sockets.server")
     logger.addHandler(handler)
     old_level = logger.level
     logger.setLevel(logging.INFO)
@@ -208,7 +208,7 @@ def test_a_stranger_on_the_data_ports_does_not_break_a_test(stranger: str) -> No
 # ----- hostile requests and replies -----------------------------------------------------------
 def test_a_deeply_nested_hello_is_refused_without_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
     body = b"[" * 30000 + b"]" * 30000  # 60 KB: json.loads would recurse 30,000 levels
-    with serving() as server, caplog.at_level(logging.DEBUG, logger="fabricscope.bench.server"):
+    with serving() as server, caplog.at_level(logging.DEBUG, logger="fabricscope.bench.sockets.server"):
         for _ in range(3):
             with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
                 sock.sendall(struct.pack("!I", len(body)) + body)
@@ -273,8 +273,8 @@ def test_hostile_options_are_one_line_exit_2(args: list[str], match: str) -> Non
 
 def test_udp_data_ports_answer_only_the_control_peer() -> None:
     """Even with the session id, a datagram from another host is neither echoed nor counted."""
-    from fabricscope.bench.wire import UDP_HEADER, UDP_RR_HEADER
-    from fabricscope.bench.workers import udp_echo, udp_sink
+    from fabricscope.bench.sockets.wire import UDP_HEADER, UDP_RR_HEADER
+    from fabricscope.bench.sockets.workers import udp_echo, udp_sink
 
     source = attacker_address()
     cookie = bytes(range(16))

@@ -22,8 +22,8 @@ from fabricscope.bench.incast import (
     sender_counts,
 )
 from fabricscope.bench.launch import DistEnv, free_port
-from fabricscope.bench.netio import recv_exact, send_frame
-from fabricscope.bench.result import BenchResult
+from fabricscope.bench.results.schema import BenchResult
+from fabricscope.bench.sockets.netio import recv_exact, send_frame
 from fabricscope.report.bench import result_lines
 from fabricscope.report.incast import collapse_verdict, incast_svg
 from tests.lab.conftest import fs
@@ -195,7 +195,7 @@ def test_cli_launch_local_json_and_bad_input(tmp_path) -> None:
 
 
 def test_collapse_verdict_names_the_first_collapsed_count() -> None:
-    from fabricscope.bench.result import IncastPoint
+    from fabricscope.bench.results.schema import IncastPoint
 
     def point(n: int, goodput: float, timeouts: int) -> IncastPoint:
         return IncastPoint(senders=n, goodput_gbps=goodput, round_p50_ms=1, round_p99_ms=2, round_max_ms=3, rounds=10, retransmits=5, timeouts=timeouts)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from fabricscope.bench.connect import ConnectParams, run_connect
-from fabricscope.bench.latency import LatencyParams, metric_name, run_latency
-from fabricscope.bench.result import BenchResult, Status
-from fabricscope.bench.tcp import TcpParams, run_tcp
-from fabricscope.bench.udp import UdpParams, run_udp
+from fabricscope.bench.results.schema import BenchResult, Status
+from fabricscope.bench.sockets.connect import ConnectParams, run_connect
+from fabricscope.bench.sockets.latency import LatencyParams, metric_name, run_latency
+from fabricscope.bench.sockets.tcp import TcpParams, run_tcp
+from fabricscope.bench.sockets.udp import UdpParams, run_udp
 from fabricscope.report.bench import tcp_lines
 from fabricscope.store import Store
 from tests.bench.conftest import run_cli

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fabricscope.bench.perftest import (
+from fabricscope.bench.rdma.perftest import (
     PerftestParseError,
     bw_to_gbps,
     failure_reason,

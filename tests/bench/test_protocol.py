@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabricscope.bench.protocol import (
+from fabricscope.bench.sockets.protocol import (
     MAX_FRAME_BYTES,
     MAX_JSON_DEPTH,
     ConnectSpec,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricscope.bench.rdma import (
+from fabricscope.bench.rdma.run import (
     RdmaParams,
     RdmaPlanError,
     build_argv,
@@ -19,7 +19,7 @@ from fabricscope.bench.rdma import (
     run_rdma,
     subprocess_runner,
 )
-from fabricscope.bench.result import Status
+from fabricscope.bench.results.schema import Status
 from fabricscope.host import Root, read_inventory
 from fabricscope.report.bench import rdma_lines
 from tests.bench.conftest import run_cli

@@ -8,9 +8,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from fabricscope.bench.rdma import RdmaParams, subprocess_runner
-from fabricscope.bench.rdma_loopback import run_loopback
-from fabricscope.bench.result import Status
+from fabricscope.bench.rdma.loopback import run_loopback
+from fabricscope.bench.rdma.run import RdmaParams, subprocess_runner
+from fabricscope.bench.results.schema import Status
 from fabricscope.host import Root
 from tests.bench.conftest import run_cli
 from tests.conftest import FIXTURE_HOSTS, samples_dir

@@ -17,7 +17,7 @@ from fabricscope.bench.collective import CollectiveParams, CollectiveRun, size_r
 from fabricscope.bench.collective import to_bench_result as collective_result
 from fabricscope.bench.matrix import MatrixParams, MatrixRun, RdmaPart, Survey, analyze
 from fabricscope.bench.matrix import to_bench_result as matrix_result
-from fabricscope.bench.result import BenchResult, Interval, new_result
+from fabricscope.bench.results.schema import BenchResult, Interval, new_result
 from fabricscope.collective_ops import layout
 from fabricscope.report.html import render_report
 from fabricscope.store import Store
@@ -138,7 +138,7 @@ def test_render_contains_everything_and_escapes(stored: list[int], isolated_db) 
 
 
 def test_collective_compared_per_size_with_its_baseline(stored: list[int], isolated_db) -> None:
-    from fabricscope.bench.history import baseline_stats
+    from fabricscope.bench.results.history import baseline_stats
 
     with Store.open(isolated_db) as store:
         first, second = store.results(stored[6:8])

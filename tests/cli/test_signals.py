@@ -39,10 +39,18 @@ def _env(tmp_path: Path, scratch: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, "TMPDIR": str(scratch), "FABRICSCOPE_DB": str(tmp_path / "h.db"), **extra}
 
 
+def _default_signals() -> None:
+    """In the child: the dispositions these tests rely on. A suite started under `nohup` (or in
+    the background of a non-interactive shell) hands its children an ignored SIGHUP (SIGINT), and
+    fabricscope rightly keeps an ignored signal ignored."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _start(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "fabricscope", *argv], env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals,
     )  # fmt: skip
 
 
@@ -178,7 +186,7 @@ def test_signal_removes_temp_dirs_and_ends_children(sig: signal.Signals, tmp_pat
     )
     proc = subprocess.Popen(
         [sys.executable, str(script), str(tool), "hold"], env=_env(tmp_path, scratch),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals,
     )  # fmt: skip
     assert proc.stdout is not None
     made = Path(proc.stdout.readline().strip())

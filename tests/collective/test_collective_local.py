@@ -103,7 +103,7 @@ def test_matrix_on_loopback(tmp_path) -> None:
     assert isinstance(doc["suspects"], list) and (tmp_path / "m.svg").read_text().startswith("<svg")
     assert doc["rdma"]["status"] == "skipped"  # a cloud host: no RDMA device, not an error
     assert doc["rdma"]["reason"] == "no RDMA device (/sys/class/infiniband is empty) on local0, local1, local2"
-    from fabricscope.bench.result import BenchResult
+    from fabricscope.bench.results.schema import BenchResult
     from fabricscope.store import Store
 
     with Store.open(tmp_path / "h.db") as store:  # the history holds what was printed

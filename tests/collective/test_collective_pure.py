@@ -13,7 +13,7 @@ from fabricscope.bench.collective import (
     to_bench_result,
 )
 from fabricscope.bench.launch import LaunchError, detect, first_slurm_host, parse_launch
-from fabricscope.bench.result import BenchResult
+from fabricscope.bench.results.schema import BenchResult
 from fabricscope.collective_ops import UnknownOpError, bus_factor, layout
 from fabricscope.report.bench import collective_lines
 

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from fabricscope.bench import matrix_rdma
 from fabricscope.bench.launch import free_port
-from fabricscope.bench.rdma import CommandOutcome
-from fabricscope.bench.result import BenchResult
+from fabricscope.bench.matrix import rdma as matrix_rdma
+from fabricscope.bench.rdma.run import CommandOutcome
+from fabricscope.bench.results.schema import BenchResult
 from fabricscope.host import Root
 from tests.conftest import FIXTURE_HOSTS, samples_dir, skip_unless_ci
 

@@ -219,7 +219,7 @@ def _lab_result():
 
 
 def test_the_result_carries_the_fabric_and_round_trips() -> None:
-    from fabricscope.bench.result import BenchResult
+    from fabricscope.bench.results.schema import BenchResult
 
     result, _ = _lab_result()
     again = BenchResult.model_validate(json.loads(json.dumps(result.to_json_dict())))
@@ -307,7 +307,7 @@ def test_a_bad_spine_is_named_as_the_switch_not_as_its_uplinks() -> None:
 
 
 def test_a_suspect_switch_is_drawn_with_all_its_cables_in_red() -> None:
-    from fabricscope.bench.result import MatrixSuspect
+    from fabricscope.bench.results.schema import MatrixSuspect
     from fabricscope.report.html import render_report
 
     result, stored = _lab_result()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricscope.bench.nccl_tests import (
+from fabricscope.bench.collective.nccl_tests import (
     NcclTestsError,
     parse_file,
     parse_json,
@@ -18,7 +18,7 @@ from fabricscope.bench.nccl_tests import (
     parse_text,
     to_bench_result,
 )
-from fabricscope.bench.result import BenchResult
+from fabricscope.bench.results.schema import BenchResult
 from tests.conftest import SAMPLES
 
 

@@ -152,7 +152,7 @@ def test_reduce_document_keeps_only_what_the_fleet_needs(uniform_fleet) -> None:
 def test_nccl_conf_is_read_as_nccl_reads_it() -> None:
     """`export` lines set nothing for NCCL (setEnvFile takes the name verbatim) and quotes stay part
     of the value: the fleet compares what NCCL will use, not what a shell would."""
-    from fabricscope.fleet.facts import _nccl_conf
+    from fabricscope.checks.facts import _nccl_conf
 
     conf = _nccl_conf('export NCCL_IB_HCA=mlx5_0\nNCCL_SOCKET_IFNAME="eth0"\nNCCL_IB_GID_INDEX=3\n# NCCL_DEBUG=INFO\n')
     assert conf is not None

@@ -154,7 +154,8 @@ def test_capability_check_names_missing_kernel_feature(tmp_path, monkeypatch) ->
     labs = Labs(runner, tmp_path / "s", tmp_path / "n")
     with pytest.raises(LabError, match=r"lacks tc tbf shaping \(sch_tbf\): Error: Specified qdisc kind is unknown"):
         labs.up(LabSpec(name="notbf", hosts=2, link_rate_bps=10**9))
-    assert ("ip", "netns", "del", f"fsl-_probe{__import__('os').getpid()}") in runner.calls
+    # the probe is named inside the lab's prefix, so `lab down notbf` sweeps one a SIGKILL left
+    assert ("ip", "netns", "del", f"fsl-notbf-probe{__import__('os').getpid()}") in runner.calls
 
 
 def test_failed_build_is_undone(tmp_path, monkeypatch) -> None:

@@ -14,11 +14,12 @@ from fabricscope.lab.runner import RecordingRunner
 from fabricscope.lab.spec import LabError, LabSpec
 
 ALL_TOOLS = ("ip", "tc", "nft", *slurm.TOOLS)
+NO_LEG = {("ip", "-o", "link", "show", "dev"): "Device \"fslsl\" does not exist."}  # the leg's name is free
 
 
 def _started(tmp_path: Path, **spec) -> tuple[RecordingRunner, Path]:
     plan = build_plan(LabSpec(name="sl", hosts=3, slurm=True, **spec))
-    runner = RecordingRunner(tools=ALL_TOOLS, responses={("env",): "h1 idle\nh2 idle\nh3 idle\n"})
+    runner = RecordingRunner(tools=ALL_TOOLS, responses={("env",): "h1 idle\nh2 idle\nh3 idle\n"}, failures=NO_LEG)
     folder = tmp_path / "slurm"
     folder.mkdir()
     hosts = {h.name: tmp_path / "netns" / h.namespace / "hosts" for h in plan.hosts}
@@ -76,9 +77,19 @@ def test_one_slurm_lab_at_a_time(tmp_path: Path) -> None:
 def test_nodes_that_never_come_up_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(slurm, "START_DEADLINE_S", 0.3)
     plan = build_plan(LabSpec(name="sl", hosts=2, slurm=True))
-    runner = RecordingRunner(tools=ALL_TOOLS, responses={("env",): "h1 idle\nh2 down*\n"})
+    runner = RecordingRunner(tools=ALL_TOOLS, responses={("env",): "h1 idle\nh2 down*\n"}, failures=NO_LEG)
     with pytest.raises(LabError, match=r"Slurm nodes h2 not idle .*h2=down\*"):
         slurm.start(plan, runner, tmp_path, {h.name: tmp_path / "hosts" for h in plan.hosts})
+
+
+def test_an_interface_with_the_legs_name_is_refused_not_deleted(tmp_path: Path) -> None:
+    plan = build_plan(LabSpec(name="sl", hosts=2, slurm=True))
+    runner = RecordingRunner(tools=ALL_TOOLS)  # `ip link show dev fslsl` succeeds: it exists
+    with pytest.raises(LabError, match="an interface named fslsl already exists"):
+        slurm.start(plan, runner, tmp_path, {})
+    assert not [c for c in runner.calls if c[:3] == ("ip", "link", "del")]
+    # this lab's own earlier leg is removed through its end in the fabric namespace only
+    assert ("ip", "-n", "fsl-sl-fab", "link", "del", "ctl") in runner.calls
 
 
 def test_missing_packages_are_named() -> None:

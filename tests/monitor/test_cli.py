@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricscope.bench.result import BenchResult
+from fabricscope.bench.results.schema import BenchResult
 from fabricscope.monitor.assets import ALERTS, DASHBOARD, asset_text
 from fabricscope.store import Store
 from tests.conftest import FIXTURE_HOSTS

@@ -12,10 +12,10 @@ from rich.console import Console
 
 from fabricscope.bench.collective import CollectiveParams, CollectiveRun, size_result
 from fabricscope.bench.collective import to_bench_result as collective_result
-from fabricscope.bench.history import HEADLINE
 from fabricscope.bench.matrix import MatrixParams, MatrixRun, RdmaPart, Survey, analyze
 from fabricscope.bench.matrix import to_bench_result as matrix_result
-from fabricscope.bench.result import BenchResult, new_result
+from fabricscope.bench.results.history import HEADLINE
+from fabricscope.bench.results.schema import BenchResult, new_result
 from fabricscope.collective_ops import layout
 from fabricscope.report.bench import RENDERERS, print_live, print_stored, result_lines
 from tests.conftest import TESTS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabricscope.bench.result import new_result
+from fabricscope.bench.results.schema import new_result
 from fabricscope.errors import FabricscopeError
 from fabricscope.sim.calibrate import Samples, calibrate, fit_alpha_beta, samples_from_result
 from fabricscope.sim.scenario import build_simulator, normalise

@@ -172,7 +172,7 @@ def test_compare_without_matplotlib(run, monkeypatch, tmp_path) -> None:
 
 
 def test_calibrate_from_history(run, tmp_path, monkeypatch) -> None:
-    from fabricscope.bench.result import new_result
+    from fabricscope.bench.results.schema import new_result
     from fabricscope.store import Store
 
     sizes = [2**k for k in range(16, 26, 2)]

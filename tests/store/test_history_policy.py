@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricscope.bench.result import BenchResult
+from fabricscope.bench.results.schema import BenchResult
 from fabricscope.store import Store
 
 REPO = Path(__file__).resolve().parents[2]

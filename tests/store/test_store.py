@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricscope.bench.result import (
+from fabricscope.bench.results.schema import (
     BenchResult,
     CollectiveEntry,
     MatrixRdma,
@@ -150,7 +150,7 @@ def test_default_path_honours_the_environment(monkeypatch: pytest.MonkeyPatch, t
 WRITER = textwrap.dedent(
     """
     import sys
-    from fabricscope.bench.result import new_result
+    from fabricscope.bench.results.schema import new_result
     from fabricscope.store import Store
     path, worker, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     ids = []

@@ -13,7 +13,7 @@ import ipaddress
 import re
 import socket
 
-from fabricscope.bench.result import CounterDeltas
+from fabricscope.bench.results.schema import CounterDeltas
 from fabricscope.host import Root
 from fabricscope.host.inventory import CounterSample, counter_deltas, read_counter_sample
 from fabricscope.host.netclass import read_net_devices

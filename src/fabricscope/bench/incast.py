@@ -35,11 +35,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fabricscope.bench.counters import CounterProbe
 from fabricscope.bench.launch import DistEnv
-from fabricscope.bench.netio import PeerError, describe_os_error, recv_exact, recv_frame, send_frame
-from fabricscope.bench.protocol import ProtocolError
-from fabricscope.bench.result import BenchResult, IncastPoint, new_result
-from fabricscope.bench.stats import percentile
-from fabricscope.bench.tcpinfo import read_tcp_info
+from fabricscope.bench.results.schema import BenchResult, IncastPoint, new_result
+from fabricscope.bench.results.stats import percentile
+from fabricscope.bench.sockets.netio import PeerError, describe_os_error, recv_exact, recv_frame, send_frame
+from fabricscope.bench.sockets.protocol import ProtocolError
+from fabricscope.bench.sockets.tcpinfo import read_tcp_info
 from fabricscope.errors import FabricscopeError
 
 TOKEN_ENV = "FABRICSCOPE_JOB_TOKEN"  # set by --launch; under srun/torchrun, export one yourself

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabricscope import __version__
+from fabricscope.checks.facts import node_facts
 from fabricscope.checks.registry import CheckContext, Rates, all_checks
 from fabricscope.findings import Finding, Severity, sort_key, summarize
-from fabricscope.fleet.facts import node_facts
 from fabricscope.host import Inventory, Root, read_counter_sample, read_inventory
 
 SCHEMA = "fabricscope.doctor/v1"
@@ -40,7 +40,7 @@ class DoctorReport:
             "interval_s": self.interval_s,
             "findings": [f.to_dict() for f in self.findings],
             "summary": summarize(self.findings),
-            # Added within v1: what `fleet doctor` compares across nodes (fabricscope.fleet.facts).
+            # Added within v1: what `fleet doctor` compares across nodes (fabricscope.checks.facts).
             "facts": node_facts(inv),
         }
 

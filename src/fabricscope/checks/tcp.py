@@ -15,7 +15,7 @@ MIN_SOMAXCONN = 4096
 BDP_RTT_S = 0.5e-3
 RETRANS_WARN_PCT = 0.5
 OFFLOADS = ("tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload")
-# The sysctls these checks read; a fleet compares them across nodes (fabricscope.fleet.facts).
+# The sysctls these checks read; a fleet compares them across nodes (fabricscope.checks.facts).
 CHECKED_SYSCTLS = ("net.core.somaxconn", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_congestion_control")
 
 

@@ -91,8 +91,8 @@ def _with_ticks(func: Callable[[], object], tick: Callable[[float], None] | None
 
 def _finish(result, *, json_out: bool, store: bool, thresholds: list) -> None:
     """Judge thresholds, store, print (report.bench.print_live), and exit with the documented status."""
-    from fabricscope.bench.result import Status
-    from fabricscope.bench.thresholds import apply_thresholds
+    from fabricscope.bench.results.schema import Status
+    from fabricscope.bench.results.thresholds import apply_thresholds
 
     failures = apply_thresholds(result, thresholds)
     store_and_print(result, store=store, json_out=json_out)
@@ -117,7 +117,7 @@ def _params(model, **values):
 
 
 def _check_peer(peer: str) -> None:
-    from fabricscope.bench.client import Peer
+    from fabricscope.bench.sockets.client import Peer
 
     try:
         Peer.parse(peer)
@@ -135,7 +135,7 @@ def serve(
         5211, "--port", min=0, max=65535, help="Control port (data ports are picked per test)."
     ),
     token: str = typer.Option(
-        None, "--token", envvar=TOKEN_ENV, help="Token clients must present (required off loopback)."
+        None, "--token", envvar=TOKEN_ENV, help="Token clients must present (required off loopback; 16+ characters, 64+ bits: `openssl rand -hex 16`)."
     ),
     max_duration: float = typer.Option(
         60.0, "--max-duration", min=0.1, max=3600, help="Longest test a client may ask for, seconds."
@@ -152,8 +152,8 @@ def serve(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Log only problems."),
 ) -> None:
     """Serve bench tests (like iperf3 -s) until interrupted; validates and caps every request."""
-    from fabricscope.bench.protocol import ServerLimits
-    from fabricscope.bench.server import BenchServer
+    from fabricscope.bench.sockets.protocol import ServerLimits
+    from fabricscope.bench.sockets.server import BenchServer
 
     ports = None
     if data_ports:
@@ -216,8 +216,8 @@ def tcp(
     no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
 ) -> None:
     """TCP throughput: N streams, either direction or both, with retransmits and CPU of both ends."""
-    from fabricscope.bench.tcp import TcpParams, run_tcp
-    from fabricscope.bench.thresholds import Threshold
+    from fabricscope.bench.results.thresholds import Threshold
+    from fabricscope.bench.sockets.tcp import TcpParams, run_tcp
 
     _check_peer(peer)
     if direction not in ("send", "recv", "bidir"):
@@ -258,8 +258,8 @@ def udp(
     no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
 ) -> None:
     """UDP at an offered rate: delivered Gb/s, loss %, out-of-order datagrams, jitter."""
-    from fabricscope.bench.thresholds import Threshold
-    from fabricscope.bench.udp import UdpParams, parse_offered_rate, run_udp
+    from fabricscope.bench.results.thresholds import Threshold
+    from fabricscope.bench.sockets.udp import UdpParams, parse_offered_rate, run_udp
 
     _check_peer(peer)
     try:
@@ -305,8 +305,8 @@ def latency(
     no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
 ) -> None:
     """Request/response round trips over TCP and UDP: p50, p99, p99.9 and max per message size."""
-    from fabricscope.bench.latency import MAX_SIZE, LatencyParams, run_latency
-    from fabricscope.bench.thresholds import Threshold
+    from fabricscope.bench.results.thresholds import Threshold
+    from fabricscope.bench.sockets.latency import MAX_SIZE, LatencyParams, run_latency
 
     _check_peer(peer)
     protos = {"tcp": ("tcp",), "udp": ("udp",), "both": ("tcp", "udp")}.get(proto)
@@ -346,8 +346,8 @@ def connect(
     no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
 ) -> None:
     """Connection setup rate and latency (connect, first byte, close) versus one pooled connection."""
-    from fabricscope.bench.connect import ConnectParams, run_connect
-    from fabricscope.bench.thresholds import Threshold
+    from fabricscope.bench.results.thresholds import Threshold
+    from fabricscope.bench.sockets.connect import ConnectParams, run_connect
 
     _check_peer(peer)
     modes = {"per-request": ("per_request",), "pooled": ("pooled",), "both": ("per_request", "pooled")}.get(
@@ -414,9 +414,9 @@ def rdma(
     no_store: bool = typer.Option(False, "--no-store", help=NO_STORE_HELP),
 ) -> None:
     """RDMA bandwidth/latency with perftest, device/port/GID picked from the inventory; skips without perftest."""
-    from fabricscope.bench.rdma import RdmaParams, run_rdma
-    from fabricscope.bench.rdma_loopback import run_loopback
-    from fabricscope.bench.thresholds import Threshold
+    from fabricscope.bench.rdma.loopback import run_loopback
+    from fabricscope.bench.rdma.run import RdmaParams, run_rdma
+    from fabricscope.bench.results.thresholds import Threshold
 
     if loopback and (peer is not None or listen):
         die("--loopback runs both sides on this node: leave out --peer and --listen")

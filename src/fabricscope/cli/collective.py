@@ -267,7 +267,7 @@ def import_nccl_tests(
     store: bool = typer.Option(True, "--store/--no-store", help="Save the result in the history."),
 ) -> None:
     """Read nccl-tests output into the fabricscope.bench/v1 schema and the history."""
-    from fabricscope.bench.nccl_tests import NcclTestsError, parse_file, to_bench_result
+    from fabricscope.bench.collective.nccl_tests import NcclTestsError, parse_file, to_bench_result
 
     try:
         parsed = parse_file(file, op=op, ranks=ranks)

@@ -87,9 +87,9 @@ def _with_manifest(report, manifest):
     """The doctor's findings plus the manifest's (``expect.*``), in doctor's order."""
     import dataclasses
 
+    from fabricscope.checks.facts import node_facts
     from fabricscope.findings import sort_key
     from fabricscope.fleet.expect import check_manifest
-    from fabricscope.fleet.facts import node_facts
 
     extra = check_manifest(manifest, node_facts(report.inventory))
     return dataclasses.replace(report, findings=sorted([*report.findings, *extra], key=sort_key))

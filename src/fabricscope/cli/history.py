@@ -163,7 +163,7 @@ def compare_cmd(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Each metric's change against a baseline; exit 1 when any metric regressed."""
-    from fabricscope.bench.history import judge
+    from fabricscope.bench.results.history import judge
     from fabricscope.report.history import compare_doc, print_compare
 
     with _open(db) as store:
@@ -195,7 +195,7 @@ def baseline_set(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Create or replace a named baseline from runs."""
-    from fabricscope.bench.history import baseline_stats
+    from fabricscope.bench.results.history import baseline_stats
 
     with _open(db) as store:
         if last is not None:
@@ -218,7 +218,7 @@ def baseline_show(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """A baseline's runs and per-metric median and MAD."""
-    from fabricscope.bench.history import baseline_stats
+    from fabricscope.bench.results.history import baseline_stats
 
     with _open(db) as store:
         saved = store.get_baseline(name)

@@ -33,7 +33,7 @@ def report(
 ) -> None:
     """Parameters, metrics, counter deltas and plots (throughput over time, latency percentiles,
     baseline against run) of stored runs, in one HTML file that needs no network to view."""
-    from fabricscope.bench.history import baseline_stats
+    from fabricscope.bench.results.history import baseline_stats
     from fabricscope.report.html import render_report
     from fabricscope.store import Store
 

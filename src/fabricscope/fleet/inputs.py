@@ -19,6 +19,7 @@ from typing import Any
 
 from fabricscope.errors import FabricscopeError
 from fabricscope.findings import Finding, Severity
+from fabricscope.untrusted import DocumentError, check_depth, json_load
 
 DOCTOR_SCHEMA = "fabricscope.doctor/v1"
 SNAPSHOT_SUFFIXES = (".tar.gz", ".tgz")
@@ -90,6 +91,10 @@ def reduce_document(doc: Any, source: str) -> NodeDoc:
     """Keep what the fleet needs from one doctor document; raises ValueError when it is not one."""
     if not isinstance(doc, dict) or doc.get("schema") != DOCTOR_SCHEMA:
         raise ValueError(f"not a {DOCTOR_SCHEMA} document")
+    try:
+        check_depth(doc)  # later walks (drift, --json, --html) must not meet a RecursionError
+    except DocumentError as exc:
+        raise ValueError(f"not a doctor document: {exc}") from None
     raw = doc.get("findings")
     if not isinstance(raw, list):
         raise ValueError("no findings list")
@@ -122,11 +127,13 @@ def _read_document(path: Path) -> NodeDoc:
         if path.stat().st_size > MAX_DOCUMENT_BYTES:
             raise ValueError(f"larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB")
         with open(path, "rb") as handle:
-            doc = json.loads(handle.read())
+            doc = json_load(handle.read())  # 4 KB of "[" once ended the whole verdict (RecursionError)
     except OSError as exc:
         raise ValueError(f"cannot read: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"not JSON ({exc})") from None
+    except DocumentError as exc:
+        raise ValueError(f"not a doctor document: {exc}") from None
     return reduce_document(doc, str(path))
 
 

@@ -196,15 +196,18 @@ class Labs:
         return [ns for ns in self.namespaces(stem) if ns == stem or not _NAME_CHAR.fullmatch(ns[len(stem)])]
 
     # ----- capabilities -------------------------------------------------------------------
-    def check_capabilities(self, need_nft: bool) -> None:
-        """Try each kernel feature a lab uses in a scratch namespace; name the first missing one."""
+    def check_capabilities(self, need_nft: bool, lab: str) -> None:
+        """Try each kernel feature a lab uses in a scratch namespace; name the first missing one.
+
+        The scratch namespace is named as the lab's own (:func:`probe_namespace`), so that a
+        ``lab up`` killed while probing leaves nothing ``lab down`` does not sweep."""
         missing_tools = [t for t in ("ip", "tc") if not self.runner.which(t)]
         if need_nft and not self.runner.which("nft"):
             missing_tools.append("nft")
         if missing_tools:
             pkgs = sorted({package_for(t) for t in missing_tools})
             raise LabError(f"missing tools: {', '.join(missing_tools)} (install Debian package {' and '.join(pkgs)})")
-        probe = f"{PREFIX}_probe{os.getpid()}"
+        probe = probe_namespace(lab, os.getpid())
         steps: list[tuple[str, list[str], str | None]] = [
             ("network namespaces", ["ip", "netns", "add", probe], None),
             ("veth pairs", ["ip", "-n", probe, "link", "add", "pa", "type", "veth", "peer", "name", "pb"], None),
@@ -255,11 +258,12 @@ class Labs:
             if live or existing:
                 self._remove(spec.name)
             need_nft = spec.loss_pct > 0
-            self.check_capabilities(need_nft)
+            self.check_capabilities(need_nft, spec.name)
             if spec.lldp:
                 lldp.require(self.runner)
             if spec.slurm:
                 slurm.require(self.runner)
+                slurm.check_leg_name_free(self.runner, spec.name)  # ours went with the old fabric namespace
             state = LabState(spec=spec)
             self._save(state)  # before creating anything: down must always find it
             try:
@@ -278,7 +282,7 @@ class Labs:
 
     def _start_slurm(self, state: LabState) -> None:
         """A fresh Slurm for the lab; its directory is in the state file before any daemon starts."""
-        slurm.stop_all(state.spec.name, state.slurm_dir, self.runner)
+        slurm.stop_all(state.spec.name, state.slurm_dir)
         folder = slurm.prepare(state.spec.name)
         state.slurm_dir = str(folder)
         self._save(state)
@@ -425,7 +429,7 @@ class Labs:
         recorded = None
         with contextlib.suppress(LabError):
             recorded = self.load(name).slurm_dir
-        slurm.stop_all(name, recorded, self.runner)  # before the namespaces: its daemons live in them and here
+        slurm.stop_all(name, recorded)  # before the namespaces: its daemons live in them and here
         found = self.lab_namespaces(name)
         for ns in found:
             self._kill_inside(ns)
@@ -435,6 +439,7 @@ class Labs:
             with contextlib.suppress(OSError):
                 (folder / "hosts").unlink(missing_ok=True)
                 folder.rmdir()
+        self._remove_old_probes()
         left = self.lab_namespaces(name)
         if left:
             raise LabError(f"could not remove namespaces {', '.join(map(repr, left))}")
@@ -442,6 +447,13 @@ class Labs:
             self._state_path(name).unlink()
         lldp.forget(name)
         return found
+
+    def _remove_old_probes(self) -> None:
+        """Probe namespaces of versions that named them ``fsl-_probe<pid>``, whose ``lab up`` is gone."""
+        for ns in self.namespaces(f"{PREFIX}_probe"):
+            pid = ns[len(PREFIX) + len("_probe"):]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                self.runner.run(["ip", "netns", "del", ns], check=False)
 
     def _kill_inside(self, ns: str) -> None:
         """End processes still running in a lab namespace (ours: started by lab run/exec)."""
@@ -547,6 +559,12 @@ class Labs:
             "live_leaf_side": self._live_qdisc(fab, up.leaf_port) if present else None,
             "live_spine_side": self._live_qdisc(fab, up.spine_port) if present else None,
         }
+
+
+def probe_namespace(lab: str, pid: int) -> str:
+    """The scratch namespace of ``lab up`` (process ``pid``) checking the kernel: ``fsl-LAB-probePID``,
+    inside the lab's prefix, so ``lab down LAB`` removes one a killed ``lab up`` left."""
+    return f"{PREFIX}{check_name(lab)}-probe{pid}"
 
 
 def _loss_rules(ports: list[str], pct: float) -> list[str]:

@@ -18,8 +18,12 @@ How it is wired (each choice was verified on a 2-core VM; see docs/lab.md):
 - One munged serves every daemon through a socket path (the namespaces share the filesystem).
 - Configuration, key, state, logs and sockets live in one private directory
   (:func:`fabricscope.host.tempfiles.make_private_dir`) named ``fabricscope-slurm-<lab>-*``; the
-  lab state records it. Stopping ends every process whose command line names that directory
-  (the daemons run with ``-f DIR/slurm.conf`` or ``--socket=DIR/...``), then removes it.
+  lab state records it. Stopping ends the daemons by the pid files they wrote there (each pid
+  checked against /proc: its argv must name the directory's slurm.conf or munge socket, so a
+  stale file never ends a process that reused the number), then removes it. A leftover directory
+  found by its name is used only if it is a real directory owned by this user: any local user can
+  create ``/tmp/fabricscope-slurm-<lab>-<anything>``, and nothing in such a name is ever matched
+  against command lines (``pgrep -f NAME`` once let a planted name choose what root killed).
 - srun waits forever for a drained or dead node: whatever fabricscope runs passes ``--immediate``.
 """
 
@@ -28,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -39,7 +44,7 @@ from fabricscope.lab.runner import Runner
 from fabricscope.lab.spec import LabError
 
 TOOLS = {"munged": "munge", "slurmctld": "slurm-wlm", "slurmd": "slurm-wlm", "sinfo": "slurm-wlm",
-         "scontrol": "slurm-wlm", "nsenter": "util-linux", "unshare": "util-linux", "pgrep": "procps"}
+         "scontrol": "slurm-wlm", "nsenter": "util-linux", "unshare": "util-linux"}
 CONTROLLER = "ctl"
 CONTROLLER_INDEX = 254  # 198.18.0.254: lab hosts are h1..h64
 LEG_IN_FABRIC = "ctl"
@@ -123,10 +128,22 @@ def _check_leg_free(runner: Runner, lab: str) -> None:
             raise LabError(f"lab {name[3:]} already runs Slurm here; one Slurm lab at a time (`fabricscope lab down {name[3:]}`)")
 
 
+def check_leg_name_free(runner: Runner, lab: str) -> None:
+    """Refuse when an interface on this machine already has the leg's name: it is not the lab's
+    (the lab's leg goes with its fabric namespace), and deleting it would cut whatever uses it."""
+    leg = leg_name(lab)
+    if runner.run(["ip", "-o", "link", "show", "dev", leg], check=False).rc == 0:
+        raise LabError(f"an interface named {leg} already exists here and is not lab {lab}'s; --slurm needs that name "
+                       f"for its leg: rename or remove {leg}, or give the lab another name")
+
+
 def _add_leg(plan: Plan, runner: Runner) -> None:
     run, leg, fab = runner.run, leg_name(plan.spec.name), plan.fabric_namespace
     switch, mtu = plan.hosts[0].ports[0].switch, str(plan.spec.mtu)
-    run(["ip", "link", "del", leg], check=False)  # left by a crash (it also dies with the fabric)
+    # a leg of this lab's earlier Slurm is removed through its end in the fabric namespace (a veth
+    # goes as a pair); an interface of that name that is still here is someone else's: refuse
+    run(["ip", "-n", fab, "link", "del", LEG_IN_FABRIC], check=False)
+    check_leg_name_free(runner, plan.spec.name)
     run(["ip", "link", "add", leg, "type", "veth", "peer", "name", LEG_IN_FABRIC, "netns", fab])
     run(["ip", "-n", fab, "link", "set", LEG_IN_FABRIC, "addrgenmode", "none"])
     run(["ip", "-n", fab, "link", "set", LEG_IN_FABRIC, "mtu", mtu, "master", switch, "up"])
@@ -189,10 +206,55 @@ def _log_tail(path: Path) -> str:
     return lines[-1].strip()[:300] if lines else f"see {path}"
 
 
-def running(runner: Runner, directory: Path) -> list[int]:
-    """PIDs of the processes whose command line names ``directory`` (the lab's daemons)."""
-    done = runner.run(["pgrep", "-f", "--", str(directory)], check=False, timeout_s=10)
-    return [int(x) for x in done.stdout.split() if x.isdigit() and int(x) != os.getpid()]
+PID_FILES = ("munged.pid", "ctl/slurmctld.pid", "nodes/*/slurmd.pid")  # as start() and conf_text() name them
+MAX_PID_FILE_BYTES = 64
+
+
+def running(directory: Path) -> list[int]:
+    """PIDs of the lab's live daemons: read from the pid files they wrote in ``directory``, each
+    kept only if ``/proc/PID/cmdline`` names that directory's slurm.conf or munge socket (a pid
+    file outlives its daemon, and the kernel reuses numbers)."""
+    if not owned_directory(directory):
+        return []
+    mine = {str(conf_path(directory)), f"--socket={munge_socket(directory)}"}
+    pids: set[int] = set()
+    for pattern in PID_FILES:
+        for path in directory.glob(pattern):
+            pid = _read_pid(path)
+            if pid is not None and pid != os.getpid() and mine & set(_argv(pid)):
+                pids.add(pid)
+    return sorted(pids)
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        text = os.read(fd, MAX_PID_FILE_BYTES).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return int(text) if text.isdigit() and 1 < int(text) < 1 << 22 else None
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode("utf-8", "surrogateescape") for part in raw.split(b"\0") if part]
+
+
+def owned_directory(directory: Path) -> bool:
+    """A real directory (not a symlink) owned by this user: one this user's ``lab up`` made."""
+    try:
+        st = os.lstat(directory)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
 
 
 def answering(plan: Plan, runner: Runner, directory: Path) -> bool:
@@ -203,17 +265,19 @@ def answering(plan: Plan, runner: Runner, directory: Path) -> bool:
     return states is not None and all(h.name in states for h in plan.hosts)
 
 
-def stop(runner: Runner, directory: Path) -> None:
-    """End the lab's daemons (SIGTERM, then SIGKILL after a grace) and remove their directory."""
-    pids = running(runner, directory)
+def stop(directory: Path) -> None:
+    """End the lab's daemons (SIGTERM, then SIGKILL after a grace) and remove their directory.
+    A directory this user does not own is left alone (it is not a lab's: see :func:`leftovers`)."""
+    if not owned_directory(directory):
+        return
+    pids = running(directory)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
+            _signal_if_ours(directory, pid, sig)
         deadline = time.monotonic() + STOP_DEADLINE_S
         while pids and time.monotonic() < deadline:
             time.sleep(0.1)
-            pids = running(runner, directory)
+            pids = running(directory)
         if not pids:
             break
     if pids:
@@ -221,17 +285,34 @@ def stop(runner: Runner, directory: Path) -> None:
     remove_private_dir(directory)
 
 
+def _signal_if_ours(directory: Path, pid: int, sig: signal.Signals) -> None:
+    """Signal ``pid`` through a pidfd opened before its argv is checked again, so a number reused
+    between the check and the signal cannot be hit."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return  # gone
+    try:
+        if pid in running(directory):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(fd, sig)
+    finally:
+        os.close(fd)
+
+
 def leftovers(lab: str) -> list[Path]:
-    """Private Slurm directories of ``lab`` in the temporary directory (found when the state file is gone)."""
-    return sorted(Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}{purpose(lab)}-*"))
+    """Private Slurm directories of ``lab`` in the temporary directory (found when the state file
+    is gone): only real directories owned by this user; anyone may plant a name there."""
+    found = Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}{purpose(lab)}-*")
+    return sorted(p for p in found if owned_directory(p))
 
 
-def stop_all(lab: str, recorded: str | None, runner: Runner) -> None:
+def stop_all(lab: str, recorded: str | None) -> None:
     """``lab down``: the recorded directory and any other left by a crash, then the leg."""
     folders = {Path(recorded)} if recorded else set()
     folders.update(leftovers(lab))
     for folder in sorted(folders):
-        stop(runner, folder)
+        stop(folder)
     # the leg needs nothing here: it goes with the fabric namespace
 
 

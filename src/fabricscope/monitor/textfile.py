@@ -19,7 +19,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, write_to_textfile
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from fabricscope.bench.result import BenchResult, params_key
+from fabricscope.bench.results.schema import BenchResult, params_key
 from fabricscope.errors import FabricscopeError
 
 FILENAME = "fabricscope_bench.prom"

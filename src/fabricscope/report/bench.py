@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from fabricscope.bench.history import headline
-from fabricscope.bench.result import BenchResult, CollectiveEntry, Status
+from fabricscope.bench.results.history import headline
+from fabricscope.bench.results.schema import BenchResult, CollectiveEntry, Status
 from fabricscope.collective_ops import find
 from fabricscope.report.incast import incast_lines
 from fabricscope.units import size_label

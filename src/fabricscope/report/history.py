@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from fabricscope.bench.history import Comparison, MetricChange, MetricStat, SuspectChange
+from fabricscope.bench.results.history import Comparison, MetricChange, MetricStat, SuspectChange
 from fabricscope.report.bench import headline_text, plain_number
 
 VERDICT_STYLES = {

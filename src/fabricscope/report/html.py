@@ -17,8 +17,8 @@ from html import escape
 from typing import Any
 
 from fabricscope import __version__
-from fabricscope.bench.history import MetricStat, compare, headline
-from fabricscope.bench.result import BenchResult
+from fabricscope.bench.results.history import MetricStat, compare, headline
+from fabricscope.bench.results.schema import BenchResult
 from fabricscope.errors import FabricscopeError
 from fabricscope.report.bench import HIGHLIGHT_TEXT, headline_text, redop_root
 from fabricscope.report.incast import incast_svg

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fabricscope.bench.result import BenchResult
+from fabricscope.bench.results.schema import BenchResult
 from fabricscope.report.plots import Series, line_chart
 
 

@@ -227,6 +227,8 @@ def _node_rates(doc: dict[str, Any]) -> dict[int, float]:
 def load_document(path: str | Path) -> dict[str, Any]:
     try:
         import yaml
+
+        from fabricscope.untrusted import yaml_load
     except ImportError:  # pragma: no cover - the sim extra brings pyyaml
         raise FabricscopeError("reading topology files needs pyyaml: pip install 'fabricscope[sim]'") from None
     p = Path(path)
@@ -237,11 +239,12 @@ def load_document(path: str | Path) -> dict[str, Any]:
     if len(text) > 5_000_000:
         raise FabricscopeError(f"topology file {path} is larger than 5 MB")
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml_load(text)  # no anchors or aliases (fabricscope.untrusted)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise FabricscopeError(f"topology file {path} is not valid YAML{where}") from None
+        problem = getattr(exc, "problem", None)
+        raise FabricscopeError(f"topology file {path} is not valid YAML{where}{': ' + problem if problem else ''}") from None
     if not isinstance(doc, dict):
         raise FabricscopeError(f"topology file {path} must be a YAML mapping")
     return doc

@@ -1,6 +1,6 @@
 """The result history: bench results in SQLite at ``$FABRICSCOPE_DB`` or the user data dir.
 
-Typical use (any module that produces a :class:`~fabricscope.bench.result.BenchResult`)::
+Typical use (any module that produces a :class:`~fabricscope.bench.results.schema.BenchResult`)::
 
     from fabricscope.store import Store
     with Store.open() as store:          # or Store.open(path)

@@ -23,7 +23,7 @@ from urllib.parse import quote
 import platformdirs
 from pydantic import ValidationError
 
-from fabricscope.bench.result import BenchResult, params_key
+from fabricscope.bench.results.schema import BenchResult, params_key
 from fabricscope.errors import FabricscopeError
 from fabricscope.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
@@ -53,7 +53,7 @@ class StoredRun:
 
 @dataclass(frozen=True)
 class Baseline:
-    """A named set of runs of one kind; statistics are computed by :mod:`fabricscope.bench.history`."""
+    """A named set of runs of one kind; statistics are computed by :mod:`fabricscope.bench.results.history`."""
 
     name: str
     kind: str

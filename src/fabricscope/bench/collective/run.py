@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fabricscope.bench.collective.straggler import find_straggler
-from fabricscope.bench.result import BenchResult, CollectiveEntry, RankInfo, Straggler, new_result
+from fabricscope.bench.results.schema import BenchResult, CollectiveEntry, RankInfo, Straggler, new_result
 from fabricscope.collective_ops import Layout, MeasuredOp, bus_factor
 from fabricscope.errors import FabricscopeError
 

@@ -9,7 +9,7 @@
 * :mod:`.worker`: what every rank runs, coordinated through torch.distributed's TCPStore.
 
 RDMA: where every host has an RDMA device and perftest, the same rounds run again with
-perftest (:mod:`fabricscope.bench.matrix_rdma`; device, port and GID from each host's
+perftest (:mod:`fabricscope.bench.matrix.rdma`; device, port and GID from each host's
 inventory by the rule of ``bench rdma``), and the RDMA matrix is judged the same way (by
 bandwidth; perftest reports no retransmissions). Where any host lacks them, the result says
 RDMA was skipped and why. The text and the heat map of a result are drawn in ``report/``.

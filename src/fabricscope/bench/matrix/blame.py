@@ -1,7 +1,7 @@
 """Who is to blame in a pairwise matrix, and the result a run becomes.
 
 Each off-diagonal entry is judged against the fleet's median with a robust margin (3 robust
-standard deviations, :func:`fabricscope.bench.stats.robust_sigma`, at least ``rel_margin`` of
+standard deviations, :func:`fabricscope.bench.results.stats.robust_sigma`, at least ``rel_margin`` of
 the median). A host whose row *and* column fall below (median of its 2(N-1) entries) is the
 suspect, not its partners; a low pair whose hosts are both fine points at the link between
 them. TCP retransmissions, read from each sending socket's TCP_INFO, are judged the same way,
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fabricscope.bench.matrix.schedule import MatrixParams
-from fabricscope.bench.result import (
+from fabricscope.bench.results.schema import (
     BenchResult,
     Cutoffs,
     MatrixRdma,
@@ -33,7 +33,7 @@ from fabricscope.bench.result import (
     Status,
     new_result,
 )
-from fabricscope.bench.stats import robust_sigma
+from fabricscope.bench.results.stats import robust_sigma
 
 if TYPE_CHECKING:
     from fabricscope.bench.matrix.localize import Fabric, Located

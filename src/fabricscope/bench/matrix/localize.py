@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabricscope.bench.matrix.tomography import Blame, Localization, Observation, localize
-from fabricscope.bench.result import MatrixSuspect
+from fabricscope.bench.results.schema import MatrixSuspect
 from fabricscope.topology.paths import Crossing, Element, FabricPaths, element_label, match_hosts
 from fabricscope.topology.view import FabricView, view_from_document
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fabricscope.bench import matrix_rdma
+from fabricscope.bench.matrix import rdma as matrix_rdma
 from fabricscope.errors import FabricscopeError
 
 Phase = list[tuple[int, int]]  # directed flows (sender, receiver) that run at the same time

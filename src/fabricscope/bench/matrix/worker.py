@@ -19,9 +19,9 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from fabricscope.bench import matrix_rdma
 from fabricscope.bench.counters import local_address_towards
 from fabricscope.bench.launch import DistEnv
+from fabricscope.bench.matrix import rdma as matrix_rdma
 from fabricscope.bench.matrix.blame import (
     MatrixRun,
     RdmaPart,
@@ -41,7 +41,7 @@ from fabricscope.bench.matrix.schedule import (
     phases,
 )
 from fabricscope.bench.rendezvous import RendezvousError, open_store
-from fabricscope.bench.tcpinfo import read_tcp_info
+from fabricscope.bench.sockets.tcpinfo import read_tcp_info
 from fabricscope.errors import FabricscopeError, one_line
 from fabricscope.host import Root
 

@@ -1,0 +1,1 @@
+"""RDMA benchmarks: perftest parsing, ``bench rdma`` and its GPUDirect loopback."""

@@ -1,0 +1,96 @@
+"""Documents that users and peers hand us: YAML without aliases, and a cap on nesting.
+
+A YAML alias (``*name``) repeats the node its anchor (``&name``) marks: nine levels of nine
+aliases each fit in 800 bytes and make 9^9 values for whoever walks or validates the result (the
+"billion laughs"; `doctor --expect`, the documented NHC check, ran out of memory on one). Nothing
+fabricscope reads (manifests, topology files) needs one, so the loader here refuses the first
+anchor or alias, naming its line. Deep nesting (``[[[[...``) ends recursive code (PyYAML's
+composer, json's decoder, any walk of the result) with RecursionError; both loaders cap it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+MAX_DEPTH = 64  # a doctor document of the fixture hosts nests 7 levels, a manifest 3
+
+
+class DocumentError(ValueError):
+    """A document nests deeper than :data:`MAX_DEPTH`."""
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing anchors and aliases and nesting past MAX_DEPTH."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            what = f"alias *{event.anchor}" if isinstance(event, yaml.AliasEvent) else f"anchor &{event.anchor}"
+            raise yaml.composer.ComposerError(None, None, f"{what}: YAML anchors and aliases are not accepted", event.start_mark)
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def yaml_compose(text: str) -> yaml.Node | None:
+    """The node tree of one YAML document (with line marks); raises yaml.YAMLError."""
+    loader = _NoAliasLoader(text)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
+
+
+def yaml_load(text: str) -> Any:
+    """``yaml.safe_load`` without anchors, aliases or deep nesting; raises yaml.YAMLError."""
+    loader = _NoAliasLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def yaml_construct(node: yaml.Node | None) -> Any:
+    """The Python value of a tree from :func:`yaml_compose` (so a caller parses once)."""
+    if node is None:
+        return None
+    loader = _NoAliasLoader("")
+    try:
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def json_load(data: str | bytes) -> Any:
+    """``json.loads`` that says "nested too deeply" instead of raising RecursionError, and caps
+    nesting at MAX_DEPTH; raises json.JSONDecodeError, UnicodeDecodeError or DocumentError."""
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise DocumentError(f"nested deeper than {MAX_DEPTH} levels") from None
+    check_depth(value)
+    return value
+
+
+def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
+    """Raise DocumentError if lists and dicts in ``value`` nest deeper than ``limit`` (walked
+    without recursion, so any depth is measured safely)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            raise DocumentError(f"nested deeper than {limit} levels")
+        stack.extend((child, depth + 1) for child in children)

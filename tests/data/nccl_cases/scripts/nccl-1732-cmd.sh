@@ -1,0 +1,2 @@
+# source: NVIDIA/nccl issue #1732 (labels: bug, triaged; closed) (repro command in the description by zhiyongww; triage by kiskra-nvidia) https://github.com/NVIDIA/nccl/issues/1732
+NCCL_RAS_ENABLE=0 NCCL_PROFILE_EVENT_MASK=127 NCCL_PROFILE_DUMP_FILE=qp_profiling NCCL_PROFILER_PLUGIN=./libnccl_example_profiler_plugin.so NCCL_P2P_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT ./nccl_alltoall_perf_bad -b 32M -e 128M -f 2 -n 1000 -g 8

@@ -1,0 +1,2 @@
+# source: NVIDIA/nccl issue #928 (command in the description by liuxingbo12138; verdict by sjeaugey 2023-07-31) https://github.com/NVIDIA/nccl/issues/928
+mpirun --allow-run-as-root -x PATH -x LD_LIBRARY_PATH -x NCCL_ALGO=Ring  -x NCCL_IB_GID_INDEX=3 -x NCCL_DEBUG=trace -x CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 --host 10.101.15.5,10.101.15.4,10.101.15.3,10.101.15.2,10.101.15.1 ./build/all_reduce_perf -b 8 -e 5G -f 2 -g 8
