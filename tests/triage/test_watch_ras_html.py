@@ -71,3 +71,40 @@ def test_inspector_jsonl_from_nccls_readme_is_read_and_reported(tmp_path) -> Non
     (tmp_path / "inspector.jsonl").write_text("\n".join(lines) + "\n")
     inputs = collect([tmp_path])
     assert len(inputs.inspector) == 1 and not inputs.skipped
+
+
+def test_ras_query_speaks_nccls_text_protocol() -> None:
+    """A loopback server answering as NCCL's RAS thread does (src/ras/client_support.cc: "OK" to SET
+    FORMAT, then the status; the bytes of the real 2.28.9 capture) gets SET FORMAT json and STATUS."""
+    import socket
+    import threading
+
+    from fabricscope.triage.ras import query
+
+    capture = (DATA / "h200" / "ras_status_2.28.9.json").read_bytes()  # starts with the wire's "OK\n"
+    server = socket.create_server(("127.0.0.1", 0))
+    got: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.settimeout(10)
+            data = b""
+            while b"STATUS\n" not in data:
+                chunk = conn.recv(1024)
+                if not chunk:
+                    break
+                data += chunk
+            got.append(data)
+            conn.sendall(capture)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        reply = query("127.0.0.1", server.getsockname()[1], timeout_s=10)
+    finally:
+        thread.join(timeout=10)
+        server.close()
+    assert got == [b"SET FORMAT json\nSTATUS\n"]
+    snap = parse(reply, "live")
+    assert snap is not None and snap.nccl_version == "2.28.9" and snap.rank_hosts == {0: "192.0.2.2"}
