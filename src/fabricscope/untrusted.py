@@ -11,6 +11,7 @@ composer, json's decoder, any walk of the result) with RecursionError; both load
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import yaml
@@ -26,7 +27,7 @@ class _NoAliasLoader(yaml.SafeLoader):
     """PyYAML's safe loader, refusing anchors and aliases and nesting past MAX_DEPTH."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # types-PyYAML leaves it untyped
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             what = f"alias *{event.anchor}" if isinstance(event, yaml.AliasEvent) else f"anchor &{event.anchor}"
             raise yaml.composer.ComposerError(None, None, f"{what}: YAML anchors and aliases are not accepted", event.start_mark)
@@ -85,6 +86,7 @@ def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(item, dict):
             children = item.values()
         elif isinstance(item, list):

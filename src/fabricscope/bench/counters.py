@@ -97,6 +97,24 @@ def netdev_for_address(root: Root, address: str | None) -> str | None:
     return None
 
 
+def _nonzero_deltas(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in counter_deltas(before, after).items() if v}
+
+
+def _per_source(
+    before: dict[str, dict[str, int]], after: dict[str, dict[str, int]], moved: dict[str, dict[str, int]]
+) -> list[dict[str, int]]:
+    """Each source's (port's, netdev's) non-zero deltas, in ``after``'s order; those that moved
+    are also kept in ``moved``."""
+    out = []
+    for source, values in after.items():
+        deltas = _nonzero_deltas(before.get(source, {}), values)
+        if deltas:
+            moved[source] = deltas
+        out.append(deltas)
+    return out
+
+
 def summarize_deltas(before: CounterSample, after: CounterSample) -> CounterDeltas:
     """Non-zero deltas by source plus the named highlights (pure: testable on samples)."""
     out = CounterDeltas(window_s=round(after.taken_s - before.taken_s, 6))
@@ -106,20 +124,14 @@ def summarize_deltas(before: CounterSample, after: CounterSample) -> CounterDelt
         if value:
             highlights[name] = highlights.get(name, 0) + value
 
-    netstat = {k: v for k, v in counter_deltas(before.netstat, after.netstat).items() if v}
+    netstat = _nonzero_deltas(before.netstat, after.netstat)
     out.netstat = netstat
     for counter, name in NETSTAT_HIGHLIGHTS.items():
         bump(name, netstat.get(counter, 0))
-    for port, values in after.ports.items():
-        deltas = {k: v for k, v in counter_deltas(before.ports.get(port, {}), values).items() if v}
-        if deltas:
-            out.ports[port] = deltas
+    for deltas in _per_source(before.ports, after.ports, out.ports):
         for counter, name in PORT_HIGHLIGHTS.items():
             bump(name, deltas.get(counter, 0))
-    for dev, values in after.ethtool.items():
-        deltas = {k: v for k, v in counter_deltas(before.ethtool.get(dev, {}), values).items() if v}
-        if deltas:
-            out.ethtool[dev] = deltas
+    for deltas in _per_source(before.ethtool, after.ethtool, out.ethtool):
         for counter, value in deltas.items():
             if _PAUSE_RX.match(counter):
                 bump("pause_rx_count", value)

@@ -21,8 +21,12 @@ def _label(inv: Inventory, index: int | None = None, pci: str | None = None) -> 
     return f"GPU{index}" if index is not None else f"GPU {pci}"
 
 
-def _nvidia_smi_gpus(inv: Inventory) -> bool:
-    return bool(inv.gpus) and inv.gpu_source == "nvidia-smi"
+def _unread(check_id: str, inv: Inventory, command: str) -> list[Finding]:
+    """Without nvidia-smi's output: not evaluated where nvidia-smi found the GPUs, else nothing
+    (GPUs seen only in sysfs may have no driver to ask)."""
+    if not inv.gpus or inv.gpu_source != "nvidia-smi":
+        return []
+    return [not_evaluated(check_id, "GPUs", f"`{command}` not available", fix="run doctor where nvidia-smi works (driver loaded)")]
 
 
 @check("gpu.nvlink", "NVLink links up at full speed")
@@ -35,8 +39,7 @@ def nvlink(ctx: CheckContext) -> Iterator[Finding]:
     inv = ctx.inventory
     state = inv.nvlink
     if state is None or state.links is None:
-        if _nvidia_smi_gpus(inv):
-            yield not_evaluated("gpu.nvlink", "GPUs", "`nvidia-smi nvlink -s` not available", fix="run doctor where nvidia-smi works (driver loaded)")
+        yield from _unread("gpu.nvlink", inv, "nvidia-smi nvlink -s")
         return
     speeds = [s for g in state.links for s in g.links.values() if s is not None]
     if not speeds:
@@ -71,8 +74,7 @@ def fabric(ctx: CheckContext) -> Iterator[Finding]:
     inv = ctx.inventory
     state = inv.nvlink
     if state is None or state.fabric is None:
-        if _nvidia_smi_gpus(inv):
-            yield not_evaluated("gpu.fabric", "GPUs", "`nvidia-smi -q` not available", fix="run doctor where nvidia-smi works (driver loaded)")
+        yield from _unread("gpu.fabric", inv, "nvidia-smi -q")
         return
     fix = ("check `systemctl status nvidia-fabricmanager` and /var/log/fabricmanager.log (HGX), or the NVLink fabric/NMX "
            "controller (GB200); the fabric manager's version must match the driver's; then reset the GPUs or reboot")

@@ -11,7 +11,7 @@ from fabricscope.checks.registry import CheckContext, check, not_evaluated
 from fabricscope.checks.xid_catalog import CATALOG_URL, xid_meaning
 from fabricscope.findings import Finding, Severity
 from fabricscope.host.inventory import Inventory
-from fabricscope.host.kernel_log import KernelLog, LinkEvent
+from fabricscope.host.kernel_log import LinkEvent
 
 # Link state changes in the first minutes after boot are the links training, not flaps.
 BOOT_SETTLE_S = 300.0
@@ -21,15 +21,14 @@ FLAP_FAIL_COUNT = 3
 _SEVERITY = {"info": Severity.INFO, "warn": Severity.WARN, "fail": Severity.FAIL}
 
 
-def _log(ctx: CheckContext) -> KernelLog | None:
-    return ctx.inventory.kernel_log
-
-
-def _missing(check_id: str, inv: Inventory) -> Finding:
-    return not_evaluated(
+def _missing(check_id: str, inv: Inventory, relevant: object) -> list[Finding]:
+    """Without a kernel log: not evaluated where the node has what the check judges, else nothing."""
+    if not relevant:
+        return []
+    return [not_evaluated(
         check_id, "kernel log", f"no kernel log read ({inv.kernel_log_problem or 'not captured in this snapshot'})",
         fix="run doctor as root (dmesg needs it where kernel.dmesg_restrict=1), or give read access to the journal",
-    )
+    )]
 
 
 @check("kernel.link_flaps", "Link flaps in the kernel log")
@@ -39,10 +38,9 @@ def link_flaps(ctx: CheckContext) -> Iterator[Finding]:
     once: in-flight RDMA operations fail and NCCL jobs abort. Down events more than 300 s after
     boot are counted per port: any warns; 3 or more within one hour is a flapping link and fails."""
     inv = ctx.inventory
-    log = _log(ctx)
+    log = inv.kernel_log
     if log is None:
-        if inv.rdma_devices:
-            yield _missing("kernel.link_flaps", inv)
+        yield from _missing("kernel.link_flaps", inv, inv.rdma_devices)
         return
     downs: dict[str, list[LinkEvent]] = defaultdict(list)
     for event in log.links:
@@ -84,10 +82,9 @@ def xid_errors(ctx: CheckContext) -> Iterator[Finding]:
     Xid), uncontained ECC (95), GSP timeouts (119) need the GPU reset or the node serviced and fail;
     application-level faults (13, 31, 43) warn; follow-on cleanups (45) are info."""
     inv = ctx.inventory
-    log = _log(ctx)
+    log = inv.kernel_log
     if log is None:
-        if inv.gpus:
-            yield _missing("kernel.xid", inv)
+        yield from _missing("kernel.xid", inv, inv.gpus)
         return
     by_gpu: dict[str, list] = defaultdict(list)
     for event in log.xids:
@@ -125,10 +122,9 @@ def nic_firmware(ctx: CheckContext) -> Iterator[Finding]:
     event`s other than "Cable plugged" (unplugged, errors, warn) and insufficient slot power (warn)."""
     inv = ctx.inventory
     mlx5 = [d for d in inv.rdma_devices if d.driver in ("mlx5_core", None) and not d.is_efa]
-    log = _log(ctx)
+    log = inv.kernel_log
     if log is None:
-        if mlx5:
-            yield _missing("kernel.nic_firmware", inv)
+        yield from _missing("kernel.nic_firmware", inv, mlx5)
         return
     by_pci: dict[str, list] = defaultdict(list)
     for event in log.nic:

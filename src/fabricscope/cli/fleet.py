@@ -19,15 +19,13 @@ from fabricscope.cli.common import (
     print_json,
 )
 from fabricscope.cli.launching import LAUNCH_HELP, launch_ranks
-from fabricscope.cli.main import app
+from fabricscope.cli.main import command_group
 from fabricscope.findings import Severity
 
-fleet_app = typer.Typer(
-    name="fleet",
-    help="Many nodes at once: doctor findings per node, drift between nodes, the expected-hardware manifest, scheduler actions.",
-    no_args_is_help=True,
+fleet_app = command_group(
+    "fleet",
+    "Many nodes at once: doctor findings per node, drift between nodes, the expected-hardware manifest, scheduler actions.",
 )
-app.add_typer(fleet_app, name="fleet")
 
 FROM_HELP = (
     "doctor --json documents, snapshots (.tar.gz or directory), or a directory of them (repeatable; more FILES may follow). "

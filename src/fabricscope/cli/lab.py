@@ -7,7 +7,7 @@ import sys
 import typer
 
 from fabricscope.cli.common import JSON_HELP, die, print_json
-from fabricscope.cli.main import app
+from fabricscope.cli.main import command_group
 from fabricscope.errors import FabricscopeError
 from fabricscope.lab.fabric import Labs, require_root
 from fabricscope.lab.procgroup import run_group
@@ -24,12 +24,10 @@ from fabricscope.lab.spec import (
 )
 from fabricscope.units import parse_size
 
-lab_app = typer.Typer(
-    name="lab",
-    help="An emulated cluster on this machine: namespaces as hosts, bridges as switches, tc for rates, nftables for loss.",
-    no_args_is_help=True,
+lab_app = command_group(
+    "lab",
+    "An emulated cluster on this machine: namespaces as hosts, bridges as switches, tc for rates, nftables for loss.",
 )
-app.add_typer(lab_app, name="lab")
 
 
 def _spec(**kwargs) -> LabSpec:

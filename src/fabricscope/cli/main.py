@@ -77,6 +77,14 @@ app = typer.Typer(
 )
 
 
+def command_group(name: str, help_text: str, parent: typer.Typer | None = None) -> typer.Typer:
+    """A group of subcommands (``fabricscope NAME ...``), registered on ``parent`` (the top level
+    by default); without a subcommand it prints its help."""
+    group = typer.Typer(name=name, help=help_text, no_args_is_help=True)
+    (parent or app).add_typer(group, name=name)
+    return group
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"fabricscope {__version__}")

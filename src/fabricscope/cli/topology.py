@@ -12,15 +12,13 @@ import typer
 from fabricscope.bench.launch import Flag, Flags, child_argv
 from fabricscope.cli.common import JSON_HELP, die, end_rank, print_json
 from fabricscope.cli.launching import absolute_item
-from fabricscope.cli.main import app
+from fabricscope.cli.main import command_group
 from fabricscope.errors import FabricscopeError
 
-topology_app = typer.Typer(
-    name="topology",
-    help="The fabric as cabled: discover it (ibnetdiscover, LLDP, a lab) into the simulator's YAML, print and draw it.",
-    no_args_is_help=True,
+topology_app = command_group(
+    "topology",
+    "The fabric as cabled: discover it (ibnetdiscover, LLDP, a lab) into the simulator's YAML, print and draw it.",
 )
-app.add_typer(topology_app, name="topology")
 
 SOURCE_HELP = (
     "ibnetdiscover (run it here), ibnetdiscover:FILE (its saved output), lldp (every node of the job "

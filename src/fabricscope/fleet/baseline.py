@@ -35,30 +35,44 @@ def _ecn_on(port: dict[str, Any]) -> bool | None:
     return all(p in ecn for p in pfc)
 
 
+Candidate = tuple[str, str, tuple[Any, int, int] | None]  # (section, key, majority)
+
+
+def _firmware(facts: list[dict[str, Any]]) -> list[Candidate]:
+    """The firmware most NICs of each model run (a model's NICs are compared with each other only)."""
+    nics = [n for f in facts for n in f.get("nics") or []]
+    models = sorted({str(n.get("model")) for n in nics if n.get("model")})
+    return [("firmware", model, _majority(n.get("fw") for n in nics if str(n.get("model")) == model)) for model in models]
+
+
+def _roce(roce: list[dict[str, Any]]) -> list[Candidate]:
+    """MTU, PFC priorities and ECN of the RoCE ports; nothing where the fleet has none."""
+    if not roce:
+        return []
+    pfc = _majority(tuple(p["pfc_priorities"]) if p.get("pfc_priorities") is not None else None for p in roce)
+    return [
+        ("", "mtu", _majority(p.get("mtu_bytes") for p in roce)),
+        ("", "pfc_priority", (list(pfc[0]) if len(pfc[0]) != 1 else pfc[0][0], pfc[1], pfc[2]) if pfc and pfc[0] else None),
+        ("", "ecn", _majority(_ecn_on(p) for p in roce)),
+    ]
+
+
 def baseline_entries(nodes: list[NodeDoc]) -> list[tuple[str, str, Any, tuple[int, int]]]:
     """(section, key, value, (agreeing, compared)) for every manifest entry the fleet has a majority for."""
     facts = [n.facts for n in nodes if n.facts is not None]
     ports = [(nic, p) for f in facts for nic in f.get("nics") or [] for p in nic.get("ports") or []]
-    roce = [p for _n, p in ports if p.get("link_layer") == "Ethernet"]
-    candidates: list[tuple[str, str, tuple[Any, int, int] | None]] = [
+    gdr = _majority((f.get("gpus") or {}).get("gpudirect_module") for f in facts if (f.get("gpus") or {}).get("count"))
+    candidates: list[Candidate] = [
         ("gpus", "count", _majority((f.get("gpus") or {}).get("count") for f in facts)),
         ("gpus", "model", _majority((f.get("gpus") or {}).get("model") for f in facts)),
         ("rdma", "ports", _majority(sum(1 for n in f.get("nics") or [] for p in n.get("ports") or [] if p.get("state") == "ACTIVE")
                                     for f in facts if f.get("nics"))),
         ("rdma", "link_layer", _majority(p.get("link_layer") for _n, p in ports)),
         ("rdma", "rate_gbps", _majority(p.get("rate_gbps") for _n, p in ports if p.get("state") == "ACTIVE")),
+        *_firmware(facts),
+        *_roce([p for _n, p in ports if p.get("link_layer") == "Ethernet"]),
+        ("", "gpudirect", (gdr[0] != "none", gdr[1], gdr[2]) if gdr else None),
     ]
-    for model in sorted({str(n.get("model")) for f in facts for n in f.get("nics") or [] if n.get("model")}):
-        candidates.append(("firmware", model, _majority(n.get("fw") for f in facts for n in f.get("nics") or [] if str(n.get("model")) == model)))
-    if roce:
-        pfc = _majority(tuple(p["pfc_priorities"]) if p.get("pfc_priorities") is not None else None for p in roce)
-        candidates += [
-            ("", "mtu", _majority(p.get("mtu_bytes") for p in roce)),
-            ("", "pfc_priority", (list(pfc[0]) if len(pfc[0]) != 1 else pfc[0][0], pfc[1], pfc[2]) if pfc and pfc[0] else None),
-            ("", "ecn", _majority(_ecn_on(p) for p in roce)),
-        ]
-    gdr = _majority((f.get("gpus") or {}).get("gpudirect_module") for f in facts if (f.get("gpus") or {}).get("count"))
-    candidates.append(("", "gpudirect", (gdr[0] != "none", gdr[1], gdr[2]) if gdr else None))
     return [(section, key, m[0], (m[1], m[2])) for section, key, m in candidates if m is not None]
 
 

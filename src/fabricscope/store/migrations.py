@@ -18,7 +18,7 @@ from typing import Any
 
 Migration = str | Callable[[sqlite3.Cursor], None]
 
-_SIZE_METRIC = re.compile(r"^size_(\d+)_(time_s|max_rank_time_s|algbw_GBps|busbw_GBps|wrong_count)\Z")
+# The per-size metric suffixes collective runs were stored with -> the entry field each became.
 _ENTRY_FIELD = {
     "time_s": "time_s",
     "max_rank_time_s": "max_rank_time_s",
@@ -26,6 +26,7 @@ _ENTRY_FIELD = {
     "busbw_GBps": "busbw_GBps",
     "wrong_count": "wrong",
 }
+_SIZE_METRIC = re.compile(r"^size_(\d+)_(" + "|".join(_ENTRY_FIELD) + r")\Z")
 
 
 def _legacy_entries(doc: dict[str, Any]) -> list[dict[str, Any]] | None:

@@ -174,14 +174,11 @@ def _core_cables(disc: Discovery, hosts: list[str], by_host: dict[str, list[Atta
     return [Cable(leaf, ASSUMED_CORE, None, None, rate or bps) for leaf, bps in sorted(down.items())]
 
 
-def build_document(disc: Discovery, opts: BuildOptions | None = None) -> dict[str, Any]:
-    """The simulator's explicit-graph document for what was discovered (see module docstring)."""
-    opts = opts or BuildOptions()
-    hosts, by_host, nics = _select_hosts(disc, opts)
-    rates = [a.rate_bps for h in hosts for a in by_host[h]]
-    nic_bps = opts.nic_rate_bps or _most_common(rates)
-    if nic_bps is None:
-        raise TopologyError(f"{disc.source}: no NIC rate was discovered; give one with --nic-rate")
+def _switches(
+    disc: Discovery, hosts: list[str], by_host: dict[str, list[Attachment]], nics: int, opts: BuildOptions, nic_bps: float
+) -> tuple[list[str], list[Cable]]:
+    """The switches and cables to write: the kept hosts' leaves and what joins them (the core
+    cables, or a core made up when none were seen); refuses a fabric in unconnected pieces."""
     leaves = {a.switch for h in hosts for a in by_host[h]}
     orphans = {a.switch for a in disc.attachments} - leaves  # leaves whose hosts were all left out
     if orphans:
@@ -203,7 +200,14 @@ def build_document(disc: Discovery, opts: BuildOptions | None = None) -> dict[st
             "the switch-to-switch cables between them were not seen"
         )
     reachable = set().union(*pieces)
-    switches = [s for s in switches if s in reachable]
+    return [s for s in switches if s in reachable], [c for c in cables if c.a in reachable]
+
+
+def _attachments(
+    disc: Discovery, hosts: list[str], by_host: dict[str, list[Attachment]], opts: BuildOptions, nic_bps: float
+) -> tuple[dict[str, set[tuple[int, int]]], dict[int, str]]:
+    """(node, NIC) pairs per switch, and the NIC rate of each node slower than ``nic_bps`` (its
+    slowest NIC: the simulator gives a node one rate)."""
     attach: dict[str, set[tuple[int, int]]] = defaultdict(set)
     node_rate: dict[int, str] = {}
     for index, host in enumerate(hosts):
@@ -214,7 +218,20 @@ def build_document(disc: Discovery, opts: BuildOptions | None = None) -> dict[st
             node_rate[index] = format_rate(slowest)
             if len({a.rate_bps for a in by_host[host]}) > 1:
                 disc.warnings.append(f"{host}: NICs at different rates; the simulator gives the node its slowest, {node_rate[index]}")
-    links = Counter((*sorted((c.a, c.b), key=natural_key), c.rate_bps or nic_bps) for c in cables if c.a in reachable)
+    return attach, node_rate
+
+
+def build_document(disc: Discovery, opts: BuildOptions | None = None) -> dict[str, Any]:
+    """The simulator's explicit-graph document for what was discovered (see module docstring)."""
+    opts = opts or BuildOptions()
+    hosts, by_host, nics = _select_hosts(disc, opts)
+    rates = [a.rate_bps for h in hosts for a in by_host[h]]
+    nic_bps = opts.nic_rate_bps or _most_common(rates)
+    if nic_bps is None:
+        raise TopologyError(f"{disc.source}: no NIC rate was discovered; give one with --nic-rate")
+    switches, cables = _switches(disc, hosts, by_host, nics, opts, nic_bps)
+    attach, node_rate = _attachments(disc, hosts, by_host, opts, nic_bps)
+    links = Counter((*sorted((c.a, c.b), key=natural_key), c.rate_bps or nic_bps) for c in cables)
     doc: dict[str, Any] = {
         "name": disc.name,
         "nodes": len(hosts),

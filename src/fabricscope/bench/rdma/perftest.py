@@ -23,18 +23,22 @@ _ADDRESS = re.compile(r"^\s*(local|remote) address:\s*(.*)\Z")
 _GID_LINE = re.compile(r"^\s*GID:\s*([0-9a-fA-F:]+)\s*$")
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?\Z")
 
-# Column label (unit stripped, lower case) -> our field name.
-COLUMN_FIELDS = {
-    "#bytes": "size_bytes",
-    "#iterations": "iterations",
-    "bw peak": "bw_peak",
-    "bw average": "bw_average",
+# Names perftest gives the same figure in its text columns and its JSON keys -> our field name.
+_COMMON_FIELDS = {
     "msgrate": "msg_rate_mpps",
     "t_min": "lat_min_us",
     "t_max": "lat_max_us",
     "t_typical": "lat_typical_us",
     "t_avg": "lat_avg_us",
     "t_stdev": "lat_stdev_us",
+}
+# Column label (unit stripped, lower case) -> our field name.
+COLUMN_FIELDS = {
+    "#bytes": "size_bytes",
+    "#iterations": "iterations",
+    "bw peak": "bw_peak",
+    "bw average": "bw_average",
+    **_COMMON_FIELDS,
     "99% percentile": "lat_p99_us",
     "99.9% percentile": "lat_p999_us",
     "tps average": "tps",
@@ -88,18 +92,52 @@ def bw_to_gbps(value: float, unit: str | None) -> float:
     raise PerftestParseError(f"unknown bandwidth unit {unit!r}")
 
 
+def _put(row: dict[str, float], name: str, value: float, bw_unit: str | None) -> None:
+    """One figure into a result row: bandwidth columns in 10^9 bit/s under ``*_gbps``."""
+    if name in ("bw_peak", "bw_average"):
+        row[f"{name}_gbps"] = bw_to_gbps(value, bw_unit)
+    else:
+        row[name] = value
+
+
 def _column_key(label: str) -> tuple[str, str | None]:
     match = re.match(r"^(.*?)\[([^\]]*)\]\Z", label)
     name, unit = (match.group(1), match.group(2)) if match else (label, None)
     return name.strip().lower(), unit
 
 
+def _result_header(line: str, out: PerftestOutput) -> list[str | None]:
+    """The ``#bytes ...`` column header: our field per column (None: a column we do not keep)."""
+    out.columns = _COLUMN.findall(line)
+    fields: list[str | None] = []
+    for label in out.columns:
+        name, unit = _column_key(label)
+        if name in ("bw peak", "bw average") and unit:
+            out.bw_unit = unit
+        fields.append(COLUMN_FIELDS.get(name))
+    return fields
+
+
+def _result_line(line: str, fields: list[str | None], out: PerftestOutput) -> None:
+    """A line under the column header: a result row, a row cut short, or a warning."""
+    tokens = line.split()
+    if not tokens or not tokens[0].isdigit():
+        out.warnings.append(line.strip())
+    elif len(tokens) < len(fields) or not all(_NUMBER.match(t) for t in tokens[: len(fields)]):
+        out.problems.append(f"incomplete result row: {line.strip()[:80]}")
+    else:
+        row: dict[str, float] = {}
+        for name, token in zip(fields, tokens):
+            if name is not None:
+                _put(row, name, float(token), out.bw_unit)
+        out.rows.append(row)
+
+
 def parse_text(text: str) -> PerftestOutput:
     """Parse perftest's human output (server or client side, one size or an ``-a`` sweep)."""
     out = PerftestOutput(test=None, kind=None)
     last_address: dict[str, str] | None = None
-    in_results = False
-    fields: list[str | None] = []
+    fields: list[str | None] | None = None  # set once the results' column header is read
     for raw in text.splitlines():
         line = raw.rstrip()
         if not line.strip() or set(line.strip()) <= {"-", "*"}:
@@ -107,51 +145,23 @@ def parse_text(text: str) -> PerftestOutput:
         if (m := _TEST_NAME.match(line)) and out.test is None:
             out.test = m.group(1)
             out.kind = "lat" if "Latency" in out.test else "bw"
-            continue
-        if (m := _ADDRESS.match(line)) is not None:
+        elif (m := _ADDRESS.match(line)) is not None:
             target = out.local if m.group(1) == "local" else out.remote
             tokens = m.group(2).split()
             for key, value in zip(tokens[::2], tokens[1::2]):
                 target[key] = value
             last_address = target
-            continue
-        if (m := _GID_LINE.match(line)) is not None and last_address is not None:
+        elif (m := _GID_LINE.match(line)) is not None and last_address is not None:
             last_address["GID"] = m.group(1)
-            continue
-        if line.lstrip().startswith("#bytes"):
-            out.columns = _COLUMN.findall(line)
-            fields = []
-            for label in out.columns:
-                name, unit = _column_key(label)
-                if name in ("bw peak", "bw average") and unit:
-                    out.bw_unit = unit
-                fields.append(COLUMN_FIELDS.get(name))
-            in_results = True
-            continue
-        if in_results:
-            tokens = line.split()
-            if tokens and tokens[0].isdigit():
-                if len(tokens) < len(fields) or not all(_NUMBER.match(t) for t in tokens[: len(fields)]):
-                    out.problems.append(f"incomplete result row: {line.strip()[:80]}")
-                    continue
-                row: dict[str, float] = {}
-                for name, token in zip(fields, tokens):
-                    if name is None:
-                        continue
-                    value = float(token)
-                    if name in ("bw_peak", "bw_average"):
-                        row[f"{name}_gbps"] = bw_to_gbps(value, out.bw_unit)
-                    else:
-                        row[name] = value
-                out.rows.append(row)
-                continue
-            out.warnings.append(line.strip())
-            continue
-        if ":" in line and not line.lstrip().startswith(("*", "#")):
+        elif line.lstrip().startswith("#bytes"):
+            fields = _result_header(line, out)
+        elif fields is not None:
+            _result_line(line, fields, out)
+        elif ":" in line and not line.lstrip().startswith(("*", "#")):
             for key, value in _PAIR.findall(line):
                 if value.strip():
                     out.header[key.strip()] = value.strip()
-        elif line.strip() and not line.lstrip().startswith("*"):
+        elif not line.lstrip().startswith("*"):
             out.warnings.append(line.strip())
     if out.test is None and not out.columns:
         raise PerftestParseError("no perftest test banner or result header found")
@@ -190,12 +200,7 @@ _JSON_FIELDS = {
     "n_iterations": "iterations",
     "bw_peak": "bw_peak",
     "bw_average": "bw_average",
-    "msgrate": "msg_rate_mpps",
-    "t_min": "lat_min_us",
-    "t_max": "lat_max_us",
-    "t_typical": "lat_typical_us",
-    "t_avg": "lat_avg_us",
-    "t_stdev": "lat_stdev_us",
+    **_COMMON_FIELDS,
     "percentile_99": "lat_p99_us",
     "percentile_99.9": "lat_p999_us",
 }
@@ -228,10 +233,7 @@ def parse_json(text: str, bw_unit: str = "Gb/sec") -> PerftestOutput:
             except (TypeError, ValueError):
                 out.problems.append(f"{key}: not a number ({str(value)[:40]})")
                 continue
-            if name in ("bw_peak", "bw_average"):
-                row[f"{name}_gbps"] = bw_to_gbps(number, bw_unit)
-            else:
-                row[name] = number
+            _put(row, name, number, bw_unit)
         if row:
             out.rows.append(row)
     out.kind = "lat" if any("lat_typical_us" in r for r in out.rows) else "bw"

@@ -90,6 +90,14 @@ def _merge(reports: list[dict[str, Any]], prefix: str) -> dict[str, float | None
     return out
 
 
+def _rate(client: list[dict[str, Any]]) -> tuple[int, float, float | None]:
+    """(requests, elapsed_s, requests per second) of one mode's client reports: all requests
+    over the slowest client's time, as the clients ran at once."""
+    requests = sum(int(r.get("requests", 0)) for r in client)
+    elapsed = max((float(r.get("elapsed_s", 0)) for r in client), default=0.0)
+    return requests, elapsed, round(requests / elapsed, 3) if elapsed > 0 else None
+
+
 def build_connect_metrics(
     result: BenchResult, by_mode: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]]
 ) -> None:
@@ -98,9 +106,7 @@ def build_connect_metrics(
     rows = []
     if "per_request" in by_mode:
         client, server = by_mode["per_request"]
-        requests = sum(int(r.get("requests", 0)) for r in client)
-        elapsed = max((float(r.get("elapsed_s", 0)) for r in client), default=0.0)
-        metrics["connect_per_s"] = round(requests / elapsed, 3) if elapsed > 0 else None
+        requests, elapsed, metrics["connect_per_s"] = _rate(client)
         metrics["connections_count"] = requests
         for part in ("connect", "first_byte", "close", "request"):
             merged = _merge(client, part)
@@ -112,9 +118,7 @@ def build_connect_metrics(
         metrics["per_request_server_cpu_pct"] = cpu_pct(server, elapsed)
     if "pooled" in by_mode:
         client, server = by_mode["pooled"]
-        requests = sum(int(r.get("requests", 0)) for r in client)
-        elapsed = max((float(r.get("elapsed_s", 0)) for r in client), default=0.0)
-        metrics["pooled_requests_per_s"] = round(requests / elapsed, 3) if elapsed > 0 else None
+        requests, elapsed, metrics["pooled_requests_per_s"] = _rate(client)
         metrics["pooled_requests_count"] = requests
         for part in ("first_byte", "request"):
             merged = _merge(client, part)

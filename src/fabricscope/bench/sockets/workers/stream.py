@@ -26,6 +26,30 @@ from fabricscope.bench.sockets.workers.base import (
 )
 
 
+def _tcp_report(
+    role: str,
+    total: int,
+    first_ns: int,
+    last_ns: int,
+    marks: list[tuple[int, int]],
+    cpu: float,
+    info: dict[str, int],
+    **extra: float,
+) -> dict[str, Any]:
+    """What either end of a TCP stream reports: bytes, the interval marks, CPU and TCP_INFO."""
+    return {
+        "role": role,
+        "bytes": total,
+        "first_ns": first_ns,
+        "last_ns": last_ns,
+        **extra,
+        "marks": marks,
+        "cpu_s": cpu,
+        "wall_s": (last_ns - first_ns) / 1e9,
+        "tcp_info": info,
+    }
+
+
 def tcp_sink(
     pipe: Channel, endpoint: Endpoint, cookie: bytes, cfg: dict[str, Any], start: Any, stop: Any
 ) -> dict[str, Any]:
@@ -66,16 +90,7 @@ def tcp_sink(
     finally:
         sock.close()
     marks.append((t_last - t_first, total))
-    return {
-        "role": "sink",
-        "bytes": total,
-        "first_ns": t_first,
-        "last_ns": t_last,
-        "marks": marks,
-        "cpu_s": cpu,
-        "wall_s": (t_last - t_first) / 1e9,
-        "tcp_info": info,
-    }
+    return _tcp_report("sink", total, t_first, t_last, marks, cpu, info)
 
 
 def tcp_source(
@@ -118,17 +133,7 @@ def tcp_source(
     finally:
         sock.close()
     marks.append((now - t0, total))
-    return {
-        "role": "source",
-        "bytes": total,
-        "first_ns": t0,
-        "last_ns": t_end,
-        "send_s": (now - t0) / 1e9,
-        "marks": marks,
-        "cpu_s": cpu,
-        "wall_s": (t_end - t0) / 1e9,
-        "tcp_info": info,
-    }
+    return _tcp_report("source", total, t0, t_end, marks, cpu, info, send_s=(now - t0) / 1e9)
 
 
 # ----- UDP throughput -----------------------------------------------------------------------------
