@@ -7,11 +7,9 @@ from pathlib import Path
 import typer
 
 from fabricscope.cli.common import JSON_HELP, die, print_json
-from fabricscope.cli.main import app
+from fabricscope.cli.main import command_group
 
-job_app = typer.Typer(name="job", help="Which rank, node or link holds a running or hung job, and what to do about it.",
-                      no_args_is_help=True)
-app.add_typer(job_app, name="job")
+job_app = command_group("job", "Which rank, node or link holds a running or hung job, and what to do about it.")
 
 
 def _host_map(items: list[str]) -> dict[int, str]:
