@@ -14,7 +14,9 @@ from tests.lab import conftest as lab_fixtures
 from tests.lab.conftest import fs
 from tests.triage import lab_job
 
-pytestmark = pytest.mark.slow
+# one lab name for the module: its tests must run one after another, in the "lab" xdist lane
+# (static marks; the lane that tests/conftest.py assigns by file name did not hold them there here)
+pytestmark = [pytest.mark.slow, pytest.mark.lab, pytest.mark.xdist_group("lab")]
 
 lab_dir = lab_fixtures.lab_dir
 make_lab = lab_fixtures.make_lab
