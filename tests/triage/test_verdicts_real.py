@@ -122,3 +122,11 @@ def test_compute_straggler_is_named_with_its_slowdown(case) -> None:
     assert v["class"] == "straggler" and _culprits(doc) == [(1, "h2")], v
     # a step is 0.15 s of compute plus the collectives; without the straggler it would be ~0.1 s shorter
     assert 1.8 < v["slowdown"] < 3.5, v["slowdown"]
+
+
+def test_torchrun_failure_table_names_the_dead_rank_and_host() -> None:
+    from fabricscope.triage.joblog import read_log
+
+    ev = read_log((DATA / "torchrun_childfailed_sigkill.txt").read_text().splitlines(), "torchrun.txt")
+    host = "mlxlab115rp2n7682d40d9-20250521025625-6dyyd3-8nir8b-worker"
+    assert ev.dead_ranks == {0: f"torchrun: rank 0 on {host} exited -9 (SIGKILL)"} and ev.rank_hosts == {0: host}
