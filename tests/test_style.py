@@ -111,7 +111,10 @@ def upward_imports() -> dict[tuple[str, str], str]:
 def test_the_documented_layers_are_complete() -> None:
     layers = documented_layers()
     assert layers["cli"] > layers["report"] == layers["store"] > layers["monitor"] > layers["bench"] > layers["host"] > 0
-    assert {layers[u] for u in ("checks", "nccl", "bench", "sim", "lab")} == {layers["bench"]}
+    # the domain's ranks (issue 21): triage, ready > fleet > bench > topology, checks > jobs, nccl, sim > lab
+    assert layers["monitor"] > layers["triage"] == layers["ready"] > layers["fleet"] > layers["bench"]
+    assert layers["bench"] > layers["topology"] == layers["checks"] > layers["jobs"] == layers["nccl"] == layers["sim"]
+    assert layers["sim"] > layers["lab"] > layers["host"]
     assert layers["errors"] == layers["units"] == 0
 
 
