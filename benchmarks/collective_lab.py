@@ -40,11 +40,12 @@ def worker() -> None:
     for _ in range(iters):
         dist.all_reduce(t)
     elapsed = (time.perf_counter() - t0) / iters
-    times = [None] * dist.get_world_size()
-    dist.all_gather_object(times, elapsed)
+    mine = torch.tensor([elapsed], dtype=torch.float64)
+    times = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(times, mine)  # a tensor, never all_gather_object (which unpickles what peers send)
     if dist.get_rank() == 0:
         n = dist.get_world_size()
-        mean = sum(times) / n  # nccl-tests: mean over ranks
+        mean = sum(float(x) for x in times) / n  # nccl-tests: mean over ranks
         print(json.dumps({"busbw_GBps": size / mean / 1e9 * 2 * (n - 1) / n}))
     dist.destroy_process_group()
 

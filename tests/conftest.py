@@ -33,6 +33,7 @@ HEALTHY_HOSTS = ["ib-ndr-healthy", "roce-healthy", "cloud-tcp", "efa-p4d"]
 LAB_FIXTURES = {"lab_dir", "make_lab"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         uses_lab = LAB_FIXTURES & set(getattr(item, "fixturenames", ())) or "lab" in item.path.name

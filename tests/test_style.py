@@ -111,7 +111,10 @@ def upward_imports() -> dict[tuple[str, str], str]:
 def test_the_documented_layers_are_complete() -> None:
     layers = documented_layers()
     assert layers["cli"] > layers["report"] == layers["store"] > layers["monitor"] > layers["bench"] > layers["host"] > 0
-    assert {layers[u] for u in ("checks", "nccl", "bench", "sim", "lab")} == {layers["bench"]}
+    # the domain's ranks (issue 21): triage, ready > fleet > bench > topology, checks > jobs, nccl, sim > lab
+    assert layers["monitor"] > layers["triage"] == layers["ready"] > layers["fleet"] > layers["bench"]
+    assert layers["bench"] > layers["topology"] == layers["checks"] > layers["jobs"] == layers["nccl"] == layers["sim"]
+    assert layers["sim"] > layers["lab"] > layers["host"]
     assert layers["errors"] == layers["units"] == 0
 
 
@@ -161,3 +164,74 @@ def test_modules_and_functions_stay_small() -> None:
     excepted = {**DECLARATIVE, **SHRINKING}
     new = [where for where in oversized() if where not in excepted and where.split(":")[0] not in excepted]
     assert not new, f"over {MAX_FUNCTION_LINES} lines: {new}"
+
+
+# ----- nothing from a peer is unpickled (issue 20) -------------------------------------------------
+# The only unpickling allowed: a module named here whose every Unpickler subclass overrides
+# find_class (a restricted, data-only reader of files such as Flight Recorder dumps).
+RESTRICTED_UNPICKLERS: set[str] = {"triage/safe_pickle.py"}
+
+
+def _unpickling_calls(tree) -> list[tuple[int, str]]:
+    """(line, what) for pickle.load(s), Unpickler(...).load, all_gather_object, broadcast_object_list,
+    gather/scatter_object_list, recv_object_list, and torch.load without weights_only=True."""
+    import ast
+
+    found = []
+    banned = {"all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list",
+              "recv_object_list", "send_object_list"}  # fmt: skip
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in ("pickle", "_pickle", "cPickle", "dill", "cloudpickle"):
+            found += [(node.lineno, f"from {node.module} import {a.name}") for a in node.names if a.name in ("load", "loads", "Unpickler")]
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        owner = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else ""
+        if name in banned:
+            found.append((node.lineno, name))
+        elif name in ("load", "loads") and owner in ("pickle", "_pickle", "cPickle", "dill", "cloudpickle", "marshal"):
+            found.append((node.lineno, f"{owner}.{name}"))
+        elif name == "load" and owner == "torch":
+            safe = any(k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is True for k in node.keywords)
+            if not safe:
+                found.append((node.lineno, "torch.load without weights_only=True"))
+        elif name == "Unpickler" and owner in ("pickle", "_pickle"):
+            found.append((node.lineno, "pickle.Unpickler"))
+    return found
+
+
+def _restricted_unpickler_ok(tree) -> bool:
+    """Every class deriving from (pickle.)Unpickler defines find_class, and nothing else unpickles."""
+    import ast
+
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
+               and any((isinstance(b, ast.Attribute) and b.attr == "Unpickler") or (isinstance(b, ast.Name) and b.id == "Unpickler") for b in n.bases)]  # fmt: skip
+    return bool(classes) and all(any(isinstance(f, ast.FunctionDef) and f.name == "find_class" for f in c.body) for c in classes)
+
+
+def test_nothing_is_unpickled() -> None:
+    """No pickle.load(s), object collectives (all_gather_object and kin unpickle what peers send) or
+    torch.load without weights_only anywhere in src/, except a restricted data-only unpickler."""
+    import ast
+
+    src = TESTS.parent / "src" / "fabricscope"
+    offenders = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src).as_posix()
+        tree = ast.parse(path.read_text())
+        calls = _unpickling_calls(tree)
+        if rel in RESTRICTED_UNPICKLERS:
+            assert _restricted_unpickler_ok(tree), f"{rel}: every Unpickler subclass must override find_class"
+            calls = [c for c in calls if c[1] not in ("pickle.Unpickler", "from pickle import Unpickler")]
+        offenders += [f"{rel}:{line}: {what}" for line, what in calls]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_unpickling_scan_finds_what_it_forbids() -> None:
+    import ast
+
+    text = "import pickle, torch\nimport torch.distributed as dist\npickle.loads(b'')\ndist.all_gather_object([], 1)\ntorch.load('x')\ntorch.load('x', weights_only=True)\n"
+    assert [w for _, w in _unpickling_calls(ast.parse(text))] == ["pickle.loads", "all_gather_object", "torch.load without weights_only=True"]
+    ok = "import pickle\nclass R(pickle.Unpickler):\n    def find_class(self, m, n):\n        raise ValueError\n"
+    assert _restricted_unpickler_ok(ast.parse(ok)) and not _restricted_unpickler_ok(ast.parse("import pickle\nclass R(pickle.Unpickler):\n    pass\n"))

@@ -16,11 +16,11 @@ import pytest
 
 from fabricscope.bench.results.schema import Status
 from fabricscope.bench.sockets import admission
-from fabricscope.bench.sockets.netio import recv_frame, send_frame
 from fabricscope.bench.sockets.protocol import ServerLimits
 from fabricscope.bench.sockets.server import BenchServer
 from fabricscope.bench.sockets.tcp import TcpParams, run_tcp
 from fabricscope.errors import FabricscopeError
+from fabricscope.jobs.frames import recv_frame, send_frame
 from tests.bench.conftest import run_cli, start_server
 from tests.loopback_attacker import attacker_address
 

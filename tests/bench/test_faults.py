@@ -11,11 +11,11 @@ import time
 import pytest
 
 from fabricscope.bench.results.schema import Status
-from fabricscope.bench.sockets.netio import PeerError, recv_frame, send_frame
-from fabricscope.bench.sockets.protocol import ServerLimits, encode_frame
+from fabricscope.bench.sockets.protocol import ServerLimits
 from fabricscope.bench.sockets.server import BenchServer
 from fabricscope.bench.sockets.tcp import TcpParams, run_tcp
 from fabricscope.errors import FabricscopeError
+from fabricscope.jobs.frames import PeerError, encode_frame, recv_frame, send_frame
 from fabricscope.store import Store
 from tests.bench.conftest import ServerProcess, run_cli, start_server
 

@@ -21,9 +21,9 @@ import pytest
 
 from fabricscope.bench.results.schema import Status
 from fabricscope.bench.sockets.latency import LatencyParams, run_latency
-from fabricscope.bench.sockets.netio import PeerError, recv_frame, send_frame
 from fabricscope.bench.sockets.server import BenchServer
 from fabricscope.bench.sockets.tcp import TcpParams, run_tcp
+from fabricscope.jobs.frames import PeerError, recv_frame, send_frame
 from tests.bench.conftest import run_cli
 from tests.loopback_attacker import Recorder, attacker_address
 

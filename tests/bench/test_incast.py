@@ -11,22 +11,24 @@ import pytest
 
 from fabricscope.bench.incast import (
     _REQUEST,
-    HELLO_MAGIC,
     OP_REPORT,
     OP_STOP,
-    TOKEN_ENV,
     IncastError,
     IncastParams,
     run_receiver,
     run_sender,
     sender_counts,
+    sender_hello,
 )
-from fabricscope.bench.launch import DistEnv, free_port
 from fabricscope.bench.results.schema import BenchResult
-from fabricscope.bench.sockets.netio import recv_exact, send_frame
+from fabricscope.jobs.frames import recv_exact, send_frame
+from fabricscope.jobs.launch import DistEnv, free_port
+from fabricscope.jobs.secret import TOKEN_ENV, JobSecret
 from fabricscope.report.bench import result_lines
 from fabricscope.report.incast import collapse_verdict, incast_svg
 from tests.lab.conftest import fs
+
+GOOD_TOKEN = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 
 
 def test_sender_counts() -> None:
@@ -62,7 +64,7 @@ def _quiet(fn, *args) -> None:
 
 
 def test_rounds_on_loopback_give_every_point(monkeypatch) -> None:
-    monkeypatch.setenv(TOKEN_ENV, "secret-1")
+    monkeypatch.setenv(TOKEN_ENV, GOOD_TOKEN)
     port = free_port()
     params = IncastParams(size_bytes=64 * 1024, rounds=5, warmup=1, round_timeout_s=10, join_timeout_s=20)
     threads = _start_senders(4, port, params)
@@ -82,15 +84,16 @@ def test_rounds_on_loopback_give_every_point(monkeypatch) -> None:
 
 
 def test_a_stranger_with_the_wrong_token_is_closed_and_the_job_still_runs(monkeypatch) -> None:
-    monkeypatch.setenv(TOKEN_ENV, "right")
+    monkeypatch.setenv(TOKEN_ENV, GOOD_TOKEN)
     port = free_port()
     params = IncastParams(senders=[1], size_bytes=4096, rounds=2, warmup=0, join_timeout_s=20)
     box: dict = {}
     receiver = threading.Thread(target=lambda: box.update(result=run_receiver(_env(0, 2, port), params)), daemon=True)
     receiver.start()
     stranger = _connect(port)
-    send_frame(stranger, {"hello": HELLO_MAGIC, "rank": 1, "token": "wrong"}, time.monotonic() + 5)
-    assert stranger.recv(1) == b""  # closed unread
+    wrong = JobSecret("", b"0123456789abcdef-wrong", "token")
+    sender_hello(stranger, 1, "stranger", wrong, False, time.monotonic() + 5)
+    assert stranger.recv(1) == b""  # closed: its signature is not the job's
     _start_senders(2, port, params)
     receiver.join(20)
     assert box["result"].incast[0].rounds == 2
@@ -101,7 +104,7 @@ def test_silent_strangers_delay_no_sender(monkeypatch) -> None:
     job joins at once instead of after one hello deadline per stranger (5 s each before)."""
     from fabricscope.bench.incast import HELLO_DEADLINE_S
 
-    monkeypatch.setenv(TOKEN_ENV, "t")
+    monkeypatch.setenv(TOKEN_ENV, GOOD_TOKEN)
     port = free_port()
     params = IncastParams(size_bytes=4096, rounds=1, warmup=0, join_timeout_s=30)
     box: dict = {}
@@ -120,7 +123,7 @@ def test_silent_strangers_delay_no_sender(monkeypatch) -> None:
 
 
 def test_a_sender_that_never_joins_is_named(monkeypatch) -> None:
-    monkeypatch.setenv(TOKEN_ENV, "t")
+    monkeypatch.setenv(TOKEN_ENV, GOOD_TOKEN)
     port = free_port()
     params = IncastParams(size_bytes=4096, rounds=1, warmup=0, join_timeout_s=1.5)
     _start_senders(4, port, params, skip={2})
@@ -131,7 +134,7 @@ def test_a_sender_that_never_joins_is_named(monkeypatch) -> None:
 
 
 def test_a_sender_that_stops_answering_ends_the_round_with_its_name(monkeypatch) -> None:
-    monkeypatch.setenv(TOKEN_ENV, "t")
+    monkeypatch.setenv(TOKEN_ENV, GOOD_TOKEN)
     port = free_port()
     params = IncastParams(senders=[2], size_bytes=4096, rounds=3, warmup=0, round_timeout_s=1.0, join_timeout_s=20)
     _start_senders(2, port, params)  # rank 1 answers; rank 2 joins and then says nothing
@@ -146,7 +149,7 @@ def test_a_sender_that_stops_answering_ends_the_round_with_its_name(monkeypatch)
 def _silent_sender(port: int) -> None:
     """Joins and answers counter requests, but never sends a response."""
     sock = _connect(port)
-    send_frame(sock, {"hello": HELLO_MAGIC, "rank": 2, "token": "t", "host": "silent"}, time.monotonic() + 5)
+    sender_hello(sock, 2, "silent", JobSecret("", GOOD_TOKEN.encode(), "token"), False, time.monotonic() + 5)
     try:
         while True:
             op, _ = _REQUEST.unpack(recv_exact(sock, _REQUEST.size, time.monotonic() + 15))

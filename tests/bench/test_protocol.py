@@ -10,22 +10,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabricscope.bench.sockets.protocol import (
-    MAX_FRAME_BYTES,
-    MAX_JSON_DEPTH,
     ConnectSpec,
     Hello,
     LatencySpec,
-    ProtocolError,
     RunRequest,
     ServerLimits,
     TcpSpec,
     UdpSpec,
-    decode_body,
-    decode_length,
-    encode_frame,
     parse_peer,
     parse_rendezvous,
     parse_request,
+)
+from fabricscope.jobs.frames import (
+    MAX_FRAME_BYTES,
+    MAX_JSON_DEPTH,
+    ProtocolError,
+    decode_body,
+    decode_length,
+    encode_frame,
 )
 
 

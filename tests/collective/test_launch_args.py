@@ -1,7 +1,7 @@
 """`--launch`: a launched rank runs exactly the parameters its launcher validated.
 
 Each command builds its ranks' arguments from the validated parameter model in one place
-(bench/launch.child_argv); here every field of each model goes out as options and comes back
+(jobs/launch.child_argv); here every field of each model goes out as options and comes back
 through the command's own option parsing, so a new parameter cannot be forgotten.
 """
 
@@ -15,12 +15,12 @@ import pytest
 import typer.main
 
 from fabricscope.bench.collective import CollectiveParams
-from fabricscope.bench.launch import Flag, LaunchError, child_argv
 from fabricscope.bench.matrix import MatrixParams
 from fabricscope.cli import collective as cli_collective
 from fabricscope.cli import fleet as cli_fleet
 from fabricscope.cli import topology as cli_topology
 from fabricscope.cli.main import app
+from fabricscope.jobs.launch import Flag, LaunchError, child_argv
 from tests.conftest import TESTS
 
 NOT_AN_OPTION = {("MatrixParams", "retest_peers"), ("MatrixParams", "retx_floor_pct"), ("MatrixParams", "bind")}

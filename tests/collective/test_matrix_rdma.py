@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from fabricscope.bench.launch import free_port
 from fabricscope.bench.matrix import rdma as matrix_rdma
 from fabricscope.bench.rdma.run import CommandOutcome
 from fabricscope.bench.results.schema import BenchResult
 from fabricscope.host import Root
+from fabricscope.jobs.launch import free_port
 from tests.conftest import FIXTURE_HOSTS, samples_dir, skip_unless_ci
 
 STAND_IN = r'''#!{python}

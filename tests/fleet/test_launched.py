@@ -1,5 +1,5 @@
 """`fleet doctor` / `fleet collect` launched as a job: real ranks (``--launch local:N``) meeting at
-torch's store, each reading its own node (a per-node ``--root``), rank 0 judging. The same run
+the job's own store (no torch), each reading its own node (a per-node ``--root``), rank 0 judging. The same run
 under real Slurm in the lab is tests/lab/test_slurm_lab.py."""
 
 from __future__ import annotations
@@ -14,18 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from fabricscope.bench.launch import DistEnv
-from fabricscope.bench.rendezvous import RendezvousError, gather, open_store
 from fabricscope.fleet.launched import Received, node_label, own_root, to_nodes
-from tests.conftest import skip_unless_ci
+from fabricscope.jobs.launch import DistEnv
+from fabricscope.jobs.rendezvous import RendezvousError, gather, open_store
 from tests.fleet.fleetbuilder import build_fleet
-
-
-def _need_torch() -> None:
-    try:
-        import torch.distributed  # noqa: F401
-    except ImportError:
-        skip_unless_ci("torch is not installed (pip install 'fabricscope[torch]')")
 
 
 def fs(*args: str, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -47,7 +39,6 @@ def per_node_roots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_launched_fleet_doctor_names_exactly_the_node_that_drifted(per_node_roots: Path) -> None:
-    _need_torch()
     proc = fs("fleet", "doctor", "--launch", "local:3", "--root", f"{per_node_roots}/{{host}}", "--timeout", "60", "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]  # firmware drift is a warning; --fail-on fail
     doc = json.loads(proc.stdout)
@@ -58,7 +49,6 @@ def test_launched_fleet_doctor_names_exactly_the_node_that_drifted(per_node_root
 
 @pytest.mark.slow
 def test_launched_fleet_collect_keeps_every_nodes_document(per_node_roots: Path, tmp_path: Path) -> None:
-    _need_torch()
     out = tmp_path / "kept"
     proc = fs("fleet", "collect", "--launch", "local:3", "--root", f"{per_node_roots}/{{host}}", "-o", str(out), "--timeout", "60")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -73,7 +63,6 @@ def test_launched_fleet_collect_keeps_every_nodes_document(per_node_roots: Path,
 
 @pytest.mark.slow
 def test_launched_collect_sends_scrubbed_snapshots_too(per_node_roots: Path, tmp_path: Path) -> None:
-    _need_torch()
     out = tmp_path / "kept"
     proc = fs("fleet", "collect", "--launch", "local:3", "--root", f"{per_node_roots}/{{host}}", "-o", str(out), "--snapshot",
               "--json", "--timeout", "60")
@@ -87,7 +76,6 @@ def test_launched_collect_sends_scrubbed_snapshots_too(per_node_roots: Path, tmp
 
 @pytest.mark.slow
 def test_a_node_that_cannot_be_read_is_a_finding_not_a_crash(per_node_roots: Path, tmp_path: Path) -> None:
-    _need_torch()
     roots = tmp_path / "roots"
     roots.mkdir()
     for name in ("local0", "local1"):
@@ -112,24 +100,30 @@ def _free_port() -> int:
 
 
 def test_a_rank_that_dies_ends_the_gather_with_an_error_naming_it() -> None:
-    """Rank 1 joins the store and dies before handing anything in: rank 0 stops at its deadline."""
-    _need_torch()
+    """Rank 1 joins the store and dies before handing anything in: rank 0 stops at its deadline,
+    naming it (and only it)."""
     port = _free_port()
-    envs = [DistEnv(r, 2, 0, "127.0.0.1", port, "torchrun") for r in (0, 1)]
+    envs = [DistEnv(r, 3, 0, "127.0.0.1", port, "torchrun") for r in (0, 1, 2)]
     joined = threading.Event()
 
     def dying_rank() -> None:
-        store = open_store(envs[1], 30, needs="test")
+        meeting = open_store(envs[1], 30, needs="test", environ={})
         joined.set()
-        del store
+        meeting.close()
 
-    thread = threading.Thread(target=dying_rank)
-    thread.start()
-    store = open_store(envs[0], 30, needs="test")
-    thread.join(30)
+    def good_rank() -> None:
+        gather(open_store(envs[2], 30, needs="test", environ={}), {"document": "{}"}, timeout_s=10)
+
+    threads = [threading.Thread(target=dying_rank), threading.Thread(target=good_rank)]
+    for thread in threads:
+        thread.start()
+    meeting = open_store(envs[0], 30, needs="test", environ={})
+    for thread in threads:
+        thread.join(30)
     assert joined.is_set()
-    with pytest.raises(RendezvousError, match="rank 1 sent nothing within 1 s"):
-        gather(store, envs[0], {"document": b"{}"}, timeout_s=1)
+    with pytest.raises(RendezvousError, match=r"^rank 1 sent nothing within 1 s"):
+        gather(meeting, {"document": "{}"}, timeout_s=1)
+    meeting.close()
 
 
 def test_nodes_are_named_as_the_scheduler_knows_them() -> None:

@@ -2,8 +2,9 @@
 hosts' namespaces, `fleet doctor` under srun names the one host planted with drift, drains it,
 and resumes it (only it) once fixed; `lab down` leaves nothing behind.
 
-Needs root, iproute2, slurm-wlm, munge and torch: skipped outside CI, saying why; under CI=true it
-runs. Run it under the lab lock: `flock /tmp/fabricscope-lab.lock pytest tests/lab/test_slurm_lab.py`.
+Needs root, iproute2, slurm-wlm, munge and torch (for bench collective; fleet needs none): skipped
+outside CI, saying why; under CI=true it runs. fleet's ranks learn the job's secret through the
+lab's munged (no token is exported), as on a real Slurm cluster. Run it under the lab lock: `flock /tmp/fabricscope-lab.lock pytest tests/lab/test_slurm_lab.py`.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def _available() -> None:
     try:
         import torch.distributed  # noqa: F401
     except ImportError:
-        skip_unless_ci("fleet doctor under srun needs torch (pip install 'fabricscope[torch]')")
+        skip_unless_ci("bench collective under srun needs torch (pip install 'fabricscope[torch]')")
 
 
 def run(argv: list[str], env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -70,6 +71,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         assert up.returncode == 0, up.stderr
         doc = json.loads(up.stdout)
         env["SLURM_CONF"] = doc["slurm"]["conf"]
+        env["FABRICSCOPE_MUNGE_SOCKET"] = str(slurm.munge_socket(Path(doc["slurm"]["conf"]).parent))  # not munged's default
+        env["FABRICSCOPE_JOB_TOKEN"] = ""  # the secret comes through munge
         yield {"env": env, "roots": roots, "spare": built[4], "dir": Path(doc["slurm"]["conf"]).parent, "status": doc}
     finally:
         fs("lab", "down", LAB, env=env)
@@ -112,6 +115,19 @@ def test_fleet_doctor_under_srun_names_exactly_the_drifted_host(cluster) -> None
     assert differing == {"h3"} and {item["id"] for item in doc["drift"]} == {"fleet.firmware"}
 
 
+def _settled_states(env: dict[str, str], limit_s: float = 15.0) -> dict[str, str]:
+    """Node -> state once no node shows as not responding: right after a resume, slurmctld shows
+    "idle*" until the node's next ping (about half a second in the lab)."""
+    import time
+
+    end = time.monotonic() + limit_s
+    while True:
+        states = dict(line.split() for line in run(["sinfo", "-h", "-N", "-o", "%N %T"], env).stdout.splitlines())
+        if not any(s.endswith("*") for s in states.values()) or time.monotonic() > end:
+            return states
+        time.sleep(0.2)
+
+
 def test_drain_then_resume_only_what_fabricscope_drained(cluster) -> None:
     env = cluster["env"]
     drained = _fleet_doctor(cluster, "--fail-on", "warn", "--slurm-drain", "--apply")
@@ -131,7 +147,7 @@ def test_drain_then_resume_only_what_fabricscope_drained(cluster) -> None:
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "done      scontrol update NodeName=h3 State=RESUME" in resumed.stdout and "h4" not in resumed.stdout
     assert _drained(env) == {"h4": "disk replacement"}
-    states = dict(line.split() for line in run(["sinfo", "-h", "-N", "-o", "%N %T"], env).stdout.splitlines())
+    states = _settled_states(env)
     assert states["h3"] == "idle" and states["h4"] == "drained"
     logged = [json.loads(line) for line in Path(env["FABRICSCOPE_ACTION_LOG"]).read_text().splitlines()]
     assert [(a["kind"], a["node"], a["ok"]) for a in logged] == [("slurm.drain", "h3", True), ("slurm.resume", "h3", True)]
@@ -161,6 +177,7 @@ def test_up_again_changes_nothing_and_restarts_a_slurm_that_died(cluster) -> Non
     assert not cluster["dir"].exists()  # the old daemons were ended and their directory removed
     cluster["dir"] = Path(doc["slurm"]["conf"]).parent
     env["SLURM_CONF"] = doc["slurm"]["conf"]
+    env["FABRICSCOPE_MUNGE_SOCKET"] = str(slurm.munge_socket(cluster["dir"]))
     assert srun(env, "hostname").returncode == 0
 
 

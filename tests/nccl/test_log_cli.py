@@ -72,6 +72,7 @@ def test_gzip_log(cli, tmp_path: Path) -> None:
         (b"", "no NCCL log line"),
         (b"just some text\nwithout NCCL\n", "no NCCL log line"),
     ],
+    ids=["random", "elf", "empty", "text"],  # stable ids: pytest-xdist workers must collect the same tests
 )
 def test_unusable_input_is_exit_2_with_one_line(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "x.log"

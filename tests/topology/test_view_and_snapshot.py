@@ -91,7 +91,7 @@ def test_ibnetdiscover_capture_reads_back_the_same(tmp_path) -> None:
 
 
 def test_a_ranks_reading_travels_whole(tmp_path) -> None:
-    from fabricscope.bench.launch import DistEnv
+    from fabricscope.jobs.launch import DistEnv
     from fabricscope.topology.gather import from_wire, gather, local_reading, to_wire
 
     host = _fake_host(tmp_path, {("lldpctl", "-u", "/run/x/h3.sock", "-f", "json"): body("lldpctl_json_lab_host_h1.txt")})

@@ -8,7 +8,10 @@ windows, waits for its retransmission timeout (200 ms minimum on Linux), and goo
 
 Wiring: rank 0 listens at MASTER_ADDR:MASTER_PORT (the address the launcher already gives every
 rank, so no store or SSH is needed); every other rank connects there, proves it belongs to the
-job with the job token, and then answers requests on that one TCP connection. Every wait has a
+job by signing rank 0's fresh nonce with the job's secret (:mod:`fabricscope.jobs.secret`:
+FABRICSCOPE_JOB_TOKEN, our launchers' token, or under Slurm a key rank 0 hands over through munge),
+and then answers requests on that one TCP connection. Without any secret (torchrun or mpirun and
+no token) nothing proves a sender belongs to the job: see docs/security.md. Every wait has a
 deadline: a sender that dies or stalls ends the run with an error naming it.
 
 Request (receiver -> sender), 9 bytes: op (u8) and a size (u64, network order). op RESPOND asks
@@ -18,7 +21,6 @@ one frame; op STOP ends the job.
 
 from __future__ import annotations
 
-import hmac
 import math
 import os
 import queue
@@ -34,15 +36,23 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricscope.bench.counters import CounterProbe
-from fabricscope.bench.launch import DistEnv
 from fabricscope.bench.results.schema import BenchResult, IncastPoint, new_result
 from fabricscope.bench.results.stats import percentile
-from fabricscope.bench.sockets.netio import PeerError, describe_os_error, recv_exact, recv_frame, send_frame
-from fabricscope.bench.sockets.protocol import ProtocolError
 from fabricscope.bench.sockets.tcpinfo import read_tcp_info
 from fabricscope.errors import FabricscopeError
+from fabricscope.jobs import rendezvous
+from fabricscope.jobs.frames import (
+    PeerError,
+    ProtocolError,
+    describe_os_error,
+    recv_exact,
+    recv_frame,
+    send_frame,
+)
+from fabricscope.jobs.launch import DistEnv
+from fabricscope.jobs.secret import JobSecret, SecretError, munge_credential, open_credential
+from fabricscope.jobs.wire import check_nonce, check_text, sign, verify
 
-TOKEN_ENV = "FABRICSCOPE_JOB_TOKEN"  # set by --launch; under srun/torchrun, export one yourself
 HELLO_MAGIC = "fabricscope-incast/1"
 OP_RESPOND, OP_REPORT, OP_STOP = 1, 2, 3
 _REQUEST = struct.Struct("!BQ")
@@ -85,10 +95,27 @@ def sender_counts(requested: list[int], available: int) -> list[int]:
     return counts if counts[-1] == available else [*counts, available]
 
 
-def job_token(environ: dict[str, str] | None = None) -> str:
-    """The job's shared secret; without one, ranks still check they belong to the same launch."""
-    env = os.environ if environ is None else environ
-    return env.get(TOKEN_ENV) or env.get("SLURM_JOB_ID", "") + env.get("TORCHELASTIC_RUN_ID", "")
+def job_secret(env: DistEnv) -> tuple[JobSecret, bool]:
+    """The job's secret and whether rank 0 hands it over through munge."""
+    try:
+        return rendezvous.job_secret(env, os.environ)
+    except SecretError as exc:
+        raise IncastError(str(exc)) from None
+
+
+def sender_hello(sock: socket.socket, rank: int, host: str, secret: JobSecret, by_munge: bool, deadline: float) -> None:
+    """Join rank 0: say who we are with a fresh nonce, then sign rank 0's nonce with the job's key."""
+    nonce = secrets.token_hex(16)
+    send_frame(sock, {"hello": HELLO_MAGIC, "rank": rank, "host": host, "nonce": nonce}, deadline)
+    challenge = recv_frame(sock, deadline)
+    key = secret.key
+    if by_munge:
+        try:
+            key = open_credential(str(challenge.get("credential", "")), secret.job, nonce)
+        except SecretError as exc:
+            raise IncastError(f"rank {rank}: {exc}") from None
+    mac = sign(key, [secret.job, "incast", rank, host, str(challenge.get("nonce")), nonce])
+    send_frame(sock, {"mac": mac}, deadline)
 
 
 def _set_congestion(sock: socket.socket, name: str | None) -> None:
@@ -126,7 +153,8 @@ def run_sender(env: DistEnv, params: IncastParams) -> None:
     sock = _connect_with_retry(env.master_addr, env.master_port, deadline)
     try:
         _set_congestion(sock, params.congestion)
-        send_frame(sock, {"hello": HELLO_MAGIC, "rank": env.rank, "token": job_token(), "host": env.host_label or socket.gethostname()}, deadline)
+        secret, by_munge = job_secret(env)
+        sender_hello(sock, env.rank, (env.host_label or socket.gethostname())[:64], secret, by_munge, deadline)
         probe = CounterProbe(peer_host=env.master_addr)
         probe.before()
         retrans_before = read_tcp_info(sock).get("total_retrans", 0)
@@ -217,7 +245,7 @@ class _Receiver:
         (more are closed unread)."""
         expected = self.env.world_size - 1
         deadline = time.monotonic() + self.params.join_timeout_s
-        token = job_token()
+        secret = job_secret(self.env)
         by_rank: dict[int, _Sender] = {}
         heard: queue.SimpleQueue[_Sender | None] = queue.SimpleQueue()
         pending = 0
@@ -249,7 +277,7 @@ class _Receiver:
                 pending += 1
                 hello_deadline = min(deadline, time.monotonic() + HELLO_DEADLINE_S)
                 threading.Thread(
-                    target=_hello_into, args=(heard, sock, token, expected, hello_deadline),
+                    target=_hello_into, args=(heard, sock, secret, expected, hello_deadline),
                     daemon=True, name="fabricscope-incast-hello",
                 ).start()  # fmt: skip
         except BaseException:
@@ -333,27 +361,28 @@ def _send_request(sender: _Sender, request: bytes) -> None:
         raise IncastError(f"rank {sender.rank} ({sender.host}): {describe_os_error(exc, 'send request')}") from None
 
 
-def _hello_into(heard: queue.SimpleQueue, sock: socket.socket, token: str, expected: int, deadline: float) -> None:
-    heard.put(_hello(sock, token, expected, deadline))
+def _hello_into(heard: queue.SimpleQueue, sock: socket.socket, secret: tuple[JobSecret, bool], expected: int, deadline: float) -> None:
+    heard.put(_hello(sock, secret, expected, deadline))
 
 
-def _hello(sock: socket.socket, token: str, expected: int, deadline: float) -> _Sender | None:
-    """A sender's hello, read before ``deadline``; anything wrong closes the socket."""
+def _hello(sock: socket.socket, secret: tuple[JobSecret, bool], expected: int, deadline: float) -> _Sender | None:
+    """A sender's hello and its signature over our nonce, read before ``deadline``; anything
+    wrong closes the socket."""
+    (job_key, by_munge) = secret
     try:
         hello = recv_frame(sock, deadline)
         rank = hello.get("rank")
-        ok = (
-            hello.get("hello") == HELLO_MAGIC
-            and isinstance(rank, int)
-            and not isinstance(rank, bool)
-            and 1 <= rank <= expected
-            and hmac.compare_digest(str(hello.get("token", "")).encode(), token.encode())
-        )
-        if ok:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            host = str(hello.get("host") or f"rank{rank}")[:64]
-            return _Sender(rank=rank, host=host, sock=sock)
-    except (PeerError, ProtocolError, OSError):
+        if hello.get("hello") == HELLO_MAGIC and isinstance(rank, int) and not isinstance(rank, bool) and 1 <= rank <= expected:
+            host, nonce = check_text(hello.get("host"), "host", 64), check_nonce(hello.get("nonce"))
+            challenge: dict[str, Any] = {"nonce": secrets.token_hex(16)}
+            if by_munge and job_key.key is not None:
+                challenge["credential"] = munge_credential(job_key.job, job_key.key, nonce, os.getuid())
+            send_frame(sock, challenge, deadline)
+            answer = recv_frame(sock, deadline)
+            if verify(job_key.key, [job_key.job, "incast", rank, host, challenge["nonce"], nonce], answer.get("mac")):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                return _Sender(rank=rank, host=host or f"rank{rank}", sock=sock)
+    except (PeerError, ProtocolError, SecretError, OSError):
         pass
     sock.close()
     return None
@@ -427,7 +456,3 @@ def _point(count: int, size: int, times: list[float], retransmits: int, timeouts
         retransmits=retransmits,
         timeouts=timeouts,
     )
-
-
-def new_job_token() -> str:
-    return secrets.token_hex(16)

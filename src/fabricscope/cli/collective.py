@@ -8,7 +8,6 @@ from typing import Any
 
 import typer
 
-from fabricscope.bench.launch import Flag, Flags, child_argv, toggle
 from fabricscope.cli.bench import JSON_OPTION, bench_app, threshold_option
 from fabricscope.cli.common import die, end_rank, store_and_print
 from fabricscope.cli.launching import (
@@ -23,13 +22,14 @@ from fabricscope.cli.launching import (
 from fabricscope.cli.launching import dist_env as _dist_env
 from fabricscope.cli.launching import launch_ranks as _launch
 from fabricscope.errors import FabricscopeError
+from fabricscope.jobs.launch import Flag, Flags, child_argv, toggle
 from fabricscope.units import parse_sizes, size_token
 
 import_app = typer.Typer(name="import", help="Read results of other tools into the history.", no_args_is_help=True)
 bench_app.add_typer(import_app, name="import")
 
 
-# How each CollectiveParams field reaches a launched rank (bench/launch.py child_argv; the test
+# How each CollectiveParams field reaches a launched rank (jobs/launch.py child_argv; the test
 # tests/collective/test_launch_args.py holds every field to a round trip through these options).
 COLLECTIVE_FLAGS: Flags = {
     "op": "--op",

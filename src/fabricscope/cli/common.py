@@ -25,9 +25,9 @@ def die(message: str, code: int = 2) -> NoReturn:
 
 
 def end_rank(message: str, code: int = 2) -> NoReturn:
-    """The one exception to :func:`die`: a rank that joined torch.distributed ends at once
-    (``os._exit``), as the store's threads would keep it alive through a normal exit. The line
-    is the same ``fabricscope: error: ...`` that ``cli.main`` prints."""
+    """The one exception to :func:`die`: a launched rank ends at once (``os._exit``), as
+    torch.distributed's threads (bench collective) or a store still serving would keep it alive
+    through a normal exit. The line is the same ``fabricscope: error: ...`` that ``cli.main`` prints."""
     import os
 
     from fabricscope.cli.main import error_line

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import typer
 
-from fabricscope.bench.launch import Flag, Flags, child_argv
 from fabricscope.cli.common import (
     FAIL_ON_HELP,
     JSON_HELP,
@@ -21,6 +20,8 @@ from fabricscope.cli.common import (
 from fabricscope.cli.launching import LAUNCH_HELP, launch_ranks
 from fabricscope.cli.main import command_group
 from fabricscope.findings import Severity
+from fabricscope.jobs.launch import Flag, Flags, child_argv
+from fabricscope.jobs.secret import SET_TOKEN_HINT
 
 fleet_app = command_group(
     "fleet",
@@ -157,6 +158,7 @@ def fleet_doctor(
     from fabricscope.report.terminal import console
 
     threshold = parse_fail_on(fail_on)
+    trusted = None  # --from: the operator's own documents, acted on as given
     if sources or files:
         if root or launch:
             die("--root and --launch are for launched runs; with --from the documents say everything")
@@ -167,9 +169,11 @@ def fleet_doctor(
                             slurm_resume, k8s_taint, k8s_label, apply, json_out)  # fmt: skip
             args = child_argv(["fleet", "doctor"], job, JOB_FLAGS)
             launch_ranks(launch, args, timeout_s=timeout * 2 + 60, master_port=master_port)
-        nodes = _launched_nodes(root, timeout, master_addr, master_port, expect)
+        nodes, trusted = _launched_nodes(root, timeout, master_addr, master_port, expect)
+        if apply and trusted is None:
+            end_rank(f"--apply needs evidence signed by the job's own ranks, and this job has no secret: {SET_TOKEN_HINT}")
     report = judge_fleet(nodes, manifest=expect)
-    actions = _actions(report, threshold, slurm_drain, slurm_resume, k8s_taint, k8s_label, apply)
+    actions = _actions(report, threshold, slurm_drain, slurm_resume, k8s_taint, k8s_label, apply, trusted)
     if json_out:
         doc = report.to_dict()
         if actions is not None:
@@ -190,15 +194,15 @@ def _launched_nodes(root: str | None, timeout: float, master_addr: str | None, m
     from fabricscope.errors import FabricscopeError
     from fabricscope.fleet.launched import to_nodes
 
-    received = _gathered(root, timeout, master_addr, master_port)
-    if received is None:
+    gathering = _gathered(root, timeout, master_addr, master_port)
+    if gathering is None:
         raise typer.Exit(0)  # not rank 0: rank 0 reports
     try:
-        nodes = to_nodes(received)
+        nodes = to_nodes(gathering.received)
         _expect(nodes, expect)
     except FabricscopeError as exc:
         end_rank(str(exc), exc.exit_code)
-    return nodes
+    return nodes, (gathering.trusted_names() if gathering.authenticated else None)
 
 
 def _write_html(report, target: Path) -> None:
@@ -211,14 +215,16 @@ def _write_html(report, target: Path) -> None:
         die(f"cannot write {target}: {exc.strerror or exc}")
 
 
-def _actions(report, threshold: Severity, drain: bool, resume: bool, taint: str | None, label: str | None, apply: bool) -> list[dict] | None:
+def _actions(report, threshold: Severity, drain: bool, resume: bool, taint: str | None, label: str | None, apply: bool,
+             trusted: set[str] | None = None) -> list[dict] | None:  # fmt: skip
+    """The scheduler actions asked for; ``trusted``: a launched run's nodes that may be acted on."""
     if not (drain or resume or taint or label):
         if apply:
             die("--apply needs an action: --slurm-drain, --slurm-resume, --k8s-taint or --k8s-label")
         return None
     from fabricscope.fleet.actions import plan_and_run
 
-    return plan_and_run(report, threshold, drain=drain, resume=resume, taint=taint, label=label, apply=apply)
+    return plan_and_run(report, threshold, drain=drain, resume=resume, taint=taint, label=label, apply=apply, only=trusted)
 
 
 def _show_actions(actions: list[dict]) -> None:
@@ -292,11 +298,11 @@ def _collect_launched(output: Path, root: str | None, timeout: float, master_add
     from fabricscope.fleet.collect import Collected
     from fabricscope.fleet.launched import keep
 
-    received = _gathered(root, timeout, master_addr, master_port, snapshot=snapshot)
-    if received is None:
+    gathering = _gathered(root, timeout, master_addr, master_port, snapshot=snapshot)
+    if gathering is None:
         raise typer.Exit(0)
     try:
-        kept, failed = keep(received, output)
+        kept, failed = keep(gathering.received, output)
     except FabricscopeError as exc:
         end_rank(str(exc))
     return [Collected(name, doc, snap, "launched") for name, doc, snap in kept], failed

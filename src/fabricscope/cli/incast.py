@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import typer
@@ -53,10 +52,8 @@ def bench_incast(
     """N senders answer rank 0 (the receiver) at once, round after round: goodput and round completion time as N
     grows, with the retransmits and timeouts behind them (TCP incast collapse)."""
     from fabricscope.bench.incast import (
-        TOKEN_ENV,
         IncastError,
         IncastParams,
-        new_job_token,
         run_receiver,
         run_sender,
     )
@@ -74,7 +71,6 @@ def bench_incast(
     except ValueError as exc:
         die(_first_error(exc))
     if launch:
-        os.environ.setdefault(TOKEN_ENV, new_job_token())  # the launched ranks inherit it
         args = ["bench", "incast", "--size", size_token(size_bytes), "--rounds", str(rounds), "--warmup", str(warmup),
                 "--round-timeout", str(round_timeout), "--timeout", str(timeout), "--store" if store else "--no-store"]
         args += ["--senders", ",".join(map(str, counts))] if counts else []

@@ -7,9 +7,9 @@ import os
 
 import typer
 
-from fabricscope.bench.launch import DistEnv, LaunchError, detect, lab_specs, local_specs, parse_launch
 from fabricscope.cli.common import die
 from fabricscope.errors import FabricscopeError
+from fabricscope.jobs.launch import DistEnv, LaunchError, detect, lab_specs, local_specs, parse_launch
 
 LAUNCH_HELP = (
     "Start the job here instead of joining one: local:N (N processes on this machine) or "

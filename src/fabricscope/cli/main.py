@@ -118,6 +118,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "monitoring": ("fabricscope.cli.exporter", "fabricscope.cli.k8s"),
     "fleet": ("fabricscope.cli.fleet",),
     "topology": ("fabricscope.cli.topology",),
+    "job": ("fabricscope.cli.job",),
     "ready": ("fabricscope.cli.ready",),
 }
 

@@ -9,14 +9,14 @@ from typing import Any
 
 import typer
 
-from fabricscope.bench.launch import Flag, Flags, child_argv, toggle
 from fabricscope.cli.common import JSON_HELP, die, end_rank, print_json
 from fabricscope.cli.launching import LAUNCH_HELP, dist_env, launch_ranks
 from fabricscope.cli.main import app
 from fabricscope.errors import FabricscopeError
+from fabricscope.jobs.launch import Flag, Flags, child_argv, toggle
 from fabricscope.units import parse_sizes, size_token
 
-# How each ReadyParams field reaches a launched rank (bench/launch.py child_argv).
+# How each ReadyParams field reaches a launched rank (jobs/launch.py child_argv).
 READY_FLAGS: Flags = {
     "budget_s": "--budget",
     "root": "--root",

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import typer
 
-from fabricscope.bench.launch import Flag, Flags, child_argv
 from fabricscope.cli.common import JSON_HELP, die, end_rank, print_json
 from fabricscope.cli.launching import absolute_item
 from fabricscope.cli.main import command_group
 from fabricscope.errors import FabricscopeError
+from fabricscope.jobs.launch import Flag, Flags, child_argv
 
 topology_app = command_group(
     "topology",
@@ -41,7 +41,7 @@ def _rate(text: str | None, what: str) -> float | None:
 
 def _launch(launch: str, child_args: list[str], timeout_s: float, master_port: int | None) -> None:
     """Run this command on every rank of a job started here; exit with the worst status."""
-    from fabricscope.bench.launch import lab_specs, local_specs, parse_launch
+    from fabricscope.jobs.launch import lab_specs, local_specs, parse_launch
     from fabricscope.lab import lldp as lab_lldp
     from fabricscope.lab.procgroup import run_group
 
@@ -67,8 +67,8 @@ def _launch(launch: str, child_args: list[str], timeout_s: float, master_port: i
 
 def _lldp_nodes(lldp_socket: str | None, timeout: float, master_addr: str | None, master_port: int | None):
     """This rank's reading, gathered to rank 0 (None on the other ranks)."""
-    from fabricscope.bench.launch import detect
     from fabricscope.host import Root
+    from fabricscope.jobs.launch import detect
     from fabricscope.topology.gather import gather, host_label, local_reading
 
     env = detect(os.environ, master_addr=master_addr, master_port=master_port)
@@ -195,7 +195,7 @@ def discover(
         if output:
             _write(output, text)
     except FabricscopeError as exc:
-        end_rank(str(exc), exc.exit_code)  # a gathering rank may hold torch's store threads
+        end_rank(str(exc), exc.exit_code)  # a gathering rank ends at once, as every launched rank does
     if json_out:
         print_json(report(doc, disc))
     elif not output:

@@ -7,6 +7,7 @@ action is also appended, as one JSON line, to the action log (``$FABRICSCOPE_ACT
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -93,8 +94,13 @@ def slurm_actions(report: FleetReport, threshold: Severity, slurm: Slurm, *, dra
 
 
 def plan_and_run(report: FleetReport, threshold: Severity, *, drain: bool, resume: bool, taint: str | None, label: str | None,
-                 apply: bool, runner: Runner | None = None, kube: Any = None) -> list[dict[str, Any]]:
-    """Every action the options ask for, planned (and with ``apply`` carried out and logged)."""
+                 apply: bool, runner: Runner | None = None, kube: Any = None, only: set[str] | None = None) -> list[dict[str, Any]]:
+    """Every action the options ask for, planned (and with ``apply`` carried out and logged).
+
+    ``only``: the nodes that may be acted on (a launched run's nodes whose documents came signed by
+    the job's own ranks); the others are judged and shown, never drained, resumed, tainted or labelled."""
+    if only is not None:
+        report = dataclasses.replace(report, nodes=[n for n in report.nodes if n.name in only])
     actions: list[dict[str, Any]] = []
     if drain or resume:
         actions += slurm_actions(report, threshold, Slurm(runner or subprocess_runner()), drain=drain, resume=resume, apply=apply)

@@ -1,7 +1,7 @@
 """`fleet doctor` and `fleet collect` launched under the job's engine (srun, torchrun, mpirun,
 ``--launch lab:NAME``): one rank per node reads its own node, rank 0 gathers and judges.
 
-The ranks meet at the job's store (:mod:`fabricscope.bench.rendezvous`, the one bench matrix
+The ranks meet at the job's store (:mod:`fabricscope.jobs.rendezvous`, the one bench matrix
 uses), so a fleet run needs nothing the job does not already have. Each node is named as the
 scheduler knows it, so that a drain hits the right node: the lab host (``FABRICSCOPE_HOST``), else
 Slurm's node name (``SLURMD_NODENAME``), else the hostname the doctor document carries. One rank
@@ -12,19 +12,21 @@ sends nothing before the deadline ends the run with an error that names it.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 import socket
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fabricscope.bench.launch import DistEnv
-from fabricscope.bench.rendezvous import gather, open_store
 from fabricscope.errors import FabricscopeError
 from fabricscope.fleet.inputs import MAX_DOCUMENT_BYTES, NodeDoc, nodes_from_documents
+from fabricscope.jobs.launch import DistEnv
+from fabricscope.jobs.rendezvous import Gathered, gather, open_store, parse_json
+from fabricscope.jobs.store import StoreLimits
 
 HOST_FIELD = "{host}"
 MAX_SNAPSHOT_BYTES = 256 * 1024 * 1024
@@ -32,13 +34,15 @@ MAX_SNAPSHOT_BYTES = 256 * 1024 * 1024
 
 @dataclass(frozen=True)
 class Received:
-    """What one node's rank sent."""
+    """What one node's rank sent; ``trusted``: signed under the job's secret by a rank on one of
+    the job's nodes (only such a document may lead to a scheduler action)."""
 
     rank: int
     node: str | None  # as the scheduler names it; None: take the document's hostname
     document: dict[str, Any] | None
     snapshot: bytes | None
     error: str | None
+    trusted: bool = False
 
     @property
     def source(self) -> str:
@@ -55,27 +59,27 @@ def own_root(template: str | None, label: str) -> str | None:
     return template.replace(HOST_FIELD, label) if template else None
 
 
-def read_own_node(root_location: str | None, node: str | None, *, snapshot: bool) -> dict[str, bytes]:
-    """This node's doctor document (compressed JSON) and, if asked, its scrubbed snapshot; on a
-    failure, why (rank 0 turns it into a ``fleet.input`` finding for this node)."""
+def read_own_node(root_location: str | None, *, snapshot: bool) -> dict[str, str]:
+    """This node's doctor document (JSON text) and, if asked, its scrubbed snapshot (base64 in a
+    JSON string); on a failure, why (rank 0 turns it into a ``fleet.input`` finding for this node)."""
     from fabricscope.checks.doctor import run_doctor
     from fabricscope.host import Root, RootError
     from fabricscope.host.snapshot import take_snapshot
     from fabricscope.host.tempfiles import private_dir
 
-    items = {"node": (node or "").encode()}
+    items: dict[str, str] = {}
     try:
         root = Root.at(root_location) if root_location else Root.live()
-        items["document"] = zlib.compress(json.dumps(run_doctor(root).to_dict()).encode(), 6)
+        items["document"] = json.dumps(run_doctor(root).to_dict())
         if snapshot:
             with private_dir("fleet") as tmp:
                 target = tmp / "node.tar.gz"
                 take_snapshot(root, target, scrub=True)
                 if target.stat().st_size > MAX_SNAPSHOT_BYTES:
                     raise FabricscopeError(f"snapshot larger than {MAX_SNAPSHOT_BYTES >> 20} MiB")
-                items["snapshot"] = target.read_bytes()
+                items["snapshot"] = json.dumps(base64.b64encode(target.read_bytes()).decode())
     except (RootError, FabricscopeError, OSError) as exc:
-        items = {"node": items["node"], "error": f"cannot read the node: {exc}".encode()}
+        items = {"error": json.dumps(f"cannot read the node: {exc}")}
     return items
 
 
@@ -84,33 +88,61 @@ def participates(env: DistEnv) -> bool:
     return env.local_rank == 0 or env.rank == 0 or env.host_label is not None
 
 
+def store_limits(snapshot: bool) -> StoreLimits:
+    """Room at rank 0 for every node's document (and snapshot, base64) and no more."""
+    per_rank = MAX_DOCUMENT_BYTES + (MAX_SNAPSHOT_BYTES * 4 // 3 if snapshot else 0) + (1 << 20)
+    return StoreLimits(bytes_per_rank=per_rank, total_bytes=max(per_rank * 4, 4 << 30 if snapshot else 1 << 30))
+
+
 def run_ranks(env: DistEnv, root_template: str | None, timeout_s: float, *, snapshot: bool = False,
-              environ: Mapping[str, str] = os.environ) -> list[Received] | None:
+              environ: Mapping[str, str] = os.environ) -> Gathering | None:
     """Every rank calls this; rank 0 gets what each node sent, the others None."""
-    store = open_store(env, timeout_s, needs="a launched fleet run")
-    items: dict[str, bytes] = {}
-    if participates(env):
-        node = node_label(env, environ)
-        location = own_root(root_template, node or socket.gethostname())
-        items = read_own_node(location, node, snapshot=snapshot)
-    gathered = gather(store, env, items, timeout_s)
+    node = node_label(env, environ)
+    meeting = open_store(env, timeout_s, needs="a launched fleet run", node=node or "", environ=environ,
+                         limits=store_limits(snapshot))  # fmt: skip
+    try:
+        items: dict[str, str] = {}
+        if participates(env):
+            items = read_own_node(own_root(root_template, node or socket.gethostname()), snapshot=snapshot)
+        gathered = gather(meeting, items, timeout_s)
+    finally:
+        meeting.close()
     if gathered is None:
         return None
-    return [_decode(rank, got) for rank, got in enumerate(gathered) if got]
+    received = [_decode(got) for got in gathered if got.items or got.error]
+    return Gathering(received, meeting.secret.authenticated, meeting.secret.source)
 
 
-def _decode(rank: int, got: dict[str, bytes]) -> Received:
-    node = got.get("node", b"").decode() or None
-    if "error" in got:
-        return Received(rank, node, None, None, got["error"].decode(errors="replace"))
+@dataclass(frozen=True)
+class Gathering:
+    """Rank 0's view of a launched run: what each node sent, and whether the job had a secret."""
+
+    received: list[Received]
+    authenticated: bool
+    secret_source: str  # token | launcher | munge | none
+
+    def trusted_names(self) -> set[str]:
+        """The nodes whose documents may lead to a scheduler action."""
+        return {_name(r) for r in self.received if r.trusted}
+
+
+def _decode(got: Gathered) -> Received:
+    node = got.node or None
+    trusted = got.authenticated and got.error is None
+    if got.error is not None:
+        return Received(got.rank, node, None, None, got.error)
     try:
-        raw = zlib.decompressobj().decompress(got["document"], MAX_DOCUMENT_BYTES + 1)  # capped: no zip bomb
-        if len(raw) > MAX_DOCUMENT_BYTES:
-            raise ValueError(f"larger than {MAX_DOCUMENT_BYTES >> 20} MiB")
-        document = json.loads(raw)
-    except (KeyError, zlib.error, ValueError) as exc:
-        return Received(rank, node, None, None, f"unreadable document: {exc}")
-    return Received(rank, node, document, got.get("snapshot"), None)
+        if "error" in got.items:
+            return Received(got.rank, node, None, None, str(parse_json(got.items["error"], 4096)), trusted)
+        document = parse_json(got.items["document"], MAX_DOCUMENT_BYTES)
+        if not isinstance(document, dict):
+            raise ValueError("not a JSON object")
+        snapshot = None
+        if "snapshot" in got.items:
+            snapshot = base64.b64decode(parse_json(got.items["snapshot"], MAX_SNAPSHOT_BYTES * 2), validate=True)
+    except (KeyError, ValueError, TypeError, binascii.Error) as exc:
+        return Received(got.rank, node, None, None, f"unreadable document: {exc}", trusted)
+    return Received(got.rank, node, document, snapshot, None, trusted)
 
 
 def _name(got: Received) -> str:

@@ -8,8 +8,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from fabricscope.bench.launch import DistEnv
 from fabricscope.errors import FabricscopeError
+from fabricscope.jobs.launch import DistEnv
 from fabricscope.ready.node import NodeInfo
 from fabricscope.ready.params import ReadyParams
 from fabricscope.ready.predict import Allocation, CollectiveModel

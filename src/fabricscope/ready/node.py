@@ -3,7 +3,8 @@ scheduler know its node by, the job's NCCL settings linted against this node (on
 and, for ``--topology discover``, its LLDP neighbours.
 
 The items travel through the job's store with the gather fleet uses
-(:func:`fabricscope.bench.rendezvous.gather`) as JSON; rank 0 validates each before use.
+(:func:`fabricscope.jobs.rendezvous.gather`: signed under the job's secret where there is one) as
+JSON; rank 0 validates each, with caps on size and depth, before use.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricscope.bench.launch import DistEnv
-from fabricscope.bench.rendezvous import gather, open_store
 from fabricscope.errors import FabricscopeError, one_line
 from fabricscope.findings import Finding, Severity
 from fabricscope.fleet.launched import node_label, own_root, participates
+from fabricscope.jobs.launch import DistEnv
+from fabricscope.jobs.rendezvous import gather, open_store, parse_json
 from fabricscope.nccl.job import JobSources, lint_job
 
 MAX_ITEM_BYTES = 4 << 20
@@ -52,7 +53,7 @@ def lint_here(sources: JobSources, root_location: str | None, nccl_version: str 
 
 
 def own_items(env: DistEnv, sources: JobSources | None, root_template: str | None, nccl_version: str | None,
-              lldp: str | None, environ: Mapping[str, str]) -> dict[str, bytes]:  # fmt: skip
+              lldp: str | None, environ: Mapping[str, str]) -> dict[str, str]:  # fmt: skip
     """This rank's items: names always; the lint (and LLDP) from the rank that speaks for its node."""
     host = env.host_label or socket.gethostname()
     node = node_label(env, environ) or host
@@ -65,7 +66,7 @@ def own_items(env: DistEnv, sources: JobSources | None, root_template: str | Non
         from fabricscope.bench.matrix.fabric import lldp_reading
 
         doc["lldp"] = lldp_reading(host, None if lldp == "live" else lldp)
-    return {"ready": json.dumps(doc).encode()}
+    return {"ready": json.dumps(doc)}
 
 
 def _finding(d: Any) -> Finding:
@@ -77,12 +78,12 @@ def _finding(d: Any) -> Finding:
                    evidence if isinstance(evidence, dict) else {}, str(fix) if fix is not None else None)  # fmt: skip
 
 
-def decode(rank: int, raw: bytes) -> NodeInfo:
+def decode(rank: int, raw: str) -> NodeInfo:
     """A peer's item, checked: one line naming the rank when it is not what a rank sends."""
     try:
-        if len(raw) > MAX_ITEM_BYTES:
-            raise ValueError(f"larger than {MAX_ITEM_BYTES >> 20} MiB")
-        doc = json.loads(raw)
+        doc = parse_json(raw, MAX_ITEM_BYTES)
+        if not isinstance(doc, dict):
+            raise ValueError("not an object")
         lint = doc.get("lint")
         if isinstance(lint, list):
             lint = [_finding(d) for d in lint]
@@ -98,8 +99,15 @@ def decode(rank: int, raw: bytes) -> NodeInfo:
 def exchange(env: DistEnv, timeout_s: float, sources: JobSources | None, root_template: str | None,
              nccl_version: str | None, lldp: str | None, environ: Mapping[str, str]) -> list[NodeInfo] | None:  # fmt: skip
     """Every rank calls this; rank 0 gets every rank's :class:`NodeInfo` in rank order."""
-    store = open_store(env, timeout_s, needs="fabricscope ready")
-    got = gather(store, env, own_items(env, sources, root_template, nccl_version, lldp, environ), timeout_s)
+    host = env.host_label or socket.gethostname()
+    meeting = open_store(env, timeout_s, needs="fabricscope ready", node=node_label(env, environ) or host, environ=environ)
+    try:
+        got = gather(meeting, own_items(env, sources, root_template, nccl_version, lldp, environ), timeout_s)
+    finally:
+        meeting.close()
     if got is None:
         return None
-    return [decode(rank, items.get("ready", b"")) for rank, items in enumerate(got)]
+    bad = [g.error for g in got if g.error]
+    if bad:
+        raise FabricscopeError(bad[0])
+    return [decode(g.rank, g.items.get("ready", "")) for g in got]

@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricscope.bench.launch import DistEnv
 from fabricscope.errors import FabricscopeError, one_line
 from fabricscope.findings import Severity
+from fabricscope.jobs.launch import DistEnv
 from fabricscope.nccl.job import JobSources
 from fabricscope.ready import predict as model
 from fabricscope.ready.node import NodeInfo, exchange
@@ -106,9 +106,10 @@ class Runner:
         from fabricscope.fleet.launched import run_ranks, to_nodes
 
         started = time.monotonic()
-        received = run_ranks(at(self.env, "doctor"), self.params.root, self.plan.node_timeout_s)
-        if received is None:
+        gathering = run_ranks(at(self.env, "doctor"), self.params.root, self.plan.node_timeout_s, environ=self.environ)
+        if gathering is None:
             return None
+        received = gathering.received
         nodes = to_nodes(received)
         if self.params.expect:
             from pathlib import Path

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from fabricscope.bench.collective.exchange import Exchange, RankIntro, Timings
 from fabricscope.bench.collective.run import (
     DTYPES,
     CollectiveError,
@@ -25,9 +26,9 @@ from fabricscope.bench.collective.run import (
     pattern_modulus,
     size_result,
 )
-from fabricscope.bench.launch import DistEnv
 from fabricscope.collective_ops import Layout, layout
 from fabricscope.errors import one_line
+from fabricscope.jobs.launch import DistEnv
 
 
 class Watchdog:
@@ -103,8 +104,9 @@ class CollectiveWorker:
         """Every size in turn: (every rank's info, rank 0's results, sizes too small for the job)."""
         dist, p = self.dist, self.params
         info = {"rank": self.rank, "host": self.env.host_label or socket.gethostname(), "pid": os.getpid(), "device": str(self.device)}
-        ranks: list[Any] = [None] * self.n
-        dist.all_gather_object(ranks, info)
+        exchange = Exchange(self.torch, dist, self.device, self.rank, self.n, self.env.launcher)
+        intros = exchange.all_to_zero("ranks", info, RankIntro)
+        ranks = [i.model_dump() for i in intros or []]
         sizes, skipped = [], []
         for size in p.sizes:
             lay = layout(p.op, size, self.n, self.elem)
@@ -115,14 +117,14 @@ class CollectiveWorker:
             if progress and self.rank == 0:
                 progress(self.stage)
             times, wrong = self.measure(lay)
-            everyone: list[Any] = [None] * self.n
-            dist.all_gather_object(everyone, {"times": times, "wrong": wrong})
+            everyone = exchange.all_to_zero(f"times/{size}", {"times": times, "wrong": wrong}, Timings)
             self.dog.kick()
-            if self.rank == 0:
-                wrongs = [x["wrong"] for x in everyone]
-                total_wrong = None if any(w is None for w in wrongs) else sum(wrongs)
-                sizes.append(size_result(p.op, self.n, lay, [x["times"] for x in everyone], total_wrong))
-                if progress:  # issue 26 item 3 (ux): rank 0 hands each size's row out as it completes
+            if everyone is not None:
+                got = [t for t in everyone if isinstance(t, Timings)]
+                wrongs = [t.wrong for t in got]
+                total_wrong = None if any(w is None for w in wrongs) else sum(w for w in wrongs if w is not None)
+                sizes.append(size_result(p.op, self.n, lay, [t.times for t in got], total_wrong))
+                if progress:  # issue 26 item 3: rank 0 hands each size's row out as it completes
                     progress(sizes[-1])
         dist.barrier()
         return ranks, sizes, skipped

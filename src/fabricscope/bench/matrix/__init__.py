@@ -6,7 +6,7 @@
   *and* column are low (or lossy, by TCP retransmissions) is the suspect, not its partners; a
   low pair between two fine hosts points at their link; suspects are retested against the
   best hosts; the run becomes a ``fabricscope.bench/v1`` result;
-* :mod:`.worker`: what every rank runs, coordinated through torch.distributed's TCPStore.
+* :mod:`.worker`: what every rank runs, coordinated through the job's store (:mod:`fabricscope.jobs.store`).
 
 RDMA: where every host has an RDMA device and perftest, the same rounds run again with
 perftest (:mod:`fabricscope.bench.matrix.rdma`; device, port and GID from each host's

@@ -1,8 +1,9 @@
 """What every rank of ``bench matrix`` runs: the job's store, the TCP flows, the phases.
 
-Coordination goes through torch.distributed's TCPStore at MASTER_ADDR:MASTER_PORT (no SSH, no
-rendezvous of our own): endpoints, a random token that every data connection must present,
-per-phase barriers and results. One rank per host takes part (:class:`MatrixWorker`); the
+Coordination goes through the job's store at MASTER_ADDR:MASTER_PORT (:mod:`fabricscope.jobs.store`,
+no SSH, no torch): endpoints, a random token that every data connection must present, per-phase
+barriers and results, each under its rank's own keys and, where the job has a secret, signed by
+it (so a stranger can neither read the token nor move an endpoint nor forge a result). One rank per host takes part (:class:`MatrixWorker`); the
 others only wait for the end. Rank 0 judges (:mod:`.blame`) and returns the run.
 """
 
@@ -16,11 +17,11 @@ import shutil
 import socket
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress, ValidationError
+
 from fabricscope.bench.counters import local_address_towards
-from fabricscope.bench.launch import DistEnv
 from fabricscope.bench.matrix import rdma as matrix_rdma
 from fabricscope.bench.matrix.blame import (
     MatrixRun,
@@ -40,12 +41,16 @@ from fabricscope.bench.matrix.schedule import (
     pack_phases,
     phases,
 )
-from fabricscope.bench.rendezvous import RendezvousError, open_store
 from fabricscope.bench.sockets.tcpinfo import read_tcp_info
 from fabricscope.errors import FabricscopeError, one_line
 from fabricscope.host import Root
+from fabricscope.jobs.client import StoreClient, StoreTimeout
+from fabricscope.jobs.launch import DistEnv
+from fabricscope.jobs.rendezvous import Meeting, RendezvousError, open_store, parse_json
+from fabricscope.jobs.store import StoreLimits
 
 CHUNK_BYTES = 256 << 10
+MAX_VALUE_BYTES = 1 << 20
 HEADER_MAX = 512
 FlowResult = dict[str, Any]  # gbps, retx_pct, ... or error
 
@@ -138,28 +143,44 @@ def receive_flow(server: socket.socket, expect: dict[str, Any], duration_s: floa
 
 # ----- the job's store --------------------------------------------------------------------------
 class Coordinator:
-    """Keys in the TCPStore, barriers over the participating ranks."""
+    """Keys in the job's store (:mod:`fabricscope.jobs.store`), barriers over the participating ranks.
 
-    def __init__(self, store: Any, count: int, timeout_s: float) -> None:
+    What a rank publishes lives under its own ``rank/N/`` (only it may write there, once), so what
+    rank 0 reads for a rank came from that rank: its endpoint, its flow results, its readiness.
+    """
+
+    def __init__(self, store: StoreClient, rank: int, count: int, timeout_s: float) -> None:
         self.store = store
+        self.rank = rank
         self.count = count
-        self.timeout = timedelta(seconds=timeout_s)
+        self.timeout_s = timeout_s
 
     def barrier(self, key: str) -> None:
         if self.store.add(f"bar/{key}", 1) == self.count:
             self.store.set(f"bar/{key}/go", "1")
-        self.store.wait([f"bar/{key}/go"], self.timeout)
+        self.store.wait([f"bar/{key}/go"], self.timeout_s)
 
     def put(self, key: str, value: Any) -> None:
-        self.store.set(key, json.dumps(value))
+        """Publish ``key`` as this rank's."""
+        self.store.set(f"rank/{self.rank}/{key}", json.dumps(value))
 
-    def get(self, key: str) -> Any:
-        self.store.wait([key], self.timeout)
-        return json.loads(self.store.get(key).decode())
+    def get(self, rank: int, key: str) -> Any:
+        """What ``rank`` published as ``key``, waiting for it up to the timeout."""
+        try:
+            text = self.store.get(f"rank/{rank}/{key}", self.timeout_s)
+        except StoreTimeout:
+            raise MatrixError(f"rank {rank} published no {key} within {self.timeout_s:g} s (it died or hangs)") from None
+        try:
+            return parse_json(text, MAX_VALUE_BYTES)
+        except ValueError as exc:
+            raise MatrixError(f"rank {rank} published a {key} that is not JSON: {exc}") from None
+
+    def has(self, rank: int, key: str) -> bool:
+        return self.store.check([f"rank/{rank}/{key}"])
 
     def leave(self, expected_s: float) -> None:
         """Wait for rank 0's "done" (the end of the run), then say so; rank 0 keeps the store up till then."""
-        self.store.wait(["done"], timedelta(seconds=max(expected_s, self.timeout.total_seconds())))
+        self.store.wait(["rank/0/done"], max(expected_s, self.timeout_s))
         self.store.add("left", 1)
 
     def wait_for_leavers(self, count: int, limit_s: float = 10.0) -> None:
@@ -170,11 +191,41 @@ class Coordinator:
             time.sleep(0.05)
 
 
-def _open_store(params: MatrixParams, env: DistEnv) -> Any:
+def _open_store(params: MatrixParams, env: DistEnv) -> Meeting:
+    limits = StoreLimits(keys_per_rank=256 + 32 * env.world_size, bytes_per_rank=64 << 20)
     try:
-        return open_store(env, params.timeout_s, needs="bench matrix")
+        return open_store(env, params.timeout_s, needs="bench matrix", node=env.host_label or socket.gethostname(), limits=limits)
     except RendezvousError as exc:
         raise MatrixError(str(exc)) from None
+
+
+class _Endpoint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    addr: IPvAnyAddress
+    port: int = Field(ge=1, le=65535)
+    host: str = Field(min_length=1, max_length=255)
+
+
+def _endpoint(value: Any, rank: int) -> dict[str, Any] | None:
+    """A rank's published endpoint, validated (an IP literal, a port, a host label); None: waits only."""
+    if value is None:
+        return None
+    try:
+        return {**_Endpoint.model_validate(value).model_dump(), "addr": str(value["addr"])}
+    except (ValidationError, TypeError, KeyError):
+        raise MatrixError(f"rank {rank} published an endpoint that is not one") from None
+
+
+def _flow_result(value: Any) -> FlowResult:
+    """A flow's result as a rank published it: a flat object of numbers, short strings and nulls."""
+    ok = isinstance(value, dict) and len(value) <= 32 and all(
+        isinstance(k, str) and (v is None or isinstance(v, int | float) or (isinstance(v, str) and len(v) <= 2000))
+        for k, v in value.items()
+    )
+    if not ok:
+        raise MatrixError("a rank published a flow result that is not one")
+    return value
 
 
 def unique_labels(labels: list[str], ranks: list[int]) -> list[str]:
@@ -187,9 +238,9 @@ def unique_labels(labels: list[str], ranks: list[int]) -> list[str]:
 class MatrixWorker:
     """One rank of the job: joins the store, then (one rank per host) sends, receives and, on rank 0, judges."""
 
-    def __init__(self, params: MatrixParams, env: DistEnv, store: Any, progress: Callable[[str], None] | None, which: Callable[[str], str | None]) -> None:
-        self.params, self.env, self.store, self.progress, self.which = params, env, store, progress, which
-        self.all_ranks = Coordinator(store, env.world_size, params.timeout_s)
+    def __init__(self, params: MatrixParams, env: DistEnv, meeting: Meeting, progress: Callable[[str], None] | None, which: Callable[[str], str | None]) -> None:
+        self.params, self.env, self.meeting, self.progress, self.which = params, env, meeting, progress, which
+        self.all_ranks = Coordinator(meeting.client, env.rank, env.world_size, params.timeout_s)
         # one participant per host: local rank 0, or every rank our own launchers labelled as a host
         self.participant = env.local_rank == 0 or env.rank == 0 or env.host_label is not None
         self.server: socket.socket | None = None
@@ -209,13 +260,13 @@ class MatrixWorker:
             self.server.bind((addr, 0))
             self.server.listen(8)
             label = self.env.host_label or socket.gethostname()
-            co.put(f"ep/{rank}", {"addr": addr, "port": self.server.getsockname()[1], "host": label})
+            co.put("ep", {"addr": addr, "port": self.server.getsockname()[1], "host": label})
         else:
-            co.put(f"ep/{rank}", None)
+            co.put("ep", None)
         if rank == 0:
             co.put("token", secrets.token_hex(16))
-        self.token = co.get("token")
-        self.eps = [co.get(f"ep/{r}") for r in range(self.env.world_size)]
+        self.token = co.get(0, "token")
+        self.eps = [_endpoint(co.get(r, "ep"), r) for r in range(self.env.world_size)]
         self.members = [r for r in range(self.env.world_size) if self.eps[r] is not None]
         self.hosts = unique_labels([self.eps[r]["host"] for r in self.members], self.members)
         self.n = len(self.members)
@@ -223,7 +274,7 @@ class MatrixWorker:
             raise MatrixError(f"--rdma-port {self.params.rdma_port} + {self.n} hosts runs past port 65535")
         if self.participant:
             self.me = self.members.index(rank)
-            self.co = Coordinator(self.store, self.n, self.params.timeout_s)
+            self.co = Coordinator(self.meeting.client, rank, self.n, self.params.timeout_s)
 
     # -- flows: sender a, receiver b (indexes into hosts)
     def _flow(self, what: str, a: int, b: int, run: Callable[[], FlowResult]) -> FlowResult:
@@ -248,7 +299,7 @@ class MatrixWorker:
 
     def rdma_send(self, tag: str, k: int, a: int, b: int) -> FlowResult:
         assert self.ready is not None
-        self.co.get(f"rdma-up/{tag}/{k}/{b}")  # the receiver started its perftest server
+        self.co.get(self.members[b], f"rdma-up/{tag}/{k}/{b}")  # the receiver started its perftest server
         argv = matrix_rdma.client_argv(self.ready, self.params.rdma_test, self.rdma_s, self.params.rdma_port + b, self.eps[self.members[b]]["addr"])
         return self._flow("send", a, b, lambda: matrix_rdma.send_flow(argv, self.rdma_s))
 
@@ -259,7 +310,7 @@ class MatrixWorker:
             argv,
             self.rdma_s,
             started=lambda: self.co.put(f"rdma-up/{tag}/{k}/{b}", True),
-            sender_done=lambda: bool(self.store.check([f"res/{tag}/{k}/{a}/{b}/send"])),
+            sender_done=lambda: self.co.has(self.members[a], f"res/{tag}/{k}/{a}/{b}/send"),
         ))  # fmt: skip
 
     # -- phases
@@ -279,8 +330,8 @@ class MatrixWorker:
         out = {}
         for k, phase in enumerate(plan):
             for a, b in phase:
-                recv = self.co.get(f"res/{tag}/{k}/{a}/{b}/recv")
-                send = self.co.get(f"res/{tag}/{k}/{a}/{b}/send")
+                recv = _flow_result(self.co.get(self.members[b], f"res/{tag}/{k}/{a}/{b}/recv"))
+                send = _flow_result(self.co.get(self.members[a], f"res/{tag}/{k}/{a}/{b}/send"))
                 # the sender's error first: for RDMA the client says why a flow failed
                 out[(a, b)] = {**send, **recv, "error": send.get("error") or recv.get("error")}
         return out
@@ -293,7 +344,7 @@ class MatrixWorker:
         if self.me == 0:
             survey, by_suspect = self._judge(transport, self.collect(transport, main_plan))
             self.co.put(retest_key, pack_phases([f for flows in by_suspect.values() for f in flows]))
-        retest_plan = [[(int(a), int(b)) for a, b in ph] for ph in self.co.get(retest_key)]
+        retest_plan = [[(int(a), int(b)) for a, b in ph] for ph in self.co.get(0, retest_key)]
         if retest_plan:
             self.run_phases(transport, f"{transport}-retest", retest_plan)
         if self.me != 0:
@@ -332,7 +383,7 @@ class MatrixWorker:
         root = Root.at(p.root) if p.root else Root.live()
         self.ready = matrix_rdma.readiness(p.rdma_test, root=root, address=self.eps[self.env.rank]["addr"], device=p.rdma_device, which=self.which)
         self.co.put(f"rdma-ready/{self.me}", self.ready.public())
-        public = [self.co.get(f"rdma-ready/{i}") for i in range(self.n)]
+        public = [self.co.get(self.members[i], f"rdma-ready/{i}") for i in range(self.n)]
         endpoints = [e for e in (matrix_rdma.endpoint_dict(h, pub) for h, pub in zip(self.hosts, public)) if e]
         why = matrix_rdma.skip_reason(self.hosts, public)
         if why is not None:
@@ -374,13 +425,13 @@ class MatrixWorker:
             self.co.put(f"lldp/{self.me}", reading)
         if self.me == 0:
             try:
-                readings = [self.co.get(f"lldp/{i}") for i in range(self.n)] if spec == "discover" else []
+                readings = [self.co.get(self.members[i], f"lldp/{i}") for i in range(self.n)] if spec == "discover" else []
                 self.fabric = fabric_source.load(spec, self.hosts, readings, self.params.switch_lldp)
                 self.co.put("topology", {"ok": True})
             except FabricscopeError as exc:
                 self.co.put("topology", {"error": one_line(exc)})
                 self.all_ranks.put("done", True)  # ranks that only wait may go
-        status = self.co.get("topology")
+        status = self.co.get(0, "topology")
         if "error" in status:
             raise MatrixError(f"--topology {spec}: {status['error']}")
 
@@ -399,7 +450,8 @@ def run_worker(
 ) -> MatrixRun | None:
     """Every rank runs this; rank 0 returns the run, the others None."""
     t_start = time.monotonic()
-    worker = MatrixWorker(params, env, _open_store(params, env), progress, which)
+    meeting = _open_store(params, env)
+    worker = MatrixWorker(params, env, meeting, progress, which)
     try:
         return worker.run(t_start)
     except MatrixError:
@@ -410,3 +462,4 @@ def run_worker(
         ) from None
     finally:
         worker.close()
+        meeting.close()

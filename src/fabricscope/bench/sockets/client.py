@@ -12,15 +12,14 @@ from pydantic import BaseModel
 
 from fabricscope.bench.counters import CounterProbe
 from fabricscope.bench.results.schema import BenchResult, Stopwatch, new_result
-from fabricscope.bench.sockets.netio import PeerError, connect, recv_frame, send_frame
 from fabricscope.bench.sockets.procs import WorkerSet
 from fabricscope.bench.sockets.protocol import (
     DEFAULT_PORT,
     PROTOCOL_VERSION,
-    ProtocolError,
     parse_peer,
     parse_rendezvous,
 )
+from fabricscope.jobs.frames import PeerError, ProtocolError, connect, recv_frame, send_frame
 
 Tick = Callable[[float], None]  # called with elapsed seconds while a run is in progress
 

@@ -1,7 +1,7 @@
 """The bench control protocol: length-prefixed JSON frames and validated test requests.
 
 A control connection carries frames of a 4-byte big-endian length then UTF-8 JSON (at most
-:data:`MAX_FRAME_BYTES`). The conversation is::
+:data:`fabricscope.jobs.frames.MAX_FRAME_BYTES`). The conversation is::
 
     client: {"op": "hello", "version": 1, "token": "..." | null}
     server: {"ok": true, "server": "fabricscope", "version": "...", "limits": {...}}
@@ -17,9 +17,6 @@ Any error is ``{"ok": false, "error": "one line"}``. Every spec is validated by 
 
 from __future__ import annotations
 
-import json
-import re
-import struct
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -30,81 +27,17 @@ from fabricscope.bench.sockets.wire import (
     RR_HEADER_BYTES,
     UDP_HEADER_BYTES,
 )
+from fabricscope.jobs.frames import ProtocolError
 from fabricscope.units import parse_port
 
 PROTOCOL_VERSION = 1
 DEFAULT_PORT = 5211
-MAX_FRAME_BYTES = 64 * 1024
 MAX_MSG_BYTES = 16 * 1024 * 1024
 MAX_STREAMS = 128
 MAX_DURATION_S = 3600.0
 
-MAX_JSON_DEPTH = 32  # real frames nest 4 levels (a result's reports and their intervals)
 MAX_TOKEN_CHARS = 256  # the longest token a hello may carry, so the longest a server may require
 
-_LEN = struct.Struct("!I")
-_JSON_SPECIAL = re.compile(rb'[\[\]{}"\\]')
-
-
-class ProtocolError(Exception):
-    """A frame or request that breaks the protocol; the message is safe to send back."""
-
-
-# ----- frames ---------------------------------------------------------------------------------
-def encode_frame(message: dict[str, Any]) -> bytes:
-    body = json.dumps(message, separators=(",", ":")).encode()
-    if len(body) > MAX_FRAME_BYTES:
-        raise ProtocolError(f"frame of {len(body)} bytes exceeds {MAX_FRAME_BYTES}")
-    return _LEN.pack(len(body)) + body
-
-
-def decode_length(header: bytes) -> int:
-    (length,) = _LEN.unpack(header)
-    if length == 0 or length > MAX_FRAME_BYTES:
-        raise ProtocolError(f"frame length {length} outside 1..{MAX_FRAME_BYTES}")
-    return length
-
-
-def decode_body(body: bytes) -> dict[str, Any]:
-    if _nesting_depth(body) > MAX_JSON_DEPTH:
-        raise ProtocolError(f"frame nests deeper than {MAX_JSON_DEPTH} levels")
-    try:
-        message = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise ProtocolError("frame is not UTF-8 JSON") from None
-    if not isinstance(message, dict):
-        raise ProtocolError("frame is not a JSON object")
-    return message
-
-
-def _nesting_depth(body: bytes) -> int:
-    """Deepest ``[``/``{`` nesting outside JSON strings, in one linear pass over the frame.
-
-    Checked before decoding: a 60 KB ``[[[[...`` would otherwise make ``json.loads`` recurse
-    thousands of levels deep. A frame with at most that many brackets skips the scan.
-    """
-    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
-        return 0
-    depth = deepest = 0
-    in_string = False
-    escaped_at = -1
-    for match in _JSON_SPECIAL.finditer(body):
-        pos, char = match.start(), match.group()
-        if in_string:
-            if pos == escaped_at:
-                continue
-            if char == b"\\":
-                escaped_at = pos + 1
-            elif char == b'"':
-                in_string = False
-        elif char == b'"':
-            in_string = True
-        elif char in (b"[", b"{"):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in (b"]", b"}"):
-            depth -= 1
-    return deepest
 
 
 # ----- requests -------------------------------------------------------------------------------

@@ -24,7 +24,6 @@ from typing import Any
 from fabricscope import __version__
 from fabricscope.bench.sockets.admission import MAKE_TOKEN, AuthFailures, PendingConnections, token_weakness
 from fabricscope.bench.sockets.dataport import COOKIE_TIMEOUT_S, Mailbox
-from fabricscope.bench.sockets.netio import PeerError, describe_os_error, is_loopback, recv_frame, send_frame
 from fabricscope.bench.sockets.procs import WorkerSet
 from fabricscope.bench.sockets.protocol import (
     MAX_TOKEN_CHARS,
@@ -33,16 +32,23 @@ from fabricscope.bench.sockets.protocol import (
     Done,
     Hello,
     LatencySpec,
-    ProtocolError,
     RunRequest,
     ServerLimits,
     TcpSpec,
     UdpSpec,
-    encode_frame,
     error_reply,
     parse_request,
 )
 from fabricscope.errors import FabricscopeError
+from fabricscope.jobs.frames import (
+    PeerError,
+    ProtocolError,
+    describe_os_error,
+    encode_frame,
+    is_loopback,
+    recv_frame,
+    send_frame,
+)
 from fabricscope.logfilter import RepeatLimiter
 
 log = logging.getLogger("fabricscope.bench.sockets.server")

@@ -12,10 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fabricscope.bench.results.schema import BenchResult
 from fabricscope.bench.sockets.client import Peer, Tick, cpu_pct, gbps, record_run, run_socket_test
-from fabricscope.bench.sockets.netio import PeerError
 from fabricscope.bench.sockets.procs import WorkerSet
 from fabricscope.bench.sockets.tcp import merge_intervals
 from fabricscope.bench.sockets.wire import MAX_UDP_PAYLOAD, UDP_HEADER_BYTES
+from fabricscope.jobs.frames import PeerError
 from fabricscope.units import parse_rate
 
 MAX_RATE_BPS = 1e12

@@ -9,7 +9,6 @@ nothing of benchmarks).
 from __future__ import annotations
 
 import dataclasses
-import re
 import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +18,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from fabricscope.errors import FabricscopeError
+from fabricscope.jobs.nodelist import NODELIST_ENV, NodeListError, expand_hostlist
+from fabricscope.jobs.secret import launcher_environment
 from fabricscope.lab.procgroup import ProcSpec
 
 DEFAULT_PORT = 29500
@@ -60,15 +61,10 @@ def _int(environ: Mapping[str, str], key: str) -> int | None:
 
 def first_slurm_host(nodelist: str) -> str:
     """First host of a Slurm hostlist: ``gpu[03-05,9],cpu1`` -> ``gpu03``."""
-    text = nodelist.strip()
-    match = re.match(r"^([^,\[]+)(?:\[([^\]]+)\])?", text)
-    if not match:
-        raise LaunchError(f"cannot read Slurm node list {nodelist!r}")
-    base, ranges = match.group(1), match.group(2)
-    if not ranges:
-        return base
-    first = ranges.split(",")[0].split("-")[0]
-    return base + first
+    try:
+        return expand_hostlist(nodelist)[0]
+    except NodeListError as exc:
+        raise LaunchError(str(exc)) from None
 
 
 def detect(
@@ -197,7 +193,7 @@ def child_argv(command: Sequence[str], params: Any, flags: Flags, extra: Sequenc
     values = _fields(params)
     missing = sorted(set(values) - set(flags))
     if missing:
-        raise LaunchError(f"no launch option for {type(params).__name__}.{', '.join(missing)} (bench/launch.py child_argv)")
+        raise LaunchError(f"no launch option for {type(params).__name__}.{', '.join(missing)} (jobs/launch.py child_argv)")
     argv = list(command)
     for name, value in values.items():
         flag = flags[name]
@@ -221,9 +217,11 @@ def self_command(args: Sequence[str]) -> list[str]:
 
 def local_specs(count: int, args: Sequence[str], *, port: int | None = None) -> list[ProcSpec]:
     port = port or free_port()
+    job = {**launcher_environment(), NODELIST_ENV: ",".join(f"local{rank}" for rank in range(count))}
     specs = []
     for rank in range(count):
         env = {
+            **job,
             "RANK": str(rank),
             "WORLD_SIZE": str(count),
             "LOCAL_RANK": str(rank),
@@ -253,7 +251,8 @@ def lab_specs(spec: LaunchSpec, args: Sequence[str], *, port: int | None = None)
         master_port=port or DEFAULT_MASTER_PORT,
         passthrough_rank0=True,
     )
+    job = {**launcher_environment(), NODELIST_ENV: ",".join(s.env.get("FABRICSCOPE_HOST", "") for s in specs)}
     return [
-        ProcSpec(s.label, s.argv, {**s.env, "FABRICSCOPE_LAUNCHER": f"lab:{spec.lab}"}, s.passthrough_stdout)
+        ProcSpec(s.label, s.argv, {**s.env, **job, "FABRICSCOPE_LAUNCHER": f"lab:{spec.lab}"}, s.passthrough_stdout)
         for s in specs
     ]

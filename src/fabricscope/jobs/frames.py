@@ -1,0 +1,213 @@
+"""Length-prefixed JSON frames and socket operations with deadlines: how our processes talk.
+
+bench's control connections and the job's store (:mod:`fabricscope.jobs.store`) speak the same
+frames: a 4-byte big-endian length, then UTF-8 JSON (at most ``max_bytes``; the nesting is checked
+before decoding). Two kinds of deadline are used, both so that a dead peer ends a run instead of
+hanging it:
+
+* control sockets use Python timeouts and an absolute deadline per frame;
+* data sockets (the hot loops) stay in blocking mode with kernel ``SO_RCVTIMEO`` /
+  ``SO_SNDTIMEO``: a stalled ``send``/``recv`` fails after the timeout without an extra
+  ``poll`` per call, which keeps Python within reach of iperf3.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import re
+import socket
+import struct
+import time
+from typing import Any
+
+MAX_FRAME_BYTES = 64 * 1024  # bench's control frames; the job store passes its own, larger cap
+MAX_JSON_DEPTH = 32  # real frames nest 4 levels (a result's reports and their intervals)
+
+_LEN = struct.Struct("!I")
+_JSON_SPECIAL = re.compile(rb'[\[\]{}"\\]')
+
+
+# ----- frames: a 4-byte big-endian length, then UTF-8 JSON -----------------------------------
+class ProtocolError(Exception):
+    """A frame or request that breaks the protocol; the message is safe to send back."""
+
+
+def encode_frame(message: dict[str, Any], max_bytes: int = MAX_FRAME_BYTES) -> bytes:
+    body = json.dumps(message, separators=(",", ":")).encode()
+    if len(body) > max_bytes:
+        raise ProtocolError(f"frame of {len(body)} bytes exceeds {max_bytes}")
+    return _LEN.pack(len(body)) + body
+
+
+def decode_length(header: bytes, max_bytes: int = MAX_FRAME_BYTES) -> int:
+    (length,) = _LEN.unpack(header)
+    if length == 0 or length > max_bytes:
+        raise ProtocolError(f"frame length {length} outside 1..{max_bytes}")
+    return length
+
+
+def decode_body(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> dict[str, Any]:
+    message = decode_json(body, max_depth)
+    if not isinstance(message, dict):
+        raise ProtocolError("frame is not a JSON object")
+    return message
+
+
+def decode_json(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """UTF-8 JSON from a peer, nesting checked first; no lone surrogates (``\\ud800``) let through."""
+    if _nesting_depth(body, max_depth) > max_depth:
+        raise ProtocolError(f"frame nests deeper than {max_depth} levels")
+    try:
+        value = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ProtocolError("frame is not UTF-8 JSON") from None
+    if b"\\u" in body:  # only an escape can smuggle in a lone surrogate
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ProtocolError("frame carries text that is not valid UTF-8") from None
+    return value
+
+
+def _nesting_depth(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> int:
+    """Deepest ``[``/``{`` nesting outside JSON strings, in one linear pass over the frame.
+
+    Checked before decoding: a 60 KB ``[[[[...`` would otherwise make ``json.loads`` recurse
+    thousands of levels deep. A frame with at most that many brackets skips the scan.
+    """
+    if body.count(b"[") + body.count(b"{") <= max_depth:
+        return 0
+    depth = deepest = 0
+    in_string = False
+    escaped_at = -1
+    for match in _JSON_SPECIAL.finditer(body):
+        pos, char = match.start(), match.group()
+        if in_string:
+            if pos == escaped_at:
+                continue
+            if char == b"\\":
+                escaped_at = pos + 1
+            elif char == b'"':
+                in_string = False
+        elif char == b'"':
+            in_string = True
+        elif char in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in (b"]", b"}"):
+            depth -= 1
+    return deepest
+
+
+# ----- sockets with deadlines ---------------------------------------------------------------
+class PeerError(Exception):
+    """The peer is unreachable, refused, went away or stopped answering in time."""
+
+
+def describe_os_error(exc: BaseException, what: str) -> str:
+    if isinstance(exc, socket.timeout | TimeoutError) or getattr(exc, "errno", None) in (
+        errno.EAGAIN,
+        errno.EWOULDBLOCK,
+    ):
+        return f"{what}: timed out"
+    if isinstance(exc, ConnectionRefusedError):
+        return f"{what}: connection refused (is `fabricscope bench serve` running there?)"
+    if isinstance(exc, ConnectionResetError | BrokenPipeError):
+        return f"{what}: connection reset by peer (peer stopped or was killed)"
+    if isinstance(exc, socket.gaierror):
+        return f"{what}: cannot resolve host ({exc.strerror})"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{what}: {exc.strerror}"
+    return f"{what}: {exc}"
+
+
+def resolve(host: str, port: int, kind: int = socket.SOCK_STREAM) -> tuple[int, tuple[Any, ...]]:
+    """First address for host:port (family, sockaddr); raises :class:`PeerError`."""
+    try:
+        infos = socket.getaddrinfo(host, port, 0, kind)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise PeerError(f"{host}: cannot resolve ({getattr(exc, 'strerror', exc)})") from None
+    if not infos:
+        raise PeerError(f"{host}: no address")
+    family, _, _, _, sockaddr = infos[0]
+    return family, sockaddr
+
+
+def connect(host: str, port: int, timeout_s: float) -> socket.socket:
+    """TCP connection with a connect deadline; the socket keeps ``timeout_s`` for later calls."""
+    family, sockaddr = resolve(host, port)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.settimeout(timeout_s)
+    try:
+        sock.connect(sockaddr)
+    except OSError as exc:
+        sock.close()
+        raise PeerError(describe_os_error(exc, f"connect to {host}:{port}")) from None
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def recv_exact(sock: socket.socket, count: int, deadline: float) -> bytes:
+    """Exactly ``count`` bytes before ``deadline`` (time.monotonic), else :class:`PeerError`."""
+    chunks = bytearray()
+    while len(chunks) < count:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise PeerError("timed out waiting for the peer")
+        sock.settimeout(left)
+        try:
+            data = sock.recv(count - len(chunks))
+        except OSError as exc:
+            raise PeerError(describe_os_error(exc, "receive")) from None
+        if not data:
+            raise PeerError("peer closed the connection")
+        chunks += data
+    return bytes(chunks)
+
+
+def send_frame(sock: socket.socket, message: dict[str, Any], deadline: float, max_bytes: int = MAX_FRAME_BYTES) -> None:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise PeerError("timed out sending to the peer")
+    sock.settimeout(left)
+    try:
+        sock.sendall(encode_frame(message, max_bytes))
+    except OSError as exc:
+        raise PeerError(describe_os_error(exc, "send")) from None
+
+
+def recv_frame(sock: socket.socket, deadline: float, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, Any]:
+    """One frame; :class:`ProtocolError` for a bad frame, :class:`PeerError` for I/O trouble."""
+    length = decode_length(recv_exact(sock, 4, deadline), max_bytes)
+    return decode_body(recv_exact(sock, length, deadline))
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` (an address or name to bind) is only reachable from this machine."""
+    import ipaddress
+
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+__all__ = [
+    "MAX_FRAME_BYTES",
+    "PeerError",
+    "ProtocolError",
+    "connect",
+    "decode_body",
+    "decode_json",
+    "decode_length",
+    "describe_os_error",
+    "encode_frame",
+    "is_loopback",
+    "recv_exact",
+    "recv_frame",
+    "resolve",
+    "send_frame",
+]

@@ -1,0 +1,58 @@
+"""What the job left behind, per rank, reduced to what a verdict needs (compact: 4,096 ranks fit)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class Entry(NamedTuple):
+    """One collective as a rank's Flight Recorder saw it (fields as PyTorch names them)."""
+
+    seq: int  # collective_seq_id within its process group
+    op: str  # profiling_name, e.g. nccl:all_reduce
+    in_sizes: list
+    out_sizes: list
+    dtypes: list  # input_dtypes
+    state: str  # scheduled | started | completed
+    created_ns: int | None
+    started_ns: int | None
+    completed_ns: int | None
+    duration_ms: float | None
+
+
+@dataclass
+class GroupStatus:
+    """A process group on one rank: PyTorch's pg_status counters and the group's members."""
+
+    name: str
+    desc: str = ""
+    ranks: tuple[int, ...] | None = None  # global ranks in the group (pg_config), None when unknown
+    last_enqueued: int | None = None
+    last_started: int | None = None
+    last_completed: int | None = None
+    entries: list[Entry] = field(default_factory=list)
+
+
+@dataclass
+class RankDump:
+    """One rank's Flight Recorder dump."""
+
+    rank: int
+    path: str
+    fmt: str  # pickle | json
+    version: str
+    comm_lib_version: str
+    host: str | None = None
+    groups: dict[str, GroupStatus] = field(default_factory=dict)
+    mtime: float | None = None
+    notes: list[str] = field(default_factory=list)  # e.g. entries cut at the cap
+    header_only: bool = False  # counters read, entries not (large jobs: see triage.collect)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An input left out of the verdict, and why (truncated, empty, foreign, hostile, too big)."""
+
+    path: str
+    reason: str
