@@ -16,9 +16,11 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from fabricscope.lab import slurm
 from tests.fleet.fleetbuilder import build_fleet
 from tests.lab.test_slurm_lab import _available
 
@@ -53,6 +55,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     try:
         assert up.returncode == 0, up.stderr
         env["SLURM_CONF"] = json.loads(up.stdout)["slurm"]["conf"]
+        env["FABRICSCOPE_MUNGE_SOCKET"] = str(slurm.munge_socket(Path(env["SLURM_CONF"]).parent))  # not munged's default
+        env["FABRICSCOPE_JOB_TOKEN"] = ""  # the job's secret comes through munge, as on a real Slurm cluster
         yield {"env": env, "base": base, "roots": roots, "behind": built[2]}
     finally:
         run([*fs, "lab", "down", LAB], env)
