@@ -8,6 +8,7 @@ elsewhere, a failure under CI=true."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import subprocess
@@ -27,9 +28,12 @@ def _tsc(doc: dict) -> subprocess.CompletedProcess:
     tsc = CHECK_DIR / "node_modules" / "typescript" / "bin" / "tsc"
     if shutil.which("node") is None or not tsc.exists() or not (CHECK_DIR / "node_modules" / "@grafana" / "schema").exists():
         skip_unless_ci("node and `npm ci --prefix tests/monitor/grafana_schema` are needed for the Grafana schema check")
-    (CHECK_DIR / "check.ts").write_text(PRELUDE + json.dumps(doc, indent=1) + ";\n")
-    return subprocess.run(["node", str(tsc), "-p", str(CHECK_DIR / "tsconfig.json")], capture_output=True, text=True,
-                          timeout=300, cwd=CHECK_DIR)
+    # one check.ts for every caller: under pytest-xdist two tests would overwrite each other's
+    with open(CHECK_DIR / ".check.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        (CHECK_DIR / "check.ts").write_text(PRELUDE + json.dumps(doc, indent=1) + ";\n")
+        return subprocess.run(["node", str(tsc), "-p", str(CHECK_DIR / "tsconfig.json")], capture_output=True, text=True,
+                              timeout=300, cwd=CHECK_DIR)
 
 
 def test_dashboard_is_valid_against_grafana_schema() -> None:

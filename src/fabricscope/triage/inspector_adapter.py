@@ -1,6 +1,5 @@
-"""A stand-in for :mod:`fabricscope.nccl.inspector` (the exporter helper's NCCL Inspector reader,
-not yet on main): just the fields a straggler verdict needs from Inspector's JSONL. Replace the
-body of :func:`read_records` with a call to that reader when it lands; nothing else here.
+"""The fields a straggler verdict needs from the NCCL Inspector's JSONL, read by
+:mod:`fabricscope.nccl.inspector` (the one reader, shared with the exporter).
 
 Format: NCCL's plugins/profiler/inspector/README.md ("Output Example"): one JSON object per line
 with ``header`` (id, rank, n_ranks, nnodes), ``metadata`` (hostname, pid, ...) and ``coll_perf``
@@ -9,9 +8,11 @@ with ``header`` (id, rank, n_ranks, nnodes), ``metadata`` (hostname, pid, ...) a
 
 from __future__ import annotations
 
-import json
+import itertools
 from collections.abc import Iterable
 from typing import NamedTuple
+
+from fabricscope.nccl.inspector import read_dump
 
 MAX_RECORDS = 2_000_000
 
@@ -31,17 +32,12 @@ def looks_like_inspector(head: str) -> bool:
 
 
 def read_records(lines: Iterable[str]) -> list[CollRecord]:
-    """Collective records; lines that are not Inspector objects (or are cut) are passed over."""
+    """Collective records through :func:`fabricscope.nccl.inspector.read_dump` (the one Inspector
+    reader, shared with the exporter); lines that are not Inspector objects (or are cut) are
+    passed over, P2P operations too (a straggler verdict judges collectives)."""
     out: list[CollRecord] = []
-    for line in lines:
-        if len(out) >= MAX_RECORDS:
-            break
-        try:
-            obj = json.loads(line)
-            header, perf = obj["header"], obj["coll_perf"]
-            out.append(CollRecord(str(header["id"]), int(header["rank"]), (obj.get("metadata") or {}).get("hostname"),
-                                  str(perf["coll"]), int(perf["coll_sn"]), float(perf["coll_exec_time_us"]),
-                                  float(perf["coll_busbw_gbs"]) if perf.get("coll_busbw_gbs") is not None else None))
-        except (ValueError, KeyError, TypeError, AttributeError):
+    for rec in read_dump(itertools.islice(lines, MAX_RECORDS)).records:
+        if rec.p2p:
             continue
+        out.append(CollRecord(rec.comm_id, rec.rank, rec.hostname, rec.op, rec.seq, rec.exec_time_us, rec.busbw_gbs))
     return out
