@@ -33,11 +33,16 @@ def _leaves(cmd, path: list[str]) -> Iterator[tuple[list[str], object]]:
 
 
 def _number_type(param) -> type | None:
-    annotation = param.type_descriptor.annotation
-    kinds = {annotation, *typing.get_args(annotation)}
-    for arg in typing.get_args(annotation):
-        kinds.update(typing.get_args(arg))  # list[int]
-    return float if float in kinds else int if int in kinds else None
+    """int or float: typer's option objects differ between releases (a GPU node's image had an
+    older typer whose options are click's)."""
+    if hasattr(param, "type_descriptor"):  # typer >= 0.2x: its own option objects
+        annotation = param.type_descriptor.annotation
+        kinds = {annotation, *typing.get_args(annotation)}
+        for arg in typing.get_args(annotation):
+            kinds.update(typing.get_args(arg))  # list[int]
+        return float if float in kinds else int if int in kinds else None
+    names = {cls.__name__ for cls in type(param.type).__mro__}  # older typer: click's parameter types
+    return float if "FloatParamType" in names else int if "IntParamType" in names else None
 
 
 def _bad_values(param, kind: type, in_sim: bool) -> list[str]:

@@ -114,16 +114,23 @@ def full_mlx5_host(dest_dir: Path) -> Path:
 
 
 def add_gpu_pcie_capture(host: Path) -> str:
-    """`nvidia-smi -q -d PCI` captured on ``host``: the public RTX 5090 capture
+    """`nvidia-smi -q`'s PCI block captured on ``host``: the public RTX 5090 capture
     (tests/monitor/data/nvidia_smi_q_pci_rtx5090.txt) with its bus id changed to the host's GPU 0,
-    so the exporter can join it to a GPU it knows. Returns that GPU's PCI address."""
+    so the exporter can join it to a GPU it knows; added to the host's `nvidia-smi -q` output where
+    it has one. Returns that GPU's PCI address."""
     gpus = next(p for p in (host / "cmd").iterdir() if "query-gpu" in p.name).read_text().splitlines()
     bus_id = gpus[0].split(",")[1].strip()
     text = (MONITOR_TESTS / "data" / "nvidia_smi_q_pci_rtx5090.txt").read_text().split("\n", 1)[1]
-    (host / "cmd" / "900-nvidia-smi_q_d_PCI").write_text(text.replace("00000000:02:00.0", bus_id))
+    block = text.replace("00000000:02:00.0", bus_id)
     index = json.loads((host / "cmd" / "index.json").read_text())
-    index.append({"argv": ["nvidia-smi", "-q", "-d", "PCI"], "stdout": "900-nvidia-smi_q_d_PCI", "rc": 0})
-    (host / "cmd" / "index.json").write_text(json.dumps(index))
+    full = next((e for e in index if e["argv"] == ["nvidia-smi", "-q"] and e.get("stdout")), None)
+    if full is not None:
+        out = host / "cmd" / full["stdout"]
+        out.write_text(out.read_text() + "\n" + block)
+    else:
+        (host / "cmd" / "900-nvidia-smi_q").write_text(block)
+        index.append({"argv": ["nvidia-smi", "-q"], "stdout": "900-nvidia-smi_q", "rc": 0})
+        (host / "cmd" / "index.json").write_text(json.dumps(index))
     from fabricscope.host.gpu import normalise_bus_id
 
     return normalise_bus_id(bus_id)

@@ -61,7 +61,7 @@ def test_gpu_pcie_throughput_from_nvidia_smi_or_not_available(tmp_path: Path) ->
 
 
 def test_a_snapshot_keeps_the_gpu_pcie_throughput(tmp_path: Path) -> None:
-    """The inventory reads `nvidia-smi -q -d PCI` too, so a snapshot holds what the exporter shows."""
+    """The inventory reads `nvidia-smi -q` (its PCI block) too, so a snapshot holds what the exporter shows."""
     from fabricscope.host import Root
     from fabricscope.host.snapshot import take_snapshot
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -97,7 +98,9 @@ def test_formats_are_ready_to_paste(tmp_path) -> None:
     plan = plan_env(inventory("roce-healthy"))
     shell = render(plan, "shell")
     # Real bash evaluates it to exactly the planned values.
-    out = subprocess.run(["bash", "-c", shell + "\nenv"], capture_output=True, text=True, check=True).stdout
+    # a clean environment: NVIDIA's images set NCCL_VERSION (seen on an H200 node), which is not ours
+    clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    out = subprocess.run(["bash", "-c", shell + "\nenv"], capture_output=True, text=True, check=True, env=clean).stdout
     got = {k: v for k, _, v in (line.partition("=") for line in out.splitlines()) if k.startswith("NCCL_")}
     assert got == plan.as_environ()
     # The env file/lint parsers read the same values back.

@@ -9,7 +9,9 @@ from fabricscope.host.pci import PciDevice
 from fabricscope.host.root import Root
 
 NVIDIA_SMI_QUERY = ["nvidia-smi", "--query-gpu=index,pci.bus_id,name", "--format=csv,noheader"]
-NVIDIA_SMI_PCI = ("nvidia-smi", "-q", "-d", "PCI")
+# The whole `nvidia-smi -q`: its PCI block carries "Tx/Rx Throughput". `-q -d PCI` is not a display
+# type nvidia-smi accepts ("Failed to parse --display/-d flags", driver 580.159 on an H200).
+NVIDIA_SMI_PCI = ("nvidia-smi", "-q")
 _GPU_HEADER = re.compile(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*\Z")
 _THROUGHPUT = re.compile(r"\s*(Tx|Rx) Throughput\s*:\s*(\d+) KB/s\s*\Z")
 KB = 1024  # NVML's nvmlDeviceGetPcieThroughput unit "KB/s" (a 20 ms sample), read as KiB/s
@@ -54,7 +56,7 @@ def read_gpus(root: Root, pci: dict[str, PciDevice]) -> tuple[list[Gpu], str]:
 
 
 def parse_pcie_throughput(text: str) -> dict[str, tuple[float, float]]:
-    """``nvidia-smi -q -d PCI`` (the PCI block of ``nvidia-smi -q``): ``{pci address: (tx, rx)}``
+    """The PCI blocks of ``nvidia-smi -q``: ``{pci address: (tx, rx)}``
     in bytes per second, for each GPU that reports both (``N/A`` ones are left out)."""
     out: dict[str, tuple[float, float]] = {}
     current: str | None = None

@@ -9,7 +9,7 @@ from typing import Any
 
 from fabricscope.host.aer import read_aer
 from fabricscope.host.ethtool import EthtoolData, ethtool_commands, read_ethtool, read_ethtool_stats
-from fabricscope.host.gpu import NVIDIA_SMI_PCI, NVIDIA_SMI_QUERY, Gpu, read_gpus, read_pcie_throughput
+from fabricscope.host.gpu import NVIDIA_SMI_QUERY, Gpu, read_gpus, read_pcie_throughput
 from fabricscope.host.infiniband import (
     RdmaDevice,
     RdmaPort,
@@ -69,7 +69,7 @@ class Inventory:
     mlxconfig: dict[str, dict[str, str]] | None = None  # RDMA device -> `mlxconfig q`; None: mlxconfig absent
     sminfo: SmQuery | None = None  # `sminfo`; None: no InfiniBand port
     nvlink: NvlinkState | None = None  # nvidia-smi nvlink -s and -q (Fabric); None: no GPU found by nvidia-smi
-    gpu_pcie: dict[str, tuple[float, float]] | None = None  # nvidia-smi -q -d PCI: pci address -> (tx, rx) bytes/s
+    gpu_pcie: dict[str, tuple[float, float]] | None = None  # nvidia-smi -q's PCI blocks: pci address -> (tx, rx) bytes/s
 
     # ----- lookups -----------------------------------------------------------------------
     @property
@@ -178,7 +178,7 @@ def _commands_ahead(root: Root, rdma: list[RdmaDevice]) -> list[list[str]]:
     if any(p.is_ib for d in rdma for p in d.ports):
         commands.append(list(SMINFO))
     commands += [mlxconfig_argv(pci) for pci in sorted(_mlx5_pcis(rdma).values())]
-    commands += [list(c) for c in KERNEL_LOG_COMMANDS] + [list(NVLINK_STATUS), list(NVIDIA_SMI_QUERY_ALL), list(NVIDIA_SMI_PCI)]
+    commands += [list(c) for c in KERNEL_LOG_COMMANDS] + [list(NVLINK_STATUS), list(NVIDIA_SMI_QUERY_ALL)]  # also NVIDIA_SMI_PCI's
     commands += [c for n in sorted(_ethtool_netdevs(rdma, physical_netdev_names(root))) for c in ethtool_commands(n)]
     return commands + [c for n in sorted(_roce_netdevs(rdma)) for c in qos_commands(n)]
 

@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import errno
 import json
-import re
 import socket
 import struct
 import time
 from typing import Any
 
+from fabricscope.untrusted import json_nesting_depth
+
 MAX_FRAME_BYTES = 64 * 1024  # bench's control frames; the job store passes its own, larger cap
 MAX_JSON_DEPTH = 32  # real frames nest 4 levels (a result's reports and their intervals)
 
 _LEN = struct.Struct("!I")
-_JSON_SPECIAL = re.compile(rb'[\[\]{}"\\]')
 
 
 # ----- frames: a 4-byte big-endian length, then UTF-8 JSON -----------------------------------
@@ -56,7 +56,7 @@ def decode_body(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> dict[str, Any]:
 
 def decode_json(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """UTF-8 JSON from a peer, nesting checked first; no lone surrogates (``\\ud800``) let through."""
-    if _nesting_depth(body, max_depth) > max_depth:
+    if json_nesting_depth(body, max_depth) > max_depth:
         raise ProtocolError(f"frame nests deeper than {max_depth} levels")
     try:
         value = json.loads(body.decode("utf-8"))
@@ -68,36 +68,6 @@ def decode_json(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
         except UnicodeEncodeError:
             raise ProtocolError("frame carries text that is not valid UTF-8") from None
     return value
-
-
-def _nesting_depth(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> int:
-    """Deepest ``[``/``{`` nesting outside JSON strings, in one linear pass over the frame.
-
-    Checked before decoding: a 60 KB ``[[[[...`` would otherwise make ``json.loads`` recurse
-    thousands of levels deep. A frame with at most that many brackets skips the scan.
-    """
-    if body.count(b"[") + body.count(b"{") <= max_depth:
-        return 0
-    depth = deepest = 0
-    in_string = False
-    escaped_at = -1
-    for match in _JSON_SPECIAL.finditer(body):
-        pos, char = match.start(), match.group()
-        if in_string:
-            if pos == escaped_at:
-                continue
-            if char == b"\\":
-                escaped_at = pos + 1
-            elif char == b'"':
-                in_string = False
-        elif char == b'"':
-            in_string = True
-        elif char in (b"[", b"{"):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in (b"]", b"}"):
-            depth -= 1
-    return deepest
 
 
 # ----- sockets with deadlines ---------------------------------------------------------------

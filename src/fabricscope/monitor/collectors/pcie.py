@@ -35,7 +35,7 @@ def link_capacity_bytes_per_second(gts: float, width: int) -> float:
 
 
 def poll_gpu_pcie(root: Root) -> GpuThroughput:
-    """``nvidia-smi -q -d PCI`` (a command: background thread only)."""
+    """``nvidia-smi -q`` (a command: background thread only)."""
     return read_pcie_throughput(root)
 
 
@@ -85,7 +85,7 @@ class PcieCollector:
             return
         values = self.gpu_task.outcome.value
         out.gauge("pcie_throughput_available",
-                  "1 when the GPUs' PCIe throughput is read (nvidia-smi -q -d PCI); 0: not available here "
+                  "1 when the GPUs' PCIe throughput is read (nvidia-smi -q); 0: not available here "
                   "(no nvidia-smi, or it reports N/A). DCGM's PCIe byte counters, where dcgm-exporter runs, cover "
                   "the GPU's own slot only, never the NIC's traffic.",
                   {"kind": "gpu", "source": "nvidia-smi"}, 1 if values else 0)
