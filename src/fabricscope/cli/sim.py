@@ -148,7 +148,7 @@ def compare(
     scenario: dict[str, Any],
     vary: Annotated[list[str], typer.Option("--vary", help="A parameter and its values, e.g. transport=ib,roce,tcp or nic-rate=400G,800G (repeatable; the grid is every combination).")],
     workload: Annotated[str, typer.Option("--workload", help="collective or train (every sim train option applies).")] = "collective",
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write the plot here (.png, .svg or .pdf; default sim-compare.png).")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write the plot here (.png, .svg or .pdf); without it no file is written.")] = None,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="Print the table only.")] = False,
     json_out: Json = False,
 ) -> None:
@@ -166,26 +166,20 @@ def compare(
     doc = run_grid(workload, base, grid, tick=tick)
     if tick:
         tick(None)
-    plot_msg = None
-    if not no_plot:
-        target = plot or Path("sim-compare.png")
+    if plot is not None and not no_plot:  # a file only when asked for (issue 26 item 6)
         try:
-            write_compare_plot(doc, target)
-            doc["plot"] = str(target)
+            write_compare_plot(doc, plot)
+            doc["plot"] = str(plot)
         except ImportError:
-            plot_msg = "no plot written: matplotlib is not installed (pip install 'fabricscope[plot]')"
-            if plot is not None:
-                if not json_out:
-                    echo(compare_lines(doc))
-                die(plot_msg)
+            if not json_out:
+                echo(compare_lines(doc))
+            die("no plot written: matplotlib is not installed (pip install 'fabricscope[plot]')")
     if json_out:
         print_json(doc)
     else:
         echo(compare_lines(doc))
         if doc.get("plot"):
             typer.echo(f"plot written to {doc['plot']}")
-    if plot_msg:
-        typer.echo(f"fabricscope: warning: {plot_msg}", err=True)
 
 
 def _progress(total: int) -> Callable[[Any], None]:  # pragma: no cover - only on a terminal
