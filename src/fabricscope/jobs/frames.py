@@ -104,6 +104,23 @@ def resolve(host: str, port: int, kind: int = socket.SOCK_STREAM) -> tuple[int, 
     return family, sockaddr
 
 
+def listen(bind: str, port: int, backlog: int) -> socket.socket:
+    """A listening TCP socket on ``bind``:``port`` (0: any free port), with a 0.5 s accept timeout
+    so its loop sees a stop request. Raises socket.gaierror (or UnicodeError) when ``bind`` does
+    not resolve, OSError when it cannot be bound; the callers say which server failed."""
+    family, _, _, _, sockaddr = socket.getaddrinfo(bind, port, 0, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(sockaddr)
+        sock.listen(backlog)
+    except OSError:
+        sock.close()
+        raise
+    sock.settimeout(0.5)
+    return sock
+
+
 def connect(host: str, port: int, timeout_s: float) -> socket.socket:
     """TCP connection with a connect deadline; the socket keeps ``timeout_s`` for later calls."""
     family, sockaddr = resolve(host, port)

@@ -29,7 +29,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricscope.errors import FabricscopeError
-from fabricscope.jobs.frames import PeerError, ProtocolError, describe_os_error, recv_frame, send_frame
+from fabricscope.jobs.frames import (
+    PeerError,
+    ProtocolError,
+    describe_os_error,
+    listen,
+    recv_frame,
+    send_frame,
+)
 from fabricscope.jobs.wire import (
     MAX_NODE_CHARS,
     STORE_MAGIC,
@@ -212,24 +219,16 @@ class StoreServer:
 
     def start(self) -> tuple[str, int]:
         try:
-            infos = socket.getaddrinfo(self.bind, self.port, 0, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
+            sock = listen(self.bind, self.port, 128)
         except (socket.gaierror, UnicodeError) as exc:
             raise StoreError(f"cannot resolve the store's address {self.bind}: {getattr(exc, 'strerror', exc)}") from None
-        family, _, _, _, sockaddr = infos[0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(sockaddr)
-            sock.listen(128)
         except OSError as exc:
-            sock.close()
             raise StoreError(describe_os_error(exc, f"the job's store cannot listen on {self.bind}:{self.port}")) from None
-        sock.settimeout(0.5)
         self._listener = sock
-        self.port = sock.getsockname()[1]
+        host, self.port = sock.getsockname()[:2]
         log.addFilter(self.limiter)
         threading.Thread(target=self._accept_loop, name="job-store", daemon=True).start()
-        return sockaddr[0], self.port
+        return host, self.port
 
     def close(self) -> None:
         self._stop.set()

@@ -46,6 +46,7 @@ from fabricscope.jobs.frames import (
     describe_os_error,
     encode_frame,
     is_loopback,
+    listen,
     recv_frame,
     send_frame,
 )
@@ -115,23 +116,15 @@ class BenchServer:
     def start(self) -> tuple[str, int]:
         """Bind and listen; returns the bound (address, port). Raises FabricscopeError."""
         try:
-            infos = socket.getaddrinfo(self.bind, self.port, 0, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
+            sock = listen(self.bind, self.port, 64)
         except socket.gaierror as exc:
             raise FabricscopeError(f"--bind {self.bind}: {exc.strerror}") from None
-        family, _, _, _, sockaddr = infos[0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(sockaddr)
-            sock.listen(64)
         except OSError as exc:
-            sock.close()
             raise FabricscopeError(
                 describe_os_error(exc, f"cannot listen on {self.bind}:{self.port}")
             ) from None
-        sock.settimeout(0.5)
         self._listener = sock
-        self._family = family
+        self._family = sock.family
         self.port = sock.getsockname()[1]
         return self.bind, self.port
 
