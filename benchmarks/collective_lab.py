@@ -51,8 +51,13 @@ def worker() -> None:
 
 
 def fs(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fabricscope", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=1800)
+    return subprocess.run(
+        [sys.executable, "-m", "fabricscope", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=1800,
+    )
 
 
 def main() -> None:
@@ -69,30 +74,74 @@ def main() -> None:
     try:
         plain, harness = [], []
         for _ in range(args.rounds):
-            p = fs("lab", "run", LAB, "--", sys.executable, os.path.abspath(__file__), "--worker",
-                   env={"BENCH_SIZE": str(size), "BENCH_ITERS": str(args.iters)})
+            p = fs(
+                "lab",
+                "run",
+                LAB,
+                "--",
+                sys.executable,
+                os.path.abspath(__file__),
+                "--worker",
+                env={"BENCH_SIZE": str(size), "BENCH_ITERS": str(args.iters)},
+            )
             line = next(ln for ln in p.stdout.splitlines() if ln.startswith("[h1] {"))
             plain.append(json.loads(line[5:])["busbw_GBps"])
-            h = fs("bench", "collective", "--launch", f"lab:{LAB}", "--sizes", args.size, "--iters", str(args.iters),
-                   "--warmup", "1", "--json", "--no-store")
+            h = fs(
+                "bench",
+                "collective",
+                "--launch",
+                f"lab:{LAB}",
+                "--sizes",
+                args.size,
+                "--iters",
+                str(args.iters),
+                "--warmup",
+                "1",
+                "--json",
+                "--no-store",
+            )
             if h.returncode != 0:
                 sys.exit(h.stderr[-2000:])
             harness.append(json.loads(h.stdout)["entries"][0]["busbw_GBps"])
         p_med, h_med = statistics.median(plain), statistics.median(harness)
-        print(f"# harness overhead, all_reduce {args.size} x {args.iters} iters, 4 hosts star 1 Gbit/s, gloo, {args.rounds} alternated rounds")
-        print(f"plain torch.distributed loop busbw  : {p_med * 8:.4f} Gbit/s  (runs: {', '.join(f'{x * 8:.4f}' for x in plain)})")
-        print(f"fabricscope bench collective busbw  : {h_med * 8:.4f} Gbit/s  (runs: {', '.join(f'{x * 8:.4f}' for x in harness)})")
-        print(f"harness / plain                     : {h_med / p_med:.4f}  (overhead {(1 - h_med / p_med) * 100:+.2f}%, target <= 2%)")
+        print(
+            f"# harness overhead, all_reduce {args.size} x {args.iters} iters, 4 hosts star 1 Gbit/s, gloo, {args.rounds} alternated rounds"
+        )
+        print(
+            f"plain torch.distributed loop busbw  : {p_med * 8:.4f} Gbit/s  (runs: {', '.join(f'{x * 8:.4f}' for x in plain)})"
+        )
+        print(
+            f"fabricscope bench collective busbw  : {h_med * 8:.4f} Gbit/s  (runs: {', '.join(f'{x * 8:.4f}' for x in harness)})"
+        )
+        print(
+            f"harness / plain                     : {h_med / p_med:.4f}  (overhead {(1 - h_med / p_med) * 100:+.2f}%, target <= 2%)"
+        )
 
-        c = fs("bench", "collective", "--launch", f"lab:{LAB}", "--sizes", args.curve, "--iters", "3", "--warmup", "1",
-               "--json", "--no-store")
+        c = fs(
+            "bench",
+            "collective",
+            "--launch",
+            f"lab:{LAB}",
+            "--sizes",
+            args.curve,
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "--json",
+            "--no-store",
+        )
         if c.returncode != 0:
             sys.exit(c.stderr[-2000:])
-        print(f"\n# busbw vs link rate ({RATE_GBPS:g} Gbit/s; TCP goodput ceiling at MTU 1500 = {GOODPUT:.3f} of it)")
+        print(
+            f"\n# busbw vs link rate ({RATE_GBPS:g} Gbit/s; TCP goodput ceiling at MTU 1500 = {GOODPUT:.3f} of it)"
+        )
         print(f"{'size':>10}  {'time (ms)':>10}  {'busbw Gbit/s':>12}  {'/ link':>7}  {'/ goodput':>9}")
         for e in json.loads(c.stdout)["entries"]:
             g = e["busbw_GBps"] * 8
-            print(f"{e['size_bytes']:>10}  {e['time_s'] * 1e3:>10.1f}  {g:>12.4f}  {g / RATE_GBPS:>7.3f}  {g / RATE_GBPS / GOODPUT:>9.3f}")
+            print(
+                f"{e['size_bytes']:>10}  {e['time_s'] * 1e3:>10.1f}  {g:>12.4f}  {g / RATE_GBPS:>7.3f}  {g / RATE_GBPS / GOODPUT:>9.3f}"
+            )
     finally:
         fs("lab", "down", LAB)
 

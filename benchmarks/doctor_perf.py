@@ -47,7 +47,10 @@ def one_run(root: Path) -> tuple[float, float]:
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", WRAPPER, "doctor", "--root", str(root), "--json"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, timeout=60,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        check=False,
+        timeout=60,
     )
     wall = time.perf_counter() - start
     if proc.returncode not in (0, 1):
@@ -79,8 +82,10 @@ def main() -> None:
     peak = max(peaks)
     what = f"{args.host}.tar.gz" if args.archive else args.host
     print(f"doctor --root {what} --json, {args.rounds} fresh processes on {os.cpu_count()} CPU(s)")
-    print(f"  wall time: median {median:.3f} s, min {min(walls):.3f} s, max {max(walls):.3f} s "
-          f"(target < {TARGET_WALL_S:.1f} s: ratio {median / TARGET_WALL_S:.2f})")
+    print(
+        f"  wall time: median {median:.3f} s, min {min(walls):.3f} s, max {max(walls):.3f} s "
+        f"(target < {TARGET_WALL_S:.1f} s: ratio {median / TARGET_WALL_S:.2f})"
+    )
     print(f"  peak RSS:  {peak:.1f} MB (target < {TARGET_RSS_MB:.0f} MB: ratio {peak / TARGET_RSS_MB:.2f})")
     ok = median < TARGET_WALL_S and peak < TARGET_RSS_MB
     print("  verdict:", "within targets" if ok else "OUTSIDE targets")

@@ -81,7 +81,9 @@ def in_process(root: Path, count: int) -> dict[str, float]:
     }
 
 
-def inspector_case(root: Path, seconds: float = 10.0, rate: int = 1000, scrapes: int = 30) -> dict[str, float]:
+def inspector_case(
+    root: Path, seconds: float = 10.0, rate: int = 1000, scrapes: int = 30
+) -> dict[str, float]:
     """64 communicators x 16 collectives x 8 size buckets followed; scrape time and follower CPU."""
     sys.path.insert(0, str(REPO / "src"))
     sys.path.insert(0, str(REPO))
@@ -90,9 +92,12 @@ def inspector_case(root: Path, seconds: float = 10.0, rate: int = 1000, scrapes:
     from fabricscope.host import Root
     from fabricscope.monitor.exporter import Exporter, ExporterOptions
 
-    ops = [*OPS, *(f"Op{i}" for i in range(len(OPS), 16))]  # NCCL has 6 collectives the model knows; 10 more names
+    ops = [
+        *OPS,
+        *(f"Op{i}" for i in range(len(OPS), 16)),
+    ]  # NCCL has 6 collectives the model knows; 10 more names
     sizes = [(1 << 20) << (2 * i) for i in range(8)]  # 1 MiB .. 16 GiB: 8 buckets
-    comms = [f"0x{0x7f8c496ae9f600 + i:x}" for i in range(64)]
+    comms = [f"0x{0x7F8C496AE9F600 + i:x}" for i in range(64)]
     with tempfile.TemporaryDirectory(prefix="fabricscope-inspector-") as tmp:
         dump = Path(tmp) / "rank.log"
         keys = [(c, op, size) for c in comms for op in ops for size in sizes]
@@ -103,12 +108,28 @@ def inspector_case(root: Path, seconds: float = 10.0, rate: int = 1000, scrapes:
             for i in range(start, start + n):
                 comm, op, size = keys[i % len(keys)]
                 bw = true_busbw_gbs(op, size, 16, 2) if op in OPS else 100.0
-                out.append(record_line(comm_id=comm, comm_name="", rank=8 + i % 8, n_ranks=16, n_nodes=2, op=op,
-                                       seq=i, size=size, busbw_gbs=bw, hostname="node", pid=1, now_us=now_us))
+                out.append(
+                    record_line(
+                        comm_id=comm,
+                        comm_name="",
+                        rank=8 + i % 8,
+                        n_ranks=16,
+                        n_nodes=2,
+                        op=op,
+                        seq=i,
+                        size=size,
+                        busbw_gbs=bw,
+                        hostname="node",
+                        pid=1,
+                        now_us=now_us,
+                    )
+                )
             return "\n".join(out) + "\n"
 
         dump.write_text(lines(len(keys), 0))
-        exporter = Exporter(Root.at(root), ExporterOptions(doctor_interval_s=0, inspector_dirs=(tmp,), nccl_from_start=True))
+        exporter = Exporter(
+            Root.at(root), ExporterOptions(doctor_interval_s=0, inspector_dirs=(tmp,), nccl_from_start=True)
+        )
         exporter.prime()
         body = exporter.render()
         times, cpu_times = [], []
@@ -218,7 +239,9 @@ def concurrent(url: str, scrapers: int, duration_s: float) -> dict[str, float]:
         # One loopback source address per scraper (127.0.0.2, .3 ...): a Prometheus fleet scrapes from
         # many hosts, and the exporter caps connections per source address (docs/security.md).
         source = (f"127.0.0.{2 + index}", 0) if parts.hostname == "127.0.0.1" else None
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=SCRAPE_TIMEOUT_S, source_address=source)
+        conn = http.client.HTTPConnection(
+            parts.hostname, parts.port, timeout=SCRAPE_TIMEOUT_S, source_address=source
+        )
         mine = []
         while time.monotonic() < stop:
             started = time.perf_counter()
@@ -229,7 +252,9 @@ def concurrent(url: str, scrapers: int, duration_s: float) -> dict[str, float]:
                 with lock:
                     errors.append(f"{type(exc).__name__}: {exc}")
                 conn.close()
-                conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=SCRAPE_TIMEOUT_S, source_address=source)
+                conn = http.client.HTTPConnection(
+                    parts.hostname, parts.port, timeout=SCRAPE_TIMEOUT_S, source_address=source
+                )
         conn.close()
         with lock:
             latencies.extend(mine)
@@ -272,14 +297,20 @@ def main() -> int:
         if args.json:
             print(json.dumps({**case, "targets_met": ok}, indent=2))
         else:
-            print(f"NCCL Inspector: {case['keys']} communicator x collective x size keys, {case['nccl_series']} "
-                  f"fabricscope_nccl_* samples per scrape; {os.cpu_count()} CPUs")
-            print(f"scrape, in process   : median {case['scrape_median_ms']:.1f} ms (CPU {case['scrape_cpu_median_ms']:.1f} ms), "
-                  f"p99 {case['scrape_p99_ms']:.1f} ms "
-                  f"-> median is {case['scrape_median_ms'] / TARGET_SCRAPE_MS:.2f}x the 50 ms target")
-            print(f"follower at {case['collectives_per_s']} collectives/s: {case['follower_cpu_share'] * 100:.1f}% of a core "
-                  f"-> {case['follower_cpu_share'] / 0.05:.2f}x the 5% target ({case['records']} records, "
-                  f"{case['bad_lines']} bad lines)")
+            print(
+                f"NCCL Inspector: {case['keys']} communicator x collective x size keys, {case['nccl_series']} "
+                f"fabricscope_nccl_* samples per scrape; {os.cpu_count()} CPUs"
+            )
+            print(
+                f"scrape, in process   : median {case['scrape_median_ms']:.1f} ms (CPU {case['scrape_cpu_median_ms']:.1f} ms), "
+                f"p99 {case['scrape_p99_ms']:.1f} ms "
+                f"-> median is {case['scrape_median_ms'] / TARGET_SCRAPE_MS:.2f}x the 50 ms target"
+            )
+            print(
+                f"follower at {case['collectives_per_s']} collectives/s: {case['follower_cpu_share'] * 100:.1f}% of a core "
+                f"-> {case['follower_cpu_share'] / 0.05:.2f}x the 5% target ({case['records']} records, "
+                f"{case['bad_lines']} bad lines)"
+            )
         return 0 if ok else 1
 
     hca = (

@@ -33,8 +33,13 @@ HOSTS = fixture_hosts()
 
 
 def base_document() -> dict:
-    proc = subprocess.run([sys.executable, "-m", "fabricscope", "doctor", "--root", str(HOSTS / "roce-healthy"), "--json"],
-                          capture_output=True, text=True, check=False, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fabricscope", "doctor", "--root", str(HOSTS / "roce-healthy"), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"doctor on the fixture failed: {proc.stderr[:300]}")
     return json.loads(proc.stdout)
@@ -61,8 +66,13 @@ def plant(doc: dict, kind: str) -> None:
 def planted_nodes(n: int) -> dict[str, set[str]]:
     """Which node names carry which plant: deterministic, disjoint."""
     names = [f"gpu-{i:05d}" for i in range(n)]
-    plan = {"firmware": names[7::100], "gid": names[13::200], "pfc": names[29::400], "nic7": names[41::n // 4 or 1][:4],
-            "rate": names[53::n // 2 or 1][:2]}
+    plan = {
+        "firmware": names[7::100],
+        "gid": names[13::200],
+        "pfc": names[29::400],
+        "nic7": names[41 :: n // 4 or 1][:4],
+        "rate": names[53 :: n // 2 or 1][:2],
+    }
     taken: set[str] = set()
     out = {}
     for kind, chosen in plan.items():
@@ -87,8 +97,12 @@ def generate(dest: Path, n: int) -> dict[str, set[str]]:
 
 def one_run(directory: Path) -> tuple[float, float, dict]:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", WRAPPER, "fleet", "doctor", "--from", str(directory), "--json"],
-                          capture_output=True, check=False, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", WRAPPER, "fleet", "doctor", "--from", str(directory), "--json"],
+        capture_output=True,
+        check=False,
+        timeout=600,
+    )
     wall = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         raise SystemExit(f"fleet doctor failed (rc {proc.returncode}): {proc.stderr.decode()[:300]}")
@@ -96,7 +110,13 @@ def one_run(directory: Path) -> tuple[float, float, dict]:
     return wall, int(hwm[-1]) / 1024, json.loads(proc.stdout)
 
 
-CHECK_OF = {"firmware": "fleet.firmware", "gid": "fleet.gid_index", "pfc": "fleet.pfc", "nic7": "fleet.ports", "rate": "fleet.port_rate"}
+CHECK_OF = {
+    "firmware": "fleet.firmware",
+    "gid": "fleet.gid_index",
+    "pfc": "fleet.pfc",
+    "nic7": "fleet.ports",
+    "rate": "fleet.port_rate",
+}
 
 
 def verify(doc: dict, plan: dict[str, set[str]], n: int) -> None:
@@ -105,7 +125,9 @@ def verify(doc: dict, plan: dict[str, set[str]], n: int) -> None:
         found.setdefault(item["id"], set()).update(d["node"] for d in item["differing"])
     expected = {CHECK_OF[kind]: names for kind, names in plan.items() if names}
     if found != expected or doc["summary"]["nodes"] != n:
-        raise SystemExit(f"fleet doctor did not name exactly the planted nodes: {sorted(found)} vs {sorted(expected)}")
+        raise SystemExit(
+            f"fleet doctor did not name exactly the planted nodes: {sorted(found)} vs {sorted(expected)}"
+        )
 
 
 def main() -> None:
@@ -120,8 +142,10 @@ def main() -> None:
         start = time.perf_counter()
         plan = generate(directory, args.nodes)
         size = sum(p.stat().st_size for p in directory.iterdir())
-        print(f"generated {args.nodes} documents ({size / 1e6:.0f} MB) in {time.perf_counter() - start:.1f} s; "
-              f"planted on {sum(len(v) for v in plan.values())} nodes")
+        print(
+            f"generated {args.nodes} documents ({size / 1e6:.0f} MB) in {time.perf_counter() - start:.1f} s; "
+            f"planted on {sum(len(v) for v in plan.values())} nodes"
+        )
         walls, peaks = [], []
         for _ in range(args.rounds):
             wall, peak, doc = one_run(directory)
@@ -132,10 +156,14 @@ def main() -> None:
         if args.keep is None:
             shutil.rmtree(directory, ignore_errors=True)
     median, peak = statistics.median(walls), max(peaks)
-    print(f"fleet doctor --from DIR --json over {args.nodes} documents, {args.rounds} fresh processes on {os.cpu_count()} CPU(s); "
-          "named exactly the planted nodes every time")
-    print(f"  wall time: median {median:.2f} s, min {min(walls):.2f} s, max {max(walls):.2f} s "
-          f"(target < {TARGET_WALL_S:.0f} s: ratio {median / TARGET_WALL_S:.2f})")
+    print(
+        f"fleet doctor --from DIR --json over {args.nodes} documents, {args.rounds} fresh processes on {os.cpu_count()} CPU(s); "
+        "named exactly the planted nodes every time"
+    )
+    print(
+        f"  wall time: median {median:.2f} s, min {min(walls):.2f} s, max {max(walls):.2f} s "
+        f"(target < {TARGET_WALL_S:.0f} s: ratio {median / TARGET_WALL_S:.2f})"
+    )
     print(f"  peak RSS:  {peak:.0f} MB (target < {TARGET_RSS_MB:.0f} MB: ratio {peak / TARGET_RSS_MB:.2f})")
     ok = median < TARGET_WALL_S and peak < TARGET_RSS_MB
     print("  verdict:", "within targets" if ok else "OUTSIDE targets")

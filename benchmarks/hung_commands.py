@@ -54,7 +54,9 @@ def main() -> None:
     print(f"  wall time          {wall:6.2f} s")
     print(f"  one after another  {sequential:6.2f} s (reference: N x timeout)")
     print(f"  ratio              {wall / sequential:6.3f}")
-    print(f"  processes left     {len(left)} (reference: 2 orphaned grandchildren per command = {2 * len(hung)})")
+    print(
+        f"  processes left     {len(left)} (reference: 2 orphaned grandchildren per command = {2 * len(hung)})"
+    )
 
 
 if __name__ == "__main__":

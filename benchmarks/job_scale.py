@@ -47,15 +47,33 @@ def dump_for(rank: int, ranks: int, entries: int, template: dict, now_ns: int, p
     for seq in range(last - entries + 1, last + 1):
         created = now_ns - (LAST - seq) * 250_000_000 - 60_000_000_000 + rank * 1000
         done = seq < LAST
-        out.append({**base, "record_id": seq - 1, "collective_seq_id": seq, "op_id": seq, "time_created_ns": created,
-                    "time_discovered_started_ns": created + 20_000 if done else None,
-                    "time_discovered_completed_ns": created + 9_000_000 if done else None,
-                    "duration_ms": 8.9 if done else None, "state": "completed" if done else "scheduled",
-                    "retired": done})
-    return {"version": template["version"], "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(ranks)))}},
-            "comm_lib_version": template["comm_lib_version"],
-            "pg_status": {"0": {"last_enqueued_collective": last, "last_started_collective": last, "last_completed_collective": LAST - 1}},
-            "entries": out}
+        out.append(
+            {
+                **base,
+                "record_id": seq - 1,
+                "collective_seq_id": seq,
+                "op_id": seq,
+                "time_created_ns": created,
+                "time_discovered_started_ns": created + 20_000 if done else None,
+                "time_discovered_completed_ns": created + 9_000_000 if done else None,
+                "duration_ms": 8.9 if done else None,
+                "state": "completed" if done else "scheduled",
+                "retired": done,
+            }
+        )
+    return {
+        "version": template["version"],
+        "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(ranks)))}},
+        "comm_lib_version": template["comm_lib_version"],
+        "pg_status": {
+            "0": {
+                "last_enqueued_collective": last,
+                "last_started_collective": last,
+                "last_completed_collective": LAST - 1,
+            }
+        },
+        "entries": out,
+    }
 
 
 def generate(dest: Path, ranks: int, entries: int) -> tuple[int, str]:
@@ -68,7 +86,9 @@ def generate(dest: Path, ranks: int, entries: int) -> tuple[int, str]:
         folder.mkdir(parents=True, exist_ok=True)
         doc = dump_for(rank, ranks, entries, template, now_ns, planted)
         if rank % 8 == 5:
-            (folder / f"nccl_trace_rank_{rank}.json").write_text(json.dumps(doc, separators=(",", ":"), sort_keys=True))
+            (folder / f"nccl_trace_rank_{rank}.json").write_text(
+                json.dumps(doc, separators=(",", ":"), sort_keys=True)
+            )
         else:
             (folder / f"nccl_trace_rank_{rank}").write_bytes(pickle.dumps(doc, protocol=2))
     same_time(dest)
@@ -86,8 +106,12 @@ def same_time(dest: Path) -> None:
 def one_run(directory: Path) -> tuple[float, float, dict, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", WRAPPER, "job", "diagnose", str(directory), "--json", "--stall-after", "30"],
-                          capture_output=True, check=False, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", WRAPPER, "job", "diagnose", str(directory), "--json", "--stall-after", "30"],
+        capture_output=True,
+        check=False,
+        timeout=600,
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
@@ -114,8 +138,10 @@ def main() -> None:
             t0 = time.perf_counter()
             planted, host = generate(work, args.ranks, args.entries)
             marker.write_text(json.dumps([planted, host]))
-            print(f"generated {args.ranks} dumps x {args.entries} entries in {time.perf_counter() - t0:.0f} s "
-                  f"({sum(p.stat().st_size for p in work.rglob('*')) / 2**20:.0f} MiB)")
+            print(
+                f"generated {args.ranks} dumps x {args.entries} entries in {time.perf_counter() - t0:.0f} s "
+                f"({sum(p.stat().st_size for p in work.rglob('*')) / 2**20:.0f} MiB)"
+            )
         walls, rss, cpus = [], [], []
         for _ in range(args.rounds):
             wall, mb, doc, cpu = one_run(work)
@@ -124,11 +150,15 @@ def main() -> None:
             rss.append(mb)
             named = [(c["rank"], c["host"]) for c in doc["verdict"]["culprits"]]
             assert doc["verdict"]["class"] == "never_entered" and named == [(planted, host)], doc["verdict"]
-        print(f"culprit named: rank {planted} on {host} ({doc['verdict']['class']}); "
-              f"dumps read whole: {doc['rests_on']['dumps_read_whole']} of {len(doc['rests_on']['ranks'])}")
-        print(f"wall: median {statistics.median(walls):.2f} s, max {max(walls):.2f} s (target {TARGET_WALL_S:g} s), "
-              f"CPU median {statistics.median(cpus):.2f} s (load average {os.getloadavg()[0]:.1f}); "
-              f"peak RSS: max {max(rss):.0f} MB (target {TARGET_RSS_MB:g} MB)")
+        print(
+            f"culprit named: rank {planted} on {host} ({doc['verdict']['class']}); "
+            f"dumps read whole: {doc['rests_on']['dumps_read_whole']} of {len(doc['rests_on']['ranks'])}"
+        )
+        print(
+            f"wall: median {statistics.median(walls):.2f} s, max {max(walls):.2f} s (target {TARGET_WALL_S:g} s), "
+            f"CPU median {statistics.median(cpus):.2f} s (load average {os.getloadavg()[0]:.1f}); "
+            f"peak RSS: max {max(rss):.0f} MB (target {TARGET_RSS_MB:g} MB)"
+        )
         if max(walls) > TARGET_WALL_S or max(rss) > TARGET_RSS_MB:
             raise SystemExit("over target")
     finally:

@@ -205,7 +205,9 @@ def main() -> int:
     )  # fmt: skip
     args = parser.parse_args()
     if args.baseline_src and not os.path.isdir(os.path.join(args.baseline_src, "fabricscope")):
-        parser.error(f"--baseline-src {args.baseline_src}: no fabricscope package there (give a checkout's src folder)")
+        parser.error(
+            f"--baseline-src {args.baseline_src}: no fabricscope package there (give a checkout's src folder)"
+        )
     size = int(args.size_mb * 1e6)
     path = args.path or f"/tmp/fabricscope-nccl-bench-{args.ranks}r-{int(args.size_mb)}MB.log"
     if not os.path.exists(path) or os.path.getsize(path) < size:
@@ -283,7 +285,11 @@ def main() -> int:
     if grep_mb_s:
         print(
             f"  vs GNU grep -c 'NCCL WARN' on the same file: {grep_mb_s:.0f} MB/s wall (reader/grep = {mb_s / grep_mb_s:.3f})"
-            + (f", {grep_cpu_mb_s:.0f} MB/s per CPU-second (reader/grep = {cpu_mb_s / grep_cpu_mb_s:.3f})" if grep_cpu_mb_s else "")
+            + (
+                f", {grep_cpu_mb_s:.0f} MB/s per CPU-second (reader/grep = {cpu_mb_s / grep_cpu_mb_s:.3f})"
+                if grep_cpu_mb_s
+                else ""
+            )
         )
     print(
         f"peak RSS: {rss_eighth:.0f} MiB after 1/8 of the file, {rss_full:.0f} MiB after all of it "

@@ -28,7 +28,9 @@ def main() -> int:
     ap.add_argument("--table", action="append", help="only these tables (repeatable)")
     ap.add_argument("--rows", action="store_true", help="print every row, not only the per-table summary")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--markdown", action="store_true", help="one row per table, as docs/sim.md's validation table")
+    ap.add_argument(
+        "--markdown", action="store_true", help="one row per table, as docs/sim.md's validation table"
+    )
     args = ap.parse_args()
     from fabricscope.sim.figures import evaluate
 
@@ -56,25 +58,33 @@ def main() -> int:
         print(f"{name}: {held}/{len(ok)} within band, median model/published {med:.2f}")
         if args.rows:
             for r in ok:
-                print(f"    {r['id']:<48} {r['algo']:>16} model {r['model']:>10.4g} published {r['published']:>10.4g} "
-                      f"ratio {r['ratio']:.2f} {'ok' if r['holds'] else 'off'} ({r['band']})")
+                print(
+                    f"    {r['id']:<48} {r['algo']:>16} model {r['model']:>10.4g} published {r['published']:>10.4g} "
+                    f"ratio {r['ratio']:.2f} {'ok' if r['holds'] else 'off'} ({r['band']})"
+                )
     held = sum(r["holds"] for r in judged)
-    print(f"all: {held}/{len(judged)} within band ({held / max(1, len(judged)):.0%}); "
-          f"{len(results) - len(judged)} figure(s) the model cannot express yet")
+    print(
+        f"all: {held}/{len(judged)} within band ({held / max(1, len(judged)):.0%}); "
+        f"{len(results) - len(judged)} figure(s) the model cannot express yet"
+    )
     return 0
 
 
 def markdown(split: str, tables: dict[str, list[dict]], judged: list[dict]) -> str:
-    rows = [f"| Table ({split}) | Metric | Rows judged | Within band | Median model/published | Range | Not expressible |",
-            "|---|---|---:|---:|---:|---|---|"]
+    rows = [
+        f"| Table ({split}) | Metric | Rows judged | Within band | Median model/published | Range | Not expressible |",
+        "|---|---|---:|---:|---:|---|---|",
+    ]
     for name, rs in tables.items():
         ok = [r for r in rs if "ratio" in r]
         skipped = {r["skipped"] for r in rs if "skipped" in r}
         if ok:
             ratios = sorted(r["ratio"] for r in ok)
-            rows.append(f"| {name} | {ok[0]['metric']} ({ok[0]['band']}) | {len(ok)} | {sum(r['holds'] for r in ok)} | "
-                        f"{statistics.median(ratios):.2f} | {ratios[0]:.2f}-{ratios[-1]:.2f} | "
-                        f"{'; '.join(sorted(skipped)) if skipped else ''} |")
+            rows.append(
+                f"| {name} | {ok[0]['metric']} ({ok[0]['band']}) | {len(ok)} | {sum(r['holds'] for r in ok)} | "
+                f"{statistics.median(ratios):.2f} | {ratios[0]:.2f}-{ratios[-1]:.2f} | "
+                f"{'; '.join(sorted(skipped)) if skipped else ''} |"
+            )
         else:
             rows.append(f"| {name} | {rs[0]['metric']} | 0 | - | - | - | {'; '.join(sorted(skipped))} |")
     held = sum(r["holds"] for r in judged)

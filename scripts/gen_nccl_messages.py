@@ -74,16 +74,34 @@ class Project:
 
 NCCL_MACROS = {"WARN": Macro("warn", 0, None), "INFO": Macro("info", 1, 0), "INFO_LOC": Macro("info", 1, 0)}
 PROJECTS = {
-    "nccl": Project("nccl", "NVIDIA/nccl", ("src/", "plugins/", "ext-net/", "ext-tuner/", "ext-profiler/"), NCCL_MACROS),
+    "nccl": Project(
+        "nccl", "NVIDIA/nccl", ("src/", "plugins/", "ext-net/", "ext-tuner/", "ext-profiler/"), NCCL_MACROS
+    ),
     "ofi": Project(
-        "aws-ofi-nccl", "aws/aws-ofi-nccl", ("src/", "include/"),
-        {"NCCL_OFI_WARN": Macro("warn", 0, None), "NCCL_OFI_INFO": Macro("info", 1, 0), "NCCL_OFI_WARN_ONCE": Macro("warn", 0, None)},
+        "aws-ofi-nccl",
+        "aws/aws-ofi-nccl",
+        ("src/", "include/"),
+        {
+            "NCCL_OFI_WARN": Macro("warn", 0, None),
+            "NCCL_OFI_INFO": Macro("info", 1, 0),
+            "NCCL_OFI_WARN_ONCE": Macro("warn", 0, None),
+        },
         prefix="NET/OFI ",
     ),
-    "sharp": Project("nccl-rdma-sharp-plugins", "Mellanox/nccl-rdma-sharp-plugins", ("src/", "include/"), NCCL_MACROS),
+    "sharp": Project(
+        "nccl-rdma-sharp-plugins", "Mellanox/nccl-rdma-sharp-plugins", ("src/", "include/"), NCCL_MACROS
+    ),
     "efa": Project(
-        "libfabric-efa", "ofiwg/libfabric", ("prov/efa/src/",),
-        {"EFA_WARN": Macro("warn", 1, 0), "EFA_INFO": Macro("info", 1, 0), "EFA_WARN_ONCE": Macro("warn", 1, 0), "FI_WARN": Macro("warn", 2, 1), "FI_INFO": Macro("info", 2, 1)},
+        "libfabric-efa",
+        "ofiwg/libfabric",
+        ("prov/efa/src/",),
+        {
+            "EFA_WARN": Macro("warn", 1, 0),
+            "EFA_INFO": Macro("info", 1, 0),
+            "EFA_WARN_ONCE": Macro("warn", 1, 0),
+            "FI_WARN": Macro("warn", 2, 1),
+            "FI_INFO": Macro("info", 2, 1),
+        },
     ),
 }
 _PRI = re.compile(r"PRI([diouxX])(8|16|32|64|PTR|MAX)\Z")
@@ -95,7 +113,9 @@ _FALLBACK = re.compile(
 )
 _ERROR_CODE = re.compile(r"\breturn\s+(nccl(?:\w*Error|InvalidArgument|InvalidUsage|InProgress))\b")
 _ASSIGNED_CODE = re.compile(r"\b\w+\s*=\s*(nccl(?:\w*Error|InvalidArgument|InvalidUsage))\s*;")
-_RETURN_FAIL = re.compile(r"\breturn\s+(?:-\s*\w+|false|NULL|nullptr|ret|res|rc|result|status|err|error|retval|ncclRes|\w*[Ee]rr\w*)\s*;")
+_RETURN_FAIL = re.compile(
+    r"\breturn\s+(?:-\s*\w+|false|NULL|nullptr|ret|res|rc|result|status|err|error|retval|ncclRes|\w*[Ee]rr\w*)\s*;"
+)
 _GOTO = re.compile(r"\bgoto\s+(\w+)\s*;")
 _THROW = re.compile(r"\bthrow\b|TORCH_CHECK(?:_WITH)?\s*\(\s*(?:DistBackendError|false)|C10_THROW_ERROR\s*\(")
 _SUCCESS = re.compile(r"\breturn\s+(?:ncclSuccess|0|true)\s*;|\breturn\s*;|\bcontinue\s*;|\bbreak\s*;")
@@ -138,7 +158,11 @@ def format_of(arg: str) -> str | None:
         if between and found:
             pri = _PRI.fullmatch(between)
             pieces.append(("l" + pri.group(1)) if pri else "%s")
-        pieces.append(bytes(m.group(1), "utf-8").decode("unicode_escape", "replace") if "\\" in m.group(1) else m.group(1))
+        pieces.append(
+            bytes(m.group(1), "utf-8").decode("unicode_escape", "replace")
+            if "\\" in m.group(1)
+            else m.group(1)
+        )
         found = True
         pos = m.end()
     if not found:
@@ -181,7 +205,14 @@ def next_action(fmt: str, after: str, in_macro: str | None) -> tuple[str, str]:
     following = re.search(r"\b(?:WARN|INFO|NCCL_OFI_WARN|NCCL_OFI_INFO|EFA_WARN|EFA_INFO)\s*\([^;]*", after)
     if following and _FALLBACK.search(following.group(0)):
         return "falls_back", " ".join(following.group(0).split())[:80]
-    tests = ((_ABORT, "aborts"), (_ERROR_CODE, "returns_error"), (_THROW, "returns_error"), (_SUCCESS, "goes_on"), (_RETURN_FAIL, "returns_error"), (_GOTO, "returns_error"))
+    tests = (
+        (_ABORT, "aborts"),
+        (_ERROR_CODE, "returns_error"),
+        (_THROW, "returns_error"),
+        (_SUCCESS, "goes_on"),
+        (_RETURN_FAIL, "returns_error"),
+        (_GOTO, "returns_error"),
+    )
     best: tuple[int, str, str] | None = None
     for pattern, action in tests:
         m = pattern.search(after)
@@ -224,7 +255,7 @@ def _macro_name(code: str, pos: int) -> str | None:
         m = re.match(r"\s*#\s*define\s+(\w+)", line)
         if m:
             return m.group(1)
-        if line_start == 0 or not code[:line_start - 1].rstrip(" \t").endswith("\\"):
+        if line_start == 0 or not code[: line_start - 1].rstrip(" \t").endswith("\\"):
             return None
         line_start = code.rfind("\n", 0, line_start - 1) + 1
 
@@ -249,22 +280,26 @@ def scan_c(project: Project, path: str, text: str) -> list[dict]:
             continue
         after = _statements_after(code, code.find(";", _call_end(code, m.end() - 1)) + 1)
         action, why = next_action(fmt, after, macro_name)
-        found.append({
-            "level": spec.level,
-            "format": project.prefix + fmt,
-            "subsystems": flags_of(args[spec.flags_arg]) if spec.flags_arg is not None else [],
-            "args": [" ".join(a.split())[:60] for a in args[spec.fmt_arg + 1 :]],
-            "file": path,
-            "line": code.count("\n", 0, m.start()) + 1,
-            "next": action,
-            "why": why,
-            **({"macro": macro_name} if macro_name else {}),
-        })
+        found.append(
+            {
+                "level": spec.level,
+                "format": project.prefix + fmt,
+                "subsystems": flags_of(args[spec.flags_arg]) if spec.flags_arg is not None else [],
+                "args": [" ".join(a.split())[:60] for a in args[spec.fmt_arg + 1 :]],
+                "file": path,
+                "line": code.count("\n", 0, m.start()) + 1,
+                "next": action,
+                "why": why,
+                **({"macro": macro_name} if macro_name else {}),
+            }
+        )
     return found
 
 
 # ----- PyTorch: messages built by concatenation ---------------------------------------------
-_TORCH_RAISES = re.compile(r"TORCH_CHECK|C10_THROW_ERROR|\bthrow\b|rethrow_exception|make_exception_ptr|setException")
+_TORCH_RAISES = re.compile(
+    r"TORCH_CHECK|C10_THROW_ERROR|\bthrow\b|rethrow_exception|make_exception_ptr|setException"
+)
 
 
 def torch_format(stmt: str) -> str | None:
@@ -293,14 +328,18 @@ def scan_torch(path: str, text: str) -> list[dict]:
         if fmt is not None and not stmt.lstrip().startswith("#include"):
             after = _statements_after(code, end + 1)
             raises = _TORCH_RAISES.search(stmt) or _TORCH_RAISES.search(after[:400])
-            found.append({
-                "level": "info" if re.search(r"LOG\s*\(\s*INFO", stmt) else "warn",
-                "format": fmt,
-                "subsystems": ["DistBackendError"] if "DistBackendError" in stmt else [],
-                "args": [], "file": path, "line": code.count("\n", 0, start + first.start()) + 1,
-                "next": "returns_error" if raises else "goes_on",
-                "why": " ".join(raises.group(0).split()) if raises else "",
-            })
+            found.append(
+                {
+                    "level": "info" if re.search(r"LOG\s*\(\s*INFO", stmt) else "warn",
+                    "format": fmt,
+                    "subsystems": ["DistBackendError"] if "DistBackendError" in stmt else [],
+                    "args": [],
+                    "file": path,
+                    "line": code.count("\n", 0, start + first.start()) + 1,
+                    "next": "returns_error" if raises else "goes_on",
+                    "why": " ".join(raises.group(0).split()) if raises else "",
+                }
+            )
         start = end + 1
     return found
 
@@ -316,7 +355,11 @@ def scan_repo(key: str, repo: str, tags: list[str], catalogue: dict[str, dict], 
     commits = {}
     for tag in tags:
         commits[tag] = git(repo, "rev-list", "-n", "1", tag).strip()
-        files = [f for f in git(repo, "ls-tree", "-r", "--name-only", tag).splitlines() if f.startswith(project.scanned) and f.endswith(SOURCE_SUFFIXES)]
+        files = [
+            f
+            for f in git(repo, "ls-tree", "-r", "--name-only", tag).splitlines()
+            if f.startswith(project.scanned) and f.endswith(SOURCE_SUFFIXES)
+        ]
         for path, text in _read_many(repo, tag, files):
             for entry in scan_c(project, path, text):
                 _add(catalogue, project.name, tag, entry)
@@ -325,7 +368,13 @@ def scan_repo(key: str, repo: str, tags: list[str], catalogue: dict[str, dict], 
 
 def _read_many(repo: str, tag: str, files: list[str]):
     """(path, text) of every file at ``tag``, through one ``git cat-file --batch``."""
-    proc = subprocess.run(["git", "-C", repo, "cat-file", "--batch"], input="".join(f"{tag}:{f}\n" for f in files).encode(), capture_output=True, check=True, timeout=600)
+    proc = subprocess.run(
+        ["git", "-C", repo, "cat-file", "--batch"],
+        input="".join(f"{tag}:{f}\n" for f in files).encode(),
+        capture_output=True,
+        check=True,
+        timeout=600,
+    )
     out, pos = proc.stdout, 0
     for path in files:
         header_end = out.index(b"\n", pos)
@@ -346,9 +395,16 @@ def _add(catalogue: dict[str, dict], project: str, release: str, entry: dict) ->
 def generate(ns: argparse.Namespace) -> dict:
     catalogue: dict[str, dict] = {}
     sources: dict[str, dict] = {}
-    tags = sorted((t for t in git(ns.nccl, "tag").split() if NCCL_TAGS.match(t)), key=lambda t: tuple(int(x) for x in re.findall(r"\d+", t)))
+    tags = sorted(
+        (t for t in git(ns.nccl, "tag").split() if NCCL_TAGS.match(t)),
+        key=lambda t: tuple(int(x) for x in re.findall(r"\d+", t)),
+    )
     scan_repo("nccl", ns.nccl, tags, catalogue, sources)
-    for key, repo, wanted in (("ofi", ns.ofi, OFI_TAGS), ("sharp", ns.sharp, SHARP_TAGS), ("efa", ns.libfabric, LIBFABRIC_TAGS)):
+    for key, repo, wanted in (
+        ("ofi", ns.ofi, OFI_TAGS),
+        ("sharp", ns.sharp, SHARP_TAGS),
+        ("efa", ns.libfabric, LIBFABRIC_TAGS),
+    ):
         if repo:
             scan_repo(key, repo, list(wanted), catalogue, sources)
     if ns.pytorch:
@@ -356,24 +412,44 @@ def generate(ns: argparse.Namespace) -> dict:
         for path in sorted(root.rglob("*")):
             if path.suffix in (".cpp", ".hpp"):
                 rel = path.relative_to(root).as_posix()
-                excerpt = path.read_text().startswith("// excerpt")  # lines count in the excerpt, not upstream
+                excerpt = path.read_text().startswith(
+                    "// excerpt"
+                )  # lines count in the excerpt, not upstream
                 for entry in scan_torch(rel + (" (excerpt)" if excerpt else ""), path.read_text()):
                     _add(catalogue, "pytorch", ns.pytorch_commit, entry)
-        sources["pytorch"] = {"repo": "pytorch/pytorch", "tags": [ns.pytorch_commit], "commits": {ns.pytorch_commit: ns.pytorch_commit}}
+        sources["pytorch"] = {
+            "repo": "pytorch/pytorch",
+            "tags": [ns.pytorch_commit],
+            "commits": {ns.pytorch_commit: ns.pytorch_commit},
+        }
     for entry in catalogue.values():
         if entry["project"] == "nccl" and entry["until"] == tags[-1]:
             entry["until"] = None  # still printed by the newest release read
         elif entry["project"] != "nccl":
-            entry["until"] = None if entry["until"] == sources[entry["project"]]["tags"][-1] else entry["until"]
+            entry["until"] = (
+                None if entry["until"] == sources[entry["project"]]["tags"][-1] else entry["until"]
+            )
     messages = sorted(catalogue.values(), key=lambda e: (e["project"], e["file"], e["line"], e["id"]))
-    return {"schema": SCHEMA, "generator": "scripts/gen_nccl_messages.py", "sources": sources, "messages": messages}
+    return {
+        "schema": SCHEMA,
+        "generator": "scripts/gen_nccl_messages.py",
+        "sources": sources,
+        "messages": messages,
+    }
 
 
 def dump(data: dict) -> str:
     """Compact JSON with one message per line, so a new release reads as a diff of messages."""
     head = {k: v for k, v in data.items() if k != "messages"}
-    lines = [json.dumps(m, separators=(",", ":"), ensure_ascii=False, sort_keys=True) for m in data["messages"]]
-    return json.dumps(head, separators=(",", ":"), sort_keys=True)[:-1] + ',"messages":[\n' + ",\n".join(lines) + "\n]}\n"
+    lines = [
+        json.dumps(m, separators=(",", ":"), ensure_ascii=False, sort_keys=True) for m in data["messages"]
+    ]
+    return (
+        json.dumps(head, separators=(",", ":"), sort_keys=True)[:-1]
+        + ',"messages":[\n'
+        + ",\n".join(lines)
+        + "\n]}\n"
+    )
 
 
 def main() -> int:
@@ -382,7 +458,9 @@ def main() -> int:
     parser.add_argument("--ofi", help="a git clone of aws/aws-ofi-nccl")
     parser.add_argument("--sharp", help="a git clone of Mellanox/nccl-rdma-sharp-plugins")
     parser.add_argument("--libfabric", help="a git clone of ofiwg/libfabric")
-    parser.add_argument("--pytorch", help="a directory holding torch/csrc/distributed/c10d sources of one commit")
+    parser.add_argument(
+        "--pytorch", help="a directory holding torch/csrc/distributed/c10d sources of one commit"
+    )
     parser.add_argument("--pytorch-commit", default="unknown")
     parser.add_argument("--out", default=str(OUT))
     ns = parser.parse_args()
@@ -396,7 +474,9 @@ def main() -> int:
     counts: dict[str, int] = {}
     for e in data["messages"]:
         counts[e["project"]] = counts.get(e["project"], 0) + 1
-    print(f"{ns.out}: {len(data['messages'])} messages ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})")
+    print(
+        f"{ns.out}: {len(data['messages'])} messages ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})"
+    )
     return 0
 
 

@@ -27,12 +27,16 @@ SCANNED = ("src/", "plugins/")
 ENV_RST = "docs/userguide/source/env.rst"
 _PARAM = re.compile(r"(?<![\w#])(DEFINE_NCCL_PARAM|NCCL_PARAM)\s*\(")
 _GETENV = re.compile(r"\b(?:ncclGetEnv|getenv)\s*\(\s*\"(NCCL_[A-Z0-9_]+)\"")
-_GET_LEVEL = re.compile(r"\bncclGetLevel\s*\(([^;]*)\)\s*\)?\s*;")  # ncclGetLevel(&l, "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL")
+_GET_LEVEL = re.compile(
+    r"\bncclGetLevel\s*\(([^;]*)\)\s*\)?\s*;"
+)  # ncclGetLevel(&l, "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL")
 _RST_TITLE = re.compile(r"^(NCCL_[A-Z0-9_]+)(?:\s*\(.*\))?\s*\n[-=~^\"']{4,}\s*$", re.M)
 
 
 def git(repo: str, *args: str) -> str:
-    return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=True, timeout=120).stdout
+    return subprocess.run(
+        ["git", "-C", repo, *args], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
 
 
 def macro_args(text: str, start: int) -> list[str] | None:
@@ -68,14 +72,18 @@ def scan_source(path: str, text: str, found: dict[str, dict]) -> None:
     code = re.sub(r"//[^\n]*", "", text)
     for match in _PARAM.finditer(code):
         line_start = code.rfind("\n", 0, match.start()) + 1
-        if code[line_start:match.start()].lstrip().startswith("#define"):
+        if code[line_start : match.start()].lstrip().startswith("#define"):
             continue
         args = macro_args(code, match.end() - 1)
         if not args:
             continue
         if match.group(1) == "NCCL_PARAM" and len(args) == 3 and args[1].startswith('"'):
             name, default, kind = "NCCL_" + args[1].strip('"'), args[2], "int"  # ncclLoadParam: strtoll
-        elif match.group(1) == "DEFINE_NCCL_PARAM" and len(args) >= 4 and re.fullmatch(r"NCCL_[A-Z0-9_]+", args[2]):
+        elif (
+            match.group(1) == "DEFINE_NCCL_PARAM"
+            and len(args) >= 4
+            and re.fullmatch(r"NCCL_[A-Z0-9_]+", args[2])
+        ):
             name, default, kind = args[2], args[3], "typed"  # its own parser (param/parsers.h)
         else:
             continue
@@ -95,7 +103,11 @@ def _q(value: str | None) -> str:
 
 def generate(repo: str, tag: str) -> str:
     commit = git(repo, "rev-list", "-n", "1", tag).strip()
-    files = [f for f in git(repo, "ls-tree", "-r", "--name-only", tag).splitlines() if f.startswith(SCANNED) and f.endswith(SOURCE_SUFFIXES)]
+    files = [
+        f
+        for f in git(repo, "ls-tree", "-r", "--name-only", tag).splitlines()
+        if f.startswith(SCANNED) and f.endswith(SOURCE_SUFFIXES)
+    ]
     found: dict[str, dict] = {}
     for path in sorted(files):
         scan_source(path, git(repo, "show", f"{tag}:{path}"), found)
@@ -121,7 +133,9 @@ def generate(repo: str, tag: str) -> str:
     ]
     for name in sorted(found):
         entry = found[name]
-        lines.append(f"    {_q(name)}: ({_q(entry['default'])}, {_q(entry['source'])}, {name in documented}, {_q(entry['kind'])}),")
+        lines.append(
+            f"    {_q(name)}: ({_q(entry['default'])}, {_q(entry['source'])}, {name in documented}, {_q(entry['kind'])}),"
+        )
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -32,7 +32,10 @@ def package_of(path: str) -> str:
 def current_counts() -> tuple[Counter[str], str]:
     proc = subprocess.run(  # a fixed argv, no shell
         [sys.executable, "-m", "mypy", "src/fabricscope", "--no-error-summary", "--no-color-output"],
-        cwd=TOP, capture_output=True, text=True, check=False,
+        cwd=TOP,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     counts: Counter[str] = Counter()
     for line in proc.stdout.splitlines():
@@ -40,7 +43,9 @@ def current_counts() -> tuple[Counter[str], str]:
         if match:
             counts[package_of(match["path"])] += 1
     if proc.returncode not in (0, 1) or (proc.returncode == 1 and not counts):
-        raise SystemExit(f"mypy failed to run (exit {proc.returncode}): {proc.stderr.strip() or proc.stdout[-2000:]}")
+        raise SystemExit(
+            f"mypy failed to run (exit {proc.returncode}): {proc.stderr.strip() or proc.stdout[-2000:]}"
+        )
     return counts, proc.stdout
 
 
@@ -60,8 +65,12 @@ def main() -> int:
         print(f"{pkg:20} {now:4d} (baseline {was:4d}) {mark}")
     print(f"total {sum(counts.values())} (baseline {sum(baseline.values())})")
     if rose and BASELINE.exists():
-        print("mypy errors rose in: " + ", ".join(f"{p} {a}->{b}" for p, (a, b) in rose.items())
-              + " (run with --show; fix them, never raise the baseline)", file=sys.stderr)
+        print(
+            "mypy errors rose in: "
+            + ", ".join(f"{p} {a}->{b}" for p, (a, b) in rose.items())
+            + " (run with --show; fix them, never raise the baseline)",
+            file=sys.stderr,
+        )
         return 1
     if args.update:
         BASELINE.write_text(json.dumps(dict(sorted(counts.items())), indent=1) + "\n")

@@ -25,15 +25,31 @@ from pathlib import Path
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "nccl_cases"
 # Lint codes as the corpus' lint_finding words (codes not listed say nothing the corpus scores).
 LINT_WORDS = {
-    "NCCL001": "unknown_variable", "NCCL003": "bad_value",  # NCCL002 (renamed/removed) is no misspelling
-    "NCCL008": "not_applied", "NCCL009": "unseen_source",
-    "NCCL010": "wrong_device", "NCCL011": "wrong_device", "NCCL014": "wrong_device", "NCCL016": "bad_value",
-    "NCCL020": "wrong_interface", "NCCL021": "wrong_interface", "NCCL023": "wrong_interface",
-    "NCCL031": "wrong_gid_index", "NCCL032": "wrong_gid_index", "NCCL033": "wrong_gid_index",
-    "NCCL034": "wrong_gid_index", "NCCL036": "wrong_gid_index", "NCCL037": "wrong_gid_index",
-    "NCCL060": "disables_rdma", "NCCL061": "disables_rdma", "NCCL080": "bad_value",
+    "NCCL001": "unknown_variable",
+    "NCCL003": "bad_value",  # NCCL002 (renamed/removed) is no misspelling
+    "NCCL008": "not_applied",
+    "NCCL009": "unseen_source",
+    "NCCL010": "wrong_device",
+    "NCCL011": "wrong_device",
+    "NCCL014": "wrong_device",
+    "NCCL016": "bad_value",
+    "NCCL020": "wrong_interface",
+    "NCCL021": "wrong_interface",
+    "NCCL023": "wrong_interface",
+    "NCCL031": "wrong_gid_index",
+    "NCCL032": "wrong_gid_index",
+    "NCCL033": "wrong_gid_index",
+    "NCCL034": "wrong_gid_index",
+    "NCCL036": "wrong_gid_index",
+    "NCCL037": "wrong_gid_index",
+    "NCCL060": "disables_rdma",
+    "NCCL061": "disables_rdma",
+    "NCCL080": "bad_value",
 }
-SCORED_INFO = {"NCCL008", "NCCL009"}  # info findings that still name a setting the job does not get as written
+SCORED_INFO = {
+    "NCCL008",
+    "NCCL009",
+}  # info findings that still name a setting the job does not get as written
 
 
 def load_split(split: str) -> list[dict]:
@@ -51,9 +67,14 @@ def judge_log(case: dict) -> dict:
     report = build_report(read_files([str(CORPUS / case["file"])], "auto", 1))
     want = case["verdict"]
     got = report.verdict
-    return {"id": case["id"], "kind": "log", "right": got["root_cause"] == want["root_cause"],
-            "fatal_right": got["fatal"] == want["fatal"], "got": got,
-            "want": {k: want[k] for k in ("root_cause", "fatal", "transport")}}
+    return {
+        "id": case["id"],
+        "kind": "log",
+        "right": got["root_cause"] == want["root_cause"],
+        "fatal_right": got["fatal"] == want["fatal"],
+        "got": got,
+        "want": {k: want[k] for k in ("root_cause", "fatal", "transport")},
+    }
 
 
 def lint_words(text: str, path: str) -> set[tuple[str, str]]:
@@ -74,8 +95,14 @@ def judge_script(case: dict) -> dict:
     text = "\n".join(path.read_text(encoding="utf-8").splitlines()[1:])  # line 1 is the source line
     got = lint_words(text, path.name)
     want = set() if case["lint"] == "clean" else {(i["variable"], i["finding"]) for i in case["lint"]}
-    return {"id": case["id"], "kind": "script", "right": got == want, "fatal_right": None,
-            "got": sorted(got), "want": sorted(want)}
+    return {
+        "id": case["id"],
+        "kind": "script",
+        "right": got == want,
+        "fatal_right": None,
+        "got": sorted(got),
+        "want": sorted(want),
+    }
 
 
 def judge(case: dict) -> dict:
@@ -89,14 +116,22 @@ def accuracy(results: list[dict]) -> dict:
     def share(items: list[dict], key: str) -> float | None:
         return round(sum(bool(r[key]) for r in items) / len(items), 3) if items else None
 
-    return {"cases": len(results), "logs": len(logs), "scripts": len(scripts),
-            "log_root_cause": share(logs, "right"), "log_fatal": share(logs, "fatal_right"),
-            "script_lint": share(scripts, "right"), "overall": share(results, "right")}
+    return {
+        "cases": len(results),
+        "logs": len(logs),
+        "scripts": len(scripts),
+        "log_root_cause": share(logs, "right"),
+        "log_fatal": share(logs, "fatal_right"),
+        "script_lint": share(scripts, "right"),
+        "overall": share(results, "right"),
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--split", choices=["dev", "heldout", "both"], default="both", help="developers run dev only")
+    parser.add_argument(
+        "--split", choices=["dev", "heldout", "both"], default="both", help="developers run dev only"
+    )
     parser.add_argument("--show", choices=["dev"], help="list the dev cases judged wrong")
     parser.add_argument("--json", action="store_true")
     ns = parser.parse_args()
@@ -112,8 +147,10 @@ def main() -> int:
         print(json.dumps(out, indent=2))
     else:
         for split, acc in out.items():
-            print(f"{split}: {acc['cases']} cases; logs {acc['logs']}: root cause {acc['log_root_cause']}, fatal "
-                  f"{acc['log_fatal']}; scripts {acc['scripts']}: lint {acc['script_lint']}; overall {acc['overall']}")
+            print(
+                f"{split}: {acc['cases']} cases; logs {acc['logs']}: root cause {acc['log_root_cause']}, fatal "
+                f"{acc['log_fatal']}; scripts {acc['scripts']}: lint {acc['script_lint']}; overall {acc['overall']}"
+            )
     return 0
 
 

@@ -29,12 +29,7 @@ def write_hanging_tool(bindir: Path, name: str, marker: str) -> Path:
     sleep = shutil.which("sleep") or "/bin/sleep"
     bindir.mkdir(parents=True, exist_ok=True)
     path = bindir / name
-    path.write_text(
-        "#!/bin/sh\n"
-        f"{sleep} {marker} &\n"
-        f"{sleep} {marker} &\n"
-        f"exec {sleep} {marker}\n"
-    )
+    path.write_text(f"#!/bin/sh\n{sleep} {marker} &\n{sleep} {marker} &\nexec {sleep} {marker}\n")
     path.chmod(0o755)
     return path
 

@@ -23,9 +23,15 @@ def _whole_string_patterns_ending_in_dollar() -> list[str]:
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
-            if node.func.attr not in RE_FUNCS or not (isinstance(node.func.value, ast.Name) and node.func.value.id == "re"):
+            if node.func.attr not in RE_FUNCS or not (
+                isinstance(node.func.value, ast.Name) and node.func.value.id == "re"
+            ):
                 continue
-            if not node.args or not isinstance(node.args[0], ast.Constant) or not isinstance(node.args[0].value, str):
+            if (
+                not node.args
+                or not isinstance(node.args[0], ast.Constant)
+                or not isinstance(node.args[0].value, str)
+            ):
                 continue
             pattern = node.args[0].value
             if not pattern.startswith("^"):

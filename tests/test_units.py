@@ -53,8 +53,30 @@ def test_sizes_are_binary_like_nccl_tests_and_tc(text, n) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "   ", "big", "K", "1X", "-4K", "0", "0.5", "1kbit", "1Mb/s", "1Gi", "1iB", "²", "١٢", "1e999", "2P",
-     "1" * 80, "nan", "inf", "1..2K", "0x10", "1_000"],
+    [
+        "",
+        "   ",
+        "big",
+        "K",
+        "1X",
+        "-4K",
+        "0",
+        "0.5",
+        "1kbit",
+        "1Mb/s",
+        "1Gi",
+        "1iB",
+        "²",
+        "١٢",
+        "1e999",
+        "2P",
+        "1" * 80,
+        "nan",
+        "inf",
+        "1..2K",
+        "0x10",
+        "1_000",
+    ],
 )
 def test_bad_sizes_raise_one_error_type(text) -> None:
     with pytest.raises(UnitError) as info:
@@ -83,7 +105,8 @@ def test_sweeps_and_lists_like_nccl_tests_b_e_f() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", ",", "8K:1K", "1K:1M:1", "1K:2K:x", "1K:2K:-2", "1K:2K:2.5", "1:2:3:4", "1X", "0", "1K:", ":1K"]
+    "text",
+    ["", ",", "8K:1K", "1K:1M:1", "1K:2K:x", "1K:2K:-2", "1K:2K:2.5", "1:2:3:4", "1X", "0", "1K:", ":1K"],
 )
 def test_bad_sweeps(text) -> None:
     with pytest.raises(UnitError):
@@ -138,7 +161,9 @@ def test_byte_rates_are_refused_not_misread(text) -> None:
         parse_rate(text)
 
 
-@pytest.mark.parametrize("text", ["", "fast", "-1G", "0", "400Q", "inf", "nan", "1GB/s/s", "²", "1e999G", "G", "1 2G"])
+@pytest.mark.parametrize(
+    "text", ["", "fast", "-1G", "0", "400Q", "inf", "nan", "1GB/s/s", "²", "1e999G", "G", "1 2G"]
+)
 def test_bad_rates(text) -> None:
     with pytest.raises(UnitError):
         parse_rate(text)
@@ -169,7 +194,9 @@ def test_size_token_round_trips(n) -> None:
 def test_formatting() -> None:
     assert size_token(64 << 20) == "64M" and size_token(4096) == "4K" and size_token(1000) == "1000"
     assert size_label(64) == "64B" and size_label(16384) == "16KiB" and size_label(1 << 20) == "1MiB"
-    assert format_size(1 << 30) == "1 GiB" and format_size(3 << 19) == "1.5 MiB" and format_size(512) == "512 B"
+    assert (
+        format_size(1 << 30) == "1 GiB" and format_size(3 << 19) == "1.5 MiB" and format_size(512) == "512 B"
+    )
     assert format_rate(400e9) == "400G" and format_rate(250e6) == "250M" and format_rate(10) == "10"
 
 

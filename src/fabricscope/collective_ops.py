@@ -75,11 +75,24 @@ class CollectiveOp:
 TABLE: dict[str, CollectiveOp] = {
     op.name: op
     for op in (
-        CollectiveOp("all_reduce", "2(n-1)/n", "count", "count", reduces=True, rooted=False, aliases=("allreduce",)),
-        CollectiveOp("all_gather", "(n-1)/n", "chunk", "n*chunk", reduces=False, rooted=False, aliases=("allgather",)),
-        CollectiveOp("reduce_scatter", "(n-1)/n", "n*chunk", "chunk", reduces=True, rooted=False,
-                     aliases=("reducescatter",)),
-        CollectiveOp("alltoall", "(n-1)/n", "n*chunk", "n*chunk", reduces=False, rooted=False, aliases=("all_to_all",)),
+        CollectiveOp(
+            "all_reduce", "2(n-1)/n", "count", "count", reduces=True, rooted=False, aliases=("allreduce",)
+        ),
+        CollectiveOp(
+            "all_gather", "(n-1)/n", "chunk", "n*chunk", reduces=False, rooted=False, aliases=("allgather",)
+        ),
+        CollectiveOp(
+            "reduce_scatter",
+            "(n-1)/n",
+            "n*chunk",
+            "chunk",
+            reduces=True,
+            rooted=False,
+            aliases=("reducescatter",),
+        ),
+        CollectiveOp(
+            "alltoall", "(n-1)/n", "n*chunk", "n*chunk", reduces=False, rooted=False, aliases=("all_to_all",)
+        ),
         CollectiveOp("broadcast", "1", "count", "count", reduces=False, rooted=True),
         CollectiveOp("reduce", "1", "count", "count", reduces=True, rooted=True),
         CollectiveOp("sendrecv", "1", "count", "count", reduces=False, rooted=False),
@@ -90,7 +103,14 @@ TABLE: dict[str, CollectiveOp] = {
 
 # the operations bench collective runs and sim models; the others are read from nccl-tests files
 MeasuredOp = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv"]
-MEASURED: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv")
+MEASURED: tuple[str, ...] = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "alltoall",
+    "broadcast",
+    "sendrecv",
+)
 
 _BY_ALIAS = {alias: op for op in TABLE.values() for alias in (op.name, *op.aliases)}
 

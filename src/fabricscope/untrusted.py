@@ -33,12 +33,18 @@ class _NoAliasLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()  # type: ignore[no-untyped-call]  # types-PyYAML leaves it untyped
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            what = f"alias *{event.anchor}" if isinstance(event, yaml.AliasEvent) else f"anchor &{event.anchor}"
-            raise yaml.composer.ComposerError(None, None, f"{what}: YAML anchors and aliases are not accepted", event.start_mark)
+            what = (
+                f"alias *{event.anchor}" if isinstance(event, yaml.AliasEvent) else f"anchor &{event.anchor}"
+            )
+            raise yaml.composer.ComposerError(
+                None, None, f"{what}: YAML anchors and aliases are not accepted", event.start_mark
+            )
         self._depth = getattr(self, "_depth", 0) + 1
         try:
             if self._depth > MAX_DEPTH:
-                raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark
+                )
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1

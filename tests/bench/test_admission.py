@@ -38,7 +38,9 @@ def _hello(port: int, token: str | None, source: str = "127.0.0.1") -> tuple[soc
     return sock, recv_frame(sock, time.monotonic() + 5)
 
 
-@pytest.mark.parametrize("weak", ["1234", "s3cret-token", "a" * 40, "0123456789012345", "abababababababababab"])
+@pytest.mark.parametrize(
+    "weak", ["1234", "s3cret-token", "a" * 40, "0123456789012345", "abababababababababab"]
+)
 def test_weak_tokens_are_refused_in_one_line(weak: str) -> None:
     with pytest.raises(FabricscopeError, match="too weak"):
         BenchServer(port=0, token=weak)
@@ -46,7 +48,11 @@ def test_weak_tokens_are_refused_in_one_line(weak: str) -> None:
         proc = run_cli("bench", "serve", "--port", "0", *args, timeout=20, env=env)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-        assert "too weak" in lines[0] and "secrets.token_hex(16)" in lines[0] and "openssl rand -hex 16" in lines[0]
+        assert (
+            "too weak" in lines[0]
+            and "secrets.token_hex(16)" in lines[0]
+            and "openssl rand -hex 16" in lines[0]
+        )
 
 
 def test_tokens_made_as_documented_are_strong() -> None:

@@ -164,7 +164,15 @@ def _mat(slow: tuple[str, ...], hosts=("h1", "h2", "h3", "h4")) -> BenchResult:
     for s in verdict.suspects:
         s.confirmed = True
     tcp = Survey("tcp", m, None, verdict, verdict.suspects, [], [])
-    run = MatrixRun(MatrixParams(), list(hosts), list(range(len(hosts))), tcp, RdmaPart("skipped", "no RDMA device"), "lab:x", 5.0)
+    run = MatrixRun(
+        MatrixParams(),
+        list(hosts),
+        list(range(len(hosts))),
+        tcp,
+        RdmaPart("skipped", "no RDMA device"),
+        "lab:x",
+        5.0,
+    )
     return to_bench_result(run)
 
 
@@ -178,11 +186,15 @@ def test_collective_compare_is_per_message_size(isolated_db) -> None:
     doc = json.loads(proc.stdout)
     sizes = {s["size_bytes"]: s for s in doc["sizes"]}
     assert sizes[1 << 20]["verdict"] == "same" and sizes[1 << 20]["baseline_busbw_GBps"] == pytest.approx(5.0)
-    assert sizes[64 << 20]["verdict"] == "regression" and sizes[64 << 20]["change_pct"] == pytest.approx(-50.0)
+    assert sizes[64 << 20]["verdict"] == "regression" and sizes[64 << 20]["change_pct"] == pytest.approx(
+        -50.0
+    )
     assert "size_67108864_busbw_GBps" in doc["regressed"] and "size_67108864_time_s" not in doc["regressed"]
     text = run_cli("history", "compare", "4").stdout
     assert "busbw by message size" in text and "67108864" in text
-    assert "size_67108864_time_s" not in text  # the per-size table says it; the metric list does not repeat it
+    assert (
+        "size_67108864_time_s" not in text
+    )  # the per-size table says it; the metric list does not repeat it
     show = run_cli("history", "show", "4").stdout
     assert "all_reduce over gloo, 4 ranks" in show and "Avg bus bandwidth" in show
     row = next(ln for ln in show.splitlines() if ln.strip().startswith("67108864"))
@@ -198,18 +210,25 @@ def test_matrix_compare_flags_new_suspects(isolated_db) -> None:
     proc = run_cli("history", "compare", "3", "--json")
     assert proc.returncode == 0, proc.stdout  # a known suspect is no regression
     doc = json.loads(proc.stdout)
-    assert [(s["host"], s["status"], s["baseline_runs"]) for s in doc["suspects"]] == [("h3", "persisting", 2)]
+    assert [(s["host"], s["status"], s["baseline_runs"]) for s in doc["suspects"]] == [
+        ("h3", "persisting", 2)
+    ]
     proc = run_cli("history", "compare", "4", "--json")
     assert proc.returncode == 1
     doc = json.loads(proc.stdout)
     assert [(s["host"], s["status"], s["regression"]) for s in doc["suspects"]] == [
-        ("h2", "new", True), ("h3", "resolved", False)
+        ("h2", "new", True),
+        ("h3", "resolved", False),
     ]
     assert "new suspect h2" in doc["regressed"]
     text = run_cli("history", "compare", "4").stdout
     assert "suspects" in text and "new" in text and "resolved" in text
     show = run_cli("history", "show", "4").stdout
-    assert "pairwise TCP bandwidth" in show and "host h2: its transfers" in show and "RDMA skipped: no RDMA device" in show
+    assert (
+        "pairwise TCP bandwidth" in show
+        and "host h2: its transfers" in show
+        and "RDMA skipped: no RDMA device" in show
+    )
     assert "hosts_count" in show  # summary metrics stay; neutral in comparisons
     assert better_direction("hosts_count") is None and better_direction("ranks_count") is None
 

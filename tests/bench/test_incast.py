@@ -45,12 +45,16 @@ def _env(rank: int, world: int, port: int) -> DistEnv:
     return DistEnv(rank, world, rank, "127.0.0.1", port, "test", f"t{rank}")
 
 
-def _start_senders(world: int, port: int, params: IncastParams, *, skip: set[int] = frozenset()) -> list[threading.Thread]:
+def _start_senders(
+    world: int, port: int, params: IncastParams, *, skip: set[int] = frozenset()
+) -> list[threading.Thread]:
     threads = []
     for rank in range(1, world):
         if rank in skip:
             continue
-        thread = threading.Thread(target=lambda r=rank: _quiet(run_sender, _env(r, world, port), params), daemon=True)
+        thread = threading.Thread(
+            target=lambda r=rank: _quiet(run_sender, _env(r, world, port), params), daemon=True
+        )
         thread.start()
         threads.append(thread)
     return threads
@@ -88,7 +92,9 @@ def test_a_stranger_with_the_wrong_token_is_closed_and_the_job_still_runs(monkey
     port = free_port()
     params = IncastParams(senders=[1], size_bytes=4096, rounds=2, warmup=0, join_timeout_s=20)
     box: dict = {}
-    receiver = threading.Thread(target=lambda: box.update(result=run_receiver(_env(0, 2, port), params)), daemon=True)
+    receiver = threading.Thread(
+        target=lambda: box.update(result=run_receiver(_env(0, 2, port), params)), daemon=True
+    )
     receiver.start()
     stranger = _connect(port)
     wrong = JobSecret("", b"0123456789abcdef-wrong", "token")
@@ -109,7 +115,9 @@ def test_silent_strangers_delay_no_sender(monkeypatch) -> None:
     params = IncastParams(size_bytes=4096, rounds=1, warmup=0, join_timeout_s=30)
     box: dict = {}
     started = time.monotonic()
-    receiver = threading.Thread(target=lambda: box.update(result=run_receiver(_env(0, 3, port), params)), daemon=True)
+    receiver = threading.Thread(
+        target=lambda: box.update(result=run_receiver(_env(0, 3, port), params)), daemon=True
+    )
     receiver.start()
     strangers = [_connect(port) for _ in range(3)]
     time.sleep(0.2)  # the strangers are accepted first
@@ -136,7 +144,9 @@ def test_a_sender_that_never_joins_is_named(monkeypatch) -> None:
 def test_a_sender_that_stops_answering_ends_the_round_with_its_name(monkeypatch) -> None:
     monkeypatch.setenv(TOKEN_ENV, GOOD_TOKEN)
     port = free_port()
-    params = IncastParams(senders=[2], size_bytes=4096, rounds=3, warmup=0, round_timeout_s=1.0, join_timeout_s=20)
+    params = IncastParams(
+        senders=[2], size_bytes=4096, rounds=3, warmup=0, round_timeout_s=1.0, join_timeout_s=20
+    )
     _start_senders(2, port, params)  # rank 1 answers; rank 2 joins and then says nothing
     silent = threading.Thread(target=_silent_sender, args=(port,), daemon=True)
     silent.start()
@@ -175,7 +185,19 @@ def _connect(port: int) -> socket.socket:
 
 
 def test_cli_launch_local_json_and_bad_input(tmp_path) -> None:
-    proc = fs("bench", "incast", "--launch", "local:3", "--rounds", "3", "--size", "16KiB", "--json", db=tmp_path / "h.db", timeout=120)
+    proc = fs(
+        "bench",
+        "incast",
+        "--launch",
+        "local:3",
+        "--rounds",
+        "3",
+        "--size",
+        "16KiB",
+        "--json",
+        db=tmp_path / "h.db",
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
     assert doc["kind"] == "incast" and [p["senders"] for p in doc["incast"]] == [1, 2]
@@ -201,7 +223,16 @@ def test_collapse_verdict_names_the_first_collapsed_count() -> None:
     from fabricscope.bench.results.schema import IncastPoint
 
     def point(n: int, goodput: float, timeouts: int) -> IncastPoint:
-        return IncastPoint(senders=n, goodput_gbps=goodput, round_p50_ms=1, round_p99_ms=2, round_max_ms=3, rounds=10, retransmits=5, timeouts=timeouts)
+        return IncastPoint(
+            senders=n,
+            goodput_gbps=goodput,
+            round_p50_ms=1,
+            round_p99_ms=2,
+            round_max_ms=3,
+            rounds=10,
+            retransmits=5,
+            timeouts=timeouts,
+        )
 
     assert "no collapse" in collapse_verdict([point(1, 0.9, 0), point(2, 0.95, 0), point(4, 0.9, 0)])
     text = collapse_verdict([point(1, 0.9, 0), point(2, 0.95, 0), point(4, 0.3, 7), point(8, 0.1, 30)])

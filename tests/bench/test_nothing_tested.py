@@ -67,7 +67,9 @@ def test_a_skipped_socket_run_with_a_threshold_exits_2(command: str, monkeypatch
         out, err = capsys.readouterr()
         assert exc.value.code == 2, (argv, err)
         assert json.loads(out)["status"] == "skipped"  # what it has is still printed
-        assert err.count("\n") == 1 and "nothing was tested (no such path here (test))" in err and option in err, err
+        assert (
+            err.count("\n") == 1 and "nothing was tested (no such path here (test))" in err and option in err
+        ), err
         # and without the threshold a skip is still a clean exit 0
     with pytest.raises(SystemExit) as exc:
         root.main(args=["bench", command, "--peer", "127.0.0.1:9", "--no-store"], prog_name="fabricscope")
@@ -79,7 +81,9 @@ def test_rdma_without_a_device_is_no_pass(tmp_path: Path, isolated_db) -> None:
     empty = tmp_path / "empty-path"
     empty.mkdir()
     for option in REAL_WALKS["rdma"]:
-        proc = run_cli("bench", "rdma", "--peer", "192.0.2.1", option, "360", "--json", env={"PATH": str(empty)})
+        proc = run_cli(
+            "bench", "rdma", "--peer", "192.0.2.1", option, "360", "--json", env={"PATH": str(empty)}
+        )
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.count("\n") == 1 and "nothing was tested" in proc.stderr and option in proc.stderr
         doc = json.loads(proc.stdout)
@@ -89,12 +93,38 @@ def test_rdma_without_a_device_is_no_pass(tmp_path: Path, isolated_db) -> None:
 
 def test_udp_that_did_not_offer_the_load_cannot_pass_a_loss_threshold(peer: str) -> None:
     """One Python sender on loopback cannot offer 90 Gb/s; 20 Mb/s it can (the control)."""
-    short = run_cli("bench", "udp", "--peer", peer, "--rate", "90G", "-t", "0.5", "--max-loss-pct", "50", "--json", "--no-store")
+    short = run_cli(
+        "bench",
+        "udp",
+        "--peer",
+        peer,
+        "--rate",
+        "90G",
+        "-t",
+        "0.5",
+        "--max-loss-pct",
+        "50",
+        "--json",
+        "--no-store",
+    )
     assert short.returncode == 2, short.stderr
     assert "the sender reached" in short.stderr and "--max-loss-pct cannot pass" in short.stderr
     doc = json.loads(short.stdout)
     assert doc["metrics"]["sent_gbps"] < 0.9 * doc["metrics"]["offered_gbps"]
-    met = run_cli("bench", "udp", "--peer", peer, "--rate", "20M", "-t", "0.5", "--max-loss-pct", "50", "--json", "--no-store")
+    met = run_cli(
+        "bench",
+        "udp",
+        "--peer",
+        peer,
+        "--rate",
+        "20M",
+        "-t",
+        "0.5",
+        "--max-loss-pct",
+        "50",
+        "--json",
+        "--no-store",
+    )
     assert met.returncode == 0, met.stderr
     assert json.loads(met.stdout)["thresholds"]["passed"] is True
 
@@ -106,7 +136,11 @@ def test_a_one_rank_job_is_refused_with_how_to_launch(command: str, tmp_path: Pa
     for extra in ([], ["--launch", "local:1"]):
         proc = run_cli("bench", command, *extra, "--no-store", env=env)
         assert proc.returncode == 2, proc.stderr
-        assert proc.stderr.count("\n") == 1 and "single process" in proc.stderr and "--launch local:N" in proc.stderr
+        assert (
+            proc.stderr.count("\n") == 1
+            and "single process" in proc.stderr
+            and "--launch local:N" in proc.stderr
+        )
         assert "--single-rank" in proc.stderr
 
 
@@ -119,5 +153,7 @@ def test_a_collective_that_measured_no_size_is_no_verdict() -> None:
     result.entries = []
     thresholds = [Threshold("busbw_avg_GBps", ">=", 1.0, "--min-busbw", needs=_measured)]
     assert apply_thresholds(result, thresholds) == []  # not a threshold failure (exit 1)...
-    assert "no message size was measured" in (untested_reason(result, thresholds) or "")  # ...no verdict (exit 2)
+    assert "no message size was measured" in (
+        untested_reason(result, thresholds) or ""
+    )  # ...no verdict (exit 2)
     assert result.thresholds["passed"] is False and result.status == Status.OK

@@ -35,18 +35,34 @@ def stand_in(tmp_path: Path, *, cuda: bool, broken: str = "none") -> tuple[Path,
     bindir = tmp_path / "bin"
     bindir.mkdir(exist_ok=True)
     log = tmp_path / "ib_write_bw.args"
-    help_line = "      --use_cuda=<cuda device id>  Use CUDA specific device for GPUDirect RDMA testing" if cuda else "  -a, --all  Run sizes from 2 till 2^23"
+    help_line = (
+        "      --use_cuda=<cuda device id>  Use CUDA specific device for GPUDirect RDMA testing"
+        if cuda
+        else "  -a, --all  Run sizes from 2 till 2^23"
+    )
     script = bindir / "ib_write_bw"
-    script.write_text(STAND_IN.format(python=sys.executable, help_line=help_line, log=str(log), broken=broken,
-                                      sample=str(samples_dir() / "perftest_ib_write_bw_ib_sweep.txt")))
+    script.write_text(
+        STAND_IN.format(
+            python=sys.executable,
+            help_line=help_line,
+            log=str(log),
+            broken=broken,
+            sample=str(samples_dir() / "perftest_ib_write_bw_ib_sweep.txt"),
+        )
+    )
     script.chmod(0o755)
     return bindir, log
 
 
 def run(tmp_path: Path, host: str, *, cuda: bool, use_cuda: bool = True, broken: str = "none"):
     bindir, log = stand_in(tmp_path, cuda=cuda, broken=broken)
-    result = run_loopback(RdmaParams(use_cuda=use_cuda, duration_s=2, timeout_s=20), root=Root.at(FIXTURE_HOSTS / host),
-                          runner=subprocess_runner, which=lambda tool: shutil.which(tool, path=str(bindir)), sleep=lambda _s: None)
+    result = run_loopback(
+        RdmaParams(use_cuda=use_cuda, duration_s=2, timeout_s=20),
+        root=Root.at(FIXTURE_HOSTS / host),
+        runner=subprocess_runner,
+        which=lambda tool: shutil.which(tool, path=str(bindir)),
+        sleep=lambda _s: None,
+    )
     return result, (log.read_text().splitlines() if log.exists() else [])
 
 

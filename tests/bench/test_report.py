@@ -87,7 +87,10 @@ def _matrix() -> BenchResult:
     tv, rv = analyze(hosts, tcp), analyze(hosts, rdma, transport="rdma")
     for s in tv.suspects + rv.suspects:
         s.confirmed = True
-    endpoints = [{"host": h, "device": "mlx5_0", "port": 1, "gid_index": 3, "gid_ip": f"10.20.0.{i + 11}"} for i, h in enumerate(hosts)]
+    endpoints = [
+        {"host": h, "device": "mlx5_0", "port": 1, "gid_index": 3, "gid_ip": f"10.20.0.{i + 11}"}
+        for i, h in enumerate(hosts)
+    ]
     run = MatrixRun(
         MatrixParams(duration_s=1.0), hosts, [0, 1, 2, 3],
         Survey("tcp", tcp, None, tv, tv.suspects, [], []),
@@ -137,9 +140,9 @@ def test_collective_compared_per_size_with_its_baseline(stored: list[int], isola
         first, second = store.results(stored[6:8])
     html = render_report([second], {second.id: ("run 7", baseline_stats([first.result]))})
     assert "baseline busbw (median)" in html  # the baseline line in the busbw plot
-    big = html[html.index("<td class=\"num\">16,777,216</td>") :]
+    big = html[html.index('<td class="num">16,777,216</td>') :]
     assert big.split("</tr>")[0].endswith('<td class="regression">regression</td>')  # only the slow size
-    small = html[html.index("<td class=\"num\">1,048,576</td>") :]
+    small = html[html.index('<td class="num">1,048,576</td>') :]
     assert "regression" not in small.split("</tr>")[0]
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html
 
@@ -173,7 +176,9 @@ def test_report_renders_in_headless_chromium(stored: list[int], tmp_path: Path) 
     assert run_cli("report", *map(str, stored), "-o", str(out)).returncode == 0
     with browser() as (base, session):
         wd(base, "POST", f"/session/{session}/url", {"url": out.as_uri()})
-        plots = wd(base, "POST", f"/session/{session}/execute/sync", {"script": CHECK_PLOTS, "args": []})["value"]
+        plots = wd(base, "POST", f"/session/{session}/execute/sync", {"script": CHECK_PLOTS, "args": []})[
+            "value"
+        ]
         title = wd(base, "GET", f"/session/{session}/title")["value"]
         logs = wd(base, "POST", f"/session/{session}/se/log", {"type": "browser"}).get("value", [])
     assert title.startswith("fabricscope report")

@@ -158,7 +158,9 @@ def test_check_quiet_on_healthy_hosts(check_id: str, host: str) -> None:
     report = fixture_report(host)
     bad = [f for f in report.findings if f.id == check_id and f.severity in PROBLEMS]
     if (check_id, host) in EXPECTED_INFO:
-        assert [(f.severity, f.message.split(":")[0]) for f in bad] == [(Severity.INFO, EXPECTED_INFO[check_id, host])]
+        assert [(f.severity, f.message.split(":")[0]) for f in bad] == [
+            (Severity.INFO, EXPECTED_INFO[check_id, host])
+        ]
         return
     assert not bad, [f.to_dict() for f in bad]
 
@@ -179,7 +181,11 @@ EXPECTED_INFO = {
 @pytest.mark.parametrize("host", HOST_NAMES)
 def test_fixture_reports_exactly_its_planted_faults(host: str) -> None:
     report = fixture_report(host)
-    got = sorted((f.id, f.subject, f.severity.value) for f in report.findings if f.severity in (Severity.WARN, Severity.FAIL))
+    got = sorted(
+        (f.id, f.subject, f.severity.value)
+        for f in report.findings
+        if f.severity in (Severity.WARN, Severity.FAIL)
+    )
     assert got == sorted(PLANTED[host])
     for finding in report.findings:
         assert finding.id != "doctor.check_error", finding.to_dict()
@@ -209,7 +215,11 @@ def test_congestion_rates_reported_with_interval(host_copy) -> None:
     def traffic() -> None:
         bump_counter(path, f"{port}/counters", "port_xmit_wait", 500)
         bump_counter(path, f"{port}/hw_counters", "np_cnp_sent", 120)
-        set_command(path, ["ethtool", "-S", "ens0np0"], lambda t: t.replace("rx_prio3_pause: 11233", "rx_prio3_pause: 11333"))
+        set_command(
+            path,
+            ["ethtool", "-S", "ens0np0"],
+            lambda t: t.replace("rx_prio3_pause: 11233", "rx_prio3_pause: 11333"),
+        )
 
     report = doctor(path, interval=10, between=traffic)
     info = {f.subject: f for f in report.findings if f.id == "link.congestion"}
@@ -253,7 +263,9 @@ def test_pfc_off_with_ecn_on_is_warn(host_copy) -> None:
     assert hit.severity is Severity.WARN and "ECN alone" in hit.message
 
 
-def _pci(addr: str, rc: str, upstream: tuple[str, ...], numa: int | None, port_type: int | None = None) -> PciDevice:
+def _pci(
+    addr: str, rc: str, upstream: tuple[str, ...], numa: int | None, port_type: int | None = None
+) -> PciDevice:
     return PciDevice(addr, None, None, None, None, None, None, None, numa, rc, upstream, port_type, None)
 
 
@@ -285,6 +297,8 @@ def test_fixture_inventory_affinity_matches_layout() -> None:
     from fabricscope.host import read_inventory
 
     inv = read_inventory(Root.at(FIXTURE_HOSTS / "ib-ndr-healthy"))
-    assert [(a.gpu_index, a.nic, a.distance) for a in inv.affinity] == [(i, f"mlx5_{i}", "PIX") for i in range(8)]
+    assert [(a.gpu_index, a.nic, a.distance) for a in inv.affinity] == [
+        (i, f"mlx5_{i}", "PIX") for i in range(8)
+    ]
     assert inv.gpu_source == "nvidia-smi"
     assert [p.rate_gbps for p in inv.ports] == [400.0] * 8

@@ -36,7 +36,9 @@ def test_host_model_knows_efa_and_its_link_layer() -> None:
     # "Unknown" is what the kernel writes for IB_LINK_LAYER_UNSPECIFIED: not a garbled source.
     assert not [p for p in inv.problems if "link_layer" in p.source], inv.problems
     mlx = read_inventory(Root.at(FIXTURE_HOSTS / "ib-ndr-healthy"))
-    assert {d.driver for d in mlx.rdma_devices} == {"mlx5_core"} and not any(d.is_efa for d in mlx.rdma_devices)
+    assert {d.driver for d in mlx.rdma_devices} == {"mlx5_core"} and not any(
+        d.is_efa for d in mlx.rdma_devices
+    )
 
 
 def test_doctor_calls_efa_rdma_not_tcp_only() -> None:
@@ -45,13 +47,19 @@ def test_doctor_calls_efa_rdma_not_tcp_only() -> None:
     assert [f.severity for f in present] == [Severity.PASS]
     assert "EFA" in present[0].message and "aws-ofi-nccl" in present[0].message
     assert "TCP-only" not in " ".join(f.message for f in report.findings)
-    assert not [f for f in report.findings if f.id in ("host.sources", "rdma.firmware", "link.errors") and f.severity is not Severity.PASS]
+    assert not [
+        f
+        for f in report.findings
+        if f.id in ("host.sources", "rdma.firmware", "link.errors") and f.severity is not Severity.PASS
+    ]
 
 
 def test_efa_drops_counted_as_link_errors(host_copy) -> None:
     path = host_copy("efa-p4d")
     (path / "sys/class/infiniband/rdmap32s27/ports/1/hw_counters/rx_drops").write_text("4410\n")
-    hits = [f for f in run_doctor(Root.at(path)).findings if f.id == "link.errors" and f.severity is Severity.WARN]
+    hits = [
+        f for f in run_doctor(Root.at(path)).findings if f.id == "link.errors" and f.severity is Severity.WARN
+    ]
     assert [(f.subject, f.evidence["totals"]) for f in hits] == [("rdmap32s27/1", {"rx_drops": 4410})]
 
 

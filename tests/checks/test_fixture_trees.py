@@ -36,4 +36,6 @@ def test_fixture_host_is_what_the_builder_writes(name: str, tmp_path: Path) -> N
     built = _tree(build(name, tmp_path / name))
     stored = _tree(FIXTURE_HOSTS / name)
     differ = sorted(k for k in built.keys() | stored.keys() if built.get(k) != stored.get(k))
-    assert not differ, f"{name}: {len(differ)} entries differ from make_hosts.py, e.g. {differ[:3]} (rerun it)"
+    assert not differ, (
+        f"{name}: {len(differ)} entries differ from make_hosts.py, e.g. {differ[:3]} (rerun it)"
+    )

@@ -21,7 +21,9 @@ FILES = sorted(str(p.relative_to(SOURCE)) for p in SOURCE.rglob("*") if p.is_fil
 garbage = st.one_of(
     st.binary(max_size=64),
     st.text(max_size=64),
-    st.sampled_from(["", "\n", "N/A (not available)", "-1", "4: ", "99999999999999999999999", "{", "[1,2", "\x00\x00"]),
+    st.sampled_from(
+        ["", "\n", "N/A (not available)", "-1", "4: ", "99999999999999999999999", "{", "[1,2", "\x00\x00"]
+    ),
 )
 edits = st.lists(
     st.tuples(st.sampled_from(FILES), st.sampled_from(["garble", "truncate", "delete"]), garbage),

@@ -28,7 +28,13 @@ def snapshot_inventory(host: str | Path, tmp_path: Path):
 # ----- B6: IOMMU groups ---------------------------------------------------------------------------
 def test_iommu_group_type_parser() -> None:
     assert [parse_group_type(t) for t in ("DMA", "DMA-FQ\n", "identity", "blocked", "auto", "", None)] == [
-        "DMA", "DMA-FQ", "identity", "blocked", None, None, None,
+        "DMA",
+        "DMA-FQ",
+        "identity",
+        "blocked",
+        None,
+        None,
+        None,
     ]
     assert group_of("sys/kernel/iommu_groups/17") == 17 and group_of(None) is None
 
@@ -66,7 +72,13 @@ def test_phy_error_stats_are_one_definition_with_the_exporter() -> None:
     for name, meaning in LINK_ERROR_STATS.items():
         assert PORT_STATS[name].help == meaning  # the exporter exports each, with the same meaning
     assert PRIO_STATS[("rx", "discards")].help == PRIO_DISCARDS_HELP
-    stats = {"rx_packets": 5, "rx_crc_errors_phy": 3, "rx_prio3_discards": 1, "rx_prio3_pause": 9, "rx_prio9_discards": 2}
+    stats = {
+        "rx_packets": 5,
+        "rx_crc_errors_phy": 3,
+        "rx_prio3_discards": 1,
+        "rx_prio3_pause": 9,
+        "rx_prio9_discards": 2,
+    }
     assert link_error_stats(stats) == {"rx_crc_errors_phy": 3, "rx_prio3_discards": 1}
 
 
@@ -77,7 +89,13 @@ def test_rising_phy_errors_fail_with_interval(host_copy) -> None:
     argv = ["ethtool", "-S", "ens4np0"]
 
     def flap() -> None:
-        set_command(path, argv, lambda t: t.replace("rx_prio3_discards: 0", "rx_prio3_discards: 120").replace("link_down_events_phy: 0", "link_down_events_phy: 1"))
+        set_command(
+            path,
+            argv,
+            lambda t: t.replace("rx_prio3_discards: 0", "rx_prio3_discards: 120").replace(
+                "link_down_events_phy: 0", "link_down_events_phy: 1"
+            ),
+        )
 
     hit = findings(path, "link.phy_errors", interval_s=10, sleep=lambda _s: flap())
     assert [(f.severity, f.subject) for f in hit] == [(Severity.FAIL, "ens4np0")]
@@ -91,7 +109,9 @@ def test_port_xmit_discards_is_a_link_error(host_copy) -> None:
     path = host_copy("ib-ndr-healthy")
     (path / "sys/class/infiniband/mlx5_4/ports/1/counters/port_xmit_discards").write_text("77\n")
     hit = [f for f in findings(path, "link.errors") if f.severity is not Severity.PASS]
-    assert [(f.severity, f.subject, f.evidence["totals"]) for f in hit] == [(Severity.WARN, "mlx5_4/1", {"port_xmit_discards": 77})]
+    assert [(f.severity, f.subject, f.evidence["totals"]) for f in hit] == [
+        (Severity.WARN, "mlx5_4/1", {"port_xmit_discards": 77})
+    ]
 
 
 # ----- D17: PCIe AER and switch uplinks -------------------------------------------------------------
@@ -108,7 +128,12 @@ def test_aer_parser_on_the_kernel_abi_sample() -> None:
 
     correctable, fatal, nonfatal = sample_sections("sysfs_aer_dev_stats_kernel_abi.txt")
     total, counts = parse_aer_stats(correctable)
-    assert total == 2 and counts["Receiver Error"] == 2 and counts["RELAY_NUM Rollover"] == 0 and len(counts) == 8
+    assert (
+        total == 2
+        and counts["Receiver Error"] == 2
+        and counts["RELAY_NUM Rollover"] == 0
+        and len(counts) == 8
+    )
     assert parse_aer_stats(fatal)[0] == 0 and len(parse_aer_stats(fatal)[1]) == 17
     assert parse_aer_stats(nonfatal)[0] == 0
     assert parse_aer_stats("RxErr 3\nBadTLP 1\nTOTAL_ERR_COR 4\n") == (4, {"RxErr": 3, "BadTLP": 1})
@@ -124,10 +149,18 @@ def test_rising_aer_errors_fail_with_interval(host_copy) -> None:
     def errors() -> None:
         target.write_text(aer_file("correctable", {"BadDLLP": 9, "Rollover": 1}) + "\n")
 
-    hit = [f for f in findings(path, "pcie.aer", interval_s=10, sleep=lambda _s: errors()) if f.severity is not Severity.PASS]
+    hit = [
+        f
+        for f in findings(path, "pcie.aer", interval_s=10, sleep=lambda _s: errors())
+        if f.severity is not Severity.PASS
+    ]
     assert [(f.severity, f.subject) for f in hit] == [(Severity.FAIL, "bridge 0000:12:00.0")]
     assert hit[0].evidence["increase"] == {"correctable": 10} and "1.00/s" in hit[0].message
-    static = [f for f in findings(FIXTURE_HOSTS / "ib-degraded", "pcie.aer", interval_s=5) if f.severity is not Severity.PASS]
+    static = [
+        f
+        for f in findings(FIXTURE_HOSTS / "ib-degraded", "pcie.aer", interval_s=5)
+        if f.severity is not Severity.PASS
+    ]
     assert [(f.severity, f.subject) for f in static] == [(Severity.WARN, "mlx5_4 (0000:94:00.0)")]
 
 
@@ -135,13 +168,19 @@ def test_uncorrectable_aer_errors_are_named(host_copy) -> None:
     from tests.fixtures.hostbuilder import aer_file
 
     path = host_copy("roce-healthy")
-    (path / "sys/bus/pci/devices/0000:33:00.0/aer_dev_nonfatal").write_text(aer_file("nonfatal", {"CmpltTO": 1}) + "\n")
+    (path / "sys/bus/pci/devices/0000:33:00.0/aer_dev_nonfatal").write_text(
+        aer_file("nonfatal", {"CmpltTO": 1}) + "\n"
+    )
     hit = next(f for f in findings(path, "pcie.aer") if f.severity is Severity.WARN)
     assert hit.subject == "GPU1 (0000:33:00.0)" and "nonfatal 1" in hit.message and "CmpltTO 1" in hit.message
 
 
 def test_switch_uplink_is_checked_not_only_endpoints() -> None:
-    hit = [f for f in findings(FIXTURE_HOSTS / "ib-degraded", "pcie.link") if f.subject.startswith("switch uplink")]
+    hit = [
+        f
+        for f in findings(FIXTURE_HOSTS / "ib-degraded", "pcie.link")
+        if f.subject.startswith("switch uplink")
+    ]
     assert [(f.severity, f.subject) for f in hit] == [(Severity.FAIL, "switch uplink 0000:31:00.0")]
     assert hit[0].evidence["below"] == ["0000:34:00.0", "0000:33:00.0"] and hit[0].evidence["width"] == 8
 
@@ -161,7 +200,12 @@ def test_ibv_devinfo_parser_on_real_captures() -> None:
     ports = parse_ibv_devinfo("\n".join(line for line in text.splitlines() if not line.startswith("#")))
     assert sorted(ports) == ["mlx5_0/1", "mlx5_1/1"]
     up, down = ports["mlx5_0/1"], ports["mlx5_1/1"]
-    assert (up.state, up.active_mtu_bytes, up.max_mtu_bytes, up.link_layer) == ("PORT_ACTIVE", 4096, 4096, "InfiniBand")
+    assert (up.state, up.active_mtu_bytes, up.max_mtu_bytes, up.link_layer) == (
+        "PORT_ACTIVE",
+        4096,
+        4096,
+        "InfiniBand",
+    )
     assert down.state == "PORT_DOWN"
     # The short (non -v) form prints the same lines with spaces: the RoCE CX-7 capture.
     roce = parse_ibv_devinfo((samples_dir() / "ibv_devinfo_roce_cx7.txt").read_text())
@@ -179,7 +223,11 @@ def test_roce_active_mtu_below_what_the_netdev_allows_warns(host_copy) -> None:
     from tests.checks.test_checks import set_command
 
     path = host_copy("roce-healthy")
-    set_command(path, ["ibv_devinfo", "-v"], lambda t: t.replace("active_mtu:\t\t4096 (5)", "active_mtu:\t\t1024 (3)", 1))
+    set_command(
+        path,
+        ["ibv_devinfo", "-v"],
+        lambda t: t.replace("active_mtu:\t\t4096 (5)", "active_mtu:\t\t1024 (3)", 1),
+    )
     hit = [f for f in findings(path, "rdma.mtu") if f.severity is not Severity.PASS]
     assert [(f.severity, f.subject) for f in hit] == [(Severity.WARN, "mlx5_0/1")]
     assert "ens0np0's MTU 9000 allows 4096" in hit[0].message
@@ -251,7 +299,11 @@ def test_snapshot_lists_device_nodes_without_opening_them(tmp_path: Path) -> Non
 
 
 def test_ipoib_down_on_an_active_port_warns() -> None:
-    hit = [f for f in findings(FIXTURE_HOSTS / "ib-degraded", "rdma.netdev_up") if f.severity is not Severity.PASS]
+    hit = [
+        f
+        for f in findings(FIXTURE_HOSTS / "ib-degraded", "rdma.netdev_up")
+        if f.severity is not Severity.PASS
+    ]
     assert [(f.severity, f.subject) for f in hit] == [(Severity.WARN, "mlx5_0/1")]
     assert "IPoIB netdev ibp20s0 is down" in hit[0].message and "ip link set ibp20s0 up" in hit[0].fix
 
@@ -260,7 +312,9 @@ def test_iommu_evidence_keeps_only_the_iommu_parameters(host_copy) -> None:
     """Doctor documents travel unscrubbed (fleet collect, tickets): a secret on the kernel command
     line must not ride along in pcie.iommu's evidence."""
     root = host_copy("roce-broken")
-    (root / "proc" / "cmdline").write_text("BOOT_IMAGE=/vmlinuz ro intel_iommu=on vault.token=s3cr3t rd.luks.key=/k\n")
+    (root / "proc" / "cmdline").write_text(
+        "BOOT_IMAGE=/vmlinuz ro intel_iommu=on vault.token=s3cr3t rd.luks.key=/k\n"
+    )
     found = findings(root, "pcie.iommu")
     assert found and all(f.evidence.get("cmdline") == "intel_iommu=on" for f in found)
     assert "s3cr3t" not in repr([f.evidence for f in found])

@@ -38,7 +38,9 @@ def test_procfs_phys_state_active_is_unrecognised_not_a_contradiction(tmp_path: 
     assert hit.severity is Severity.WARN
     assert "physical state ACTIVE" not in hit.message and hit.fix
     # The ports the kernel would write as they are (hfi1_0, mlx4_0) are not flagged.
-    flagged = {f.subject for f in report.findings if f.id == "rdma.port_state" and f.severity is not Severity.PASS}
+    flagged = {
+        f.subject for f in report.findings if f.id == "rdma.port_state" and f.severity is not Severity.PASS
+    }
     assert flagged == {"mlx5_0/1"}
 
 
@@ -47,9 +49,13 @@ def test_unrecognised_state_on_a_down_port_still_fails(tmp_path: Path, host_copy
     port = path / "sys/class/infiniband/mlx5_3/ports/1"
     (port / "state").write_text("1: DOWN\n")
     (port / "phys_state").write_text("9: Frobnicated\n")
-    hit = next(f for f in run_doctor(Root.at(path)).findings if f.id == "rdma.port_state" and f.subject == "mlx5_3/1")
+    hit = next(
+        f for f in run_doctor(Root.at(path)).findings if f.id == "rdma.port_state" and f.subject == "mlx5_3/1"
+    )
     assert hit.severity is Severity.FAIL
-    assert hit.message == "port is DOWN; unrecognised physical state 'Frobnicated' (code 9 would be <unknown>)"
+    assert (
+        hit.message == "port is DOWN; unrecognised physical state 'Frobnicated' (code 9 would be <unknown>)"
+    )
 
 
 def test_state_tables_are_the_kernels() -> None:
@@ -109,7 +115,14 @@ def test_nothing_passes_on_garbled_input(garbled_host: Path) -> None:
         ("rdma.present", "8 RDMA device(s): mlx5_0, mlx5_1, mlx5_2, mlx5_3, mlx5_4, mlx5_5, mlx5_6, mlx5_7"),
     ]
     said = {f.id for f in report.findings if f.message.startswith("not evaluated: ")}
-    assert {"link.errors", "pcie.link", "rdma.firmware", "tcp.somaxconn", "tcp.retransmits", "tcp.congestion_control"} <= said
+    assert {
+        "link.errors",
+        "pcie.link",
+        "rdma.firmware",
+        "tcp.somaxconn",
+        "tcp.retransmits",
+        "tcp.congestion_control",
+    } <= said
 
 
 def test_nothing_passes_on_an_empty_root(tmp_path: Path) -> None:

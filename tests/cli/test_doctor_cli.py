@@ -20,7 +20,11 @@ UPDATE = os.environ.get("FABRICSCOPE_UPDATE_GOLDEN") == "1"
 
 def fabricscope(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "fabricscope", *args], capture_output=True, text=True, timeout=120, check=check,
+        [sys.executable, "-m", "fabricscope", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=check,
         env={**os.environ, "COLUMNS": "200"},
     )
 
@@ -51,7 +55,12 @@ def assert_contains(actual: object, golden: object, path: str = "$") -> None:
 def test_structural_comparison_catches_removed_and_changed_fields() -> None:
     golden = {"a": 1, "b": [{"c": "x"}]}
     assert_contains({"a": 1, "b": [{"c": "x", "new": 2}], "added": True}, golden)
-    for broken in ({"b": [{"c": "x"}]}, {"a": 2, "b": [{"c": "x"}]}, {"a": 1, "b": [{"c": "y"}]}, {"a": 1, "b": []}):
+    for broken in (
+        {"b": [{"c": "x"}]},
+        {"a": 2, "b": [{"c": "x"}]},
+        {"a": 1, "b": [{"c": "y"}]},
+        {"a": 1, "b": []},
+    ):
         with pytest.raises(AssertionError):
             assert_contains(broken, golden)
 
@@ -78,7 +87,10 @@ def test_doctor_json_matches_golden(host: str) -> None:
 def test_fail_on_warn_changes_exit_code() -> None:
     root = str(FIXTURE_HOSTS / "roce-broken")
     assert fabricscope("doctor", "--root", root, "--fail-on", "warn").returncode == 1
-    assert fabricscope("doctor", "--root", str(FIXTURE_HOSTS / "roce-healthy"), "--fail-on", "warn").returncode == 0
+    assert (
+        fabricscope("doctor", "--root", str(FIXTURE_HOSTS / "roce-healthy"), "--fail-on", "warn").returncode
+        == 0
+    )
     bad = fabricscope("doctor", "--root", root, "--fail-on", "sometimes")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
@@ -135,10 +147,23 @@ def test_inventory_json_and_table() -> None:
     assert port["rate_gbps"] == 400.0 and port["link_layer"] == "Ethernet"
     assert [g["index"] for g in port["gids"]] == [0, 1, 2, 3]
     assert port["netdev"] == "ens0np0"
-    assert port["gids"][3] == {"index": 3, "gid": "0000:0000:0000:0000:0000:ffff:0a14:000b", "type": "RoCE v2",
-                               "netdev": "ens0np0", "ipv4": "10.20.0.11", "roce_version": 2}
+    assert port["gids"][3] == {
+        "index": 3,
+        "gid": "0000:0000:0000:0000:0000:ffff:0a14:000b",
+        "type": "RoCE v2",
+        "netdev": "ens0np0",
+        "ipv4": "10.20.0.11",
+        "roce_version": 2,
+    }
     assert {"nvidia_peermem", "mlx5_ib"} <= set(doc["kernel"]["modules"])
-    assert doc["affinity"][0] == {"gpu_index": 0, "gpu_pci": "0000:13:00.0", "nic": "mlx5_0", "distance": "PIX", "gpu_numa": 0, "nic_numa": 0}
+    assert doc["affinity"][0] == {
+        "gpu_index": 0,
+        "gpu_pci": "0000:13:00.0",
+        "nic": "mlx5_0",
+        "distance": "PIX",
+        "gpu_numa": 0,
+        "nic_numa": 0,
+    }
     table = fabricscope("inventory", "--root", str(FIXTURE_HOSTS / "roce-healthy"), check=True).stdout
     assert "mlx5_7/1" in table and "10.20.7.11" in table and "PIX" in table
 
@@ -166,7 +191,14 @@ def test_snapshot_roundtrip_and_scrub(tmp_path: Path) -> None:
         links = [m for m in tar.getmembers() if m.issym()]
     assert any(n.endswith("sys/class/infiniband/mlx5_0") for n in names)
     assert all(not m.linkname.startswith("/") for m in links)
-    for secret in (b"10.20.0.11", b"a0:88:c2:5b:03:e0", b"a088:c203:005b:03e0", b"gpu-roce-02", b"172.16.1.21", b"6a1c0b7e"):
+    for secret in (
+        b"10.20.0.11",
+        b"a0:88:c2:5b:03:e0",
+        b"a088:c203:005b:03e0",
+        b"gpu-roce-02",
+        b"172.16.1.21",
+        b"6a1c0b7e",
+    ):
         assert secret not in blob, secret
     assert b"0000:0000:0000:0000:0000:ffff:0a14:000b" not in blob  # IPv4 inside the GID scrubbed too
 

@@ -135,7 +135,15 @@ def _outcome(root, argv: list[str], capsys) -> str:
 
 
 def test_the_walk_covers_the_commands() -> None:
-    assert {c[0].split()[0] for c in DECLARED} >= {"bench", "doctor", "exporter", "fleet", "history", "lab", "topology"}
+    assert {c[0].split()[0] for c in DECLARED} >= {
+        "bench",
+        "doctor",
+        "exporter",
+        "fleet",
+        "history",
+        "lab",
+        "topology",
+    }
     assert len(DECLARED) > 80
 
 
@@ -158,7 +166,9 @@ def test_what_help_declares_is_what_is_accepted(case, sentinel_root, capsys) -> 
             assert run(float(off) + step) == "refused"
 
 
-@pytest.mark.parametrize(("option", "low", "high"), [("--ethtool-interval", "1", "3600"), ("--topology-interval", "5", "86400")])
+@pytest.mark.parametrize(
+    ("option", "low", "high"), [("--ethtool-interval", "1", "3600"), ("--topology-interval", "5", "86400")]
+)
 def test_the_exporter_takes_every_interval_its_help_declares(option: str, low: str, high: str) -> None:
     """The real command (its validator in monitor/), one scrape, at both declared bounds."""
     pytest.importorskip("prometheus_client")

@@ -102,14 +102,22 @@ def _fake_path(tmp_path: Path, proc_marker: str) -> str:
 
 
 # ----- hung tools ------------------------------------------------------------------------------
-def test_doctor_with_hung_tools_takes_one_timeout_and_leaves_nothing(tmp_path: Path, scratch: Path, proc_marker: str) -> None:
+def test_doctor_with_hung_tools_takes_one_timeout_and_leaves_nothing(
+    tmp_path: Path, scratch: Path, proc_marker: str
+) -> None:
     """ip and nvidia-smi run on every node (ethtool and dcb where there are NICs): at least two hung
     commands, so one after another would take at least twice the timeout."""
     timeout = 4.0
-    env = _env(tmp_path, scratch, PATH=_fake_path(tmp_path, proc_marker), FABRICSCOPE_COMMAND_TIMEOUT=str(timeout))
+    env = _env(
+        tmp_path, scratch, PATH=_fake_path(tmp_path, proc_marker), FABRICSCOPE_COMMAND_TIMEOUT=str(timeout)
+    )
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "fabricscope", "doctor", "--json"], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "fabricscope", "doctor", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     took = time.monotonic() - started
     assert done.returncode in (0, 1), done.stderr[-2000:]
@@ -121,13 +129,17 @@ def test_doctor_with_hung_tools_takes_one_timeout_and_leaves_nothing(tmp_path: P
 
 def test_bad_command_timeout_setting_is_one_line(tmp_path: Path, scratch: Path) -> None:
     env = _env(tmp_path, scratch, FABRICSCOPE_COMMAND_TIMEOUT="soon")
-    done = subprocess.run([sys.executable, "-m", "fabricscope", "doctor"], env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "fabricscope", "doctor"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "FABRICSCOPE_COMMAND_TIMEOUT" in done.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
-def test_doctor_signalled_while_tools_hang_ends_them(sig: signal.Signals, tmp_path: Path, scratch: Path, proc_marker: str) -> None:
+def test_doctor_signalled_while_tools_hang_ends_them(
+    sig: signal.Signals, tmp_path: Path, scratch: Path, proc_marker: str
+) -> None:
     env = _env(tmp_path, scratch, PATH=_fake_path(tmp_path, proc_marker), FABRICSCOPE_COMMAND_TIMEOUT="120")
     proc = _start(["doctor"], env)
     assert wait_for(proc_marker, 3), "the fake tools never started"
@@ -146,7 +158,10 @@ def test_exporter_stops_cleanly_on_signals(sig: signal.Signals, tmp_path: Path, 
     except ImportError:
         skip_unless_ci("prometheus-client is not installed (pip install 'fabricscope[prom]')")
     archive = _snapshot_archive(tmp_path)
-    proc = _start(["exporter", "--root", str(archive), "--listen", "127.0.0.1:0", "--log-level", "info"], _env(tmp_path, scratch))
+    proc = _start(
+        ["exporter", "--root", str(archive), "--listen", "127.0.0.1:0", "--log-level", "info"],
+        _env(tmp_path, scratch),
+    )
     _wait_line(proc, "serving")
     sent = time.monotonic()
     proc.send_signal(sig)
@@ -165,7 +180,9 @@ def test_bench_serve_stops_on_signals(sig: signal.Signals, tmp_path: Path, scrat
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
-def test_signal_removes_temp_dirs_and_ends_children(sig: signal.Signals, tmp_path: Path, scratch: Path, proc_marker: str) -> None:
+def test_signal_removes_temp_dirs_and_ends_children(
+    sig: signal.Signals, tmp_path: Path, scratch: Path, proc_marker: str
+) -> None:
     """The mechanism every command relies on: a command holding an owner-only scratch directory
     and a child process group, signalled, exits 128+signum with both gone."""
     tool = write_hanging_tool(tmp_path / "bin", "hang", proc_marker)
@@ -220,7 +237,9 @@ def test_collective_launcher_signalled_ends_every_rank(tmp_path: Path, scratch: 
         )  # fmt: skip
         if not wait_for(mark, 3, timeout_s=60):
             proc.kill()
-            pytest.fail(f"the ranks never started (launcher exit {proc.wait()}): {proc.communicate()[1][-2000:]}")
+            pytest.fail(
+                f"the ranks never started (launcher exit {proc.wait()}): {proc.communicate()[1][-2000:]}"
+            )
         time.sleep(1.0)
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)

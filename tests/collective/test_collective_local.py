@@ -27,16 +27,40 @@ def _need_torch() -> None:
 
 def fs(*args: str, db, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "FABRICSCOPE_DB": str(db), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "fabricscope", *args], capture_output=True, text=True, env=full, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "fabricscope", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=timeout,
+    )
 
 
-@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv"])
+@pytest.mark.parametrize(
+    "op", ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv"]
+)
 def test_every_op_is_correct_and_stored(op: str, tmp_path) -> None:
-    proc = fs("bench", "collective", "--launch", "local:3", "--op", op, "--sizes", "4K,96K", "--iters", "3", "--warmup", "1",
-              "--json", db=tmp_path / "h.db")
+    proc = fs(
+        "bench",
+        "collective",
+        "--launch",
+        "local:3",
+        "--op",
+        op,
+        "--sizes",
+        "4K,96K",
+        "--iters",
+        "3",
+        "--warmup",
+        "1",
+        "--json",
+        db=tmp_path / "h.db",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
-    assert doc["schema"] == "fabricscope.bench/v1" and doc["kind"] == "collective" and doc["params"]["op"] == op
+    assert (
+        doc["schema"] == "fabricscope.bench/v1" and doc["kind"] == "collective" and doc["params"]["op"] == op
+    )
     assert len(doc["entries"]) == 2 and all(e["wrong"] == 0 for e in doc["entries"])
     factor = {"all_reduce": 4 / 3, "broadcast": 1.0, "sendrecv": 1.0}.get(op, 2 / 3)
     for e in doc["entries"]:
@@ -48,70 +72,151 @@ def test_every_op_is_correct_and_stored(op: str, tmp_path) -> None:
     with Store.open(tmp_path / "h.db") as store:
         stored = store.get(doc["run_id"]).result
     assert stored.metrics["wrong_count"] == 0
-    assert stored.to_json_dict()["entries"] == doc["entries"] and stored.to_json_dict()["ranks"] == doc["ranks"]
+    assert (
+        stored.to_json_dict()["entries"] == doc["entries"] and stored.to_json_dict()["ranks"] == doc["ranks"]
+    )
 
 
 @pytest.mark.parametrize("dtype", ["half", "bfloat16", "uint8"])
 def test_dtypes_are_checked_exactly(dtype: str, tmp_path) -> None:
-    proc = fs("bench", "collective", "--launch", "local:2", "--dtype", dtype, "--sizes", "64K", "--iters", "2", "--warmup", "0",
-              "--json", "--no-store", db=tmp_path / "h.db")
+    proc = fs(
+        "bench",
+        "collective",
+        "--launch",
+        "local:2",
+        "--dtype",
+        dtype,
+        "--sizes",
+        "64K",
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
+        "--json",
+        "--no-store",
+        db=tmp_path / "h.db",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["entries"][0]["wrong"] == 0
 
 
 def test_table_output_and_named_straggler(tmp_path) -> None:
-    proc = fs("bench", "collective", "--launch", "local:3", "--sizes", "256K", "--iters", "8", "--warmup", "1",
-              "--straggle-rank", "1", "--straggle-ms", "60", "--no-store", db=tmp_path / "h.db")
+    proc = fs(
+        "bench",
+        "collective",
+        "--launch",
+        "local:3",
+        "--sizes",
+        "256K",
+        "--iters",
+        "8",
+        "--warmup",
+        "1",
+        "--straggle-rank",
+        "1",
+        "--straggle-ms",
+        "60",
+        "--no-store",
+        db=tmp_path / "h.db",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "#       size         count" in proc.stdout and "out-of-place" in proc.stdout
     row = next(ln for ln in proc.stdout.splitlines() if ln.strip().startswith("262144"))
-    assert len(row.split()) == 9  # nccl-tests' out-of-place row: size count type redop root time algbw busbw #wrong
+    assert (
+        len(row.split()) == 9
+    )  # nccl-tests' out-of-place row: size count type redop root time algbw busbw #wrong
     assert row in proc.stderr  # rank 0 printed it as the size completed (progress, through the launcher)
     assert "# straggler at 262144 B: rank 1 arrives" in proc.stdout
 
 
 def test_single_process_without_launcher(tmp_path) -> None:
-    env = {k: "" for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS")}
+    env = {
+        k: "" for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS")
+    }
     env["MASTER_PORT"] = "29731"
-    proc = fs("bench", "collective", "--sizes", "1K", "--iters", "1", "--warmup", "0", "--json", "--no-store", db=tmp_path / "h", env=env)
+    proc = fs(
+        "bench",
+        "collective",
+        "--sizes",
+        "1K",
+        "--iters",
+        "1",
+        "--warmup",
+        "0",
+        "--json",
+        "--no-store",
+        db=tmp_path / "h",
+        env=env,
+    )
     assert proc.returncode == 2 and "single process" in proc.stderr  # refused unless asked for (issue 26)
     proc = fs("bench", "collective", "--sizes", "1K", "--iters", "1", "--warmup", "0", "--json", "--no-store", "--single-rank",
               db=tmp_path / "h", env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["params"]["world_size"] == 1 and doc["entries"][0]["busbw_GBps"] == 0.0  # 2(n-1)/n = 0 at n = 1
+    assert (
+        doc["params"]["world_size"] == 1 and doc["entries"][0]["busbw_GBps"] == 0.0
+    )  # 2(n-1)/n = 0 at n = 1
 
 
 def test_mpirun_without_master_addr_is_one_line_exit_2(tmp_path) -> None:
-    env = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "MASTER_ADDR": "", "RANK": "", "WORLD_SIZE": ""}
+    env = {
+        "OMPI_COMM_WORLD_RANK": "0",
+        "OMPI_COMM_WORLD_SIZE": "2",
+        "MASTER_ADDR": "",
+        "RANK": "",
+        "WORLD_SIZE": "",
+    }
     proc = fs("bench", "collective", "--sizes", "1K", db=tmp_path / "h", env=env)
     assert proc.returncode == 2 and "MASTER_ADDR" in proc.stderr and proc.stderr.count("\n") == 1
 
 
 def test_missing_peer_ends_with_error_within_timeout(tmp_path) -> None:
     env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29733"}
-    proc = fs("bench", "collective", "--sizes", "1K", "--timeout", "5", db=tmp_path / "h", env=env, timeout=90)
+    proc = fs(
+        "bench", "collective", "--sizes", "1K", "--timeout", "5", db=tmp_path / "h", env=env, timeout=90
+    )
     assert proc.returncode == 2 and "cannot join the job" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_matrix_on_loopback(tmp_path) -> None:
     from tests.conftest import FIXTURE_HOSTS
 
-    proc = fs("bench", "matrix", "--launch", "local:3", "--duration", "0.3", "--warmup", "0.05", "--json",
-              "--svg", str(tmp_path / "m.svg"), "--root", str(FIXTURE_HOSTS / "cloud-tcp"), db=tmp_path / "h.db", timeout=180)
+    proc = fs(
+        "bench",
+        "matrix",
+        "--launch",
+        "local:3",
+        "--duration",
+        "0.3",
+        "--warmup",
+        "0.05",
+        "--json",
+        "--svg",
+        str(tmp_path / "m.svg"),
+        "--root",
+        str(FIXTURE_HOSTS / "cloud-tcp"),
+        db=tmp_path / "h.db",
+        timeout=180,
+    )
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
     assert doc["kind"] == "matrix" and doc["hosts"] == ["local0", "local1", "local2"]
     m = doc["matrix_gbps"]
-    assert all(m[i][i] is None for i in range(3)) and all(m[i][j] > 0 for i in range(3) for j in range(3) if i != j)
+    assert all(m[i][i] is None for i in range(3)) and all(
+        m[i][j] > 0 for i in range(3) for j in range(3) if i != j
+    )
     assert isinstance(doc["suspects"], list) and (tmp_path / "m.svg").read_text().startswith("<svg")
     assert doc["rdma"]["status"] == "skipped"  # a cloud host: no RDMA device, not an error
-    assert doc["rdma"]["reason"] == "no RDMA device (/sys/class/infiniband is empty) on local0, local1, local2"
+    assert (
+        doc["rdma"]["reason"] == "no RDMA device (/sys/class/infiniband is empty) on local0, local1, local2"
+    )
     from fabricscope.bench.results.schema import BenchResult
     from fabricscope.store import Store
 
     with Store.open(tmp_path / "h.db") as store:  # the history holds what was printed
-        assert store.get(doc["run_id"]).result.to_json_dict() == BenchResult.model_validate(doc).to_json_dict()
+        assert (
+            store.get(doc["run_id"]).result.to_json_dict() == BenchResult.model_validate(doc).to_json_dict()
+        )
 
 
 def test_matrix_rounds_show_progress_under_launch(tmp_path) -> None:

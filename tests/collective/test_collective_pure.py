@@ -85,17 +85,32 @@ def test_bench_result_document() -> None:
     result = to_bench_result(_run())
     doc = result.to_json_dict()  # what --json prints is the stored result
     again = BenchResult.from_json(result.to_json())
-    assert again.kind == "collective" and again.metrics["busbw_avg_GBps"] == pytest.approx(result.metrics["busbw_avg_GBps"])
+    assert again.kind == "collective" and again.metrics["busbw_avg_GBps"] == pytest.approx(
+        result.metrics["busbw_avg_GBps"]
+    )
     assert again.to_json_dict() == doc  # entries, ranks and stragglers survive the round trip
     assert doc["schema"] == "fabricscope.bench/v1" and doc["kind"] == "collective"
     entry = doc["entries"][0]
-    for key in ("size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "wrong", "per_rank_time_s", "straggler_rank"):
+    for key in (
+        "size_bytes",
+        "time_s",
+        "algbw_GBps",
+        "busbw_GBps",
+        "wrong",
+        "per_rank_time_s",
+        "straggler_rank",
+    ):
         assert key in entry
     assert entry["algbw_GBps"] == pytest.approx(entry["size_bytes"] / entry["time_s"] / 1e9)
     assert [r["host"] for r in doc["ranks"]] == ["h1", "h2", "h3", "h4"]
     # per size: busbw (baselines and compare judge it) and time (sim calibrate fits it); the rest is in entries
     per_size = sorted(k for k in result.metrics if k.startswith("size_"))
-    assert per_size == ["size_1048576_busbw_GBps", "size_1048576_time_s", "size_2097152_busbw_GBps", "size_2097152_time_s"]
+    assert per_size == [
+        "size_1048576_busbw_GBps",
+        "size_1048576_time_s",
+        "size_2097152_busbw_GBps",
+        "size_2097152_time_s",
+    ]
 
 
 def test_straggler_and_stored_table() -> None:
@@ -112,7 +127,10 @@ def test_straggler_and_stored_table() -> None:
 
 
 def test_entries_refuse_nonsense() -> None:
-    base = {"kind": "collective", "entries": [{"size_bytes": 8, "time_s": 1e-6, "algbw_GBps": 0.008, "busbw_GBps": 0.012}]}
+    base = {
+        "kind": "collective",
+        "entries": [{"size_bytes": 8, "time_s": 1e-6, "algbw_GBps": 0.008, "busbw_GBps": 0.012}],
+    }
     assert BenchResult.model_validate(base).entries[0].wrong is None  # not checked
     for bad in ({"busbw_GBps": -1.0}, {"time_s": float("nan")}, {"surprise": 1}):
         doc = {**base, "entries": [{**base["entries"][0], **bad}]}
@@ -134,11 +152,37 @@ def test_table_looks_like_nccl_tests() -> None:
 
 
 def test_detect_torchrun_slurm_openmpi_mpich() -> None:
-    env = detect({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "MASTER_ADDR": "n1", "MASTER_PORT": "1234"})
-    assert (env.rank, env.world_size, env.local_rank, env.master_addr, env.master_port, env.launcher) == (3, 8, 1, "n1", 1234, "torchrun")
-    env = detect({"SLURM_PROCID": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "5", "SLURM_JOB_NODELIST": "gpu[07-08,11]", "SLURM_JOB_ID": "4242"})
-    assert (env.rank, env.world_size, env.master_addr, env.master_port, env.launcher) == (5, 16, "gpu07", 24242, "slurm")
-    env = detect({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "1"}, master_addr="10.0.0.1")
+    env = detect(
+        {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "MASTER_ADDR": "n1", "MASTER_PORT": "1234"}
+    )
+    assert (env.rank, env.world_size, env.local_rank, env.master_addr, env.master_port, env.launcher) == (
+        3,
+        8,
+        1,
+        "n1",
+        1234,
+        "torchrun",
+    )
+    env = detect(
+        {
+            "SLURM_PROCID": "5",
+            "SLURM_NTASKS": "16",
+            "SLURM_LOCALID": "5",
+            "SLURM_JOB_NODELIST": "gpu[07-08,11]",
+            "SLURM_JOB_ID": "4242",
+        }
+    )
+    assert (env.rank, env.world_size, env.master_addr, env.master_port, env.launcher) == (
+        5,
+        16,
+        "gpu07",
+        24242,
+        "slurm",
+    )
+    env = detect(
+        {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "1"},
+        master_addr="10.0.0.1",
+    )
     assert (env.rank, env.local_rank, env.master_addr, env.launcher) == (1, 1, "10.0.0.1", "openmpi")
     env = detect({"PMI_RANK": "0", "PMI_SIZE": "4", "MPI_LOCALRANKID": "0", "MASTER_ADDR": "a"})
     assert (env.world_size, env.launcher) == (4, "mpich")

@@ -32,8 +32,21 @@ def _needs_torch() -> None:
 
 
 def _matrix(name: str) -> dict:
-    proc = fs("bench", "matrix", "--launch", f"lab:{name}", "--duration", "1", "--warmup", "0.2", "--json", "--no-store",
-              "--timeout", "60", timeout=400)
+    proc = fs(
+        "bench",
+        "matrix",
+        "--launch",
+        f"lab:{name}",
+        "--duration",
+        "1",
+        "--warmup",
+        "0.2",
+        "--json",
+        "--no-store",
+        "--timeout",
+        "60",
+        timeout=400,
+    )
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     assert doc["kind"] == "matrix" and doc["hosts"] == [f"h{i}" for i in range(1, 9)]
@@ -65,7 +78,9 @@ def test_killed_rank_ends_the_others_with_a_clear_error(make_lab) -> None:
     def kill_h3() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            out = subprocess.run(["ip", "netns", "pids", "fsl-ckill-h3"], capture_output=True, text=True).stdout.split()
+            out = subprocess.run(
+                ["ip", "netns", "pids", "fsl-ckill-h3"], capture_output=True, text=True
+            ).stdout.split()
             if out:
                 time.sleep(8)  # past start-up and rendezvous, in the middle of the iterations
                 victim["pid"] = int(out[0])
@@ -76,8 +91,22 @@ def test_killed_rank_ends_the_others_with_a_clear_error(make_lab) -> None:
     killer = threading.Thread(target=kill_h3)
     killer.start()
     t0 = time.monotonic()
-    proc = fs("bench", "collective", "--launch", "lab:ckill", "--sizes", "64M", "--iters", "100", "--warmup", "1",
-              "--no-store", "--timeout", "60", timeout=300)
+    proc = fs(
+        "bench",
+        "collective",
+        "--launch",
+        "lab:ckill",
+        "--sizes",
+        "64M",
+        "--iters",
+        "100",
+        "--warmup",
+        "1",
+        "--no-store",
+        "--timeout",
+        "60",
+        timeout=300,
+    )
     elapsed = time.monotonic() - t0
     killer.join()
     assert victim, "the rank to kill never started"

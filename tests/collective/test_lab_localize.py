@@ -34,17 +34,46 @@ def _needs_lldpd_and_torch() -> None:
 
 
 def _matrix(name: str, topology: str) -> dict:
-    proc = fs("bench", "matrix", "--launch", f"lab:{name}", "--topology", topology, "--duration", "0.5",
-              "--warmup", "0.1", "--no-rdma", "--json", "--no-store", "--timeout", "60", timeout=400)
+    proc = fs(
+        "bench",
+        "matrix",
+        "--launch",
+        f"lab:{name}",
+        "--topology",
+        topology,
+        "--duration",
+        "0.5",
+        "--warmup",
+        "0.1",
+        "--no-rdma",
+        "--json",
+        "--no-store",
+        "--timeout",
+        "60",
+        timeout=400,
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]  # 1: a confirmed suspect
     return json.loads(proc.stdout)
 
 
 def test_matrix_names_the_shaped_uplink_then_the_uplink_and_a_slow_host(make_lab) -> None:
-    make_lab("tomo", "--topology", "leaf-spine", "--hosts", "8", "--hosts-per-leaf", "3", "--link-rate", "200mbit", "--lldp")
+    make_lab(
+        "tomo",
+        "--topology",
+        "leaf-spine",
+        "--hosts",
+        "8",
+        "--hosts-per-leaf",
+        "3",
+        "--link-rate",
+        "200mbit",
+        "--lldp",
+    )
     assert fs("lab", "set", "tomo", "leaf2", "--link-rate", "50mbit").returncode == 0
     doc = _matrix("tomo", "lab:tomo")
-    assert [(s["kind"], s["host"], s["peer"]) for s in doc["suspects"]] == [("link", "leaf2", "spine")], doc["suspects"]
+    assert [(s["kind"], s["host"], s["peer"]) for s in doc["suspects"]] == [("link", "leaf2", "spine")], doc[
+        "suspects"
+    ]
     link = doc["suspects"][0]
     assert link["link"] == ["leaf2", "spine"] and link["confirmed"] is True
     assert link["reason"] == "leaf2 -> spine uplink: 30 of 30 flows through it slow, no good flow through it"
@@ -52,8 +81,16 @@ def test_matrix_names_the_shaped_uplink_then_the_uplink_and_a_slow_host(make_lab
 
     assert fs("lab", "set", "tomo", "h3", "--link-rate", "30mbit").returncode == 0
     doc = _matrix("tomo", "discover")  # each rank's lldpctl, the lab's switch tables
-    assert doc["params"]["topology"] == "discover" and doc["topology"]["switches"] == ["leaf1", "leaf2", "leaf3", "spine"]
+    assert doc["params"]["topology"] == "discover" and doc["topology"]["switches"] == [
+        "leaf1",
+        "leaf2",
+        "leaf3",
+        "spine",
+    ]
     named = [(s["kind"], s["host"], s["peer"]) for s in doc["suspects"]]
     assert named == [("host", "h3", None), ("link", "leaf2", "spine")], doc["suspects"]
     assert all(s["confirmed"] is True for s in doc["suspects"])
-    assert doc["suspects"][0]["reason"] == "14 of 14 of its flows slow, none good (the host itself or its NIC cable to leaf1)"
+    assert (
+        doc["suspects"][0]["reason"]
+        == "14 of 14 of its flows slow, none good (the host itself or its NIC cable to leaf1)"
+    )

@@ -23,7 +23,11 @@ from fabricscope.cli.main import app
 from fabricscope.jobs.launch import Flag, LaunchError, child_argv
 from tests.conftest import TESTS
 
-NOT_AN_OPTION = {("MatrixParams", "retest_peers"), ("MatrixParams", "retx_floor_pct"), ("MatrixParams", "bind")}
+NOT_AN_OPTION = {
+    ("MatrixParams", "retest_peers"),
+    ("MatrixParams", "retx_floor_pct"),
+    ("MatrixParams", "bind"),
+}
 
 
 def options(argv: list[str]) -> dict[str, Any]:
@@ -38,8 +42,16 @@ def options(argv: list[str]) -> dict[str, Any]:
 
 
 def _every_field_changed(params: Any, default: Any) -> None:
-    fields = type(params).model_fields if hasattr(type(params), "model_fields") else {f.name: f for f in dataclasses.fields(params)}
-    same = [n for n in fields if getattr(params, n) == getattr(default, n) and (type(params).__name__, n) not in NOT_AN_OPTION]
+    fields = (
+        type(params).model_fields
+        if hasattr(type(params), "model_fields")
+        else {f.name: f for f in dataclasses.fields(params)}
+    )
+    same = [
+        n
+        for n in fields
+        if getattr(params, n) == getattr(default, n) and (type(params).__name__, n) not in NOT_AN_OPTION
+    ]
     assert not same, f"give these a value other than the default, so the round trip tests them: {same}"
 
 
@@ -91,7 +103,12 @@ def test_topology_lldp_job_round_trips() -> None:
 )  # fmt: skip
 def test_fleet_jobs_round_trip(command: list[str], job: Any) -> None:
     o = options(child_argv(command, job, cli_fleet.JOB_FLAGS))
-    o = {**o, "json_out": o["json_out"], "output": o.get("output") and str(o["output"]), "html": o.get("html") and str(o["html"])}
+    o = {
+        **o,
+        "json_out": o["json_out"],
+        "output": o.get("output") and str(o["output"]),
+        "html": o.get("html") and str(o["html"]),
+    }
     again = type(job)(**{f.name: o[f.name] for f in dataclasses.fields(job)})
     assert again == job
 
@@ -105,5 +122,7 @@ def test_a_field_without_an_option_is_refused() -> None:
 
 def test_flags_write_bools_lists_and_absent_values() -> None:
     assert Flag("--x", negative="--no-x").argv(False) == ["--no-x"] and Flag("--x").argv(False) == []
-    assert Flag("--s", repeat=True).argv(["a", "b"]) == ["--s", "a", "--s", "b"] and Flag("--n").argv(None) == []
+    assert (
+        Flag("--s", repeat=True).argv(["a", "b"]) == ["--s", "a", "--s", "b"] and Flag("--n").argv(None) == []
+    )
     assert Flag("--p", text=lambda p: str(Path(p).name)).argv("/a/b") == ["--p", "b"]

@@ -85,7 +85,11 @@ print("-" * 87)
 
 
 def stand_in(
-    tmp_path: Path, rates: dict[str, float], default: float = 90.0, mode: str = "ok", fail_as_client: tuple[str, ...] = ()
+    tmp_path: Path,
+    rates: dict[str, float],
+    default: float = 90.0,
+    mode: str = "ok",
+    fail_as_client: tuple[str, ...] = (),
 ) -> tuple[Path, Path]:
     """A bin directory with ib_write_bw (the stand-in) and the file it logs its argv to."""
     bindir = tmp_path / "bin"
@@ -139,7 +143,9 @@ def test_not_ready_says_why_and_skip_names_the_hosts() -> None:
 # ----- one flow: client retries, server stops, outputs become figures or errors -------------------
 def test_client_retries_until_the_server_listens() -> None:
     calls: list[list[str]] = []
-    refused = CommandOutcome(1, "", " Couldn't connect to 10.0.0.2:18515\nUnable to init the socket connection")
+    refused = CommandOutcome(
+        1, "", " Couldn't connect to 10.0.0.2:18515\nUnable to init the socket connection"
+    )
     ok = CommandOutcome(0, " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
                            " 65536      1000             0.00               88.50		   0.168800\n", "")  # fmt: skip
     answers = [refused, refused, ok]
@@ -173,7 +179,9 @@ def test_server_is_stopped_once_the_sender_gave_up(tmp_path: Path) -> None:
         grace_s=0.5,
     )
     assert res == {} and started == [True] and time.monotonic() - t0 < 10
-    missing = matrix_rdma.serve_flow([str(tmp_path / "nope")], 1, started=lambda: None, sender_done=lambda: True)
+    missing = matrix_rdma.serve_flow(
+        [str(tmp_path / "nope")], 1, started=lambda: None, sender_done=lambda: True
+    )
     assert "server could not start" in missing["error"]
 
 
@@ -218,14 +226,19 @@ def test_rdma_matrix_names_the_slow_rdma_host(tmp_path: Path) -> None:
     rdma_suspects = [s for s in doc["suspects"] if s["transport"] == "rdma"]
     assert [(s["host"], s["kind"], s["confirmed"]) for s in rdma_suspects] == [("local3", "host", True)]
     assert rdma_suspects[0]["reason"].startswith("RDMA: ") and rdma_suspects[0]["retest_gbps"] == 20.0
-    assert {(r["from"], r["to"]) for r in doc["retests"] if r["transport"] == "rdma"} >= {("local3", "local0"), ("local0", "local3")}
+    assert {(r["from"], r["to"]) for r in doc["retests"] if r["transport"] == "rdma"} >= {
+        ("local3", "local0"),
+        ("local0", "local3"),
+    }
     assert doc["metrics"]["rdma_all_pairs_median_gbps"] == 55.0  # six pairs at 20, six at 90
     assert rdma["thresholds_gbps"]["fleet_median"] == 90.0  # blame's reference: pairs among the better half
     assert doc["params"]["transport"] == "tcp+rdma" and doc["metrics"]["rdma_failed_pairs_count"] == 0
     # every perftest process got the fixture's device, port and GID index; one server per receiver port
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     main = 12 * 2  # 12 directed pairs, a server and a client each, before the retests
-    assert len(calls) >= main and all(c["argv"][:9] == ["-d", "mlx5_0", "-i", "1", "-p", c["argv"][5], "-F", "-x", "3"] for c in calls)
+    assert len(calls) >= main and all(
+        c["argv"][:9] == ["-d", "mlx5_0", "-i", "1", "-p", c["argv"][5], "-F", "-x", "3"] for c in calls
+    )
     servers = [c for c in calls if c["argv"][-1] == "--report_gbits"]
     assert {c["host"]: int(c["argv"][5]) - port for c in servers} == {f"local{i}": i for i in range(4)}
     # stored as printed, and the history shows the RDMA matrix
@@ -236,7 +249,10 @@ def test_rdma_matrix_names_the_slow_rdma_host(tmp_path: Path) -> None:
     assert stored.to_json_dict() == BenchResult.model_validate(doc).to_json_dict()
     show = subprocess.run([sys.executable, "-m", "fabricscope", "history", "show", str(doc["run_id"])],
                           capture_output=True, text=True, env={**os.environ, "FABRICSCOPE_DB": str(tmp_path / "h.db")})  # fmt: skip
-    assert "pairwise RDMA bandwidth (ib_write_bw)" in show.stdout and "host local3: RDMA: its transfers" in show.stdout
+    assert (
+        "pairwise RDMA bandwidth (ib_write_bw)" in show.stdout
+        and "host local3: RDMA: its transfers" in show.stdout
+    )
 
 
 @pytest.mark.slow
@@ -264,10 +280,15 @@ def test_failing_rdma_flows_are_named_and_end_the_run_with_status_2(tmp_path: Pa
     proc = _matrix(tmp_path, "--launch", "local:3", "--json", "--root", str(FIXTURE_HOSTS / "roce-healthy"), "--no-retest",
                    "--rdma-port", str(free_port()), path=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")  # fmt: skip
     assert proc.returncode == 2, proc.stderr[-3000:]  # pairs could not be measured
-    assert time.monotonic() - t0 < 120  # the servers of the failed flows were stopped, nothing waited out a deadline
+    assert (
+        time.monotonic() - t0 < 120
+    )  # the servers of the failed flows were stopped, nothing waited out a deadline
     doc = json.loads(proc.stdout)
     rdma = doc["rdma"]
     assert rdma["status"] == "ok" and rdma["matrix_gbps"][0][1] == 90.0 and rdma["matrix_gbps"][1][0] is None
     assert sorted(f.split(":")[0] for f in rdma["failures"]) == ["local1 -> local0", "local1 -> local2"]
-    assert all("ib_write_bw exited with status 1: Unable to Connect the HCA's through the link" in f for f in rdma["failures"])
+    assert all(
+        "ib_write_bw exited with status 1: Unable to Connect the HCA's through the link" in f
+        for f in rdma["failures"]
+    )
     assert doc["metrics"]["rdma_failed_pairs_count"] == 2 and doc["failures"] == []  # TCP was fine

@@ -72,8 +72,15 @@ def test_a_leaf_spine_path_crosses_both_uplinks_and_the_spine() -> None:
     paths = FabricPaths(view_from_document(leaf_spine(3, 2)))
     c = paths.crossing("h1", "h3")
     assert c.paths == 1 and c.must == c.may
-    assert c.must == {("host", "h1"), ("host", "h3"), ("switch", "leaf1"), ("switch", "leaf2"), ("switch", "spine"),
-                      link_element("leaf1", "spine"), link_element("leaf2", "spine")}
+    assert c.must == {
+        ("host", "h1"),
+        ("host", "h3"),
+        ("switch", "leaf1"),
+        ("switch", "leaf2"),
+        ("switch", "spine"),
+        link_element("leaf1", "spine"),
+        link_element("leaf2", "spine"),
+    }
     same_leaf = paths.crossing("h1", "h2")
     assert same_leaf.must == {("host", "h1"), ("host", "h2"), ("switch", "leaf1")}
 
@@ -91,8 +98,14 @@ def test_ecmp_paths_are_counted_and_only_common_parts_are_certain() -> None:
 
 def test_hosts_are_matched_by_name_or_short_name_and_a_missing_one_is_named() -> None:
     view = view_from_document(leaf_spine(2, 2))
-    assert match_hosts(["h1.cluster", "h2", "h3/r0"], view, "f.yaml") == {"h1.cluster": "h1", "h2": "h2", "h3/r0": "h3"}
-    with pytest.raises(TopologyError, match=r"host\(s\) node9 of the matrix are not in the topology f.yaml") as err:
+    assert match_hosts(["h1.cluster", "h2", "h3/r0"], view, "f.yaml") == {
+        "h1.cluster": "h1",
+        "h2": "h2",
+        "h3/r0": "h3",
+    }
+    with pytest.raises(
+        TopologyError, match=r"host\(s\) node9 of the matrix are not in the topology f.yaml"
+    ) as err:
         match_hosts(["h1", "node9"], view, "f.yaml")
     assert "\n" not in str(err.value)
 
@@ -133,14 +146,18 @@ def test_ecmp_ambiguity_keeps_the_bad_link_among_its_leafs_uplinks() -> None:
 
     loc = localize(observe(fat_tree(), {bad}, pick))
     found = labels(loc)
-    assert found == [["agg11 - leaf1", "agg12 - leaf1", "switch agg11", "switch agg12"]]  # leaf1's uplinks: one of them
+    assert found == [
+        ["agg11 - leaf1", "agg12 - leaf1", "switch agg11", "switch agg12"]
+    ]  # leaf1's uplinks: one of them
     assert element_label(bad) in found[0]
     assert loc.blamed[0].may_slow > 0  # its evidence is "may cross", said as such
 
 
 def test_slow_flows_that_nothing_explains_are_reported_as_such() -> None:
     obs = observe(leaf_spine(3, 2), set())
-    obs = [Observation(o.flow, o.flow == (0, 2), o.must, o.may) for o in obs]  # one slow flow, all its parts proven good
+    obs = [
+        Observation(o.flow, o.flow == (0, 2), o.must, o.may) for o in obs
+    ]  # one slow flow, all its parts proven good
     loc = localize(obs)
     assert loc.blamed == [] and loc.unexplained == [(0, 2)]
 
@@ -160,7 +177,10 @@ def test_a_lab_matrix_names_the_uplink_and_the_host_not_the_uplinks_hosts() -> N
     doc = _lab_run()
     fabric = place(doc["hosts"], doc["topology"], "lab:tomo")
     verdict = analyze(doc["hosts"], doc["matrix_gbps"], doc["retransmit_pct"], fabric=fabric)
-    assert [(s.kind, s.host, s.peer) for s in verdict.suspects] == [("host", "h3", None), ("link", "leaf2", "spine")]
+    assert [(s.kind, s.host, s.peer) for s in verdict.suspects] == [
+        ("host", "h3", None),
+        ("link", "leaf2", "spine"),
+    ]
     link = verdict.suspects[1]
     assert link.link == ["leaf2", "spine"] and link.flows_slow == 30 and link.flows_through == 30
     assert link.reason == "leaf2 -> spine uplink: 30 of 30 flows through it slow, no good flow through it"
@@ -180,7 +200,9 @@ def test_the_retest_of_a_link_crosses_it_and_no_other_suspect() -> None:
         c = fabric.crossings[(a, b)]
         assert link_element("leaf2", "spine") in c.must and ("host", "h3") not in c.may
     host_flows = plan["host:h3:"]
-    assert host_flows and all(link_element("leaf2", "spine") not in fabric.crossings[f].may for f in host_flows)
+    assert host_flows and all(
+        link_element("leaf2", "spine") not in fabric.crossings[f].may for f in host_flows
+    )
 
 
 def _printed_matrix(path: Path) -> tuple[list[str], list[list[float | None]]]:
@@ -197,7 +219,9 @@ def test_a_two_leaf_lab_matrix_says_which_parts_it_cannot_tell_apart() -> None:
     assert len(verdict.suspects) == 1
     s = verdict.suspects[0]
     assert s.alternatives == ["leaf1 - spine", "leaf2 - spine", "switch spine"]
-    assert s.reason.startswith("one of leaf1 - spine, leaf2 - spine, switch spine: together they explain 32 slow flow(s)")
+    assert s.reason.startswith(
+        "one of leaf1 - spine, leaf2 - spine, switch spine: together they explain 32 slow flow(s)"
+    )
     assert not any(x.kind == "host" for x in verdict.suspects)
 
 
@@ -211,9 +235,16 @@ def _lab_result():
     doc = _lab_run()
     fabric = place(doc["hosts"], doc["topology"], "lab:tomo")
     v = analyze(doc["hosts"], doc["matrix_gbps"], doc["retransmit_pct"], fabric=fabric)
-    run = MatrixRun(MatrixParams(duration_s=0.5, topology="lab:tomo"), doc["hosts"], list(range(8)),
-                    Survey("tcp", doc["matrix_gbps"], doc["retransmit_pct"], v, v.suspects, [], []),
-                    RdmaPart("skipped", "not asked (--no-rdma)"), "lab", 30.0, fabric)
+    run = MatrixRun(
+        MatrixParams(duration_s=0.5, topology="lab:tomo"),
+        doc["hosts"],
+        list(range(8)),
+        Survey("tcp", doc["matrix_gbps"], doc["retransmit_pct"], v, v.suspects, [], []),
+        RdmaPart("skipped", "not asked (--no-rdma)"),
+        "lab",
+        30.0,
+        fabric,
+    )
     result = to_bench_result(run)
     return result, StoredRun(1, datetime.now(timezone.utc), result)
 
@@ -250,8 +281,13 @@ def _fs(*args: str, timeout: float = 120):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "fabricscope", *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "FABRICSCOPE_DB": os.devnull})
+    return subprocess.run(
+        [sys.executable, "-m", "fabricscope", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "FABRICSCOPE_DB": os.devnull},
+    )
 
 
 def test_an_unreadable_topology_is_one_line_and_exit_2(tmp_path) -> None:
@@ -270,7 +306,18 @@ def test_hosts_missing_from_the_topology_end_every_rank_with_one_reason(tmp_path
 
     path = tmp_path / "lab.yaml"
     path.write_text(yaml.safe_dump(_lab_run()["topology"]))
-    proc = _fs("bench", "matrix", "--launch", "local:2", "--topology", str(path), "--no-store", "--no-rdma", "--duration", "0.2")
+    proc = _fs(
+        "bench",
+        "matrix",
+        "--launch",
+        "local:2",
+        "--topology",
+        str(path),
+        "--no-store",
+        "--no-rdma",
+        "--duration",
+        "0.2",
+    )
     assert proc.returncode == 2, proc.stderr
     assert "host(s) local0, local1 of the matrix are not in the topology" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -284,8 +331,21 @@ def test_a_local_job_on_its_own_topology_reports_it(tmp_path) -> None:
 
     path = tmp_path / "local.yaml"
     path.write_text(yaml.safe_dump(doc))
-    proc = _fs("bench", "matrix", "--launch", "local:2", "--topology", str(path), "--no-store", "--no-rdma",
-               "--duration", "0.2", "--warmup", "0", "--json")
+    proc = _fs(
+        "bench",
+        "matrix",
+        "--launch",
+        "local:2",
+        "--topology",
+        str(path),
+        "--no-store",
+        "--no-rdma",
+        "--duration",
+        "0.2",
+        "--warmup",
+        "0",
+        "--json",
+    )
     assert proc.returncode in (0, 1), proc.stderr
     out = json.loads(proc.stdout)
     assert out["params"]["topology"] == str(path) and out["topology"]["hosts"] == ["local0", "local1"]
@@ -295,10 +355,25 @@ def test_a_local_job_on_its_own_topology_reports_it(tmp_path) -> None:
 @pytest.mark.slow
 def test_discovery_that_finds_no_lldp_ends_every_rank_with_one_reason(tmp_path) -> None:
     sock = str(tmp_path / "absent-{host}.sock")  # no lldpd answers here, whatever runs on this machine
-    proc = _fs("bench", "matrix", "--launch", "local:2", "--topology", "discover", "--lldp-socket", sock, "--no-store",
-               "--no-rdma", "--duration", "0.2")
+    proc = _fs(
+        "bench",
+        "matrix",
+        "--launch",
+        "local:2",
+        "--topology",
+        "discover",
+        "--lldp-socket",
+        sock,
+        "--no-store",
+        "--no-rdma",
+        "--duration",
+        "0.2",
+    )
     assert proc.returncode == 2, proc.stderr
-    assert "--topology discover: discovery: local0: no LLDP reading" in proc.stderr and "Traceback" not in proc.stderr
+    assert (
+        "--topology discover: discovery: local0: no LLDP reading" in proc.stderr
+        and "Traceback" not in proc.stderr
+    )
 
 
 def test_a_bad_spine_is_named_as_the_switch_not_as_its_uplinks() -> None:
@@ -311,7 +386,9 @@ def test_a_suspect_switch_is_drawn_with_all_its_cables_in_red() -> None:
     from fabricscope.report.html import render_report
 
     result, stored = _lab_result()
-    result.suspects = [MatrixSuspect(host="spine", kind="switch", reason="switch spine: 42 of 42 flows through it slow")]
+    result.suspects = [
+        MatrixSuspect(host="spine", kind="switch", reason="switch spine: 42 of 42 flows through it slow")
+    ]
     html = render_report([stored])
     red = [line for line in html.split("<line ") if 'class="cable suspect"' in line]
     assert len(red) == 3 and all("spine" in line for line in red)
@@ -322,11 +399,16 @@ def test_a_switch_suspect_reads_once_as_a_switch_in_text() -> None:
 
     hosts = [f"h{i}" for i in range(1, 10)]
     doc = leaf_spine(3, 3)
-    m = [[None if i == j else (0.02 if i // 3 != j // 3 else 0.19) for j in range(9)] for i in range(9)]  # the spine: every cross-leaf flow
+    m = [
+        [None if i == j else (0.02 if i // 3 != j // 3 else 0.19) for j in range(9)] for i in range(9)
+    ]  # the spine: every cross-leaf flow
     fabric = place(hosts, doc, "f.yaml")
     verdict = analyze(hosts, m, None, fabric=fabric)
     assert [(s.kind, s.host) for s in verdict.suspects] == [("switch", "spine")]
     result, _ = _lab_result()
     result.suspects = verdict.suspects
     text = "\n".join(matrix_lines(result))
-    assert "  switch spine: switch spine: 54 of 54 flows through it slow, no good flow through it (not retested)" in text
+    assert (
+        "  switch spine: switch spine: 54 of 54 flows through it slow, no good flow through it (not retested)"
+        in text
+    )

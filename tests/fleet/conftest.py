@@ -14,9 +14,13 @@ from tests.fleet.fleetbuilder import build_fleet
 # Node number -> what is planted on it (the cases: firmware one release behind on 2 of 10,
 # GID index 5 instead of 3 on a few, PFC on priority 4 on two, 7 NICs, every NIC at 200G).
 PLANTED = {
-    2: ["gid_index_5"], 4: ["gid_index_5"], 6: ["gid_index_5"],
-    3: ["firmware_behind"], 7: ["firmware_behind"],
-    5: ["pfc_priority_4"], 8: ["pfc_priority_4"],
+    2: ["gid_index_5"],
+    4: ["gid_index_5"],
+    6: ["gid_index_5"],
+    3: ["firmware_behind"],
+    7: ["firmware_behind"],
+    5: ["pfc_priority_4"],
+    8: ["pfc_priority_4"],
     9: ["seven_nics"],
     10: ["all_at_200g"],
 }

@@ -63,8 +63,13 @@ def gid_index_5(root: Path) -> None:
     for i in range(NICS):
         base = f"sys/class/infiniband/mlx5_{i}/ports/1"
         v4 = (root / base / "gids" / "3").read_text().strip()
-        ula = f"fd00:0000:0000:0020:a288:c2ff:fe5b:03{0xe0 + i:02x}"
-        for index, gid, kind in ((2, ula, "IB/RoCE v1"), (3, ula, "RoCE v2"), (4, v4, "IB/RoCE v1"), (5, v4, "RoCE v2")):
+        ula = f"fd00:0000:0000:0020:a288:c2ff:fe5b:03{0xE0 + i:02x}"
+        for index, gid, kind in (
+            (2, ula, "IB/RoCE v1"),
+            (3, ula, "RoCE v2"),
+            (4, v4, "IB/RoCE v1"),
+            (5, v4, "RoCE v2"),
+        ):
             write(root, f"{base}/gids/{index}", gid)
             write(root, f"{base}/gid_attrs/types/{index}", kind)
             write(root, f"{base}/gid_attrs/ndevs/{index}", f"ens{i}np0")
@@ -103,7 +108,9 @@ PLANTS: dict[str, Callable[[Path], None]] = {
 }
 
 
-def build_fleet(dest: Path, count: int, plants: dict[int, list[str]] | None = None, base: str = "roce-healthy") -> list[Path]:
+def build_fleet(
+    dest: Path, count: int, plants: dict[int, list[str]] | None = None, base: str = "roce-healthy"
+) -> list[Path]:
     """``count`` snapshot directories node-01..; ``plants`` maps a node number to plant names."""
     hosts = []
     for n in range(1, count + 1):

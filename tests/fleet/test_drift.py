@@ -26,8 +26,20 @@ def test_uniform_fleet_has_no_drift_and_no_problem(uniform_fleet) -> None:
     assert [report.worst(n) for n in report.nodes] == [Severity.PASS] * 10
     # Every node was compared on every area of facts (the heat map shows them as pass).
     for node in report.nodes:
-        assert {"fleet.firmware", "fleet.gid_index", "fleet.pfc", "fleet.ports", "fleet.port_rate", "fleet.mtu",
-                "fleet.kernel", "fleet.driver", "fleet.rdma_core", "fleet.nccl_version", "fleet.gpus", "fleet.sysctl"} <= node.checks.keys()
+        assert {
+            "fleet.firmware",
+            "fleet.gid_index",
+            "fleet.pfc",
+            "fleet.ports",
+            "fleet.port_rate",
+            "fleet.mtu",
+            "fleet.kernel",
+            "fleet.driver",
+            "fleet.rdma_core",
+            "fleet.nccl_version",
+            "fleet.gpus",
+            "fleet.sysctl",
+        } <= node.checks.keys()
 
 
 def test_planted_drift_names_exactly_the_planted_nodes(planted_fleet) -> None:
@@ -44,8 +56,13 @@ def test_planted_drift_names_exactly_the_planted_nodes(planted_fleet) -> None:
     for check, nodes in expected.items():
         assert _differing(report, check) == nodes, check
     majority = {item.check: item.majority for item in report.drift}
-    assert majority == {"fleet.gid_index": "3", "fleet.firmware": "28.39.1002", "fleet.pfc": "3", "fleet.ports": "8",
-                        "fleet.port_rate": "400 Gb/s"}
+    assert majority == {
+        "fleet.gid_index": "3",
+        "fleet.firmware": "28.39.1002",
+        "fleet.pfc": "3",
+        "fleet.ports": "8",
+        "fleet.port_rate": "400 Gb/s",
+    }
     # Only planted nodes have anything at warn or above; node-01 carries no plant at all.
     flagged = {n.name for n in report.nodes if report.worst(n).rank >= Severity.WARN.rank}
     assert flagged == {names[n] for n in PLANTED}
@@ -123,7 +140,14 @@ def test_versions_sysctls_and_nccl_conf_drift(uniform_fleet, tmp_path: Path) -> 
     (tmp_path / "node-01.json").write_text(json.dumps(doc))
     report = _judge(tmp_path)
     assert {item.check for item in report.drift} == {
-        "fleet.kernel", "fleet.driver", "fleet.rdma_core", "fleet.nccl_version", "fleet.sysctl", "fleet.nccl_conf", "fleet.gpudirect"}
+        "fleet.kernel",
+        "fleet.driver",
+        "fleet.rdma_core",
+        "fleet.nccl_version",
+        "fleet.sysctl",
+        "fleet.nccl_conf",
+        "fleet.gpudirect",
+    }
     assert all(_differing(report, item.check) == {"node-01"} for item in report.drift)
     sysctl = next(i for i in report.drift if i.check == "fleet.sysctl")
     assert "sysctl -w net.core.somaxconn='4096'" in sysctl.to_dict()["fix"]
@@ -143,7 +167,16 @@ def test_a_tie_is_reported_as_such(uniform_fleet, tmp_path: Path) -> None:
 def test_reduce_document_keeps_only_what_the_fleet_needs(uniform_fleet) -> None:
     doc = _doc(uniform_fleet[1], "node-01")
     bad = copy.deepcopy(doc)
-    bad["findings"].append({"id": "roce.mtu", "severity": "warn", "subject": "ens2np0", "message": "m", "evidence": {}, "fix": "f"})
+    bad["findings"].append(
+        {
+            "id": "roce.mtu",
+            "severity": "warn",
+            "subject": "ens2np0",
+            "message": "m",
+            "evidence": {},
+            "fix": "f",
+        }
+    )
     node = reduce_document(bad, "x.json")
     assert [f.id for f in node.findings] == ["roce.mtu"] and node.checks["roce.mtu"] == "warn"
     assert node.summary["warn"] == 1 and node.summary["pass"] == len(doc["findings"])
@@ -154,6 +187,8 @@ def test_nccl_conf_is_read_as_nccl_reads_it() -> None:
     of the value: the fleet compares what NCCL will use, not what a shell would."""
     from fabricscope.checks.facts import _nccl_conf
 
-    conf = _nccl_conf('export NCCL_IB_HCA=mlx5_0\nNCCL_SOCKET_IFNAME="eth0"\nNCCL_IB_GID_INDEX=3\n# NCCL_DEBUG=INFO\n')
+    conf = _nccl_conf(
+        'export NCCL_IB_HCA=mlx5_0\nNCCL_SOCKET_IFNAME="eth0"\nNCCL_IB_GID_INDEX=3\n# NCCL_DEBUG=INFO\n'
+    )
     assert conf is not None
     assert conf["settings"] == {"NCCL_SOCKET_IFNAME": '"eth0"', "NCCL_IB_GID_INDEX": "3"}

@@ -41,8 +41,14 @@ def _limited() -> None:
 
 
 def fabricscope(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fabricscope", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "200"}, preexec_fn=_limited)
+    return subprocess.run(
+        [sys.executable, "-m", "fabricscope", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+        preexec_fn=_limited,
+    )
 
 
 def one_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -60,12 +66,16 @@ def bomb(tmp_path: Path) -> Path:
 
 
 def test_doctor_expect_refuses_a_billion_laughs_manifest(bomb: Path) -> None:
-    line = one_line(fabricscope("doctor", "--root", str(FIXTURE_HOSTS / "roce-healthy"), "--expect", str(bomb)))
+    line = one_line(
+        fabricscope("doctor", "--root", str(FIXTURE_HOSTS / "roce-healthy"), "--expect", str(bomb))
+    )
     assert f"{bomb}:1:" in line and "aliases are not accepted" in line
 
 
 def test_doctor_nhc_expect_refuses_it_too(bomb: Path) -> None:
-    proc = fabricscope("doctor", "--nhc", "--root", str(FIXTURE_HOSTS / "roce-healthy"), "--expect", str(bomb))
+    proc = fabricscope(
+        "doctor", "--nhc", "--root", str(FIXTURE_HOSTS / "roce-healthy"), "--expect", str(bomb)
+    )
     assert proc.returncode != 0 and "aliases are not accepted" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
 
@@ -79,7 +89,8 @@ def test_a_deeply_nested_manifest_is_one_line(tmp_path: Path) -> None:
     deep = tmp_path / "deep.yaml"
     deep.write_text("gpus: " + "[" * 3000 + "]" * 3000 + "\n")
     assert f"nested deeper than {MAX_DEPTH} levels" in one_line(
-        fabricscope("doctor", "--root", str(FIXTURE_HOSTS / "roce-healthy"), "--expect", str(deep)))
+        fabricscope("doctor", "--root", str(FIXTURE_HOSTS / "roce-healthy"), "--expect", str(deep))
+    )
 
 
 def test_topology_files_refuse_aliases_too(tmp_path: Path) -> None:
@@ -109,5 +120,7 @@ def test_one_nested_document_fails_only_its_node(uniform_fleet, tmp_path: Path) 
     assert sorted(nodes) == ["brackets", "deepfacts", "node-01", "node-02", "node-03"]
     for bad in ("brackets", "deepfacts"):
         finding = nodes[bad]["findings"][0]
-        assert finding["id"] == "fleet.input" and f"nested deeper than {MAX_DEPTH}" in finding["message"], finding
+        assert finding["id"] == "fleet.input" and f"nested deeper than {MAX_DEPTH}" in finding["message"], (
+            finding
+        )
     assert all(nodes[n]["worst"] == "pass" for n in ("node-01", "node-02", "node-03"))

@@ -37,6 +37,7 @@ def to_model(client, data: dict, kind: str):
     try:
         return api.deserialize(text, kind, "application/json")
     except TypeError:  # clients before the pydantic models: deserialize(response, type)
+
         class Response:
             def __init__(self, data: str) -> None:
                 self.data = data
@@ -46,7 +47,9 @@ def to_model(client, data: dict, kind: str):
 
 def round_trip(client, data: dict, kind: str):
     model = to_model(client, data, kind)
-    assert client.ApiClient().sanitize_for_serialization(model) == data, f"{kind}: a field the API does not know, or a wrong type"
+    assert client.ApiClient().sanitize_for_serialization(model) == data, (
+        f"{kind}: a field the API does not know, or a wrong type"
+    )
     return model
 
 
@@ -56,7 +59,10 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = fabricscope("monitoring", "k8s", "-o", str(out), "--json")
     assert proc.returncode == 0, proc.stderr
     assert {Path(f["path"]).name for f in json.loads(proc.stdout)["files"]} == {
-        "fabricscope-exporter-daemonset.yaml", "fabricscope-npd-plugin.json", "fabricscope-npd-configmap.yaml"}
+        "fabricscope-exporter-daemonset.yaml",
+        "fabricscope-npd-plugin.json",
+        "fabricscope-npd-configmap.yaml",
+    }
     return out
 
 
@@ -68,7 +74,11 @@ def test_daemonset_is_a_valid_typed_object_with_least_privilege(client, written:
     (container,) = pod.containers
     sc = container.security_context
     assert sc.capabilities.drop == ["ALL"] and sc.capabilities.add == ["NET_ADMIN"]
-    assert sc.read_only_root_filesystem is True and sc.allow_privilege_escalation is False and sc.privileged is False
+    assert (
+        sc.read_only_root_filesystem is True
+        and sc.allow_privilege_escalation is False
+        and sc.privileged is False
+    )
     assert [(m.mount_path, m.read_only) for m in container.volume_mounts] == [("/sys", True)]
     assert [(v.name, v.host_path.path) for v in pod.volumes] == [("sys", "/sys")]
     assert ds.spec.selector.match_labels == ds.spec.template.metadata.labels
@@ -77,7 +87,9 @@ def test_daemonset_is_a_valid_typed_object_with_least_privilege(client, written:
 
 def test_npd_configmap_and_plugin_follow_npd_rules(client, written: Path) -> None:
     config = json.loads((written / "fabricscope-npd-plugin.json").read_text())
-    cm = round_trip(client, yaml.safe_load((written / "fabricscope-npd-configmap.yaml").read_text()), "V1ConfigMap")
+    cm = round_trip(
+        client, yaml.safe_load((written / "fabricscope-npd-configmap.yaml").read_text()), "V1ConfigMap"
+    )
     assert json.loads(cm.data["fabricscope-plugin.json"]) == config
     # node-problem-detector's CustomPluginConfig.Validate(): plugin "custom"; every permanent rule has a
     # default condition of its type; a rule timeout is within the global timeout.
@@ -96,20 +108,33 @@ def test_npd_rule_command_speaks_npd_protocol(written: Path, host: str, status: 
     """NPD: exit 0 OK, 1 NonOK, 2 Unknown; stdout (cut at max_output_length) is the message."""
     config = json.loads((written / "fabricscope-npd-plugin.json").read_text())
     rule = config["rules"][0]
-    proc = subprocess.run([sys.executable, "-m", "fabricscope", *rule["args"], "--root", str(FIXTURE_HOSTS / host)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fabricscope", *rule["args"], "--root", str(FIXTURE_HOSTS / host)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == status
     assert len(proc.stdout.rstrip("\n")) <= config["pluginConfig"]["max_output_length"]
     assert (proc.stdout == "") == (status == 0)
-    bad = subprocess.run([sys.executable, "-m", "fabricscope", *rule["args"], "--root", "/nonexistent"], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "fabricscope", *rule["args"], "--root", "/nonexistent"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2  # Unknown
 
 
 def test_existing_files_are_not_overwritten_silently(written: Path) -> None:
     again = fabricscope("monitoring", "k8s", "-o", str(written))
     assert again.returncode == 0 and again.stdout.count("unchanged") == 3
-    assert "differs" in one_error_line(fabricscope("monitoring", "k8s", "-o", str(written), "--namespace", "gpu-ops"))
-    assert "not a valid namespace" in one_error_line(fabricscope("monitoring", "k8s", "-o", str(written), "--namespace", "Bad_NS"))
+    assert "differs" in one_error_line(
+        fabricscope("monitoring", "k8s", "-o", str(written), "--namespace", "gpu-ops")
+    )
+    assert "not a valid namespace" in one_error_line(
+        fabricscope("monitoring", "k8s", "-o", str(written), "--namespace", "Bad_NS")
+    )
 
 
 class FakeCoreV1:
@@ -117,35 +142,71 @@ class FakeCoreV1:
 
     def __init__(self, client, nodes: list[str]) -> None:
         self.client = client
-        self.nodes = {n: to_model(client, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {}},
-                                           "spec": {"taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]}}, "V1Node")
-                      for n in nodes}
+        self.nodes = {
+            n: to_model(
+                client,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": n, "labels": {}},
+                    "spec": {"taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]},
+                },
+                "V1Node",
+            )
+            for n in nodes
+        }
         self.patches: list[tuple[str, dict]] = []
 
     def read_node(self, name: str):
         return self.nodes[name]
 
     def patch_node(self, name: str, body: dict):
-        to_model(self.client, {"apiVersion": "v1", "kind": "Node", **body}, "V1Node")  # the body is a valid (partial) Node
+        to_model(
+            self.client, {"apiVersion": "v1", "kind": "Node", **body}, "V1Node"
+        )  # the body is a valid (partial) Node
         self.patches.append((name, body))
 
 
-def test_taint_and_label_failing_nodes_through_the_client_layer(client, planted_fleet, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_taint_and_label_failing_nodes_through_the_client_layer(
+    client, planted_fleet, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("FABRICSCOPE_ACTION_LOG", str(tmp_path / "log"))
     report = judge_fleet(load_nodes(expand_sources([str(planted_fleet[1])])))
     api = FakeCoreV1(client, [f"node-{i:02d}" for i in range(1, 11)])
     logged: list[dict] = []
-    dry = k8s_actions(report, Severity.FAIL, taint="fabricscope.io/fabric=bad:NoSchedule", label="fabricscope.io/healthy=false",
-                      apply=False, api=api, log=logged.append)
+    dry = k8s_actions(
+        report,
+        Severity.FAIL,
+        taint="fabricscope.io/fabric=bad:NoSchedule",
+        label="fabricscope.io/healthy=false",
+        apply=False,
+        api=api,
+        log=logged.append,
+    )
     failing = ["node-02", "node-04", "node-05", "node-06", "node-08", "node-09", "node-10"]
-    assert [a["node"] for a in dry if a["kind"] == "k8s.taint"] == failing and api.patches == [] and logged == []
+    assert (
+        [a["node"] for a in dry if a["kind"] == "k8s.taint"] == failing and api.patches == [] and logged == []
+    )
     assert dry[0]["command"] == "kubectl taint nodes node-02 fabricscope.io/fabric=bad:NoSchedule --overwrite"
-    done = k8s_actions(report, Severity.FAIL, taint="fabricscope.io/fabric=bad:NoSchedule", label="fabricscope.io/healthy=false",
-                       apply=True, api=api, log=logged.append)
+    done = k8s_actions(
+        report,
+        Severity.FAIL,
+        taint="fabricscope.io/fabric=bad:NoSchedule",
+        label="fabricscope.io/healthy=false",
+        apply=True,
+        api=api,
+        log=logged.append,
+    )
     assert all(a["ok"] for a in done) and len(logged) == len(done) == 14
     node, taint_body = api.patches[0]
-    assert node == "node-02" and taint_body == {"spec": {"taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"},
-                                              {"key": "fabricscope.io/fabric", "value": "bad", "effect": "NoSchedule"}]}}
+    assert node == "node-02" and taint_body == {
+        "spec": {
+            "taints": [
+                {"key": "gpu", "value": "true", "effect": "NoSchedule"},
+                {"key": "fabricscope.io/fabric", "value": "bad", "effect": "NoSchedule"},
+            ]
+        }
+    }
     assert api.patches[1] == ("node-02", {"metadata": {"labels": {"fabricscope.io/healthy": "false"}}})
 
 
@@ -156,18 +217,42 @@ def test_api_errors_are_one_line_per_node(client, planted_fleet) -> None:
         def patch_node(self, name: str, body: dict):
             raise client.exceptions.ApiException(status=403, reason="Forbidden")
 
-    actions = k8s_actions(report, Severity.FAIL, taint=None, label="a=b", apply=True, api=Refusing(client, [f"node-{i:02d}" for i in range(1, 11)]))
-    assert all(a["ok"] is False and a["detail"].startswith("ApiException") and "\n" not in a["detail"] for a in actions)
+    actions = k8s_actions(
+        report,
+        Severity.FAIL,
+        taint=None,
+        label="a=b",
+        apply=True,
+        api=Refusing(client, [f"node-{i:02d}" for i in range(1, 11)]),
+    )
+    assert all(
+        a["ok"] is False and a["detail"].startswith("ApiException") and "\n" not in a["detail"]
+        for a in actions
+    )
 
 
-@pytest.mark.parametrize("bad", ["novalue", "k=v:Sometimes", "bad key=v:NoSchedule", "k=v v:NoExecute", "-k=v:NoSchedule", "x/" + "a" * 70 + "=v:NoSchedule"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "novalue",
+        "k=v:Sometimes",
+        "bad key=v:NoSchedule",
+        "k=v v:NoExecute",
+        "-k=v:NoSchedule",
+        "x/" + "a" * 70 + "=v:NoSchedule",
+    ],
+)
 def test_bad_taints_are_refused(bad: str) -> None:
     with pytest.raises(FabricscopeError):
         parse_taint(bad)
 
 
 def test_taint_and_label_syntax() -> None:
-    assert parse_taint("fabricscope.io/fabric=bad:NoSchedule") == ("fabricscope.io/fabric", "bad", "NoSchedule")
+    assert parse_taint("fabricscope.io/fabric=bad:NoSchedule") == (
+        "fabricscope.io/fabric",
+        "bad",
+        "NoSchedule",
+    )
     assert parse_taint("maintenance:NoExecute") == ("maintenance", "", "NoExecute")
     assert parse_label("fabricscope.io/healthy=false") == ("fabricscope.io/healthy", "false")
     with pytest.raises(FabricscopeError):
@@ -175,9 +260,23 @@ def test_taint_and_label_syntax() -> None:
 
 
 def test_cli_dry_run_shows_the_commands(planted_fleet) -> None:
-    proc = fabricscope("fleet", "doctor", "--from", str(planted_fleet[1]), "--k8s-taint", "fabricscope.io/fabric=bad:NoSchedule")
+    proc = fabricscope(
+        "fleet",
+        "doctor",
+        "--from",
+        str(planted_fleet[1]),
+        "--k8s-taint",
+        "fabricscope.io/fabric=bad:NoSchedule",
+    )
     assert proc.returncode == 1
     assert "(dry run: --apply carries them out)" in proc.stdout
-    assert " would run kubectl taint nodes node-05 fabricscope.io/fabric=bad:NoSchedule --overwrite" in proc.stdout
-    assert "--k8s-taint" in one_error_line(fabricscope("fleet", "doctor", "--from", str(planted_fleet[1]), "--k8s-taint", "x=y:Never"))
-    assert "needs an action" in one_error_line(fabricscope("fleet", "doctor", "--from", str(planted_fleet[1]), "--apply"))
+    assert (
+        " would run kubectl taint nodes node-05 fabricscope.io/fabric=bad:NoSchedule --overwrite"
+        in proc.stdout
+    )
+    assert "--k8s-taint" in one_error_line(
+        fabricscope("fleet", "doctor", "--from", str(planted_fleet[1]), "--k8s-taint", "x=y:Never")
+    )
+    assert "needs an action" in one_error_line(
+        fabricscope("fleet", "doctor", "--from", str(planted_fleet[1]), "--apply")
+    )

@@ -21,8 +21,13 @@ from tests.fleet.fleetbuilder import build_fleet
 
 
 def fs(*args: str, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fabricscope", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "fabricscope", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +44,17 @@ def per_node_roots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_launched_fleet_doctor_names_exactly_the_node_that_drifted(per_node_roots: Path) -> None:
-    proc = fs("fleet", "doctor", "--launch", "local:3", "--root", f"{per_node_roots}/{{host}}", "--timeout", "60", "--json")
+    proc = fs(
+        "fleet",
+        "doctor",
+        "--launch",
+        "local:3",
+        "--root",
+        f"{per_node_roots}/{{host}}",
+        "--timeout",
+        "60",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]  # firmware drift is a warning; --fail-on fail
     doc = json.loads(proc.stdout)
     assert sorted(n["name"] for n in doc["nodes"]) == ["local0", "local1", "local2"]
@@ -50,7 +65,18 @@ def test_launched_fleet_doctor_names_exactly_the_node_that_drifted(per_node_root
 @pytest.mark.slow
 def test_launched_fleet_collect_keeps_every_nodes_document(per_node_roots: Path, tmp_path: Path) -> None:
     out = tmp_path / "kept"
-    proc = fs("fleet", "collect", "--launch", "local:3", "--root", f"{per_node_roots}/{{host}}", "-o", str(out), "--timeout", "60")
+    proc = fs(
+        "fleet",
+        "collect",
+        "--launch",
+        "local:3",
+        "--root",
+        f"{per_node_roots}/{{host}}",
+        "-o",
+        str(out),
+        "--timeout",
+        "60",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert sorted(p.name for p in out.glob("*.json")) == ["local0.json", "local1.json", "local2.json"]
     fw = json.loads((out / "local1.json").read_text())["facts"]["nics"][0]["fw"]
@@ -64,12 +90,26 @@ def test_launched_fleet_collect_keeps_every_nodes_document(per_node_roots: Path,
 @pytest.mark.slow
 def test_launched_collect_sends_scrubbed_snapshots_too(per_node_roots: Path, tmp_path: Path) -> None:
     out = tmp_path / "kept"
-    proc = fs("fleet", "collect", "--launch", "local:3", "--root", f"{per_node_roots}/{{host}}", "-o", str(out), "--snapshot",
-              "--json", "--timeout", "60")
+    proc = fs(
+        "fleet",
+        "collect",
+        "--launch",
+        "local:3",
+        "--root",
+        f"{per_node_roots}/{{host}}",
+        "-o",
+        str(out),
+        "--snapshot",
+        "--json",
+        "--timeout",
+        "60",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     kept = json.loads(proc.stdout)["nodes"]
     assert [Path(n["snapshot"]).name for n in kept] == ["local0.tar.gz", "local1.tar.gz", "local2.tar.gz"]
-    judged = fs("fleet", "doctor", "--from", str(out / "snapshots"), "--json")  # the snapshots judge as the documents did
+    judged = fs(
+        "fleet", "doctor", "--from", str(out / "snapshots"), "--json"
+    )  # the snapshots judge as the documents did
     assert judged.returncode == 0, judged.stderr
     assert {x["node"] for d in json.loads(judged.stdout)["drift"] for x in d["differing"]} == {"local1"}
 
@@ -80,17 +120,37 @@ def test_a_node_that_cannot_be_read_is_a_finding_not_a_crash(per_node_roots: Pat
     roots.mkdir()
     for name in ("local0", "local1"):
         (roots / name).symlink_to((per_node_roots / "local0").resolve())
-    proc = fs("fleet", "doctor", "--launch", "local:3", "--root", f"{roots}/{{host}}", "--timeout", "60", "--json")
+    proc = fs(
+        "fleet", "doctor", "--launch", "local:3", "--root", f"{roots}/{{host}}", "--timeout", "60", "--json"
+    )
     assert proc.returncode == 1, proc.stderr[-2000:]
     bad = [n for n in json.loads(proc.stdout)["nodes"] if n["name"] == "local2"]
-    assert bad and bad[0]["findings"][0]["id"] == "fleet.input" and "local2" in bad[0]["findings"][0]["message"]
+    assert (
+        bad and bad[0]["findings"][0]["id"] == "fleet.input" and "local2" in bad[0]["findings"][0]["message"]
+    )
 
 
 def test_outside_a_job_without_documents_is_a_clear_error() -> None:
-    env = {k: "" for k in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                          "PMI_RANK", "PMI_SIZE", "FABRICSCOPE_LAUNCHER")}
+    env = {
+        k: ""
+        for k in (
+            "RANK",
+            "WORLD_SIZE",
+            "SLURM_PROCID",
+            "SLURM_NTASKS",
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            "PMI_RANK",
+            "PMI_SIZE",
+            "FABRICSCOPE_LAUNCHER",
+        )
+    }
     proc = fs("fleet", "doctor", env=env)
-    assert proc.returncode == 2 and "srun -N 4 fabricscope fleet" in proc.stderr and "Traceback" not in proc.stderr
+    assert (
+        proc.returncode == 2
+        and "srun -N 4 fabricscope fleet" in proc.stderr
+        and "Traceback" not in proc.stderr
+    )
 
 
 def _free_port() -> int:
@@ -132,6 +192,17 @@ def test_nodes_are_named_as_the_scheduler_knows_them() -> None:
     assert node_label(DistEnv(0, 2, 0, "h1", 1, "lab:x", "h3"), {"SLURMD_NODENAME": "gpu017"}) == "h3"
     assert node_label(env, {}) is None
     assert own_root("/data/{host}/snap", "gpu017") == "/data/gpu017/snap" and own_root(None, "x") is None
-    doc = {"schema": "fabricscope.doctor/v1", "host": {"hostname": "node-07.example"}, "findings": [], "facts": {}}
-    nodes = to_nodes([Received(0, None, doc, None, None), Received(1, "gpu017", doc, None, None), Received(2, None, doc, None, None)])
+    doc = {
+        "schema": "fabricscope.doctor/v1",
+        "host": {"hostname": "node-07.example"},
+        "findings": [],
+        "facts": {},
+    }
+    nodes = to_nodes(
+        [
+            Received(0, None, doc, None, None),
+            Received(1, "gpu017", doc, None, None),
+            Received(2, None, doc, None, None),
+        ]
+    )
     assert [n.name for n in nodes] == ["node-07.example", "gpu017", "node-07.example#2"]

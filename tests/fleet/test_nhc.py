@@ -25,9 +25,16 @@ def test_nhc_mode_is_silent_when_healthy_and_one_line_when_not() -> None:
     assert (healthy.returncode, healthy.stdout, healthy.stderr) == (0, "", "")
     broken = fabricscope("doctor", "--root", str(FIXTURE_HOSTS / "roce-broken"), "--nhc")
     assert broken.returncode == 1
-    assert broken.stdout == "fabricscope: gpu.fabric GPU6 (0000:d3:00.0): fabric registration Completed with status Insufficient Resources (+2 more)\n"
+    assert (
+        broken.stdout
+        == "fabricscope: gpu.fabric GPU6 (0000:d3:00.0): fabric registration Completed with status Insufficient Resources (+2 more)\n"
+    )
     warn = fabricscope("doctor", "--root", str(FIXTURE_HOSTS / "roce-broken"), "--nhc", "--fail-on", "warn")
-    assert warn.returncode == 1 and warn.stdout.startswith("fabricscope: gpu.fabric GPU6 ") and warn.stdout.rstrip().endswith("more)")
+    assert (
+        warn.returncode == 1
+        and warn.stdout.startswith("fabricscope: gpu.fabric GPU6 ")
+        and warn.stdout.rstrip().endswith("more)")
+    )
 
 
 def test_reason_is_capped_and_single_line() -> None:
@@ -50,16 +57,27 @@ def test_the_documented_nhc_check_runs_under_bash(host: str, expected_rc: int, t
     bindir = tmp_path / "bin"
     bindir.mkdir()
     launcher = bindir / "fabricscope"
-    launcher.write_text(f"#!/bin/sh\nexec {sys.executable} -m fabricscope \"$@\"\n")
+    launcher.write_text(f'#!/bin/sh\nexec {sys.executable} -m fabricscope "$@"\n')
     launcher.chmod(0o755)
     script = tmp_path / "check.sh"
     # NHC's die(): log the reason and return the code (nhc itself then marks the node offline).
-    script.write_text("die() { local rc=$1; shift; echo \"DIE $rc $*\"; return $rc; }\n" + _docs_nhc_function()
-                      + f"\ncheck_fabricscope --root {FIXTURE_HOSTS / host}\n")
-    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"})
+    script.write_text(
+        'die() { local rc=$1; shift; echo "DIE $rc $*"; return $rc; }\n'
+        + _docs_nhc_function()
+        + f"\ncheck_fabricscope --root {FIXTURE_HOSTS / host}\n"
+    )
+    proc = subprocess.run(
+        ["bash", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"},
+    )
     assert proc.returncode == expected_rc, proc.stdout + proc.stderr
     if expected_rc:
-        assert proc.stdout == "DIE 1 fabricscope: gpu.fabric GPU6 (0000:d3:00.0): fabric registration Completed with status Insufficient Resources (+2 more)\n"
+        assert (
+            proc.stdout
+            == "DIE 1 fabricscope: gpu.fabric GPU6 (0000:d3:00.0): fabric registration Completed with status Insufficient Resources (+2 more)\n"
+        )
     else:
         assert proc.stdout == ""

@@ -18,7 +18,9 @@ from tests.conftest import SAMPLES
 
 
 def _sample(name: str) -> str:
-    return "".join(line for line in (SAMPLES / name).read_text().splitlines(keepends=True) if not line.startswith("# "))
+    return "".join(
+        line for line in (SAMPLES / name).read_text().splitlines(keepends=True) if not line.startswith("# ")
+    )
 
 
 def test_parse_real_scontrol_show_node() -> None:
@@ -36,7 +38,13 @@ def test_parse_real_scontrol_show_node() -> None:
 
 def test_argv_lists_and_node_name_validation() -> None:
     reason = drain_reason("fleet.pfc", "ens5np0")
-    assert drain_argv("gpu-01", reason) == ["scontrol", "update", "NodeName=gpu-01", "State=DRAIN", "Reason=fabricscope: fleet.pfc ens5np0"]
+    assert drain_argv("gpu-01", reason) == [
+        "scontrol",
+        "update",
+        "NodeName=gpu-01",
+        "State=DRAIN",
+        "Reason=fabricscope: fleet.pfc ens5np0",
+    ]
     assert resume_argv("gpu-01") == ["scontrol", "update", "NodeName=gpu-01", "State=RESUME"]
     for bad in ("gpu-01 State=DOWN", "gpu[01-04]", "a;reboot", "", "-x", "gpu-01\n"):
         with pytest.raises(FabricscopeError):
@@ -68,37 +76,66 @@ def _report(directory: Path):
     return judge_fleet(load_nodes(expand_sources([str(directory)])))
 
 
-def test_drain_only_failing_nodes_dry_run_then_apply(planted_fleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_drain_only_failing_nodes_dry_run_then_apply(
+    planted_fleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = tmp_path / "actions.log"
     monkeypatch.setenv("FABRICSCOPE_ACTION_LOG", str(log))
     report = _report(planted_fleet[1])
     names = [f"node-{i:02d}" for i in range(1, 11)]
-    slurm = FakeSlurm({n: ("IDLE", None) for n in names} | {"node-08": ("IDLE+DRAIN", "disk replaced, Kilian")})
-    dry = plan_and_run(report, Severity.FAIL, drain=True, resume=False, taint=None, label=None, apply=False, runner=slurm)
+    slurm = FakeSlurm(
+        {n: ("IDLE", None) for n in names} | {"node-08": ("IDLE+DRAIN", "disk replaced, Kilian")}
+    )
+    dry = plan_and_run(
+        report, Severity.FAIL, drain=True, resume=False, taint=None, label=None, apply=False, runner=slurm
+    )
     # Failing: GID index (2, 4, 6), PFC (5, 8), 7 NICs (9), 200G (10); node-08 is already drained by an operator.
     assert [a["node"] for a in dry] == ["node-02", "node-04", "node-05", "node-06", "node-09", "node-10"]
     assert slurm.calls == [] and not log.exists() and all(not a["applied"] for a in dry)
-    assert dry[0]["argv"] == ["scontrol", "update", "NodeName=node-02", "State=DRAIN", "Reason=fabricscope: fleet.gid_index ens0np0"]
-    assert dry[0]["command"] == "scontrol update NodeName=node-02 State=DRAIN 'Reason=fabricscope: fleet.gid_index ens0np0'"
-    done = plan_and_run(report, Severity.FAIL, drain=True, resume=False, taint=None, label=None, apply=True, runner=slurm)
+    assert dry[0]["argv"] == [
+        "scontrol",
+        "update",
+        "NodeName=node-02",
+        "State=DRAIN",
+        "Reason=fabricscope: fleet.gid_index ens0np0",
+    ]
+    assert (
+        dry[0]["command"]
+        == "scontrol update NodeName=node-02 State=DRAIN 'Reason=fabricscope: fleet.gid_index ens0np0'"
+    )
+    done = plan_and_run(
+        report, Severity.FAIL, drain=True, resume=False, taint=None, label=None, apply=True, runner=slurm
+    )
     assert slurm.calls == [a["argv"] for a in done] and all(a["ok"] for a in done)
     logged = [json.loads(line) for line in log.read_text().splitlines()]
     assert [e["node"] for e in logged] == [a["node"] for a in done] and all("time" in e for e in logged)
 
 
-def test_resume_only_what_fabricscope_drained_and_is_now_clean(uniform_fleet, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_resume_only_what_fabricscope_drained_and_is_now_clean(
+    uniform_fleet, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("FABRICSCOPE_ACTION_LOG", str(tmp_path / "log"))
     report = _report(uniform_fleet[1])  # every node is clean now
-    slurm = FakeSlurm({
-        "node-01": ("IDLE+DRAIN", "fabricscope: fleet.pfc ens5np0"),
-        "node-02": ("IDLE+DRAIN", "NHC: check_fs_mount: /scratch not mounted"),
-        "node-03": ("DOWN+DRAIN", "fabricscope: roce.mtu ens2np0"),
-        "node-04": ("IDLE", None),
-        "node-99": ("IDLE+DRAIN", "fabricscope: fleet.mtu ens0np0"),  # not in this fleet run: left alone
-    })
-    actions = plan_and_run(report, Severity.FAIL, drain=True, resume=True, taint=None, label=None, apply=True, runner=slurm)
-    assert [(a["kind"], a["node"]) for a in actions] == [("slurm.resume", "node-01"), ("slurm.resume", "node-03")]
-    assert slurm.calls == [["scontrol", "update", "NodeName=node-01", "State=RESUME"], ["scontrol", "update", "NodeName=node-03", "State=RESUME"]]
+    slurm = FakeSlurm(
+        {
+            "node-01": ("IDLE+DRAIN", "fabricscope: fleet.pfc ens5np0"),
+            "node-02": ("IDLE+DRAIN", "NHC: check_fs_mount: /scratch not mounted"),
+            "node-03": ("DOWN+DRAIN", "fabricscope: roce.mtu ens2np0"),
+            "node-04": ("IDLE", None),
+            "node-99": ("IDLE+DRAIN", "fabricscope: fleet.mtu ens0np0"),  # not in this fleet run: left alone
+        }
+    )
+    actions = plan_and_run(
+        report, Severity.FAIL, drain=True, resume=True, taint=None, label=None, apply=True, runner=slurm
+    )
+    assert [(a["kind"], a["node"]) for a in actions] == [
+        ("slurm.resume", "node-01"),
+        ("slurm.resume", "node-03"),
+    ]
+    assert slurm.calls == [
+        ["scontrol", "update", "NodeName=node-01", "State=RESUME"],
+        ["scontrol", "update", "NodeName=node-03", "State=RESUME"],
+    ]
 
 
 def test_without_scontrol_a_dry_run_still_plans_and_apply_fails_cleanly(planted_fleet) -> None:
@@ -107,10 +144,21 @@ def test_without_scontrol_a_dry_run_still_plans_and_apply_fails_cleanly(planted_
     def missing(argv: list[str]) -> tuple[int, str, str]:
         return 127, "", "scontrol: not installed"
 
-    dry = plan_and_run(report, Severity.FAIL, drain=True, resume=False, taint=None, label=None, apply=False, runner=missing)
+    dry = plan_and_run(
+        report, Severity.FAIL, drain=True, resume=False, taint=None, label=None, apply=False, runner=missing
+    )
     assert len(dry) == 7 and "node states unknown" in dry[0]["detail"]
     with pytest.raises(FabricscopeError, match="scontrol show node failed"):
-        plan_and_run(report, Severity.FAIL, drain=True, resume=False, taint=None, label=None, apply=True, runner=missing)
+        plan_and_run(
+            report,
+            Severity.FAIL,
+            drain=True,
+            resume=False,
+            taint=None,
+            label=None,
+            apply=True,
+            runner=missing,
+        )
 
 
 def test_cli_drain_runs_scontrol_without_a_shell(planted_fleet, tmp_path: Path) -> None:
@@ -124,17 +172,60 @@ def test_cli_drain_runs_scontrol_without_a_shell(planted_fleet, tmp_path: Path) 
     bindir.mkdir()
     calls = tmp_path / "calls"
     show = tmp_path / "show.txt"
-    show.write_text("".join(f"NodeName=node-{i:02d} Arch=x86_64 CoresPerSocket=1 \n   State=IDLE ThreadsPerCore=1 TmpDisk=0\n\n" for i in range(1, 11)))
+    show.write_text(
+        "".join(
+            f"NodeName=node-{i:02d} Arch=x86_64 CoresPerSocket=1 \n   State=IDLE ThreadsPerCore=1 TmpDisk=0\n\n"
+            for i in range(1, 11)
+        )
+    )
     fake = bindir / "scontrol"
-    fake.write_text(f'#!/bin/sh\nif [ "$1" = show ]; then cat {show}; exit 0; fi\nprintf "%s\\n" "$@" >> {calls}\necho --- >> {calls}\n')
+    fake.write_text(
+        f'#!/bin/sh\nif [ "$1" = show ]; then cat {show}; exit 0; fi\nprintf "%s\\n" "$@" >> {calls}\necho --- >> {calls}\n'
+    )
     fake.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "FABRICSCOPE_ACTION_LOG": str(tmp_path / "log"), "COLUMNS": "200"}
-    run = lambda *extra: subprocess.run([sys.executable, "-m", "fabricscope", "fleet", "doctor", "--from", str(planted_fleet[1]),  # noqa: E731
-                                         "--slurm-drain", *extra], capture_output=True, text=True, timeout=120, env=env)
+    env = {
+        **os.environ,
+        "PATH": f"{bindir}:{os.environ['PATH']}",
+        "FABRICSCOPE_ACTION_LOG": str(tmp_path / "log"),
+        "COLUMNS": "200",
+    }
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fabricscope",
+                "fleet",
+                "doctor",
+                "--from",
+                str(planted_fleet[1]),
+                "--slurm-drain",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+
     dry = run("--json")
     assert dry.returncode == 1 and not calls.exists()
-    assert [a["node"] for a in json.loads(dry.stdout)["actions"]] == ["node-02", "node-04", "node-05", "node-06", "node-08", "node-09", "node-10"]
+    assert [a["node"] for a in json.loads(dry.stdout)["actions"]] == [
+        "node-02",
+        "node-04",
+        "node-05",
+        "node-06",
+        "node-08",
+        "node-09",
+        "node-10",
+    ]
     applied = run("--apply")
     assert applied.returncode == 1 and applied.stdout.count(" done      scontrol update NodeName=") == 7
     first = calls.read_text().split("---\n")[0].splitlines()
-    assert first == ["update", "NodeName=node-02", "State=DRAIN", "Reason=fabricscope: fleet.gid_index ens0np0"]
+    assert first == [
+        "update",
+        "NodeName=node-02",
+        "State=DRAIN",
+        "Reason=fabricscope: fleet.gid_index ens0np0",
+    ]

@@ -52,7 +52,9 @@ def _leaves_child(tmp_path: Path, marker: str) -> Path:
     return script
 
 
-def test_without_pidfd_exit_is_polled(tmp_path: Path, proc_marker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_pidfd_exit_is_polled(
+    tmp_path: Path, proc_marker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Kernels before 5.3 have no pidfd: the same behaviour, found by polling."""
     monkeypatch.setattr(command, "_pidfd", lambda pid: None)
     assert command.run([sys.executable, "-c", "print('hi')"], timeout_s=30).stdout_text == "hi\n"
@@ -87,7 +89,11 @@ def test_output_is_capped_and_an_endless_printer_is_stopped() -> None:
 
 def test_input_and_both_streams() -> None:
     data = os.urandom(300_000).hex().encode()  # more than a pipe buffer: written as the child reads
-    argv = [sys.executable, "-c", "import sys; d = sys.stdin.buffer.read(); sys.stdout.buffer.write(d); sys.stderr.write('e')"]
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys; d = sys.stdin.buffer.read(); sys.stdout.buffer.write(d); sys.stderr.write('e')",
+    ]
     outcome = command.run(argv, timeout_s=30.0, input_bytes=data)
     assert outcome.rc == 0 and outcome.stdout == data and outcome.stderr == b"e"
 
@@ -107,7 +113,9 @@ def test_stop_all_ends_started_groups(tmp_path: Path, proc_marker: str) -> None:
     assert wait_gone(proc_marker) == []
 
 
-def test_shutdown_starts_nothing_more(tmp_path: Path, proc_marker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shutdown_starts_nothing_more(
+    tmp_path: Path, proc_marker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A worker thread whose hung tool shutdown() ended goes on to its next tool (doctor's probes
     do): that one must not start, or it outlives fabricscope (CI caught exactly this)."""
     monkeypatch.setattr(command, "_closing", False)  # this test's shutdown must not end the session's

@@ -41,11 +41,14 @@ def _fs(tmp_path: Path, members: list[Member]) -> ConfinedFs:
 
 
 def test_dotdot_stops_at_the_root_and_absolute_targets_start_there(tmp_path: Path) -> None:
-    fs = _fs(tmp_path, [
-        Member("sys/a", "sym", target="../../../../proc"),
-        Member("sys/b", "sym", target="/proc/sys/kernel/hostname"),
-        Member("sys/c", "sym", target="/../../sys/b"),
-    ])
+    fs = _fs(
+        tmp_path,
+        [
+            Member("sys/a", "sym", target="../../../../proc"),
+            Member("sys/b", "sym", target="/proc/sys/kernel/hostname"),
+            Member("sys/c", "sym", target="/../../sys/b"),
+        ],
+    )
     assert fs.realpath("sys/a") == "proc"
     assert fs.read("sys/b", 100) == b"evil-node\n"
     assert fs.realpath("sys/c") == "proc/sys/kernel/hostname"
@@ -72,8 +75,12 @@ def test_hop_limit_is_the_kernels(tmp_path: Path) -> None:
 
 def test_errors_are_the_kernels(tmp_path: Path) -> None:
     fs = _fs(tmp_path, [Member("sys/dangling", "sym", target="nowhere")])
-    for rel, code in [("sys/nothing", errno.ENOENT), ("proc/sys/kernel/hostname/x", errno.ENOTDIR),
-                      ("sys/dangling", errno.ENOENT), ("sys", errno.EISDIR)]:
+    for rel, code in [
+        ("sys/nothing", errno.ENOENT),
+        ("proc/sys/kernel/hostname/x", errno.ENOTDIR),
+        ("sys/dangling", errno.ENOENT),
+        ("sys", errno.EISDIR),
+    ]:
         with pytest.raises(OSError) as info:
             fs.read(rel, 10)
         assert info.value.errno == code, rel

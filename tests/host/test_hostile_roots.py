@@ -61,17 +61,28 @@ class Arena:
             for name in dirnames + filenames:
                 path = Path(dirpath) / name
                 rel = str(path.relative_to(self.outside))
-                found[rel] = ("-> " + os.readlink(path)) if path.is_symlink() else (
-                    path.read_bytes() if path.is_file() else "dir")
+                found[rel] = (
+                    ("-> " + os.readlink(path))
+                    if path.is_symlink()
+                    else (path.read_bytes() if path.is_file() else "dir")
+                )
         return found
 
     def run(self, args: list[str], root: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "TMPDIR": str(self.tmp), "PYTHONPATH": os.pathsep.join(
-            [str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH", "")])}
+        env = {
+            **os.environ,
+            "TMPDIR": str(self.tmp),
+            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH", "")]),
+        }
         env.pop("FABRICSCOPE_DEBUG", None)
         return subprocess.run(
             [sys.executable, "-m", "fabricscope", *args, "--root", str(root)],
-            cwd=self.work, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+            cwd=self.work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
 
 
@@ -130,10 +141,18 @@ def test_path_max_chain_archive_reads_and_writes_nothing_outside(arena: Arena) -
     # The unpacking design let this archive write arena.outside/pwned-by-archive and read the
     # canary as the hostname, the live /etc/passwd and /sys.
     depth = len(arena.tmp.parts)
-    archive = write_tar(arena.base / "in/evil.tar.gz", escape_members(arena.outside, depth) + [
-        Member("sys/class/net/evil1", "sym", target=f"../../../x/x/{'/'.join('abcdefghijklmnop')}/{'l' * 254}"
-                                                    f"{'/..' * (depth + 2)}{arena.outside}/netdev"),
-    ])
+    archive = write_tar(
+        arena.base / "in/evil.tar.gz",
+        escape_members(arena.outside, depth)
+        + [
+            Member(
+                "sys/class/net/evil1",
+                "sym",
+                target=f"../../../x/x/{'/'.join('abcdefghijklmnop')}/{'l' * 254}"
+                f"{'/..' * (depth + 2)}{arena.outside}/netdev",
+            ),
+        ],
+    )
     before = arena.state()
     assert_contained(arena, archive, before)
     root = Root.at(archive)
@@ -267,14 +286,24 @@ def test_snapshot_output_never_follows_a_planted_link(arena: Arena) -> None:
 
 
 def test_written_snapshot_links_stay_inside(arena: Arena) -> None:
-    archive = write_tar(arena.base / "in/up.tar.gz", snapshot_skeleton() + [
-        Member("sys/class/net/evil0/device", "sym", target="../../../../../../../../sys/devices/pci0000:00/0000:00:01.0"),
-        Member("sys/devices/pci0000:00/0000:00:01.0/vendor", data=b"0x15b3\n"),
-    ])
+    archive = write_tar(
+        arena.base / "in/up.tar.gz",
+        snapshot_skeleton()
+        + [
+            Member(
+                "sys/class/net/evil0/device",
+                "sym",
+                target="../../../../../../../../sys/devices/pci0000:00/0000:00:01.0",
+            ),
+            Member("sys/devices/pci0000:00/0000:00:01.0/vendor", data=b"0x15b3\n"),
+        ],
+    )
     proc = arena.run(["snapshot", "-o", "x.tar.gz"], archive)
     assert proc.returncode == 0, proc.stderr
     with tarfile.open(arena.work / "x.tar.gz") as tar:
         links = {m.name: m.linkname for m in tar.getmembers() if m.issym()}
-    assert links["fabricscope-snapshot/sys/class/net/evil0/device"] == "../../../devices/pci0000:00/0000:00:01.0"
+    assert (
+        links["fabricscope-snapshot/sys/class/net/evil0/device"] == "../../../devices/pci0000:00/0000:00:01.0"
+    )
     doc = json.loads(arena.run(["inventory", "--json"], arena.work / "x.tar.gz").stdout)
     assert doc["hostname"] == "evil-node"

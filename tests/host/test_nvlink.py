@@ -27,9 +27,13 @@ def test_nvlink_status_real() -> None:
 
 def test_fabric_section_real() -> None:
     unhealthy = parse_fabric(sample("nvidia_smi_q_fabric_unhealthy.txt"))
-    assert [(f.state, f.status, f.clique_id, f.health) for f in unhealthy] == [("Completed", "Success", "2", "Unhealthy")]
+    assert [(f.state, f.status, f.clique_id, f.health) for f in unhealthy] == [
+        ("Completed", "Success", "2", "Unhealthy")
+    ]
     failed = parse_fabric(sample("nvidia_smi_q_fabric_insufficient.txt"))
-    assert [(f.state, f.status, f.clique_id) for f in failed] == [("Completed", "Insufficient Resources", "0")]
+    assert [(f.state, f.status, f.clique_id) for f in failed] == [
+        ("Completed", "Insufficient Resources", "0")
+    ]
 
 
 def test_fixture_query_maps_fabric_to_gpus() -> None:
@@ -47,17 +51,38 @@ def set_command(path: Path, argv: list[str], text: str) -> None:
 
 
 def findings(path: Path, check_id: str):
-    return [(f.severity, f.subject, f.message) for f in run_doctor(Root.at(path)).findings if f.id == check_id]
+    return [
+        (f.severity, f.subject, f.message) for f in run_doctor(Root.at(path)).findings if f.id == check_id
+    ]
 
 
 def test_slow_link_warns_and_pending_fabric_fails(host_copy) -> None:
     path = host_copy("ib-ndr-healthy")
-    text = (path / "cmd").joinpath(next(e["stdout"] for e in json.loads((path / "cmd/index.json").read_text())
-                                        if e["argv"] == ["nvidia-smi", "nvlink", "-s"])).read_text()
+    text = (
+        (path / "cmd")
+        .joinpath(
+            next(
+                e["stdout"]
+                for e in json.loads((path / "cmd/index.json").read_text())
+                if e["argv"] == ["nvidia-smi", "nvlink", "-s"]
+            )
+        )
+        .read_text()
+    )
     set_command(path, ["nvidia-smi", "nvlink", "-s"], text.replace("Link 3: 26.562", "Link 3: 13.281", 1))
-    assert [(s, subj) for s, subj, _m in findings(path, "gpu.nvlink")] == [(Severity.WARN, "GPU0 (0000:13:00.0)")]
-    query = FIXTURE_HOSTS / "ib-ndr-healthy" / "cmd" / next(
-        e["stdout"] for e in json.loads((path / "cmd/index.json").read_text()) if e["argv"] == ["nvidia-smi", "-q"])
+    assert [(s, subj) for s, subj, _m in findings(path, "gpu.nvlink")] == [
+        (Severity.WARN, "GPU0 (0000:13:00.0)")
+    ]
+    query = (
+        FIXTURE_HOSTS
+        / "ib-ndr-healthy"
+        / "cmd"
+        / next(
+            e["stdout"]
+            for e in json.loads((path / "cmd/index.json").read_text())
+            if e["argv"] == ["nvidia-smi", "-q"]
+        )
+    )
     set_command(path, ["nvidia-smi", "-q"], query.read_text().replace("Completed", "In Progress"))
     got = findings(path, "gpu.fabric")
     assert len(got) == 8 and {s for s, _subj, _m in got} == {Severity.FAIL} and "In Progress" in got[0][2]
@@ -65,7 +90,13 @@ def test_slow_link_warns_and_pending_fabric_fails(host_copy) -> None:
 
 def test_without_nvidia_smi_output_not_evaluated(host_copy) -> None:
     path = host_copy("ib-ndr-healthy")
-    index = [e for e in json.loads((path / "cmd/index.json").read_text()) if e["argv"][:2] not in (["nvidia-smi", "nvlink"], ["nvidia-smi", "-q"])]
+    index = [
+        e
+        for e in json.loads((path / "cmd/index.json").read_text())
+        if e["argv"][:2] not in (["nvidia-smi", "nvlink"], ["nvidia-smi", "-q"])
+    ]
     (path / "cmd/index.json").write_text(json.dumps(index))
     for check_id in ("gpu.nvlink", "gpu.fabric"):
-        assert [(s, m.split(":")[0]) for s, _subj, m in findings(path, check_id)] == [(Severity.INFO, "not evaluated")]
+        assert [(s, m.split(":")[0]) for s, _subj, m in findings(path, check_id)] == [
+            (Severity.INFO, "not evaluated")
+        ]

@@ -21,7 +21,11 @@ def sample(name: str) -> str:
 
 def sample_body(name: str) -> str:
     """The sample without its two metadata lines."""
-    return "\n".join(line for line in sample(name).splitlines() if not line.startswith("# source:") and not line.startswith("# note:"))
+    return "\n".join(
+        line
+        for line in sample(name).splitlines()
+        if not line.startswith("# source:") and not line.startswith("# note:")
+    )
 
 
 def test_mlnx_qos_real_output() -> None:
@@ -42,8 +46,9 @@ def test_mlnx_qos_garbage() -> None:
 
 
 def test_dcb_json() -> None:
-    assert parse_dcb_pfc('{"pfc_cap":8,"prio_pfc":{"0":false,"1":false,"2":false,"3":true,"4":false,"5":false,"6":false,"7":false},"delay":0}') == (
-        False, False, False, True, False, False, False, False)
+    assert parse_dcb_pfc(
+        '{"pfc_cap":8,"prio_pfc":{"0":false,"1":false,"2":false,"3":true,"4":false,"5":false,"6":false,"7":false},"delay":0}'
+    ) == (False, False, False, True, False, False, False, False)
     assert parse_dcb_pfc('{"prio_pfc":[{"prio":3,"enabled":true}]}')[3] is True
     assert parse_dcb_pfc("not json") is None
     assert parse_dcb_app('{"dscp_prio":[[26,3],[48,6]]}') == {26: 3, 48: 6}
@@ -66,8 +71,15 @@ def test_sysfs_value_formats_from_procfs_fixture() -> None:
 
 
 def test_gid_semantics_from_show_gids_samples() -> None:
-    rows = [line.split() for line in sample("show_gids_cx6_ipv6_and_ipv4.txt").splitlines() if line.startswith("mlx5_0")]
-    gids = [Gid(index=int(r[2]), gid=r[3], type="RoCE v2" if r[-2] == "v2" else "IB/RoCE v1", netdev=r[-1]) for r in rows]
+    rows = [
+        line.split()
+        for line in sample("show_gids_cx6_ipv6_and_ipv4.txt").splitlines()
+        if line.startswith("mlx5_0")
+    ]
+    gids = [
+        Gid(index=int(r[2]), gid=r[3], type="RoCE v2" if r[-2] == "v2" else "IB/RoCE v1", netdev=r[-1])
+        for r in rows
+    ]
     v2_routable = [g for g in gids if g.roce_version == 2 and g.is_routable]
     assert [g.index for g in v2_routable] == [5]  # index 5, not 3, when extra IPv6 addresses shift the table
     assert v2_routable[0].ipv4 == "172.19.0.60"
@@ -88,28 +100,46 @@ def test_ethtool_stats_cx4_head() -> None:
 
 
 def test_ethtool_features_and_module() -> None:
-    feats = parse_features("Features for eth0:\nrx-checksumming: on\ngeneric-receive-offload: off\n\ttx-tcp-segmentation: on [fixed]\n")
+    feats = parse_features(
+        "Features for eth0:\nrx-checksumming: on\ngeneric-receive-offload: off\n\ttx-tcp-segmentation: on [fixed]\n"
+    )
     assert feats == {"rx-checksumming": True, "generic-receive-offload": False, "tx-tcp-segmentation": True}
-    module = parse_module("\tIdentifier                                : 0x11 (QSFP28)\n"
-                          "\tModule temperature                        : 37.50 degrees C / 99.50 degrees F\n"
-                          "\tModule temperature high alarm             : On\n"
-                          "\tLaser tx bias current high alarm   (Channel 1) : Off\n")
+    module = parse_module(
+        "\tIdentifier                                : 0x11 (QSFP28)\n"
+        "\tModule temperature                        : 37.50 degrees C / 99.50 degrees F\n"
+        "\tModule temperature high alarm             : On\n"
+        "\tLaser tx bias current high alarm   (Channel 1) : Off\n"
+    )
     assert module.temperature_c == 37.5 and module.alarms == ("Module temperature high alarm",)
     assert parse_module("") is None
 
 
 def test_netstat_snmp_and_modules() -> None:
-    parsed = parse_netstat("Tcp: RtoAlgorithm InSegs OutSegs RetransSegs\nTcp: 1 100 200 3\nUdp: InDatagrams\nUdp: 9\n")
-    assert parsed == {"Tcp.RtoAlgorithm": 1, "Tcp.InSegs": 100, "Tcp.OutSegs": 200, "Tcp.RetransSegs": 3, "Udp.InDatagrams": 9}
+    parsed = parse_netstat(
+        "Tcp: RtoAlgorithm InSegs OutSegs RetransSegs\nTcp: 1 100 200 3\nUdp: InDatagrams\nUdp: 9\n"
+    )
+    assert parsed == {
+        "Tcp.RtoAlgorithm": 1,
+        "Tcp.InSegs": 100,
+        "Tcp.OutSegs": 200,
+        "Tcp.RetransSegs": 3,
+        "Udp.InDatagrams": 9,
+    }
     assert parse_netstat("garbage\n") == {}
-    assert parse_modules("mlx5_ib 466944 0 - Live 0xffffffffc0b2a000\nnvidia_peermem 16384 0 - Live 0x0\n") == {"mlx5_ib", "nvidia_peermem"}
+    assert parse_modules(
+        "mlx5_ib 466944 0 - Live 0xffffffffc0b2a000\nnvidia_peermem 16384 0 - Live 0x0\n"
+    ) == {"mlx5_ib", "nvidia_peermem"}
 
 
 def test_ip_addr_json_and_nvidia_smi() -> None:
-    addrs = parse_ip_addr_json('[{"ifname":"eth0","addr_info":[{"family":"inet","local":"10.0.0.1"},{"family":"inet6","local":"fe80::1"}]}]')
+    addrs = parse_ip_addr_json(
+        '[{"ifname":"eth0","addr_info":[{"family":"inet","local":"10.0.0.1"},{"family":"inet6","local":"fe80::1"}]}]'
+    )
     assert addrs == {"eth0": (["10.0.0.1"], ["fe80::1"])}
     assert parse_ip_addr_json("{oops") == {}
-    gpus = parse_nvidia_smi("0, 00000000:18:00.0, NVIDIA H100 80GB HBM3\nbad line\n1, 00000000:2A:00.0, NVIDIA H100 80GB HBM3\n")
+    gpus = parse_nvidia_smi(
+        "0, 00000000:18:00.0, NVIDIA H100 80GB HBM3\nbad line\n1, 00000000:2A:00.0, NVIDIA H100 80GB HBM3\n"
+    )
     assert [(g.index, g.pci_address) for g in gpus] == [(0, "0000:18:00.0"), (1, "0000:2a:00.0")]
     assert normalise_bus_id("00000000:AB:00.0") == "0000:ab:00.0"
 

@@ -81,7 +81,9 @@ def test_command_index_lookup_and_absent_command(host_copy) -> None:
 
 def test_malformed_command_index_is_noted(host_copy) -> None:
     path = host_copy("roce-healthy")
-    (path / "cmd/index.json").write_text(json.dumps([{"argv": "ls", "stdout": "x"}, 5, {"argv": ["a"], "stdout": "../../etc/passwd"}]))
+    (path / "cmd/index.json").write_text(
+        json.dumps([{"argv": "ls", "stdout": "x"}, 5, {"argv": ["a"], "stdout": "../../etc/passwd"}])
+    )
     root = Root.at(path)
     assert not root.run(["a"]).available
     assert sum("malformed" in p.reason for p in root.problems) == 3
@@ -97,4 +99,6 @@ def test_live_root_reads_this_machine() -> None:
 def test_fixture_class_entries_are_real_symlinks() -> None:
     link = FIXTURE_HOSTS / "ib-ndr-healthy/sys/class/infiniband/mlx5_0"
     assert link.is_symlink() and os.readlink(link).startswith("../../devices/pci0000:10/")
-    assert os.readlink(FIXTURE_HOSTS / "ib-ndr-healthy/sys/bus/pci/devices/0000:14:00.0").startswith("../../../devices/")
+    assert os.readlink(FIXTURE_HOSTS / "ib-ndr-healthy/sys/bus/pci/devices/0000:14:00.0").startswith(
+        "../../../devices/"
+    )

@@ -60,7 +60,11 @@ def test_device_serial_number_is_zeroed(host_copy, tmp_path: Path, level) -> Non
     data, dsn = _with_dsn(config.read_bytes())
     config.write_bytes(data)
     out, _ = take_snapshot(Root.at(host), tmp_path / "s.tar.gz", scrub=level)
-    written = next(v for k, v in _members(out).items() if k.endswith("/config") and v[dsn : dsn + 4] == data[dsn : dsn + 4])
+    written = next(
+        v
+        for k, v in _members(out).items()
+        if k.endswith("/config") and v[dsn : dsn + 4] == data[dsn : dsn + 4]
+    )
     assert written[dsn + 4 : dsn + 12] == bytes(8) and SERIAL not in written
     assert parse_config_space(written) == parse_config_space(data)
     assert _judged(Root.at(out)) == _judged(Root.at(host))
@@ -79,16 +83,27 @@ def test_strict_keeps_only_what_the_host_model_parses(tmp_path: Path) -> None:
     original = bytes(original)
     cut = scrub_config_space(original, strict=True)
     assert cut[0x10:0x14] == bytes(4) and SERIAL not in cut
-    assert len(cut) == len(original) and cut != original and parse_config_space(cut) == parse_config_space(original)
+    assert (
+        len(cut) == len(original)
+        and cut != original
+        and parse_config_space(cut) == parse_config_space(original)
+    )
 
 
 def test_cmdline_secrets_are_redacted() -> None:
-    line = ('BOOT_IMAGE=/vmlinuz root=UUID=6a1c0b7e-6f0e-4f4b-9d7c-1f3e2a9d8c11 ro iommu=pt rd.luks.key=/keys/root.key '
-            'bmc_password=hunter2 api_token="a b c" nfsroot=nfs://admin:s3cret@10.0.0.1/export quiet\n')
+    line = (
+        "BOOT_IMAGE=/vmlinuz root=UUID=6a1c0b7e-6f0e-4f4b-9d7c-1f3e2a9d8c11 ro iommu=pt rd.luks.key=/keys/root.key "
+        'bmc_password=hunter2 api_token="a b c" nfsroot=nfs://admin:s3cret@10.0.0.1/export quiet\n'
+    )
     out = scrub_cmdline(line)
     for secret in ("hunter2", "/keys/root.key", '"a b c"', "s3cret", "admin"):
         assert secret not in out
-    assert f"bmc_password={REDACTED}" in out and f"api_token={REDACTED}" in out and "iommu=pt" in out and "quiet" in out
+    assert (
+        f"bmc_password={REDACTED}" in out
+        and f"api_token={REDACTED}" in out
+        and "iommu=pt" in out
+        and "quiet" in out
+    )
     assert out.endswith("\n")
     assert scrub_cmdline(line, strict=True) == "iommu=pt\n"
 
@@ -97,7 +112,9 @@ def test_cmdline_and_transceiver_serial_in_a_scrubbed_snapshot(host_copy, tmp_pa
     host = host_copy("roce-healthy")
     (host / "proc/cmdline").write_text("BOOT_IMAGE=/vmlinuz ro iommu=pt ipmi_password=hunter2\n")
     sample = (SAMPLES / "ethtool_m_qsfp28_mellanox.txt").read_text().split("\n", 2)[2]
-    next((host / "cmd").glob("*-ethtool_m_ens0np0")).write_text(sample)  # the capture's own slot, whatever its number
+    next((host / "cmd").glob("*-ethtool_m_ens0np0")).write_text(
+        sample
+    )  # the capture's own slot, whatever its number
     out, _ = take_snapshot(Root.at(host), tmp_path / "s.tar.gz", scrub=True)
     blob = b"".join(_members(out).values())
     assert b"hunter2" not in blob and b"MT1708FT01255" not in blob

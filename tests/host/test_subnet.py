@@ -15,7 +15,13 @@ from tests.conftest import FIXTURE_HOSTS, SAMPLES
 def test_sminfo_real_line() -> None:
     info = parse_sminfo((SAMPLES / "sminfo_master.txt").read_text())
     assert (info.lid, info.guid, info.activity, info.priority, info.state, info.state_name) == (
-        2, "0x2c90200259201", 6881, 0, 3, "SMINFO_MASTER")
+        2,
+        "0x2c90200259201",
+        6881,
+        0,
+        3,
+        "SMINFO_MASTER",
+    )
     assert parse_sminfo("sminfo: iberror: failed: query") is None
 
 
@@ -25,7 +31,11 @@ def test_sm_lid_read_from_sysfs() -> None:
 
 
 def findings(path: Path):
-    return [(f.severity, f.subject, f.message) for f in run_doctor(Root.at(path)).findings if f.id == "rdma.subnet_manager"]
+    return [
+        (f.severity, f.subject, f.message)
+        for f in run_doctor(Root.at(path)).findings
+        if f.id == "rdma.subnet_manager"
+    ]
 
 
 def set_sminfo(path: Path, text: str | None, rc: int = 0) -> None:
@@ -58,7 +68,10 @@ def test_active_port_without_sm_lid_fails(host_copy) -> None:
 
 def test_standby_sm_warns_and_sysfs_alone_passes(host_copy) -> None:
     path = host_copy("ib-ndr-healthy")
-    set_sminfo(path, "sminfo: sm lid 1 sm guid 0x98039b0300a1b2c0, activity count 12 priority 14 state 2 SMINFO_STANDBY\n")
+    set_sminfo(
+        path,
+        "sminfo: sm lid 1 sm guid 0x98039b0300a1b2c0, activity count 12 priority 14 state 2 SMINFO_STANDBY\n",
+    )
     assert [s for s, _subj, _m in findings(path)] == [Severity.WARN]
     set_sminfo(path, None)
     got = findings(path)

@@ -18,7 +18,11 @@ def test_superscript_port_and_gid_names_are_ignored(tmp_path: Path) -> None:
     (device / "ports" / "²").mkdir()
     (device / "ports" / "²" / "state").write_text("4: ACTIVE\n")
     (device / "ports" / "1" / "gids" / "²").write_text("fe80::1\n")
-    proc = subprocess.run([sys.executable, "-m", "fabricscope", "doctor", "--root", str(root), "--json"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fabricscope", "doctor", "--root", str(root), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode in (0, 1), proc.stderr
     assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr

@@ -48,9 +48,15 @@ def _our_store_write(port: int, key: str, value: str) -> None:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
             greeting = recv_frame(sock, time.monotonic() + 1)
-            send_frame(sock, {"op": "hello", "rank": 1, "node": "local1", "nonce": secrets.token_hex(16), "mac": None}, time.monotonic() + 1)
+            send_frame(
+                sock,
+                {"op": "hello", "rank": 1, "node": "local1", "nonce": secrets.token_hex(16), "mac": None},
+                time.monotonic() + 1,
+            )
             recv_frame(sock, time.monotonic() + 1)
-            send_frame(sock, {"op": "set", "key": key, "value": value, "seq": 1, "mac": None}, time.monotonic() + 1)
+            send_frame(
+                sock, {"op": "set", "key": key, "value": value, "seq": 1, "mac": None}, time.monotonic() + 1
+            )
             recv_frame(sock, time.monotonic() + 1)
             del greeting
     except Exception:
@@ -79,7 +85,13 @@ def pickle_rank(port: int, canary: str) -> None:
 
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=1, world_size=2, timeout=datetime.timedelta(seconds=20))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=1,
+        world_size=2,
+        timeout=datetime.timedelta(seconds=20),
+    )
     try:
         dist.all_gather_object([None, None], _Canary(canary))
     finally:

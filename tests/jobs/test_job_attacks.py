@@ -59,7 +59,9 @@ def test_a_stranger_cannot_steer_what_fleet_doctor_drains(tmp_path: Path) -> Non
         _stop(stranger)
     assert proc.returncode == 1, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
-    assert {x["node"] for d in doc["drift"] if d["id"] == "fleet.firmware" for x in d["differing"]} == {"local1"}
+    assert {x["node"] for d in doc["drift"] if d["id"] == "fleet.firmware" for x in d["differing"]} == {
+        "local1"
+    }
     assert [a["node"] for a in doc["actions"] if a["kind"] == "slurm.drain"] == ["local1"], doc["actions"]
 
 
@@ -112,7 +114,9 @@ def _munged(tmp_path: Path) -> dict[str, str]:
         skip_unless_ci("munged (Debian's munge) and root are needed")
     import tempfile
 
-    base = Path(tempfile.mkdtemp(prefix="fabricscope-test-munge-", dir="/tmp"))  # munged wants every parent open to all
+    base = Path(
+        tempfile.mkdtemp(prefix="fabricscope-test-munge-", dir="/tmp")
+    )  # munged wants every parent open to all
     os.chmod(base, 0o755)
     (base / "key").write_bytes(os.urandom(1024))
     os.chmod(base / "key", 0o600)
@@ -142,7 +146,21 @@ def test_under_slurm_without_a_token_incast_keeps_strangers_out_through_munge(tm
         base = {"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "3", "SLURM_JOB_NODELIST": "localhost", "MASTER_ADDR": "127.0.0.1",
                 "MASTER_PORT": str(port), "FABRICSCOPE_MUNGE_SOCKET": munge["FABRICSCOPE_MUNGE_SOCKET"],
                 "FABRICSCOPE_JOB_TOKEN": "", "RANK": "", "WORLD_SIZE": "", "FABRICSCOPE_DB": str(tmp_path / "h.db")}  # fmt: skip
-        args = [sys.executable, "-m", "fabricscope", "bench", "incast", "--rounds", "2", "--size", "16KiB", "--timeout", "30", "--json", "--no-store"]
+        args = [
+            sys.executable,
+            "-m",
+            "fabricscope",
+            "bench",
+            "incast",
+            "--rounds",
+            "2",
+            "--size",
+            "16KiB",
+            "--timeout",
+            "30",
+            "--json",
+            "--no-store",
+        ]
         ranks = [subprocess.Popen(args, env={**os.environ, **base, "SLURM_PROCID": str(r), "SLURM_LOCALID": str(r),
                                              "FABRICSCOPE_HOST": f"n{r}"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for r in (0,)]  # fmt: skip

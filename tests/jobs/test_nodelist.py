@@ -36,10 +36,20 @@ def test_ood_core_54_tacc_formats() -> None:
 
 def test_several_brackets_in_one_name_and_the_brief_example() -> None:
     assert expand_hostlist("rack[1-2]-n[01-02]") == ["rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"]
-    assert expand_hostlist("gpu[01-04,07],cpu-a[1-2]") == ["gpu01", "gpu02", "gpu03", "gpu04", "gpu07", "cpu-a1", "cpu-a2"]
+    assert expand_hostlist("gpu[01-04,07],cpu-a[1-2]") == [
+        "gpu01",
+        "gpu02",
+        "gpu03",
+        "gpu04",
+        "gpu07",
+        "cpu-a1",
+        "cpu-a2",
+    ]
 
 
-@pytest.mark.parametrize("bad", ["gpu[01-", "gpu[[1-2]]", "gpu[2-1]", "gpu[a-b]", "gpu]1[", "gpu[0-99999999]", "", "gpu;rm"])
+@pytest.mark.parametrize(
+    "bad", ["gpu[01-", "gpu[[1-2]]", "gpu[2-1]", "gpu[a-b]", "gpu]1[", "gpu[0-99999999]", "", "gpu;rm"]
+)
 def test_bad_node_lists_are_one_clear_error(bad: str) -> None:
     with pytest.raises(NodeListError):
         expand_hostlist(bad)

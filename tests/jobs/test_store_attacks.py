@@ -34,7 +34,9 @@ def _raw(port: int, source: str) -> socket.socket:
     return sock
 
 
-def _serve(world: int = 3, key: bytes | None = TOKEN.encode(), limits: StoreLimits | None = None) -> StoreServer:
+def _serve(
+    world: int = 3, key: bytes | None = TOKEN.encode(), limits: StoreLimits | None = None
+) -> StoreServer:
     server = StoreServer("127.0.0.1", 0, world, JOB, key, limits=limits)
     server.start()
     return server
@@ -59,7 +61,11 @@ def test_a_stranger_cannot_join_as_a_rank_and_is_logged_once_by_address(log_reco
                 StoreClient.open("127.0.0.1", server.port, 1, JOB, b"guessed-key-guessed-key", 5)
             sock = _raw(server.port, stranger)
             greeting = recv_frame(sock, time.monotonic() + 5)
-            send_frame(sock, {"op": "hello", "rank": 1, "node": "", "nonce": secrets.token_hex(16), "mac": None}, time.monotonic() + 5)
+            send_frame(
+                sock,
+                {"op": "hello", "rank": 1, "node": "", "nonce": secrets.token_hex(16), "mac": None},
+                time.monotonic() + 5,
+            )
             assert recv_frame(sock, time.monotonic() + 5) == {"ok": False, "error": "not authenticated"}
             assert greeting["signed"] is True
             sock.close()
@@ -99,7 +105,11 @@ def test_an_unsigned_write_of_the_key_rank_0_is_about_to_read_is_refused() -> No
                           "mac": sign(b"not-the-job-secret", [JOB, "hello", 1, "local1", greeting["nonce"], nonce])},
                    time.monotonic() + 5)  # fmt: skip
         reply = recv_frame(sock, time.monotonic() + 5)
-        send_frame(sock, {"op": "set", "key": "rank/1/gather", "value": "{}", "seq": 1, "mac": None}, time.monotonic() + 5)
+        send_frame(
+            sock,
+            {"op": "set", "key": "rank/1/gather", "value": "{}", "seq": 1, "mac": None},
+            time.monotonic() + 5,
+        )
         forged = 1
         assert reply.get("ok") is False
         sock.close()
@@ -152,13 +162,19 @@ def test_non_utf8_node_names_and_keys_are_refused_cleanly(log_records) -> None:
     try:
         sock = _raw(server.port, attacker_address())
         recv_frame(sock, time.monotonic() + 5)
-        body = b'{"op":"hello","rank":1,"node":"\xff\xfenode","nonce":"' + secrets.token_hex(16).encode() + b'"}'
+        body = (
+            b'{"op":"hello","rank":1,"node":"\xff\xfenode","nonce":"' + secrets.token_hex(16).encode() + b'"}'
+        )
         sock.sendall(len(body).to_bytes(4, "big") + body)
         assert sock.recv(100) == b""  # closed, no crash
         sock.close()
         sock = _raw(server.port, attacker_address())
         recv_frame(sock, time.monotonic() + 5)
-        send_frame(sock, {"op": "hello", "rank": 1, "node": "\udcff", "nonce": secrets.token_hex(16)}, time.monotonic() + 5)
+        send_frame(
+            sock,
+            {"op": "hello", "rank": 1, "node": "\udcff", "nonce": secrets.token_hex(16)},
+            time.monotonic() + 5,
+        )
         assert sock.recv(100) == b""
         sock.close()
         with pytest.raises(StoreError, match="not valid UTF-8"):  # a rank whose own node name is not UTF-8
@@ -187,7 +203,9 @@ def test_without_the_secret_nothing_can_be_read() -> None:
         rank0.set("rank/0/token", json.dumps("the-run-token"))
         sock = _raw(server.port, attacker_address())
         greeting = recv_frame(sock, time.monotonic() + 5)
-        send_frame(sock, {"op": "hello", "rank": 2, "node": "", "nonce": secrets.token_hex(16)}, time.monotonic() + 5)
+        send_frame(
+            sock, {"op": "hello", "rank": 2, "node": "", "nonce": secrets.token_hex(16)}, time.monotonic() + 5
+        )
         assert recv_frame(sock, time.monotonic() + 5)["ok"] is False
         send_frame(sock, {"op": "get", "key": "rank/0/token", "value": 1, "seq": 1}, time.monotonic() + 5)
         with pytest.raises(PeerError):
@@ -204,7 +222,11 @@ def test_a_replayed_request_is_refused() -> None:
         client = StoreClient.open("127.0.0.1", server.port, 1, JOB, TOKEN.encode(), 5)
         client.add("count", 1)
         fields = [JOB, 1, client.server_nonce, client.nonce, 1, "add", "count", 1]
-        send_frame(client.sock, {"op": "add", "key": "count", "value": 1, "seq": 1, "mac": sign(TOKEN.encode(), fields)}, time.monotonic() + 5)
+        send_frame(
+            client.sock,
+            {"op": "add", "key": "count", "value": 1, "seq": 1, "mac": sign(TOKEN.encode(), fields)},
+            time.monotonic() + 5,
+        )
         with pytest.raises(PeerError):
             recv_frame(client.sock, time.monotonic() + 3)
         other = StoreClient.open("127.0.0.1", server.port, 2, JOB, TOKEN.encode(), 5)

@@ -22,11 +22,19 @@ def lab_available() -> None:
             skip_unless_ci(f"lab tests need {tool} (Debian package {pkg})")
 
 
-def fs(*args: str, timeout: float = 300, env: dict | None = None, db: Path | None = None) -> subprocess.CompletedProcess[str]:
+def fs(
+    *args: str, timeout: float = 300, env: dict | None = None, db: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, **(env or {})}
     if db is not None:
         full["FABRICSCOPE_DB"] = str(db)
-    return subprocess.run([sys.executable, "-m", "fabricscope", *args], capture_output=True, text=True, env=full, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "fabricscope", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=timeout,
+    )
 
 
 # TCP payload per Ethernet frame at MTU 1500, the lab's default (tbf counts whole frames): 1448 / 1514

@@ -79,8 +79,12 @@ def test_lab_down_removes_the_probe_of_a_lab_up_killed_while_probing(lab_dir: Pa
 
     lab_available()
     lab = "tprobe"
-    child = subprocess.Popen([sys.executable, "-c", _PROBE_THEN_HANG, lab], stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    child = subprocess.Popen(
+        [sys.executable, "-c", _PROBE_THEN_HANG, lab],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )
     probe = ""
     try:
         probe = child.stdout.readline().strip()  # the probe namespace exists once this is printed

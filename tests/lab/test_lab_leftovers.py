@@ -37,8 +37,10 @@ def _plant(tmp: Path, marker: str, innocent_pid: int) -> list[Path]:
     """What a local user can leave in $TMPDIR: directory names that are regexes matching the
     innocent's command line, one with pid files naming it. Owned by nobody when we are root (as a
     local user's would be); owned by us otherwise, which must not help them either."""
-    names = [f"{tmp}/{slurm.TEMP_PREFIX}{slurm.purpose(LAB)}-x|sleep {marker}",
-             f"{tmp}/{slurm.TEMP_PREFIX}{slurm.purpose(LAB)}-.*{marker}"]
+    names = [
+        f"{tmp}/{slurm.TEMP_PREFIX}{slurm.purpose(LAB)}-x|sleep {marker}",
+        f"{tmp}/{slurm.TEMP_PREFIX}{slurm.purpose(LAB)}-.*{marker}",
+    ]
     planted = [Path(n) for n in names]
     for folder in planted:
         folder.mkdir()
@@ -46,11 +48,15 @@ def _plant(tmp: Path, marker: str, innocent_pid: int) -> list[Path]:
         (folder / "munged.pid").write_text(f"{innocent_pid}\n")
         (folder / "ctl" / "slurmctld.pid").write_text(f"{innocent_pid}\n")
     if os.geteuid() == 0:
-        os.chown(planted[0], NOBODY, NOBODY)  # the second stays ours: its pid files must not be trusted either
+        os.chown(
+            planted[0], NOBODY, NOBODY
+        )  # the second stays ours: its pid files must not be trusted either
     return planted
 
 
-def test_planted_leftover_names_never_choose_what_is_killed(tmp_path: Path, proc_marker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_planted_leftover_names_never_choose_what_is_killed(
+    tmp_path: Path, proc_marker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     innocent = _innocent(proc_marker)
     try:
@@ -80,7 +86,9 @@ def test_a_recorded_daemon_is_still_ended_by_its_pid_file(tmp_path: Path, proc_m
         daemon.wait()
 
 
-def test_a_directory_of_another_user_or_a_symlink_is_not_a_leftover(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_directory_of_another_user_or_a_symlink_is_not_a_leftover(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     ours = tmp_path / f"{slurm.TEMP_PREFIX}{slurm.purpose(LAB)}-ours"
     ours.mkdir()
@@ -92,7 +100,9 @@ def test_a_directory_of_another_user_or_a_symlink_is_not_a_leftover(tmp_path: Pa
         assert slurm.leftovers(LAB) == []
 
 
-def test_lab_down_as_root_spares_the_process_a_planted_name_points_at(tmp_path: Path, proc_marker: str, lab_dir: Path) -> None:
+def test_lab_down_as_root_spares_the_process_a_planted_name_points_at(
+    tmp_path: Path, proc_marker: str, lab_dir: Path
+) -> None:
     """The whole command, as root (CI runs it): ``lab down`` with the plants in its $TMPDIR."""
     lab_available()
     innocent = _innocent(proc_marker)

@@ -28,7 +28,9 @@ def test_odd_lab_names_are_refused(name: str) -> None:
         LabSpec(name=name, hosts=2)
 
 
-@pytest.mark.parametrize("command", [["lab", "up", "--name", "t1\n", "--hosts", "2"], ["lab", "down", "t1\n"]])
+@pytest.mark.parametrize(
+    "command", [["lab", "up", "--name", "t1\n", "--hosts", "2"], ["lab", "down", "t1\n"]]
+)
 def test_a_name_with_a_trailing_newline_is_one_line_exit_2(command: list[str]) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "fabricscope", *command], capture_output=True, text=True, timeout=60,
@@ -38,7 +40,16 @@ def test_a_name_with_a_trailing_newline_is_one_line_exit_2(command: list[str]) -
     assert len(proc.stderr.splitlines()) == 1 and "lab name 't1\\n'" in proc.stderr, proc.stderr
 
 
-PLANTED = ["fsl-t1-h1", "fsl-t1-x\ny", "fsl-t1-a b", "fsl-t1\n-h1", "fsl-t1 -h2", "fsl-t12-h1", "fsl-t1x-h1", "other"]
+PLANTED = [
+    "fsl-t1-h1",
+    "fsl-t1-x\ny",
+    "fsl-t1-a b",
+    "fsl-t1\n-h1",
+    "fsl-t1 -h2",
+    "fsl-t12-h1",
+    "fsl-t1x-h1",
+    "other",
+]
 
 
 def _runner() -> RecordingRunner:
@@ -50,7 +61,9 @@ def test_lab_namespaces_are_read_whole_and_swept_by_prefix(tmp_path: Path) -> No
     labs = Labs(_runner(), tmp_path / "s", tmp_path / "n")
     assert labs.namespaces() == sorted(n for n in PLANTED if n.startswith("fsl-"))
     # lab t1 owns fsl-t1-* and the leftovers of names a lab can no longer have; never lab t12's or t1x's
-    assert labs.lab_namespaces("t1") == sorted(["fsl-t1-h1", "fsl-t1-x\ny", "fsl-t1-a b", "fsl-t1\n-h1", "fsl-t1 -h2"])
+    assert labs.lab_namespaces("t1") == sorted(
+        ["fsl-t1-h1", "fsl-t1-x\ny", "fsl-t1-a b", "fsl-t1\n-h1", "fsl-t1 -h2"]
+    )
     assert labs.lab_namespaces("t12") == ["fsl-t12-h1"]
 
 

@@ -24,7 +24,14 @@ from fabricscope.lab.spec import (
 
 @pytest.mark.parametrize(
     ("text", "bps"),
-    [("1gbit", 10**9), ("250mbit", 250 * 10**6), ("100kbit", 10**5), ("1.5gbit", 1_500_000_000), ("10G", 10**10), ("64000", 64000)],
+    [
+        ("1gbit", 10**9),
+        ("250mbit", 250 * 10**6),
+        ("100kbit", 10**5),
+        ("1.5gbit", 1_500_000_000),
+        ("10G", 10**10),
+        ("64000", 64000),
+    ],
 )
 def test_parse_rate(text: str, bps: int) -> None:
     assert parse_rate(text) == bps
@@ -66,7 +73,9 @@ def test_spec_validation() -> None:
         LabSpec(name="a", hosts=4, loss_pct=1.0, loss_on=("h9",))
     with pytest.raises(ValueError):
         LabSpec(name="a", hosts=4, loss_on=("h2",))  # --loss-on without --loss
-    spec = LabSpec(name="a", topology="leaf-spine", hosts=8, hosts_per_leaf=4, link_rate_bps=10**9, oversubscription=4.0)
+    spec = LabSpec(
+        name="a", topology="leaf-spine", hosts=8, hosts_per_leaf=4, link_rate_bps=10**9, oversubscription=4.0
+    )
     assert spec.leaves == 2
     assert spec.effective_uplink_bps == 10**9  # 4 x 1 Gbit/s / 4
     assert LabSpec(name="a", topology="leaf-spine", hosts=5, hosts_per_leaf=2).leaves == 3
@@ -83,10 +92,22 @@ def test_star_plan() -> None:
 
 
 def test_leaf_spine_plan_places_hosts_under_leaves() -> None:
-    plan = build_plan(LabSpec(name="ls", topology="leaf-spine", hosts=8, hosts_per_leaf=4, link_rate_bps=10**9, oversubscription=4.0))
+    plan = build_plan(
+        LabSpec(
+            name="ls",
+            topology="leaf-spine",
+            hosts=8,
+            hosts_per_leaf=4,
+            link_rate_bps=10**9,
+            oversubscription=4.0,
+        )
+    )
     assert plan.switches == ("leaf1", "leaf2", "spine")
     assert [h.leaf for h in plan.hosts] == ["leaf1"] * 4 + ["leaf2"] * 4
-    assert [(u.leaf, u.spine, u.rate_bps) for u in plan.uplinks] == [("leaf1", "spine", 10**9), ("leaf2", "spine", 10**9)]
+    assert [(u.leaf, u.spine, u.rate_bps) for u in plan.uplinks] == [
+        ("leaf1", "spine", 10**9),
+        ("leaf2", "spine", 10**9),
+    ]
     assert all(len(u.leaf_port) <= 15 and len(u.spine_port) <= 15 for u in plan.uplinks)
 
 
@@ -95,7 +116,10 @@ def test_rail_plan_gives_each_host_one_nic_per_rail() -> None:
     assert plan.switches == ("rail0", "rail1", "rail2")
     h2 = plan.host("h2")
     assert [(p.dev, p.switch, p.address) for p in h2.ports] == [
-        ("eth0", "rail0", "198.18.0.2"), ("eth1", "rail1", "198.18.1.2"), ("eth2", "rail2", "198.18.2.2")]
+        ("eth0", "rail0", "198.18.0.2"),
+        ("eth1", "rail1", "198.18.1.2"),
+        ("eth2", "rail2", "198.18.2.2"),
+    ]
 
 
 def test_tbf_bucket_holds_gso_packets_and_queue_holds_50ms() -> None:
@@ -112,12 +136,17 @@ def test_a_switch_port_takes_gso_packets_of_up_to_9_frames_whole() -> None:
     args = tbf_args(200_000_000, queue_bytes=65536)
     assert int(args[args.index("burst") + 1]) == 15140
     assert switch_gso_frames(200_000_000) == 9
-    assert switch_gso_frames(8 * 1514 * 10**6 // 100, mtu=1500) == 10  # a rate at which 10 frames are whole microseconds
+    assert (
+        switch_gso_frames(8 * 1514 * 10**6 // 100, mtu=1500) == 10
+    )  # a rate at which 10 frames are whole microseconds
 
 
 def test_loss_rules_drop_both_directions() -> None:
     rules = _loss_rules(["h3"], 2.0)
-    assert rules == ['iifname "h3" numgen random mod 1000000 < 20000 drop', 'oifname "h3" numgen random mod 1000000 < 20000 drop']
+    assert rules == [
+        'iifname "h3" numgen random mod 1000000 < 20000 drop',
+        'oifname "h3" numgen random mod 1000000 < 20000 drop',
+    ]
     assert _loss_rules(["h3"], 0.0) == []
 
 
@@ -131,9 +160,13 @@ def test_up_commands_recorded(tmp_path, monkeypatch) -> None:
     calls = [" ".join(c) for c in runner.calls]
     assert "ip netns add fsl-rec-h1" in calls and "ip netns add fsl-rec-fab" in calls
     assert "ip -n fsl-rec-h1 link add eth0 type veth peer name h1 netns fsl-rec-fab" in calls
-    assert any(c.startswith("tc -n fsl-rec-fab qdisc replace dev h2 root tbf rate 100000000bit") for c in calls)
+    assert any(
+        c.startswith("tc -n fsl-rec-fab qdisc replace dev h2 root tbf rate 100000000bit") for c in calls
+    )
     assert any(c.startswith("tc -n fsl-rec-h2 qdisc replace dev eth0 root tbf") for c in calls)
-    script = [i for c, i in zip(runner.calls, runner.inputs) if c[-3:] == ("nft", "-f", "-") and "fab" in c[3]][-1]
+    script = [
+        i for c, i in zip(runner.calls, runner.inputs) if c[-3:] == ("nft", "-f", "-") and "fab" in c[3]
+    ][-1]
     assert 'iifname "h2" numgen random mod 1000000 < 10000 drop' in script and '"h1"' not in script
     assert "\n198.18.0.2\th2 h2-eth0\n" in (tmp_path / "netns" / "fsl-rec-h1" / "hosts").read_text()
     state = labs.load("rec")
@@ -152,7 +185,9 @@ def test_capability_check_names_missing_kernel_feature(tmp_path, monkeypatch) ->
     monkeypatch.setattr("os.geteuid", lambda: 0)
     runner = RecordingRunner(failures={("tc", "-n"): "Error: Specified qdisc kind is unknown."})
     labs = Labs(runner, tmp_path / "s", tmp_path / "n")
-    with pytest.raises(LabError, match=r"lacks tc tbf shaping \(sch_tbf\): Error: Specified qdisc kind is unknown"):
+    with pytest.raises(
+        LabError, match=r"lacks tc tbf shaping \(sch_tbf\): Error: Specified qdisc kind is unknown"
+    ):
         labs.up(LabSpec(name="notbf", hosts=2, link_rate_bps=10**9))
     # the probe is named inside the lab's prefix, so `lab down notbf` sweeps one a SIGKILL left
     assert ("ip", "netns", "del", f"fsl-notbf-probe{__import__('os').getpid()}") in runner.calls
@@ -176,7 +211,11 @@ def test_needs_root(monkeypatch, tmp_path) -> None:
 
 
 def test_state_round_trip_keeps_link_overrides() -> None:
-    state = LabState(LabSpec(name="s", hosts=4, link_rate_bps=10**9), status="up", links={"h3": LinkSetting(25 * 10**7, 1.0)})
+    state = LabState(
+        LabSpec(name="s", hosts=4, link_rate_bps=10**9),
+        status="up",
+        links={"h3": LinkSetting(25 * 10**7, 1.0)},
+    )
     again = LabState.from_dict(state.to_dict())
     assert again.link("h3").rate_bps == 25 * 10**7 and again.link("h3").loss_pct == 1.0
     assert again.link("h1").rate_bps == 10**9
@@ -188,7 +227,13 @@ def test_host_specs_set_torchrun_variables() -> None:
     assert [s.label for s in specs] == ["h2", "h4"]
     assert specs[1].argv == ("ip", "netns", "exec", "fsl-e-h4", "python", "x.py")
     env = specs[1].env
-    assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["MASTER_ADDR"], env["MASTER_PORT"]) == ("1", "2", "0", "198.18.0.2", "29999")
+    assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["MASTER_ADDR"], env["MASTER_PORT"]) == (
+        "1",
+        "2",
+        "0",
+        "198.18.0.2",
+        "29999",
+    )
     with pytest.raises(LabError):
         host_specs(state, ["true"], hosts=["h2", "h2"])
     with pytest.raises(LabError):
@@ -207,8 +252,12 @@ def test_exec_runs_in_the_hosts_namespace() -> None:
 
 def test_run_attached_reports_exit_signal_and_deadline() -> None:
     runner = Runner()
-    assert runner.run_attached([sys.executable, "-c", "raise SystemExit(3)"], 30.0) == Attached(3, timed_out=False)
-    killed = runner.run_attached([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"], 30.0)
+    assert runner.run_attached([sys.executable, "-c", "raise SystemExit(3)"], 30.0) == Attached(
+        3, timed_out=False
+    )
+    killed = runner.run_attached(
+        [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"], 30.0
+    )
     assert (killed.rc, killed.timed_out) == (128 + 15, False)
     late = runner.run_attached([sys.executable, "-c", "import time; time.sleep(30)"], 0.3)
     assert late.timed_out

@@ -32,8 +32,13 @@ SRUN_WAIT_S = "30"  # srun waits forever for a drained or dead node: --immediate
 
 def _available() -> None:
     lab_available()
-    for tool, package in (("slurmd", "slurm-wlm"), ("slurmctld", "slurm-wlm"), ("srun", "slurm-wlm"), ("munged", "munge"),
-                          ("nsenter", "util-linux")):
+    for tool, package in (
+        ("slurmd", "slurm-wlm"),
+        ("slurmctld", "slurm-wlm"),
+        ("srun", "slurm-wlm"),
+        ("munged", "munge"),
+        ("nsenter", "util-linux"),
+    ):
         if not shutil.which(tool):
             skip_unless_ci(f"the Slurm lab needs {tool} (Debian package {package})")
     try:
@@ -64,16 +69,27 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     roots.mkdir()
     for name, host in zip(HOSTS, built):
         (roots / name).symlink_to(host)
-    env = {"FABRICSCOPE_LAB_DIR": str(base / "labstate"), "FABRICSCOPE_ACTION_LOG": str(base / "actions.log"),
-           "FABRICSCOPE_DB": str(base / "history.db")}
+    env = {
+        "FABRICSCOPE_LAB_DIR": str(base / "labstate"),
+        "FABRICSCOPE_ACTION_LOG": str(base / "actions.log"),
+        "FABRICSCOPE_DB": str(base / "history.db"),
+    }
     up = fs("lab", "up", "--name", LAB, "--hosts", str(len(HOSTS)), "--slurm", "--json", env=env)
     try:
         assert up.returncode == 0, up.stderr
         doc = json.loads(up.stdout)
         env["SLURM_CONF"] = doc["slurm"]["conf"]
-        env["FABRICSCOPE_MUNGE_SOCKET"] = str(slurm.munge_socket(Path(doc["slurm"]["conf"]).parent))  # not munged's default
+        env["FABRICSCOPE_MUNGE_SOCKET"] = str(
+            slurm.munge_socket(Path(doc["slurm"]["conf"]).parent)
+        )  # not munged's default
         env["FABRICSCOPE_JOB_TOKEN"] = ""  # the secret comes through munge
-        yield {"env": env, "roots": roots, "spare": built[4], "dir": Path(doc["slurm"]["conf"]).parent, "status": doc}
+        yield {
+            "env": env,
+            "roots": roots,
+            "spare": built[4],
+            "dir": Path(doc["slurm"]["conf"]).parent,
+            "status": doc,
+        }
     finally:
         fs("lab", "down", LAB, env=env)
 
@@ -96,8 +112,19 @@ def test_srun_runs_each_task_inside_its_lab_hosts_namespace(cluster) -> None:
 
 
 def _fleet_doctor(cluster, *extra: str) -> subprocess.CompletedProcess[str]:
-    return srun(cluster["env"], sys.executable, "-m", "fabricscope", "fleet", "doctor",
-                "--root", f"{cluster['roots']}/{{host}}", "--timeout", "60", *extra)
+    return srun(
+        cluster["env"],
+        sys.executable,
+        "-m",
+        "fabricscope",
+        "fleet",
+        "doctor",
+        "--root",
+        f"{cluster['roots']}/{{host}}",
+        "--timeout",
+        "60",
+        *extra,
+    )
 
 
 def _drained(env: dict[str, str]) -> dict[str, str]:
@@ -122,7 +149,9 @@ def _settled_states(env: dict[str, str], limit_s: float = 15.0) -> dict[str, str
 
     end = time.monotonic() + limit_s
     while True:
-        states = dict(line.split() for line in run(["sinfo", "-h", "-N", "-o", "%N %T"], env).stdout.splitlines())
+        states = dict(
+            line.split() for line in run(["sinfo", "-h", "-N", "-o", "%N %T"], env).stdout.splitlines()
+        )
         if not any(s.endswith("*") for s in states.values()) or time.monotonic() > end:
             return states
         time.sleep(0.2)
@@ -135,28 +164,68 @@ def test_drain_then_resume_only_what_fabricscope_drained(cluster) -> None:
     assert "done      scontrol update NodeName=h3 State=DRAIN" in drained.stdout
     assert _drained(env) == {"h3": "fabricscope: fleet.firmware mlx5_0"}
     show = run(["scontrol", "show", "node", "h3"], env).stdout
-    assert "DRAIN" in show.split("State=", 1)[1].split()[0] and "Reason=fabricscope: fleet.firmware mlx5_0 [root@" in show
+    assert (
+        "DRAIN" in show.split("State=", 1)[1].split()[0]
+        and "Reason=fabricscope: fleet.firmware mlx5_0 [root@" in show
+    )
 
     # someone else drains h4 for their own reason; h3's firmware is fixed
-    assert run(["scontrol", "update", "NodeName=h4", "State=DRAIN", "Reason=disk replacement"], env).returncode == 0
+    assert (
+        run(["scontrol", "update", "NodeName=h4", "State=DRAIN", "Reason=disk replacement"], env).returncode
+        == 0
+    )
     (cluster["roots"] / "h3").unlink()
     (cluster["roots"] / "h3").symlink_to(cluster["spare"])
     # srun cannot place a task on a drained node: the recheck runs on every lab host outside Slurm
-    resumed = fs("fleet", "doctor", "--launch", f"lab:{LAB}", "--root", f"{cluster['roots']}/{{host}}", "--timeout", "60",
-                 "--fail-on", "warn", "--slurm-resume", "--apply", env=env)
+    resumed = fs(
+        "fleet",
+        "doctor",
+        "--launch",
+        f"lab:{LAB}",
+        "--root",
+        f"{cluster['roots']}/{{host}}",
+        "--timeout",
+        "60",
+        "--fail-on",
+        "warn",
+        "--slurm-resume",
+        "--apply",
+        env=env,
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "done      scontrol update NodeName=h3 State=RESUME" in resumed.stdout and "h4" not in resumed.stdout
+    assert (
+        "done      scontrol update NodeName=h3 State=RESUME" in resumed.stdout and "h4" not in resumed.stdout
+    )
     assert _drained(env) == {"h4": "disk replacement"}
     states = _settled_states(env)
     assert states["h3"] == "idle" and states["h4"] == "drained"
     logged = [json.loads(line) for line in Path(env["FABRICSCOPE_ACTION_LOG"]).read_text().splitlines()]
-    assert [(a["kind"], a["node"], a["ok"]) for a in logged] == [("slurm.drain", "h3", True), ("slurm.resume", "h3", True)]
+    assert [(a["kind"], a["node"], a["ok"]) for a in logged] == [
+        ("slurm.drain", "h3", True),
+        ("slurm.resume", "h3", True),
+    ]
     assert run(["scontrol", "update", "NodeName=h4", "State=RESUME"], env).returncode == 0
 
 
 def test_bench_collective_runs_through_slurm(cluster) -> None:
-    proc = srun(cluster["env"], sys.executable, "-m", "fabricscope", "bench", "collective", "--sizes", "64K",
-                "--iters", "3", "--warmup", "1", "--timeout", "60", "--no-store", "--json")
+    proc = srun(
+        cluster["env"],
+        sys.executable,
+        "-m",
+        "fabricscope",
+        "bench",
+        "collective",
+        "--sizes",
+        "64K",
+        "--iters",
+        "3",
+        "--warmup",
+        "1",
+        "--timeout",
+        "60",
+        "--no-store",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
     assert doc["entries"][0]["wrong"] == 0 and len(doc["entries"][0]["per_rank_time_s"]) == len(HOSTS)

@@ -14,12 +14,14 @@ from fabricscope.lab.runner import RecordingRunner
 from fabricscope.lab.spec import LabError, LabSpec
 
 ALL_TOOLS = ("ip", "tc", "nft", *slurm.TOOLS)
-NO_LEG = {("ip", "-o", "link", "show", "dev"): "Device \"fslsl\" does not exist."}  # the leg's name is free
+NO_LEG = {("ip", "-o", "link", "show", "dev"): 'Device "fslsl" does not exist.'}  # the leg's name is free
 
 
 def _started(tmp_path: Path, **spec) -> tuple[RecordingRunner, Path]:
     plan = build_plan(LabSpec(name="sl", hosts=3, slurm=True, **spec))
-    runner = RecordingRunner(tools=ALL_TOOLS, responses={("env",): "h1 idle\nh2 idle\nh3 idle\n"}, failures=NO_LEG)
+    runner = RecordingRunner(
+        tools=ALL_TOOLS, responses={("env",): "h1 idle\nh2 idle\nh3 idle\n"}, failures=NO_LEG
+    )
     folder = tmp_path / "slurm"
     folder.mkdir()
     hosts = {h.name: tmp_path / "netns" / h.namespace / "hosts" for h in plan.hosts}
@@ -42,7 +44,9 @@ def test_conf_names_every_lab_host_at_its_lab_address(tmp_path: Path) -> None:
     assert "ProctrackType=proctrack/linuxproc" in lines and "TaskPlugin=task/none" in lines
 
 
-def test_slurmd_enters_only_the_network_namespace_with_its_own_hostname_and_hosts_file(tmp_path: Path) -> None:
+def test_slurmd_enters_only_the_network_namespace_with_its_own_hostname_and_hosts_file(
+    tmp_path: Path,
+) -> None:
     runner, folder = _started(tmp_path)
     slurmds = [c for c in runner.calls if "slurmd" in c]
     assert len(slurmds) == 3
@@ -50,19 +54,45 @@ def test_slurmd_enters_only_the_network_namespace_with_its_own_hostname_and_host
         # `ip netns exec` remounts /sys and slurmd's cgroup plugin dies: nsenter --net only
         assert call[:2] == ("nsenter", f"--net=/run/netns/fsl-sl-h{i}") and "netns" not in call[2:]
         assert call[2:7] == ("unshare", "--uts", "--mount", "--propagation", "slave")
-        script_args = call[call.index("-c") + 3:]  # after the script and its $0
+        script_args = call[call.index("-c") + 3 :]  # after the script and its $0
         assert script_args[:2] == (str(tmp_path / "netns" / f"fsl-sl-h{i}" / "hosts"), f"h{i}")
         assert script_args[2:] == ("slurmd", "-f", str(folder / "slurm.conf"), "-N", f"h{i}")
     ctl = next(c for c in runner.calls if "slurmctld" in c)
     assert ctl[:2] == ("unshare", "--uts") and ctl[-3:] == ("slurmctld", "-f", str(folder / "slurm.conf"))
-    assert (folder / "munge.key").stat().st_mode & 0o777 == 0o600 and len((folder / "munge.key").read_bytes()) == 1024
+    assert (folder / "munge.key").stat().st_mode & 0o777 == 0o600 and len(
+        (folder / "munge.key").read_bytes()
+    ) == 1024
     assert (folder / "munge").stat().st_mode & 0o777 == 0o755
 
 
 def test_the_leg_joins_the_switch_of_the_first_subnet(tmp_path: Path) -> None:
     runner, _ = _started(tmp_path, topology="leaf-spine", hosts_per_leaf=2)
-    assert ("ip", "link", "add", "fslsl", "type", "veth", "peer", "name", "ctl", "netns", "fsl-sl-fab") in runner.calls
-    assert ("ip", "-n", "fsl-sl-fab", "link", "set", "ctl", "mtu", "1500", "master", "leaf1", "up") in runner.calls
+    assert (
+        "ip",
+        "link",
+        "add",
+        "fslsl",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "ctl",
+        "netns",
+        "fsl-sl-fab",
+    ) in runner.calls
+    assert (
+        "ip",
+        "-n",
+        "fsl-sl-fab",
+        "link",
+        "set",
+        "ctl",
+        "mtu",
+        "1500",
+        "master",
+        "leaf1",
+        "up",
+    ) in runner.calls
     assert ("ip", "addr", "add", "198.18.0.254/24", "dev", "fslsl") in runner.calls
 
 

@@ -34,8 +34,13 @@ def true_busbw_gbs(op: str, size: int, ranks: int, nodes: int) -> float:
 
     row = find(op)
     assert row is not None, op
-    params = {**FIXTURE_HARDWARE, "gpus_per_node": max(1, ranks // nodes), "nodes": nodes, "op": row.name,
-              "size": str(size)}
+    params = {
+        **FIXTURE_HARDWARE,
+        "gpus_per_node": max(1, ranks // nodes),
+        "nodes": nodes,
+        "op": row.name,
+        "size": str(size),
+    }
     params["nics_per_node"] = min(8, params["gpus_per_node"])
     try:
         return float(run_collective(params)["busbw_GBps"])
@@ -43,29 +48,75 @@ def true_busbw_gbs(op: str, size: int, ranks: int, nodes: int) -> float:
         return 100.0
 
 
-def record_line(*, comm_id: str, comm_name: str, rank: int, n_ranks: int, n_nodes: int, op: str, seq: int,
-                size: int, busbw_gbs: float, hostname: str, pid: int, now_us: int) -> str:
+def record_line(
+    *,
+    comm_id: str,
+    comm_name: str,
+    rank: int,
+    n_ranks: int,
+    n_nodes: int,
+    op: str,
+    seq: int,
+    size: int,
+    busbw_gbs: float,
+    hostname: str,
+    pid: int,
+    now_us: int,
+) -> str:
     """One line of a dump, as inspectorCommInfoDumpColl writes it (exec time in whole microseconds,
     the bandwidths recomputed from it as the plugin does)."""
     row = find(op)
     factor = bus_factor(row.name, n_ranks) if row is not None else 1.0
     exec_us = max(1, round(size / (busbw_gbs / factor * 1e3)))
     algbw = size / exec_us / 1e3
-    return json.dumps({
-        "header": {"id": comm_id, "comm_name": comm_name, "rank": rank, "n_ranks": n_ranks, "nnodes": n_nodes},
-        "metadata": {"inspector_output_format_version": "v4.0", "git_rev": "", "rec_mechanism": "nccl_profiler_interface",
-                     "dump_timestamp_us": now_us, "hostname": hostname, "pid": pid},
-        "coll_perf": {"coll": op, "coll_sn": seq, "coll_msg_size_bytes": size, "coll_exec_time_us": exec_us,
-                      "coll_timing_source": "kernel_gpu", "coll_algobw_gbs": round(algbw, 6),
-                      "coll_busbw_gbs": round(algbw * factor, 6)},
-    }, separators=(",", ":"))
+    return json.dumps(
+        {
+            "header": {
+                "id": comm_id,
+                "comm_name": comm_name,
+                "rank": rank,
+                "n_ranks": n_ranks,
+                "nnodes": n_nodes,
+            },
+            "metadata": {
+                "inspector_output_format_version": "v4.0",
+                "git_rev": "",
+                "rec_mechanism": "nccl_profiler_interface",
+                "dump_timestamp_us": now_us,
+                "hostname": hostname,
+                "pid": pid,
+            },
+            "coll_perf": {
+                "coll": op,
+                "coll_sn": seq,
+                "coll_msg_size_bytes": size,
+                "coll_exec_time_us": exec_us,
+                "coll_timing_source": "kernel_gpu",
+                "coll_algobw_gbs": round(algbw, 6),
+                "coll_busbw_gbs": round(algbw * factor, 6),
+            },
+        },
+        separators=(",", ":"),
+    )
 
 
-def prom_lines(*, comm_name: str, node: str, gpu: int, n_ranks: int, n_nodes: int, op: str, size: int,
-               busbw_gbs: float, exec_us: float) -> str:
-    labels = (f'version="v5.1",slurm_job_id="unknown",node="{node}",gpu="GPU{gpu}",comm_name="{comm_name}",'
-              f'n_nodes="{n_nodes}",nranks="{n_ranks}",collective="{op}",message_size="{size_bucket(size)}",'
-              'algo_proto="Ring_simple"')
+def prom_lines(
+    *,
+    comm_name: str,
+    node: str,
+    gpu: int,
+    n_ranks: int,
+    n_nodes: int,
+    op: str,
+    size: int,
+    busbw_gbs: float,
+    exec_us: float,
+) -> str:
+    labels = (
+        f'version="v5.1",slurm_job_id="unknown",node="{node}",gpu="GPU{gpu}",comm_name="{comm_name}",'
+        f'n_nodes="{n_nodes}",nranks="{n_ranks}",collective="{op}",message_size="{size_bucket(size)}",'
+        'algo_proto="Ring_simple"'
+    )
     return f"nccl_bus_bandwidth_gbs{{{labels}}} {busbw_gbs:.6g}\nnccl_collective_exec_time_microseconds{{{labels}}} {exec_us:.6g}\n"
 
 
@@ -103,10 +154,22 @@ class DumpWriter:
                     comm.seq += 1
                     true = true_busbw_gbs(op, size, comm.n_ranks, comm.n_nodes) if find(op) else 100.0
                     for rank in comm.local_ranks:
-                        out.append(record_line(comm_id=comm.comm_id, comm_name=comm.name, rank=rank, n_ranks=comm.n_ranks,
-                                               n_nodes=comm.n_nodes, op=op, seq=comm.seq, size=size,
-                                               busbw_gbs=true * comm.slow.get(rank, 1.0), hostname=self.hostname,
-                                               pid=self.pid, now_us=now_us))
+                        out.append(
+                            record_line(
+                                comm_id=comm.comm_id,
+                                comm_name=comm.name,
+                                rank=rank,
+                                n_ranks=comm.n_ranks,
+                                n_nodes=comm.n_nodes,
+                                op=op,
+                                seq=comm.seq,
+                                size=size,
+                                busbw_gbs=true * comm.slow.get(rank, 1.0),
+                                hostname=self.hostname,
+                                pid=self.pid,
+                                now_us=now_us,
+                            )
+                        )
         with open(self.path, "a") as handle:
             handle.write("".join(line + "\n" for line in out))
         self.lines += len(out)

@@ -52,10 +52,17 @@ def produced(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     roots = [FIXTURE_HOSTS / host for host in all_hosts()]
     roots.append(full_mlx5_host(tmp_path_factory.mktemp("hosts")))
     inspector = tmp_path_factory.mktemp("inspector")
-    DumpWriter(inspector).round([Communicator("0x7f8c496ae9f661", "DP", 16, 2, tuple(range(8, 16)), slow={11: 0.5})])
+    DumpWriter(inspector).round(
+        [Communicator("0x7f8c496ae9f661", "DP", 16, 2, tuple(range(8, 16)), slow={11: 0.5})]
+    )
     for root in roots:
-        exporter = make_exporter(root, doctor_interval_s=300.0, nccl_globs=(str(log),), nccl_from_start=True,
-                                 inspector_dirs=(str(inspector),))
+        exporter = make_exporter(
+            root,
+            doctor_interval_s=300.0,
+            nccl_globs=(str(log),),
+            nccl_from_start=True,
+            inspector_dirs=(str(inspector),),
+        )
         names |= sample_names(exporter.render().decode())
     return names
 

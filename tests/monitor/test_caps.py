@@ -10,7 +10,12 @@ from pathlib import Path
 from fabricscope.host.sysfs import MAX_COUNTER_FILES, MAX_RDMA_PORTS
 from tests.monitor.conftest import make_exporter, samples, value
 
-PORT_FILES = {"state": "4: ACTIVE", "phys_state": "5: LinkUp", "rate": "400 Gb/sec (4X NDR)", "link_layer": "InfiniBand"}
+PORT_FILES = {
+    "state": "4: ACTIVE",
+    "phys_state": "5: LinkUp",
+    "rate": "400 Gb/sec (4X NDR)",
+    "link_layer": "InfiniBand",
+}
 
 
 def _archive(path: Path, files: dict[str, str]) -> Path:
@@ -44,9 +49,15 @@ def test_twenty_thousand_ports_are_capped_and_the_drop_is_exported(tmp_path: Pat
     ports = {labels for name, labels in parsed if name == "fabricscope_rdma_port_state_id"}
     assert len(ports) == MAX_RDMA_PORTS
     assert len(parsed) < 20 * MAX_RDMA_PORTS  # was 10 series a port for every one of the 20,001
-    assert value(parsed, "fabricscope_objects_dropped", collector="rdma", kind="rdma ports") == 20_001 - MAX_RDMA_PORTS
+    assert (
+        value(parsed, "fabricscope_objects_dropped", collector="rdma", kind="rdma ports")
+        == 20_001 - MAX_RDMA_PORTS
+    )
     assert value(parsed, "fabricscope_collector_success", collector="rdma") == 0
-    assert value(parsed, "fabricscope_objects_dropped", collector="topology", kind="rdma ports") == 20_001 - MAX_RDMA_PORTS
+    assert (
+        value(parsed, "fabricscope_objects_dropped", collector="topology", kind="rdma ports")
+        == 20_001 - MAX_RDMA_PORTS
+    )
 
 
 def test_counter_files_are_capped_per_directory(tmp_path: Path) -> None:
@@ -56,7 +67,10 @@ def test_counter_files_are_capped_per_directory(tmp_path: Path) -> None:
     parsed = samples(make_exporter(_archive(tmp_path / "counters.tar.gz", files)).render().decode())
     other = [labels for name, labels in parsed if name == "fabricscope_rdma_hw_stat_total"]
     assert len(other) == MAX_COUNTER_FILES
-    assert value(parsed, "fabricscope_objects_dropped", collector="rdma", kind="counter files") == 5000 - MAX_COUNTER_FILES
+    assert (
+        value(parsed, "fabricscope_objects_dropped", collector="rdma", kind="counter files")
+        == 5000 - MAX_COUNTER_FILES
+    )
 
 
 def test_no_drop_metric_on_a_real_node() -> None:

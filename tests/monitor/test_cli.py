@@ -56,7 +56,10 @@ def test_once_prints_the_golden_exposition() -> None:
         (["--listen", "9731"], "expected ADDR:PORT"),
         (["--listen", "example.com:9731"], "not an IP address"),
         (["--root", "/nonexistent/snapshot"], "no such file or directory"),
-        (["--doctor-interval", "5"], r"takes 10 to 86,400 seconds, or 0 \(off\)"),  # monitor/intervals.py (issue 26 item 5)
+        (
+            ["--doctor-interval", "5"],
+            r"takes 10 to 86,400 seconds, or 0 \(off\)",
+        ),  # monitor/intervals.py (issue 26 item 5)
         (["--ethtool-interval", "0.1"], "takes 1 to 3,600 seconds"),
         (["--log-level", "loud"], "--log-level"),
     ],

@@ -26,14 +26,25 @@ export const dashboard: Json<Dashboard> = """
 
 def _tsc(doc: dict) -> subprocess.CompletedProcess:
     tsc = CHECK_DIR / "node_modules" / "typescript" / "bin" / "tsc"
-    if shutil.which("node") is None or not tsc.exists() or not (CHECK_DIR / "node_modules" / "@grafana" / "schema").exists():
-        skip_unless_ci("node and `npm ci --prefix tests/monitor/grafana_schema` are needed for the Grafana schema check")
+    if (
+        shutil.which("node") is None
+        or not tsc.exists()
+        or not (CHECK_DIR / "node_modules" / "@grafana" / "schema").exists()
+    ):
+        skip_unless_ci(
+            "node and `npm ci --prefix tests/monitor/grafana_schema` are needed for the Grafana schema check"
+        )
     # one check.ts for every caller: under pytest-xdist two tests would overwrite each other's
     with open(CHECK_DIR / ".check.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         (CHECK_DIR / "check.ts").write_text(PRELUDE + json.dumps(doc, indent=1) + ";\n")
-        return subprocess.run(["node", str(tsc), "-p", str(CHECK_DIR / "tsconfig.json")], capture_output=True, text=True,
-                              timeout=300, cwd=CHECK_DIR)
+        return subprocess.run(
+            ["node", str(tsc), "-p", str(CHECK_DIR / "tsconfig.json")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=CHECK_DIR,
+        )
 
 
 def test_dashboard_is_valid_against_grafana_schema() -> None:

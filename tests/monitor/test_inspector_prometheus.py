@@ -41,8 +41,16 @@ def test_slowdown_and_stall_fire_in_a_real_prometheus(tmp_path: Path) -> None:
     writer = DumpWriter(dump, hostname="gpu-node-2")
     comms = [
         # ranks 8-15 of 16 on 2 nodes run here; rank 11 is GPU 3, whose nearest NIC is mlx5_3
-        Communicator(SLOW, "DP Group 0", 16, 2, tuple(range(8, 16)), ops=("AllReduce",), sizes=(1 << 30,),
-                     slow={11: FACTOR}),
+        Communicator(
+            SLOW,
+            "DP Group 0",
+            16,
+            2,
+            tuple(range(8, 16)),
+            ops=("AllReduce",),
+            sizes=(1 << 30,),
+            slow={11: FACTOR},
+        ),
         Communicator(STALLED, "TP Group 1", 8, 1, tuple(range(8)), ops=("ReduceScatter",), sizes=(64 << 20,)),
     ]
     writer.round(comms)
@@ -50,15 +58,35 @@ def test_slowdown_and_stall_fire_in_a_real_prometheus(tmp_path: Path) -> None:
     stop = threading.Event()
     with open(err_path, "w") as err, open(tmp_path / "prometheus.err", "w") as prom_err:
         exporter = subprocess.Popen(
-            [sys.executable, "-m", "fabricscope", "exporter", "--root", str(FIXTURE_HOSTS / "ib-ndr-healthy"),
-             "--listen", "127.0.0.1:0", "--nccl-inspector", str(dump), "--nccl-from-start", "--doctor-interval", "0"],
-            stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            [
+                sys.executable,
+                "-m",
+                "fabricscope",
+                "exporter",
+                "--root",
+                str(FIXTURE_HOSTS / "ib-ndr-healthy"),
+                "--listen",
+                "127.0.0.1:0",
+                "--nccl-inspector",
+                str(dump),
+                "--nccl-from-start",
+                "--doctor-interval",
+                "0",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         prom = None
         replay = threading.Thread(target=_replay, args=(writer, comms, stop), daemon=True)
         try:
-            url = wait_for("the exporter to listen", lambda: (m := re.search(
-                r"serving (http://127\.0\.0\.1:\d+/metrics)", err_path.read_text())) and m.group(1))
+            url = wait_for(
+                "the exporter to listen",
+                lambda: (
+                    (m := re.search(r"serving (http://127\.0\.0\.1:\d+/metrics)", err_path.read_text()))
+                    and m.group(1)
+                ),
+            )
             replay.start()
             config = tmp_path / "prometheus.yml"
             config.write_text(
@@ -69,17 +97,29 @@ def test_slowdown_and_stall_fire_in_a_real_prometheus(tmp_path: Path) -> None:
             )
             port = free_port()
             prom = subprocess.Popen(
-                [prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                stdout=subprocess.DEVNULL, stderr=prom_err,
+                [
+                    prometheus,
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={tmp_path / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    "--log.level=warn",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=prom_err,
             )
             api = PromAPI(f"http://127.0.0.1:{port}")
-            wait_for("prometheus", lambda: urllib.request.urlopen(f"{api.base}/-/ready", timeout=2).status == 200)
+            wait_for(
+                "prometheus", lambda: urllib.request.urlopen(f"{api.base}/-/ready", timeout=2).status == 200
+            )
 
-            ratio = wait_for("the slow rank's ratio", lambda: api.scalar(
-                f'fabricscope_nccl_rank_busbw_ratio{{comm="{SLOW}",rank="11"}}'))
+            ratio = wait_for(
+                "the slow rank's ratio",
+                lambda: api.scalar(f'fabricscope_nccl_rank_busbw_ratio{{comm="{SLOW}",rank="11"}}'),
+            )
             assert abs(ratio - FACTOR) <= 0.1 * FACTOR, ratio
-            healthy = api.scalar(f'max(abs(fabricscope_nccl_rank_busbw_ratio{{comm="{SLOW}",rank!="11"}} - 1))')
+            healthy = api.scalar(
+                f'max(abs(fabricscope_nccl_rank_busbw_ratio{{comm="{SLOW}",rank!="11"}} - 1))'
+            )
             assert healthy is not None and healthy <= 0.1
 
             def alert(name: str, comm: str) -> dict | None:
@@ -88,12 +128,21 @@ def test_slowdown_and_stall_fire_in_a_real_prometheus(tmp_path: Path) -> None:
                         return item
                 return None
 
-            slow = wait_for("FabricscopeNcclBusbwBelowExpected", lambda: alert("FabricscopeNcclBusbwBelowExpected", SLOW))
+            slow = wait_for(
+                "FabricscopeNcclBusbwBelowExpected", lambda: alert("FabricscopeNcclBusbwBelowExpected", SLOW)
+            )
             assert slow["state"] in ("pending", "firing")
             assert {k: slow["labels"][k] for k in ("rank", "node", "nic", "rail")} == {
-                "rank": "11", "node": "gpu-node-2", "nic": "mlx5_3", "rail": "3"}
-            stalled = wait_for("FabricscopeNcclCollectiveStalled",
-                               lambda: alert("FabricscopeNcclCollectiveStalled", STALLED), deadline_s=90)
+                "rank": "11",
+                "node": "gpu-node-2",
+                "nic": "mlx5_3",
+                "rail": "3",
+            }
+            stalled = wait_for(
+                "FabricscopeNcclCollectiveStalled",
+                lambda: alert("FabricscopeNcclCollectiveStalled", STALLED),
+                deadline_s=90,
+            )
             assert stalled["state"] in ("pending", "firing")
             assert stalled["labels"]["node"] == "gpu-node-2" and stalled["labels"]["nic"].startswith("mlx5_")
             # the communicator that keeps running does not look stalled

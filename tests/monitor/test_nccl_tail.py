@@ -175,8 +175,12 @@ def test_large_sparse_logs_cost_a_bounded_pass(tmp_path: Path) -> None:
     counts = tailer.poll()
     cpu_s = time.thread_time() - started
     assert counts.read_bytes <= MAX_READ_PER_POLL
-    assert counts.skipped_bytes >= 4 * ((1 << 40) - MAX_READ_PER_FILE)  # the files it reached skipped their holes
-    assert counts.lines == 0 and counts.files == MAX_READ_PER_POLL // MAX_READ_PER_FILE  # the rest wait their turn
+    assert counts.skipped_bytes >= 4 * (
+        (1 << 40) - MAX_READ_PER_FILE
+    )  # the files it reached skipped their holes
+    assert (
+        counts.lines == 0 and counts.files == MAX_READ_PER_POLL // MAX_READ_PER_FILE
+    )  # the rest wait their turn
     # 16 MiB of zeros read and split: ~20 ms here; one core would be 1 s per 1 s poll.
     assert cpu_s < 0.25, f"one follow pass took {cpu_s:.3f} s of CPU"
     # Real lines written after the hole are still read: a file skips ahead, it is not given up.

@@ -47,14 +47,25 @@ def test_connectx_pcie_counters_from_a_public_capture(tmp_path: Path) -> None:
 
 
 def test_gpu_pcie_throughput_from_nvidia_smi_or_not_available(tmp_path: Path) -> None:
-    assert parse_pcie_throughput(_capture("nvidia_smi_q_pci_rtx5090.txt")) == {"0000:02:00.0": (483 * 1024, 387 * 1024)}
+    assert parse_pcie_throughput(_capture("nvidia_smi_q_pci_rtx5090.txt")) == {
+        "0000:02:00.0": (483 * 1024, 387 * 1024)
+    }
     host = tmp_path / "host"
     shutil.copytree(FIXTURE_HOSTS / "roce-healthy", host, symlinks=True)
     address = add_gpu_pcie_capture(host)
     parsed = samples(make_exporter(host).render().decode())
     assert value(parsed, "fabricscope_pcie_throughput_available", kind="gpu", source="nvidia-smi") == 1
-    assert value(parsed, "fabricscope_pcie_throughput_bytes_per_second", pci_address=address, kind="gpu",
-                 device="gpu0", direction="transmit") == 483 * 1024
+    assert (
+        value(
+            parsed,
+            "fabricscope_pcie_throughput_bytes_per_second",
+            pci_address=address,
+            kind="gpu",
+            device="gpu0",
+            direction="transmit",
+        )
+        == 483 * 1024
+    )
     plain = samples(make_exporter(FIXTURE_HOSTS / "roce-healthy").render().decode())
     assert value(plain, "fabricscope_pcie_throughput_available", kind="gpu", source="nvidia-smi") == 0
     assert not [name for name, _labels in plain if name == "fabricscope_pcie_throughput_bytes_per_second"]
@@ -70,5 +81,14 @@ def test_a_snapshot_keeps_the_gpu_pcie_throughput(tmp_path: Path) -> None:
     address = add_gpu_pcie_capture(host)
     archive, _recording = take_snapshot(Root.at(host), tmp_path / "snap.tar.gz")
     parsed = samples(make_exporter(archive).render().decode())
-    assert value(parsed, "fabricscope_pcie_throughput_bytes_per_second", pci_address=address, kind="gpu",
-                 device="gpu0", direction="receive") == 387 * 1024
+    assert (
+        value(
+            parsed,
+            "fabricscope_pcie_throughput_bytes_per_second",
+            pci_address=address,
+            kind="gpu",
+            device="gpu0",
+            direction="receive",
+        )
+        == 387 * 1024
+    )

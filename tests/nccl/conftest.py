@@ -44,4 +44,6 @@ def run_cli(*args: str, input_bytes: bytes | None = None, timeout: float = 60) -
     proc = subprocess.run(
         [sys.executable, "-m", "fabricscope", *args], input=input_bytes, capture_output=True, timeout=timeout
     )
-    return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+    return Result(
+        proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+    )

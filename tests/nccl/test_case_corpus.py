@@ -44,8 +44,10 @@ def test_ids_unique_and_files_claimed_once() -> None:
     claimed = [case["file"] for _, case in CASES]
     assert len(claimed) == len(set(claimed))
     on_disk = {str(p.relative_to(CORPUS)) for d in ("logs", "scripts") for p in (CORPUS / d).iterdir()}
-    assert on_disk == set(claimed), {"unindexed": sorted(on_disk - set(claimed)),
-                                     "missing": sorted(set(claimed) - on_disk)}
+    assert on_disk == set(claimed), {
+        "unindexed": sorted(on_disk - set(claimed)),
+        "missing": sorted(set(claimed) - on_disk),
+    }
 
 
 @pytest.mark.parametrize(("split", "case"), CASES, ids=[c["id"] for _, c in CASES])

@@ -16,7 +16,9 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("nccl_case_accuracy", ROOT / "scripts" / "nccl_case_accuracy.py")
+_spec = importlib.util.spec_from_file_location(
+    "nccl_case_accuracy", ROOT / "scripts" / "nccl_case_accuracy.py"
+)
 assert _spec and _spec.loader
 accuracy_script = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(accuracy_script)

@@ -58,7 +58,9 @@ def test_parse_version_takes_ascii_digits_only(cli) -> None:
     assert parse_version("v2.19.3+cuda12.2") == (2, 19, 3)
     assert parse_version("2.²1") == (2,)  # str.isdigit() accepts '²', int() then raises
     assert parse_version("²") is None
-    res = cli("nccl", "lint", "--no-node", "--nccl-version", "²", "--from-environ", env={"NCCL_DEBUG": "WARN"})
+    res = cli(
+        "nccl", "lint", "--no-node", "--nccl-version", "²", "--from-environ", env={"NCCL_DEBUG": "WARN"}
+    )
     assert res.exit_code == 2 and "not a version" in res.stderr
 
 
@@ -76,7 +78,9 @@ def test_generator_reads_every_definition_pattern(tmp_path) -> None:
     (repo / "src/graph").mkdir(parents=True)
     (repo / "docs/userguide/source").mkdir(parents=True)
     (repo / "src/include").mkdir(parents=True)
-    (repo / "src/include/param.h").write_text('#define NCCL_PARAM(name, env, deftVal) \\\n  int64_t ncclParam##name()\n')
+    (repo / "src/include/param.h").write_text(
+        "#define NCCL_PARAM(name, env, deftVal) \\\n  int64_t ncclParam##name()\n"
+    )
     (repo / "src/graph/paths.cc").write_text(
         'NCCL_PARAM(NetGdrC2c, "NET_GDR_C2C", 1);\n'
         'NCCL_PARAM(MaxP2pNChannels, "MAX_P2P_NCHANNELS", (1 << 5));\n'
@@ -84,12 +88,16 @@ def test_generator_reads_every_definition_pattern(tmp_path) -> None:
         'NCCLCHECK(ncclGetLevel(&lvl, "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"));\n'
         'const char* s = ncclGetEnv("NCCL_IB_HCA"); const char* t = std::getenv("NCCL_CONF_FILE");\n'
     )
-    (repo / "src/debug.cc").write_text('DEFINE_NCCL_PARAM(ncclParamDebugLevel, ncclDebugLogLevel, NCCL_DEBUG, NCCL_LOG_NONE,\n  0, parser, "desc");\n')
+    (repo / "src/debug.cc").write_text(
+        'DEFINE_NCCL_PARAM(ncclParamDebugLevel, ncclDebugLogLevel, NCCL_DEBUG, NCCL_LOG_NONE,\n  0, parser, "desc");\n'
+    )
     (repo / "docs/userguide/source/env.rst").write_text("NCCL_LL_THRESHOLD\n-----------------\n\nRemoved.\n")
     git = ["git", "-C", str(repo)]
     subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=60)
     subprocess.run([*git, "add", "."], check=True, timeout=60)
-    subprocess.run([*git, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], check=True, timeout=60)
+    subprocess.run(
+        [*git, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], check=True, timeout=60
+    )
     subprocess.run([*git, "tag", "v9.9.9-1"], check=True, timeout=60)
     text = _load_script().generate(str(repo), "v9.9.9-1")
     namespace: dict = {}
@@ -102,12 +110,20 @@ def test_generator_reads_every_definition_pattern(tmp_path) -> None:
     assert variables["NCCL_LL_THRESHOLD"] == (None, "docs/userguide/source/env.rst", True, "text")
     assert variables["NCCL_DEBUG"][3] == "typed" and variables["NCCL_IB_HCA"][3] == "text"
     assert set(variables) == {
-        "NCCL_NET_GDR_C2C", "NCCL_MAX_P2P_NCHANNELS", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL",
-        "NCCL_IB_HCA", "NCCL_CONF_FILE", "NCCL_DEBUG", "NCCL_LL_THRESHOLD",
+        "NCCL_NET_GDR_C2C",
+        "NCCL_MAX_P2P_NCHANNELS",
+        "NCCL_P2P_DISABLE",
+        "NCCL_P2P_LEVEL",
+        "NCCL_IB_HCA",
+        "NCCL_CONF_FILE",
+        "NCCL_DEBUG",
+        "NCCL_LL_THRESHOLD",
     }
 
 
-@pytest.mark.parametrize(("value", "read_as"), [("yes", "is 0"), ("4k", "is 4"), ("99999999999999999999", "keeps the default")])
+@pytest.mark.parametrize(
+    ("value", "read_as"), [("yes", "is 0"), ("4k", "is 4"), ("99999999999999999999", "keeps the default")]
+)
 def test_integer_parameters_are_read_with_strtoll(value: str, read_as: str) -> None:
     """NCCL_PAT_ENABLE is NCCL_PARAM(PatEnable, "PAT_ENABLE", 2): ncclLoadParam's strtoll."""
     [f] = [f for f in lint(merge([from_environ({"NCCL_PAT_ENABLE": value})])) if f.id == "NCCL003"]

@@ -25,9 +25,23 @@ def test_env_output_fed_back_into_lint_gives_no_warn_or_fail(cli, tmp_path, host
     assert res.exit_code == 0, res.stderr
     script = tmp_path / "env.sh"
     script.write_text(res.stdout)
-    lint_res = cli("nccl", "lint", "--script", str(script), "--root", str(FIXTURE_HOSTS / host), "--json", "--fail-on", "warn")
+    lint_res = cli(
+        "nccl",
+        "lint",
+        "--script",
+        str(script),
+        "--root",
+        str(FIXTURE_HOSTS / host),
+        "--json",
+        "--fail-on",
+        "warn",
+    )
     doc = lint_res.json()
-    bad = [f"{f['id']} {f['subject']}: {f['message']}" for f in doc["findings"] if f["severity"] in ("warn", "fail")]
+    bad = [
+        f"{f['id']} {f['subject']}: {f['message']}"
+        for f in doc["findings"]
+        if f["severity"] in ("warn", "fail")
+    ]
     assert not bad, f"{host}: {bad}"
     assert lint_res.exit_code == 0
     assert doc["settings"], "the env output must set something"
@@ -100,7 +114,9 @@ def test_formats_are_ready_to_paste(tmp_path) -> None:
     # Real bash evaluates it to exactly the planned values.
     # a clean environment: NVIDIA's images set NCCL_VERSION (seen on an H200 node), which is not ours
     clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    out = subprocess.run(["bash", "-c", shell + "\nenv"], capture_output=True, text=True, check=True, env=clean).stdout
+    out = subprocess.run(
+        ["bash", "-c", shell + "\nenv"], capture_output=True, text=True, check=True, env=clean
+    ).stdout
     got = {k: v for k, _, v in (line.partition("=") for line in out.splitlines()) if k.startswith("NCCL_")}
     assert got == plan.as_environ()
     # The env file/lint parsers read the same values back.
@@ -172,7 +188,9 @@ def test_lint_follows_nccl_conf_file(host_copy, cli, tmp_path) -> None:
     script = tmp_path / "job.sh"
     script.write_text("export NCCL_CONF_FILE=/etc/user-nccl.conf\n")
     doc = cli("nccl", "lint", "--script", str(script), "--root", str(root), "--json").json()
-    assert any(f["id"] == "NCCL010" and f["evidence"]["source"] == "/etc/user-nccl.conf:1" for f in doc["findings"])
+    assert any(
+        f["id"] == "NCCL010" and f["evidence"]["source"] == "/etc/user-nccl.conf:1" for f in doc["findings"]
+    )
     script.write_text("export NCCL_CONF_FILE=/etc/nope.conf\n")
     doc = cli("nccl", "lint", "--script", str(script), "--root", str(root), "--json").json()
     assert any(f["id"] == "NCCL007" for f in doc["findings"])

@@ -71,7 +71,9 @@ def test_a_disabled_spare_port_is_information() -> None:
     inv = _inv("ib-ndr-healthy")
     dev = inv.rdma_devices[0]
     live = dev.ports[0]
-    spare = replace(live, port=live.port + 1, state="DOWN", state_id=1, phys_state="Disabled", phys_state_id=3)
+    spare = replace(
+        live, port=live.port + 1, state="DOWN", state_id=1, phys_state="Disabled", phys_state_id=3
+    )
     node = replace(inv, rdma_devices=(replace(dev, ports=(live, spare)), *inv.rdma_devices[1:]))
     found = [f for f in port_state(CheckContext(inventory=node)) if f.subject == spare.name]
     assert [f.severity.value for f in found] == ["info"], found

@@ -11,7 +11,9 @@ from tests.conftest import samples_dir
 
 
 def show_gids(name: str, dev: str = "mlx5_0") -> list[Gid]:
-    rows = [line.split() for line in (samples_dir() / name).read_text().splitlines() if line.startswith(dev + " ")]
+    rows = [
+        line.split() for line in (samples_dir() / name).read_text().splitlines() if line.startswith(dev + " ")
+    ]
     return [Gid(int(r[2]), r[3], "RoCE v2" if r[-2] == "v2" else "IB/RoCE v1", r[-1]) for r in rows]
 
 
@@ -37,7 +39,12 @@ def test_ipv6_only_port_gives_link_local_index_0_by_default() -> None:
     """The issue's case: RoCE v2 GIDs exist, but only for IPv6 -> NCCL (AF_INET) stays at 0."""
     ll = "fe80:0000:0000:0000:a288:c2ff:fe5b:03e7"
     v6 = "2001:0db8:0020:0007:0000:0000:0000:0011"
-    gids = [Gid(0, ll, "IB/RoCE v1", "e"), Gid(1, ll, "RoCE v2", "e"), Gid(2, v6, "IB/RoCE v1", "e"), Gid(3, v6, "RoCE v2", "e")]
+    gids = [
+        Gid(0, ll, "IB/RoCE v1", "e"),
+        Gid(1, ll, "RoCE v2", "e"),
+        Gid(2, v6, "IB/RoCE v1", "e"),
+        Gid(3, v6, "RoCE v2", "e"),
+    ]
     default = select_gid(gids, 16, policy())
     assert (default.index, default.valid, default.roce_version) == (0, False, 1)
     assert select_gid(gids, 16, policy(NCCL_IB_ADDR_FAMILY="AF_INET6")).index == 3
@@ -50,7 +57,10 @@ def test_roce_version_and_range() -> None:
     # A range that excludes the address: no candidate of the family qualifies.
     assert select_gid(gids, 16, policy(NCCL_IB_ADDR_RANGE="10.0.0.0/8")).index == 0
     # Two IPv4 addresses: the range picks the second one's RoCE v2 entry.
-    more = gids + [Gid(4, "0000:0000:0000:0000:0000:ffff:0c00:0048", "IB/RoCE v1", "e"), Gid(5, "0000:0000:0000:0000:0000:ffff:0c00:0048", "RoCE v2", "e")]
+    more = gids + [
+        Gid(4, "0000:0000:0000:0000:0000:ffff:0c00:0048", "IB/RoCE v1", "e"),
+        Gid(5, "0000:0000:0000:0000:0000:ffff:0c00:0048", "RoCE v2", "e"),
+    ]
     assert select_gid(more, 16, policy()).index == 3
     assert select_gid(more, 16, policy(NCCL_IB_ADDR_RANGE="12.0.0.0/8")).index == 5
 
@@ -72,7 +82,12 @@ def test_addr_range_is_read_as_nccl_reads_it(value: str, prefixlen: int, noted: 
 
 
 def test_negative_mask_leaves_index_0() -> None:
-    assert select_gid(show_gids("show_gids_typical_index3.txt"), 16, policy(NCCL_IB_ADDR_RANGE="11.0.0.0/-1")).index == 0
+    assert (
+        select_gid(
+            show_gids("show_gids_typical_index3.txt"), 16, policy(NCCL_IB_ADDR_RANGE="11.0.0.0/-1")
+        ).index
+        == 0
+    )
 
 
 def test_family_and_param_parsing() -> None:

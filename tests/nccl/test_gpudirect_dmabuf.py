@@ -15,7 +15,11 @@ from fabricscope.nccl.lint import lint
 from fabricscope.nccl.settings import from_environ, merge
 from tests.conftest import SAMPLES
 
-_LINES = [line for line in (SAMPLES / "proc_driver_nvidia_version.txt").read_text().splitlines() if line.startswith("NVRM")]
+_LINES = [
+    line
+    for line in (SAMPLES / "proc_driver_nvidia_version.txt").read_text().splitlines()
+    if line.startswith("NVRM")
+]
 PROPRIETARY, OPEN = _LINES  # the two NVRM lines of the capture, in its order
 
 
@@ -30,7 +34,14 @@ def test_driver_flavour_from_real_version_files() -> None:
 
 @pytest.mark.parametrize(
     ("kernel", "open_module", "capable"),
-    [("5.15.0-105-generic", True, True), ("5.12.0", True, True), ("5.11.22", True, False), ("6.8.0", False, False), (None, True, None), ("6.8.0", None, None)],
+    [
+        ("5.15.0-105-generic", True, True),
+        ("5.12.0", True, True),
+        ("5.11.22", True, False),
+        ("6.8.0", False, False),
+        (None, True, None),
+        ("6.8.0", None, None),
+    ],
 )
 def test_dmabuf_needs_the_open_module_and_kernel_5_12(kernel, open_module, capable) -> None:
     assert SoftwareVersions(kernel=kernel, nvidia_open=open_module).dmabuf_capable is capable
@@ -49,7 +60,9 @@ def test_dmabuf_host_is_not_told_to_load_peermem(host_copy) -> None:
     assert inv.versions.dmabuf_capable is True
     [gd] = [f for f in run_doctor(Root.at(root)).findings if f.id == "pcie.gpudirect"]
     assert gd.severity.value == "pass" and "modprobe" not in gd.message + (gd.fix or "")
-    assert not [f for f in lint(merge([from_environ({"NCCL_NET_GDR_LEVEL": "PHB"})]), inv) if f.id == "NCCL052"]
+    assert not [
+        f for f in lint(merge([from_environ({"NCCL_NET_GDR_LEVEL": "PHB"})]), inv) if f.id == "NCCL052"
+    ]
     assert not [n for n in plan_env(inv).notes if "peermem" in n]
 
 

@@ -59,9 +59,19 @@ def test_readme_prometheus_example_v2_30() -> None:
     assert bad == 0 and len(samples) == 4
     busbw, exec_time, p2p_bw, p2p_time = samples
     assert (busbw.metric, busbw.op, busbw.comm, busbw.node, busbw.gpu) == (
-        "busbw_gbs", "AllReduce", "DP Group 0", "nvl72004-T01", "GPU0")
+        "busbw_gbs",
+        "AllReduce",
+        "DP Group 0",
+        "nvl72004-T01",
+        "GPU0",
+    )
     assert (busbw.n_ranks, busbw.n_nodes, busbw.size_bucket, busbw.algo_proto, busbw.value) == (
-        4, 1, "4-5GB", "Ring_ll", 678.263)
+        4,
+        1,
+        "4-5GB",
+        "Ring_ll",
+        678.263,
+    )
     assert exec_time.metric == "exec_time_us" and exec_time.value == 9498.47
     assert p2p_bw.p2p and p2p_bw.op == "Send" and p2p_bw.size_bucket == "512-513MB"
     assert p2p_time.metric == "exec_time_us" and p2p_time.p2p
@@ -72,7 +82,12 @@ def test_readme_prometheus_labels_v2_29() -> None:
     sample = parse_prom_line(f"nccl_bus_bandwidth_gbs{{{labels}}} 402.5")
     assert sample is not None
     assert (sample.comm, sample.rank, sample.node, sample.gpu, sample.n_ranks) == (
-        "0xd152c00f111816", 4, "pool0-0002", "GPU4", 8)
+        "0xd152c00f111816",
+        4,
+        "pool0-0002",
+        "GPU4",
+        8,
+    )
     assert sample.size_bucket == "2.00GB" and sample.value == 402.5
 
 

@@ -101,11 +101,24 @@ def test_blog_config_on_cloud_tcp() -> None:
 
 # ----- rules ------------------------------------------------------------------------------------
 def test_unknown_misspelt_and_deprecated_names() -> None:
-    found = {f.subject: f for f in run({"NCCL_IB_HCAS": "mlx5", "NCCL_IB_GDR_LEVEL": "PHB", "NCCL_FOO_BAR_BAZ": "1", "NCCL_ASYNC_ERROR_HANDLING": "1"})}
+    found = {
+        f.subject: f
+        for f in run(
+            {
+                "NCCL_IB_HCAS": "mlx5",
+                "NCCL_IB_GDR_LEVEL": "PHB",
+                "NCCL_FOO_BAR_BAZ": "1",
+                "NCCL_ASYNC_ERROR_HANDLING": "1",
+            }
+        )
+    }
     assert found["NCCL_IB_HCAS"].id == "NCCL001" and found["NCCL_IB_HCAS"].severity.value == "warn"
     assert found["NCCL_IB_HCAS"].evidence["suggestion"] == "NCCL_IB_HCA"
     assert found["NCCL_FOO_BAR_BAZ"].id == "NCCL001" and found["NCCL_FOO_BAR_BAZ"].severity.value == "info"
-    assert found["NCCL_IB_GDR_LEVEL"].id == "NCCL002" and found["NCCL_IB_GDR_LEVEL"].evidence["replacement"] == "NCCL_NET_GDR_LEVEL"
+    assert (
+        found["NCCL_IB_GDR_LEVEL"].id == "NCCL002"
+        and found["NCCL_IB_GDR_LEVEL"].evidence["replacement"] == "NCCL_NET_GDR_LEVEL"
+    )
     assert found["NCCL_ASYNC_ERROR_HANDLING"].evidence["replacement"] == "TORCH_NCCL_ASYNC_ERROR_HANDLING"
 
 
@@ -132,13 +145,22 @@ def test_values_out_of_range_or_wrong_type(name: str, value: str) -> None:
 
 
 def test_valid_values_pass_the_type_check() -> None:
-    env = {"NCCL_IB_TIMEOUT": "20", "NCCL_IB_TC": "0x6a", "NCCL_NET_GDR_LEVEL": "PHB", "NCCL_DEBUG": "warn", "NCCL_IB_HCA": "^=mlx5_1,mlx5_4", "NCCL_BUFFSIZE": "8388608"}
+    env = {
+        "NCCL_IB_TIMEOUT": "20",
+        "NCCL_IB_TC": "0x6a",
+        "NCCL_NET_GDR_LEVEL": "PHB",
+        "NCCL_DEBUG": "warn",
+        "NCCL_IB_HCA": "^=mlx5_1,mlx5_4",
+        "NCCL_BUFFSIZE": "8388608",
+    }
     assert "NCCL003" not in codes(run(env))
 
 
 def test_list_syntax() -> None:
     exact = parse_list("=mlx5_0:1,mlx5_1:1")
-    assert exact.exact and not exact.exclude and exact.matches("mlx5_1", 1) and not exact.matches("mlx5_10", 1)
+    assert (
+        exact.exact and not exact.exclude and exact.matches("mlx5_1", 1) and not exact.matches("mlx5_10", 1)
+    )
     assert not exact.matches("mlx5_0", 2)
     prefix = parse_list("mlx5_1")
     assert prefix.matches("mlx5_10") and prefix.matches("mlx5_1")
@@ -152,7 +174,11 @@ def test_hca_prefix_trap_and_names_that_match_nothing(host_copy) -> None:
     root = host_copy("ib-ndr-healthy")
     ib = root / "sys/class/infiniband"
     for i in range(10, 13):
-        shutil.copytree(ib / "mlx5_1", ib / f"mlx5_{i}", symlinks=True, dirs_exist_ok=True) if (ib / "mlx5_1").is_dir() and not (ib / "mlx5_1").is_symlink() else (ib / f"mlx5_{i}").symlink_to((ib / "mlx5_1").readlink())
+        shutil.copytree(ib / "mlx5_1", ib / f"mlx5_{i}", symlinks=True, dirs_exist_ok=True) if (
+            ib / "mlx5_1"
+        ).is_dir() and not (ib / "mlx5_1").is_symlink() else (ib / f"mlx5_{i}").symlink_to(
+            (ib / "mlx5_1").readlink()
+        )
     inv = read_inventory(Root.at(root))
     assert {d.name for d in inv.rdma_devices} >= {"mlx5_10", "mlx5_11", "mlx5_12"}
     found = lint(merge([from_environ({"NCCL_IB_HCA": "mlx5_1,mlx5_9"})]), inv)
@@ -163,7 +189,9 @@ def test_hca_prefix_trap_and_names_that_match_nothing(host_copy) -> None:
     # mlx5_1 still selects devices; only a list where nothing matches fails.
     nothing = next(f for f in found if f.id == "NCCL010")
     assert nothing.severity.value == "info" and nothing.evidence["token"] == "mlx5_9"
-    none_left = [f for f in lint(merge([from_environ({"NCCL_IB_HCA": "mlx5_9,mlx4_0"})]), inv) if f.id == "NCCL010"]
+    none_left = [
+        f for f in lint(merge([from_environ({"NCCL_IB_HCA": "mlx5_9,mlx4_0"})]), inv) if f.id == "NCCL010"
+    ]
     assert {f.severity.value for f in none_left} == {"fail"} and len(none_left) == 2
 
 
@@ -179,7 +207,9 @@ def test_hca_down_port_missing_port_and_mixed_layers() -> None:
 def test_socket_ifname_rules() -> None:
     assert codes(run({"NCCL_SOCKET_IFNAME": "=eno1"}, "ib-ndr-healthy")) == {}
     assert codes(run({"NCCL_SOCKET_IFNAME": "ibp180s0"}, "ib-degraded"))["NCCL021"] == "fail"  # down
-    assert codes(run({"NCCL_SOCKET_IFNAME": "ens1np0"}, "roce-broken"))["NCCL021"] == "fail"  # no IPv4, only fe80
+    assert (
+        codes(run({"NCCL_SOCKET_IFNAME": "ens1np0"}, "roce-broken"))["NCCL021"] == "fail"
+    )  # no IPv4, only fe80
     assert codes(run({"NCCL_SOCKET_IFNAME": "lo"}, "cloud-tcp"))["NCCL023"] == "warn"
     socket_codes = {"NCCL020", "NCCL021", "NCCL022", "NCCL023"}
     ok = codes(run({"NCCL_SOCKET_IFNAME": "ens5np0,eno"}, "roce-healthy"))
@@ -222,9 +252,13 @@ def test_gid_index_that_differs_between_nics(host_copy) -> None:
 
 
 def test_tc_rules() -> None:
-    assert codes(run({"NCCL_IB_TC": "106"}, "roce-healthy")) == {"NCCL044": "pass"}  # DSCP 26 ECT(0) -> prio 3
+    assert codes(run({"NCCL_IB_TC": "106"}, "roce-healthy")) == {
+        "NCCL044": "pass"
+    }  # DSCP 26 ECT(0) -> prio 3
     assert codes(run({"NCCL_IB_TC": "107"}, "roce-healthy"))["NCCL043"] == "fail"  # CE bits
-    assert codes(run({}, "roce-healthy") + run({"NCCL_DEBUG": "WARN"}, "roce-healthy"))["NCCL045"] == "warn"  # TC unset, PFC on 3
+    assert (
+        codes(run({}, "roce-healthy") + run({"NCCL_DEBUG": "WARN"}, "roce-healthy"))["NCCL045"] == "warn"
+    )  # TC unset, PFC on 3
     assert codes(run({"NCCL_IB_TC": "106"}, "ib-ndr-healthy")) == {"NCCL040": "info"}
 
 
@@ -233,7 +267,17 @@ def test_forced_sockets_and_debug_settings() -> None:
     assert codes(run({"NCCL_NET": "Socket"}, "roce-healthy"))["NCCL061"] == "fail"
     assert "NCCL060" not in codes(run({"NCCL_IB_DISABLE": "1"}, "cloud-tcp"))
     assert codes(run({"NCCL_IB_DISABLE": "1"}))["NCCL060"] == "warn"  # no node given
-    found = codes(run({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_ALGO": "Ring", "NCCL_PROTO": "LL128", "NCCL_DEBUG": "INFO"}))
+    found = codes(
+        run(
+            {
+                "NCCL_P2P_DISABLE": "1",
+                "NCCL_SHM_DISABLE": "1",
+                "NCCL_ALGO": "Ring",
+                "NCCL_PROTO": "LL128",
+                "NCCL_DEBUG": "INFO",
+            }
+        )
+    )
     assert found["NCCL062"] == "warn" and found["NCCL063"] == "warn" and found["NCCL064"] == "warn"
     assert codes(run({"NCCL_DEBUG": "TRACE"}, production=False))["NCCL064"] == "info"
     assert codes(run({"NCCL_P2P_LEVEL": "LOC"}))["NCCL062"] == "warn"
@@ -288,7 +332,9 @@ os.environ["NCCL_NET_GDR_LEVEL"] = "PHB"
 
 
 def test_env_file_and_precedence() -> None:
-    env, bad = parse_env_file("NCCL_IB_TC=106\n# comment\nexport NCCL_DEBUG=WARN # trailing\nnot a line\n", "job.env")
+    env, bad = parse_env_file(
+        "NCCL_IB_TC=106\n# comment\nexport NCCL_DEBUG=WARN # trailing\nnot a line\n", "job.env"
+    )
     assert [(s.name, s.value) for s in env] == [("NCCL_IB_TC", "106"), ("NCCL_DEBUG", "WARN")]
     assert bad == [("job.env", 4, "not a line")]
     conf, _ = parse_env_file("NCCL_IB_TC=41\nNCCL_IB_TIMEOUT=22\n", "/etc/nccl.conf", origin="/etc/nccl.conf")
@@ -306,7 +352,12 @@ def test_socket_ifname_prefix_trap(host_copy) -> None:
     for name in ("eth1", "eth10"):
         dev = root / "sys/devices/virtual/net" / name
         dev.mkdir(parents=True)
-        for attr, value in {"mtu": "1500", "operstate": "up", "type": "1", "address": "02:00:00:00:00:01"}.items():
+        for attr, value in {
+            "mtu": "1500",
+            "operstate": "up",
+            "type": "1",
+            "address": "02:00:00:00:00:01",
+        }.items():
             (dev / attr).write_text(value + "\n")
         (root / "sys/class/net" / name).symlink_to(f"../../devices/virtual/net/{name}")
     inv = read_inventory(Root.at(root))
@@ -314,7 +365,9 @@ def test_socket_ifname_prefix_trap(host_copy) -> None:
     trap = next(f for f in found if f.id == "NCCL022")
     assert trap.severity.value == "warn" and trap.evidence["also_matches"] == ["eth10"]
     assert "=eth1" in (trap.fix or "")
-    assert not [f for f in lint(merge([from_environ({"NCCL_SOCKET_IFNAME": "=eth1"})]), inv) if f.id == "NCCL022"]
+    assert not [
+        f for f in lint(merge([from_environ({"NCCL_SOCKET_IFNAME": "=eth1"})]), inv) if f.id == "NCCL022"
+    ]
 
 
 # ----- values as NCCL v2.30.7-1 reads them (issue 13 B8) ----------------------------------------
@@ -330,13 +383,24 @@ def test_debug_levels_are_ncclParamOneOf_s() -> None:
     assert attn is not None and "ATTN" not in (attn.fix or "")
 
 
-@pytest.mark.parametrize("value", ["LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "0", "2", "7"])
+@pytest.mark.parametrize(
+    "value", ["LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "0", "2", "7"]
+)
 def test_path_levels_ncclGetLevel_takes(value: str) -> None:
     assert nccl003({"NCCL_P2P_LEVEL": value}) is None
     assert nccl003({"NCCL_NET_GDR_LEVEL": value}) is None
 
 
-@pytest.mark.parametrize(("value", "why"), [("pxb", "case-sensitively"), ("NODE", "nvidia-smi"), ("Sys", "case-sensitively"), ("-1", "legacy number"), (" PHB", "blanks")])
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("pxb", "case-sensitively"),
+        ("NODE", "nvidia-smi"),
+        ("Sys", "case-sensitively"),
+        ("-1", "legacy number"),
+        (" PHB", "blanks"),
+    ],
+)
 def test_path_levels_ncclGetLevel_ignores(value: str, why: str) -> None:
     for name in ("NCCL_P2P_LEVEL", "NCCL_NET_GDR_LEVEL"):
         f = nccl003({name: value})
@@ -345,7 +409,9 @@ def test_path_levels_ncclGetLevel_ignores(value: str, why: str) -> None:
 
 def test_protocol_exclusion_is_not_called_forcing() -> None:
     found = next(f for f in run({"NCCL_PROTO": "^LL128"}) if f.id == "NCCL063")
-    assert found.severity.value == "info" and "forc" not in found.message and "excludes LL128" in found.message
+    assert (
+        found.severity.value == "info" and "forc" not in found.message and "excludes LL128" in found.message
+    )
     assert nccl003({"NCCL_PROTO": "^LL128"}) is None
     forced = next(f for f in run({"NCCL_PROTO": "LL128"}) if f.id == "NCCL063")
     assert forced.severity.value == "warn" and "corrupt" in forced.message
@@ -361,7 +427,15 @@ def test_unknown_algorithm_tokens_fail_init_since_2_24(value: str) -> None:
     assert not [f for f in run({"NCCL_ALGO": value}) if f.id == "NCCL063"]  # one finding, not two
 
 
-@pytest.mark.parametrize(("name", "value"), [("NCCL_ALGO", "ring,collnetdirect;allreduce:tree,collnetdirect;broadcast:ring"), ("NCCL_PROTO", "LL,Simple;allreduce:^LL"), ("NCCL_PROTO", "^LL128;allreduce:LL128"), ("NCCL_ALGO", "pat")])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("NCCL_ALGO", "ring,collnetdirect;allreduce:tree,collnetdirect;broadcast:ring"),
+        ("NCCL_PROTO", "LL,Simple;allreduce:^LL"),
+        ("NCCL_PROTO", "^LL128;allreduce:LL128"),
+        ("NCCL_ALGO", "pat"),
+    ],
+)
 def test_the_guide_s_list_examples_are_valid(name: str, value: str) -> None:
     assert nccl003({name: value}) is None
 
@@ -384,25 +458,46 @@ def test_gdr_level_2_on_grace_is_not_the_default(grace_host: Path) -> None:
     harmful = next(f for f in found if f.id == "NCCL051")
     assert harmful.severity.value == "warn" and "C2C" in harmful.message
     # 2.27-2.28 treat the C2C path as C2C whatever the level; NCCL_NET_GDR_C2C=0 restores PXB.
-    assert not [f for f in lint(merge([from_environ({"NCCL_NET_GDR_LEVEL": "2"})]), inv, nccl_version="2.28.3") if f.id == "NCCL051"]
-    assert not [f for f in lint(merge([from_environ({"NCCL_NET_GDR_LEVEL": "PXB", "NCCL_NET_GDR_C2C": "0"})]), inv) if f.id == "NCCL051"]
+    assert not [
+        f
+        for f in lint(merge([from_environ({"NCCL_NET_GDR_LEVEL": "2"})]), inv, nccl_version="2.28.3")
+        if f.id == "NCCL051"
+    ]
+    assert not [
+        f
+        for f in lint(merge([from_environ({"NCCL_NET_GDR_LEVEL": "PXB", "NCCL_NET_GDR_C2C": "0"})]), inv)
+        if f.id == "NCCL051"
+    ]
     # On a PCIe node 2 is still the default.
-    assert "changes nothing" in next(f for f in run({"NCCL_NET_GDR_LEVEL": "2"}, "ib-ndr-healthy") if f.id == "NCCL050").message
+    assert (
+        "changes nothing"
+        in next(f for f in run({"NCCL_NET_GDR_LEVEL": "2"}, "ib-ndr-healthy") if f.id == "NCCL050").message
+    )
 
 
 def test_adaptive_routing_depends_on_the_subnet_manager() -> None:
-    ib = next(f for f in run({"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SL": "1"}, "ib-ndr-healthy") if f.id == "NCCL071")
+    ib = next(
+        f
+        for f in run({"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SL": "1"}, "ib-ndr-healthy")
+        if f.id == "NCCL071"
+    )
     assert "subnet manager" in ib.message and "NCCL_IB_SL=1" in ib.message and "by default" not in ib.message
     roce = next(f for f in run({"NCCL_IB_QPS_PER_CONNECTION": "4"}, "roce-healthy") if f.id == "NCCL071")
     assert "InfiniBand only" in roce.message
 
 
 def test_gid_advice_before_2_21() -> None:
-    old = next(f for f in run({"NCCL_DEBUG": "WARN"}, "roce-healthy", nccl_version="2.19.3") if f.id == "NCCL037")
+    old = next(
+        f for f in run({"NCCL_DEBUG": "WARN"}, "roce-healthy", nccl_version="2.19.3") if f.id == "NCCL037"
+    )
     assert old.severity.value == "warn" and "index 0" in old.message
     assert old.fix is not None and old.fix.startswith("set NCCL_IB_GID_INDEX=3")
-    assert not [f for f in run({"NCCL_DEBUG": "WARN"}, "roce-healthy") if f.id == "NCCL037"]  # 2.21+: NCCL chooses
-    assert not [f for f in run({"NCCL_IB_GID_INDEX": "3"}, "roce-healthy", nccl_version="2.19.3") if f.id == "NCCL037"]
+    assert not [
+        f for f in run({"NCCL_DEBUG": "WARN"}, "roce-healthy") if f.id == "NCCL037"
+    ]  # 2.21+: NCCL chooses
+    assert not [
+        f for f in run({"NCCL_IB_GID_INDEX": "3"}, "roce-healthy", nccl_version="2.19.3") if f.id == "NCCL037"
+    ]
 
 
 def test_log_version_drives_the_version_aware_rules() -> None:
@@ -411,7 +506,10 @@ def test_log_version_drives_the_version_aware_rules() -> None:
 
     def verdicts(version: str) -> list[Finding]:
         agg = LogAggregator()
-        for line in (f"host1:100:100 [0] NCCL INFO NCCL version {version}+cuda12.2", "host1:100:100 [0] NCCL INFO NCCL_ALGO set by environment to Rign"):
+        for line in (
+            f"host1:100:100 [0] NCCL INFO NCCL version {version}+cuda12.2",
+            "host1:100:100 [0] NCCL INFO NCCL_ALGO set by environment to Rign",
+        ):
             agg.feed(line)
         return [f for f in lint_log_env(agg) if f.evidence.get("code") == "NCCL003"]
 

@@ -24,19 +24,70 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "fabricscope"
 CODE = re.compile(r"NCCL\d{3}")
 # Settings that between them reach every rule, linted against every fixture host and no host.
 BATTERY: list[dict[str, str]] = [
-    {"NCCL_IB_HCAS": "mlx5", "NCCL_FOO_BAR_BAZ": "1", "NCCL_IB_GDR_LEVEL": "PHB", "NCCL_IB_TIMEOUT": "40", "NCCL_X": "$Y"},
-    {"NCCL_IB_HCA": "mlx5_1,mlx5_9,=mlx5_0:2", "NCCL_SOCKET_IFNAME": "lo,eth", "NCCL_IB_GID_INDEX": "0", "NCCL_IB_TC": "107"},
-    {"NCCL_IB_HCA": "=mlx5_0:2", "NCCL_IB_GID_INDEX": "1", "NCCL_IB_TC": "41", "NCCL_NET_GDR_LEVEL": "LOC", "NCCL_IB_TIMEOUT": "0"},
-    {"NCCL_IB_HCA": "^mlx5", "NCCL_IB_GID_INDEX": "2", "NCCL_NET_GDR_LEVEL": "SYS", "NCCL_IB_QPS_PER_CONNECTION": "4"},
-    {"NCCL_IB_GID_INDEX": "7", "NCCL_NET_GDR_LEVEL": "2", "NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket", "NCCL_IB_TIMEOUT": "12"},
-    {"NCCL_IB_GID_INDEX": "3", "NCCL_IB_TC": "106", "NCCL_P2P_DISABLE": "1", "NCCL_ALGO": "Ring", "NCCL_PROTO": "LL128", "NCCL_DEBUG": "INFO"},
-    {"NCCL_P2P_LEVEL": "LOC", "NCCL_NVLS_ENABLE": "0", "NCCL_SOCKET_IFNAME": "=ibp180s0", "NCCL_IB_HCA": "=mlx5_5"},
+    {
+        "NCCL_IB_HCAS": "mlx5",
+        "NCCL_FOO_BAR_BAZ": "1",
+        "NCCL_IB_GDR_LEVEL": "PHB",
+        "NCCL_IB_TIMEOUT": "40",
+        "NCCL_X": "$Y",
+    },
+    {
+        "NCCL_IB_HCA": "mlx5_1,mlx5_9,=mlx5_0:2",
+        "NCCL_SOCKET_IFNAME": "lo,eth",
+        "NCCL_IB_GID_INDEX": "0",
+        "NCCL_IB_TC": "107",
+    },
+    {
+        "NCCL_IB_HCA": "=mlx5_0:2",
+        "NCCL_IB_GID_INDEX": "1",
+        "NCCL_IB_TC": "41",
+        "NCCL_NET_GDR_LEVEL": "LOC",
+        "NCCL_IB_TIMEOUT": "0",
+    },
+    {
+        "NCCL_IB_HCA": "^mlx5",
+        "NCCL_IB_GID_INDEX": "2",
+        "NCCL_NET_GDR_LEVEL": "SYS",
+        "NCCL_IB_QPS_PER_CONNECTION": "4",
+    },
+    {
+        "NCCL_IB_GID_INDEX": "7",
+        "NCCL_NET_GDR_LEVEL": "2",
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_NET": "Socket",
+        "NCCL_IB_TIMEOUT": "12",
+    },
+    {
+        "NCCL_IB_GID_INDEX": "3",
+        "NCCL_IB_TC": "106",
+        "NCCL_P2P_DISABLE": "1",
+        "NCCL_ALGO": "Ring",
+        "NCCL_PROTO": "LL128",
+        "NCCL_DEBUG": "INFO",
+    },
+    {
+        "NCCL_P2P_LEVEL": "LOC",
+        "NCCL_NVLS_ENABLE": "0",
+        "NCCL_SOCKET_IFNAME": "=ibp180s0",
+        "NCCL_IB_HCA": "=mlx5_5",
+    },
     {"NCCL_IB_GID_INDEX": "1"},
     {"NCCL_IB_ADDR_FAMILY": "AF_INET6", "NCCL_IB_HCA": "=mlx5_0:1, mlx5_1:1"},
     {"NCCL_DEBUG": "WARN", "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "0"},
 ]
 # Codes that need sources (NCCL005-007) or a host changed on purpose (test_lint.py builds them).
-NEEDS_MORE = {"NCCL005", "NCCL006", "NCCL007", "NCCL008", "NCCL009", "NCCL012", "NCCL013", "NCCL015", "NCCL022", "NCCL034"}
+NEEDS_MORE = {
+    "NCCL005",
+    "NCCL006",
+    "NCCL007",
+    "NCCL008",
+    "NCCL009",
+    "NCCL012",
+    "NCCL013",
+    "NCCL015",
+    "NCCL022",
+    "NCCL034",
+}
 
 
 def all_findings():
@@ -56,7 +107,9 @@ def literal_codes(path: Path) -> set[str]:
 
 
 def test_every_code_in_the_source_is_registered() -> None:
-    unknown = {f"{p.relative_to(SRC)}: {c}" for p in SRC.rglob("*.py") for c in literal_codes(p) if c not in CODES}
+    unknown = {
+        f"{p.relative_to(SRC)}: {c}" for p in SRC.rglob("*.py") for c in literal_codes(p) if c not in CODES
+    }
     assert not unknown
 
 
@@ -119,13 +172,18 @@ def test_lint_refuses_a_code_not_bound_to_its_rule(monkeypatch) -> None:
 
 def test_docs_table_is_generated_from_the_registry() -> None:
     doc = (SRC.parents[1] / "docs" / "nccl.md").read_text()
-    assert code_table() in doc, "regenerate docs/nccl.md's table from fabricscope.nccl.lint.code_table():\n" + code_table()
+    assert code_table() in doc, (
+        "regenerate docs/nccl.md's table from fabricscope.nccl.lint.code_table():\n" + code_table()
+    )
 
 
 def test_missing_conf_file_is_a_library_rule(host_copy) -> None:
     """NCCL007 used to be built by cli/nccl.py; the library's collect + lint now reports it."""
     root = Root.at(host_copy("ib-ndr-healthy"))
-    sources = JobSources(scripts=[("job.sh", "export NCCL_CONF_FILE=/etc/nope.conf\n")], env_files=[("a.env", "NCCL_DEBUG=WARN\nbad line\n")])
+    sources = JobSources(
+        scripts=[("job.sh", "export NCCL_CONF_FILE=/etc/nope.conf\n")],
+        env_files=[("a.env", "NCCL_DEBUG=WARN\nbad line\n")],
+    )
     settings, found = lint_job(sources, root, read_inventory(root))
     nccl007 = next(f for f in found if f.id == "NCCL007")
     assert nccl007.evidence == {"value": "/etc/nope.conf", "source": "job.sh:1"}
@@ -139,7 +197,11 @@ def test_collect_follows_nccl_precedence(host_copy) -> None:
     (root_path / "etc/nccl.conf").write_text("NCCL_IB_TC=41\nNCCL_DEBUG=INFO\n")
     (root_path / "etc/user.conf").write_text("NCCL_DEBUG=VERSION\n")
     root = Root.at(root_path)
-    st = collect(JobSources(scripts=[("job.sh", BLOG.replace("NCCL_DEBUG=WARN", "NCCL_CONF_FILE=/etc/user.conf"))]), root, read_inventory(root))
+    st = collect(
+        JobSources(scripts=[("job.sh", BLOG.replace("NCCL_DEBUG=WARN", "NCCL_CONF_FILE=/etc/user.conf"))]),
+        root,
+        read_inventory(root),
+    )
     assert st.effective["NCCL_IB_TC"].where == "job.sh:7"  # the job beats /etc/nccl.conf
     assert st.effective["NCCL_DEBUG"].where == "/etc/user.conf:1"  # NCCL_CONF_FILE beats /etc/nccl.conf
     assert {f.id for f in lint(st)} >= {"NCCL005"}

@@ -28,8 +28,14 @@ def found(env: dict[str, str], host, code: str, **kw):
 @pytest.mark.parametrize(
     ("env", "why"),
     [
-        ({"NCCL_IB_ADDR_FAMILY": "AF_INET6"}, "NCCL_IB_ADDR_FAMILY=AF_INET6"),  # no global IPv6 RoCE v2 GID here
-        ({"NCCL_IB_ADDR_RANGE": "172.16.0.0/12"}, "excludes every RoCE v2 address"),  # the RoCE addresses are 10.x
+        (
+            {"NCCL_IB_ADDR_FAMILY": "AF_INET6"},
+            "NCCL_IB_ADDR_FAMILY=AF_INET6",
+        ),  # no global IPv6 RoCE v2 GID here
+        (
+            {"NCCL_IB_ADDR_RANGE": "172.16.0.0/12"},
+            "excludes every RoCE v2 address",
+        ),  # the RoCE addresses are 10.x
     ],
 )
 def test_gid_settings_that_leave_no_usable_gid_fail(env: dict[str, str], why: str) -> None:
@@ -47,7 +53,9 @@ def test_gid_settings_that_fit_pass_and_name_the_index() -> None:
 
 def test_gid_settings_fail_only_the_ports_they_break() -> None:
     # roce-broken: mlx5_1 has no IPv4 at all, mlx5_7's RoCE v2 addresses are IPv6 only.
-    [f] = found({"NCCL_IB_ADDR_FAMILY": "AF_INET", "NCCL_IB_HCA": "=mlx5_0:1,mlx5_7:1"}, "roce-broken", "NCCL036")
+    [f] = found(
+        {"NCCL_IB_ADDR_FAMILY": "AF_INET", "NCCL_IB_HCA": "=mlx5_0:1,mlx5_7:1"}, "roce-broken", "NCCL036"
+    )
     assert f.evidence["ports"] == ["mlx5_7:1"] and "only RoCE v2 addresses are IPv6" in f.message
     [ok] = found({"NCCL_IB_ADDR_FAMILY": "AF_INET6", "NCCL_IB_HCA": "=mlx5_7:1"}, "roce-broken", "NCCL036")
     assert ok.severity.value == "pass"
@@ -56,7 +64,9 @@ def test_gid_settings_fail_only_the_ports_they_break() -> None:
 def test_gid_settings_are_left_alone_where_nccl_ignores_them() -> None:
     assert found({"NCCL_IB_ADDR_FAMILY": "AF_INET6"}, "ib-ndr-healthy", "NCCL036") == []  # InfiniBand
     assert found({"NCCL_IB_ADDR_FAMILY": "AF_INET6"}, "roce-healthy", "NCCL036", nccl_version="2.19.3") == []
-    assert found({"NCCL_IB_ADDR_FAMILY": "AF_INET6", "NCCL_IB_GID_INDEX": "3"}, "roce-healthy", "NCCL036") == []
+    assert (
+        found({"NCCL_IB_ADDR_FAMILY": "AF_INET6", "NCCL_IB_GID_INDEX": "3"}, "roce-healthy", "NCCL036") == []
+    )
 
 
 def test_address_family_is_case_sensitive() -> None:
@@ -86,7 +96,13 @@ def test_the_blank_is_caught_without_a_node_too() -> None:
 
 def test_script_reads_an_unquoted_list_whole() -> None:
     """`export NCCL_IB_HCA==mlx5_0:1,mlx5_1:1` sets the whole list; only --export=A=B,C=D splits."""
-    got = {s.name: s.value for s in parse_script("export NCCL_IB_HCA==mlx5_0:1,mlx5_1:1\n#SBATCH --export=ALL,NCCL_DEBUG=WARN,NCCL_IB_TC=106\n", "j")}
+    got = {
+        s.name: s.value
+        for s in parse_script(
+            "export NCCL_IB_HCA==mlx5_0:1,mlx5_1:1\n#SBATCH --export=ALL,NCCL_DEBUG=WARN,NCCL_IB_TC=106\n",
+            "j",
+        )
+    }
     assert got == {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_DEBUG": "WARN", "NCCL_IB_TC": "106"}
 
 
@@ -116,7 +132,9 @@ def test_env_blames_ipv4_only_when_the_netdev_has_none(v1_only: Path) -> None:
     inv = inventory(v1_only)
     excluded = dict(plan_env(inv).excluded)
     assert inv.netdev("ens0np0").ipv4
-    assert "has no IPv4 address" not in excluded["mlx5_0:1"] and "RoCE v1 entries only" in excluded["mlx5_0:1"]
+    assert (
+        "has no IPv4 address" not in excluded["mlx5_0:1"] and "RoCE v1 entries only" in excluded["mlx5_0:1"]
+    )
     broken = dict(plan_env(inventory("roce-broken")).excluded)
     assert "ens1np0 has no IPv4 address" in broken["mlx5_1:1"]  # it really has none
 
@@ -138,5 +156,8 @@ def test_nccl_conf_is_read_verbatim(host_copy) -> None:
     assert "NCCL_DEBUG" not in settings.effective and "NCCL_IB_TIMEOUT" not in settings.effective
     misread = {f.subject: f.message for f in found if f.id == "NCCL006"}
     assert set(misread) == {"/etc/nccl.conf:1", "/etc/nccl.conf:2", "/etc/nccl.conf:3", "/etc/nccl.conf:4"}
-    assert "keeps the quotes" in misread["/etc/nccl.conf:1"] and "'export NCCL_DEBUG'" in misread["/etc/nccl.conf:2"]
+    assert (
+        "keeps the quotes" in misread["/etc/nccl.conf:1"]
+        and "'export NCCL_DEBUG'" in misread["/etc/nccl.conf:2"]
+    )
     assert any(f.id == "NCCL010" for f in found)  # '"=mlx5_0' names no device, as NCCL sees it

@@ -42,7 +42,10 @@ def test_a_list_matching_nothing_fails() -> None:
 
 
 def test_arithmetic_is_one_value() -> None:
-    read = read_script("export NCCL_BUFFSIZE=$((512 * 1024))\nNCCL_NCHANNELS_PER_NET_PEER=$(( (2+2) * 2 )) python x.py\n", "job.sh")
+    read = read_script(
+        "export NCCL_BUFFSIZE=$((512 * 1024))\nNCCL_NCHANNELS_PER_NET_PEER=$(( (2+2) * 2 )) python x.py\n",
+        "job.sh",
+    )
     values = {s.name: s.value for s in read.settings}
     assert values == {"NCCL_BUFFSIZE": "524288", "NCCL_NCHANNELS_PER_NET_PEER": "8"}
     found = lint(merge([read.settings]))
@@ -54,7 +57,7 @@ def test_settings_the_shell_never_applies_are_not_applied() -> None:
         "#!/bin/bash\n"
         'CMD="NCCL_DEBUG=INFO NCCL_IB_HCA=mlx5 python train.py"\n'  # never expanded
         'RUN="NCCL_P2P_DISABLE=1 python train.py"\n'
-        "echo \"export NCCL_SOCKET_IFNAME=eth0\" >> ~/.bashrc\n"
+        'echo "export NCCL_SOCKET_IFNAME=eth0" >> ~/.bashrc\n'
         "$RUN\n"
         "export NCCL_IB_TIMEOUT=22\n"
     )
@@ -62,7 +65,10 @@ def test_settings_the_shell_never_applies_are_not_applied() -> None:
     assert set(settings.effective) == {"NCCL_P2P_DISABLE", "NCCL_IB_TIMEOUT"}
     not_applied = {f.subject: f for f in found if f.id == "NCCL008"}
     assert set(not_applied) == {"NCCL_DEBUG", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME"}
-    assert "CMD" in not_applied["NCCL_DEBUG"].message and not_applied["NCCL_DEBUG"].evidence["source"] == "job.sh:2"
+    assert (
+        "CMD" in not_applied["NCCL_DEBUG"].message
+        and not_applied["NCCL_DEBUG"].evidence["source"] == "job.sh:2"
+    )
 
 
 def test_a_sourced_file_is_named() -> None:
@@ -75,7 +81,15 @@ def test_a_sourced_file_is_named() -> None:
 def test_an_exclude_list_that_leaves_lo_in() -> None:
     """`^docker0` replaces NCCL's default (^docker,lo): lo comes first and can be picked (aws/deep-learning-containers#4756)."""
     for inv in (None, _bond_node()):
-        found = [f for f in lint(merge([from_environ({"NCCL_SOCKET_IFNAME": "^docker0"})]), inv) if f.id == "NCCL023"]
+        found = [
+            f
+            for f in lint(merge([from_environ({"NCCL_SOCKET_IFNAME": "^docker0"})]), inv)
+            if f.id == "NCCL023"
+        ]
         assert found and found[0].severity.value == "warn" and "lo" in found[0].message
-        clean = [f for f in lint(merge([from_environ({"NCCL_SOCKET_IFNAME": "^docker,lo,veth"})]), inv) if f.id == "NCCL023"]
+        clean = [
+            f
+            for f in lint(merge([from_environ({"NCCL_SOCKET_IFNAME": "^docker,lo,veth"})]), inv)
+            if f.id == "NCCL023"
+        ]
         assert not clean

@@ -168,7 +168,10 @@ def _chunks(lines: list[str], cuts: list[int]):
 
 @settings(max_examples=400, deadline=None)
 @given(
-    st.lists(st.one_of(st.sampled_from(PLAIN), st.sampled_from(PLAIN), st.sampled_from(TRAPS), log_lines()), max_size=60),
+    st.lists(
+        st.one_of(st.sampled_from(PLAIN), st.sampled_from(PLAIN), st.sampled_from(TRAPS), log_lines()),
+        max_size=60,
+    ),
     st.lists(st.integers(0, 1000), max_size=5),
 )
 @example(PLAIN + PLAIN, [len(PLAIN)])
@@ -194,7 +197,13 @@ def test_whole_chunk_path_takes_clean_chunks_and_refuses_traps() -> None:
     # each two " NCCL INFO " tells.
     prefixed = "AllReduce: q h1:10:11 [0]"
     learn = [*PLAIN, f"{prefixed} NCCL INFO AllReduce: opCount 1a"]
-    lines = [*learn, PLAIN[0], f"h1:10:11 [0] NCCL INFO {prefixed} NCCL INFO AllReduce: y", "AllReduce: z", PLAIN[1]]
+    lines = [
+        *learn,
+        PLAIN[0],
+        f"h1:10:11 [0] NCCL INFO {prefixed} NCCL INFO AllReduce: y",
+        "AllReduce: z",
+        PLAIN[1],
+    ]
     report, whole = _chunks(lines, [len(learn)])
     assert whole == 0
     assert report == _one_by_one(lines)
@@ -247,7 +256,9 @@ RANK_LINES = [
 @example(CHANNELS + CHANNELS, [len(CHANNELS)], False)
 @example(CHANNELS + CHANNELS[::-1] + CHANNELS, [len(CHANNELS), 2 * len(CHANNELS)], True)
 @example(CHANNELS + [CHANNEL_TRAPS[10], CHANNEL_TRAPS[11]], [len(CHANNELS)], False)
-def test_whole_channel_chunks_agree_with_one_line_at_a_time(lines: list[str], cuts: list[int], learn: bool) -> None:
+def test_whole_channel_chunks_agree_with_one_line_at_a_time(
+    lines: list[str], cuts: list[int], learn: bool
+) -> None:
     """Channel lines counted per chunk and booked later land where the per-line loop puts them:
     the same counts per rank and transport, and an unnumbered rank's local rank from its first line."""
     lines = [ln.replace("\n", " ") for ln in lines]
@@ -328,7 +339,10 @@ PIECES = [b"a", b"NCCL INFO x", b"\xc3\xa9", b"\xff", b"\x00", b"\n", b"\n", b"\
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.one_of(st.sampled_from(PIECES), st.integers(1, 3).map(lambda k: b"z" * (16384 * k - 1))), max_size=30),
+    st.lists(
+        st.one_of(st.sampled_from(PIECES), st.integers(1, 3).map(lambda k: b"z" * (16384 * k - 1))),
+        max_size=30,
+    ),
     st.sampled_from([1, 7, 4096, 16384, 70000]),
 )
 @example([b"z" * 16383, b"\n", b"a"], 7)
@@ -374,7 +388,12 @@ def test_channel_chunk_sets_stay_bounded_and_right_on_a_hostile_log(new_rests: b
             agg.feed_chunk("\n".join(part).encode(), len(part), stats)
         reader = agg._batch
         assert reader is not None
-        sizes = (len(reader.good_specs), len(reader.good_rests), len(reader.good_rest_set), len(reader.channel_heads))
+        sizes = (
+            len(reader.good_specs),
+            len(reader.good_rests),
+            len(reader.good_rest_set),
+            len(reader.channel_heads),
+        )
         assert max(sizes) <= 64, sizes
         agg.end_file()
     assert whole > 0

@@ -32,14 +32,22 @@ def lines(*text: str) -> LogReport:
 
 def test_a_file_with_one_recognised_line_is_a_log() -> None:
     """The issue's example: only NCCL's WARN text, no header."""
-    r = lines("NCCL WARN NET/IB : Got completion from peer 10.0.0.2<55028> with error 12, opcode 0, len 0, vendor err 129 (Recv)")
+    r = lines(
+        "NCCL WARN NET/IB : Got completion from peer 10.0.0.2<55028> with error 12, opcode 0, len 0, vendor err 129 (Recv)"
+    )
     assert r.recognised_lines == 1 and ids(r)["nccl_log.completion_error"] == "fail"
 
 
 def test_unplaced_lines_are_counted_not_dropped() -> None:
-    r = lines("Epoch 3/10: loss 0.42", "NCCL WARN Cannot initialize CollNet, using point-to-point network instead", "")
+    r = lines(
+        "Epoch 3/10: loss 0.42",
+        "NCCL WARN Cannot initialize CollNet, using point-to-point network instead",
+        "",
+    )
     assert r.summary["unrecognised_lines"] == 1 and r.summary["placed_lines"] == 1
-    assert any(f.id == "nccl_log.unrecognised_lines" and "1 lines not recognised" in f.message for f in r.findings)
+    assert any(
+        f.id == "nccl_log.unrecognised_lines" and "1 lines not recognised" in f.message for f in r.findings
+    )
 
 
 def test_pytorch_traceback_under_ray_and_vllm_prefixes() -> None:
@@ -56,7 +64,9 @@ def test_headerless_warn_keeps_its_source_and_nvls_is_named() -> None:
     r = report_of("nccl-976.log")
     found = ids(r)
     assert found.get("nccl_log.nvls") == "fail"
-    assert "nccl_log.cuda_error" not in found  # NCCL's own explanation (Fabric Manager), not 'check CUDA versions'
+    assert (
+        "nccl_log.cuda_error" not in found
+    )  # NCCL's own explanation (Fabric Manager), not 'check CUDA versions'
     nvls = next(f for f in r.findings if f.id == "nccl_log.nvls")
     assert "gpu.fabric" in (nvls.fix or "") and "Fabric Manager" in nvls.message
 
@@ -118,7 +128,11 @@ def test_socket_interface_nccl_picked() -> None:
         "h1:10:11 [0] NCCL INFO NET/Socket : Using [0]veth12ab:10.0.3.2<0>",
     )
     found = next(f for f in r.findings if f.id == "nccl_log.socket_interface")
-    assert "ip6tnl0" in found.message and "veth12ab" in found.message and "docker*, lo and virbr*" in found.message
+    assert (
+        "ip6tnl0" in found.message
+        and "veth12ab" in found.message
+        and "docker*, lo and virbr*" in found.message
+    )
 
 
 def test_nccl_tests_failure_lines() -> None:

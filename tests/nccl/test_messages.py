@@ -23,13 +23,32 @@ assert _spec and _spec.loader
 gen = importlib.util.module_from_spec(_spec)
 sys.modules["gen_nccl_messages"] = gen  # dataclasses look their module up while the class is built
 _spec.loader.exec_module(gen)
-KEYS = {"id", "project", "level", "format", "subsystems", "args", "file", "line", "next", "why", "since", "until"}
+KEYS = {
+    "id",
+    "project",
+    "level",
+    "format",
+    "subsystems",
+    "args",
+    "file",
+    "line",
+    "next",
+    "why",
+    "since",
+    "until",
+}
 
 
 def test_catalogue_shape() -> None:
     data = json.loads(DATA.read_text(encoding="utf-8"))
     assert data["schema"] == "fabricscope.nccl_messages/v1"
-    assert set(data["sources"]) == {"nccl", "aws-ofi-nccl", "nccl-rdma-sharp-plugins", "libfabric-efa", "pytorch"}
+    assert set(data["sources"]) == {
+        "nccl",
+        "aws-ofi-nccl",
+        "nccl-rdma-sharp-plugins",
+        "libfabric-efa",
+        "pytorch",
+    }
     nccl_tags = data["sources"]["nccl"]["tags"]
     assert nccl_tags[0].startswith("v2.18.") and nccl_tags[-1].startswith("v2.30.")
     assert {re.match(r"v2\.(\d+)", t).group(1) for t in nccl_tags} == {str(m) for m in range(18, 31)}
@@ -58,13 +77,25 @@ def test_every_rule_names_catalogue_entries_that_exist() -> None:
     ("text", "project", "next_"),
     [
         # NCCL 2.19-2.23 transport/net_ib.cc: the completion error returns ncclRemoteError.
-        ("NET/IB : Got completion from peer 10.0.0.2<55028> with error 12, opcode 0, len 0, vendor err 129 (Recv)", "nccl", "returns_error"),
+        (
+            "NET/IB : Got completion from peer 10.0.0.2<55028> with error 12, opcode 0, len 0, vendor err 129 (Recv)",
+            "nccl",
+            "returns_error",
+        ),
         # src/transport.cc: CollNet setup failed, NCCL goes on over the point-to-point network.
         ("Cannot initialize CollNet, using point-to-point network instead", "nccl", "falls_back"),
         ("NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.", "nccl", "falls_back"),
-        ("NET/OFI Unable to find a protocol that worked.  Failing initialization.", "aws-ofi-nccl", "returns_error"),
-        ("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=1, "
-         "NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.", "pytorch", "returns_error"),
+        (
+            "NET/OFI Unable to find a protocol that worked.  Failing initialization.",
+            "aws-ofi-nccl",
+            "returns_error",
+        ),
+        (
+            "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=1, "
+            "NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.",
+            "pytorch",
+            "returns_error",
+        ),
     ],
 )
 def test_lines_match_their_entry(text: str, project: str, next_: str) -> None:
@@ -77,7 +108,9 @@ def test_text_no_entry_prints_matches_nothing() -> None:
 
 
 def test_format_regex_reads_printf() -> None:
-    assert format_regex("Connect to %s failed : %s").match("Connect to 10.0.0.2<45873> failed : Software caused connection abort")
+    assert format_regex("Connect to %s failed : %s").match(
+        "Connect to 10.0.0.2<45873> failed : Software caused connection abort"
+    )
     assert format_regex("status=%d opcode=%d len=%u").match("status=12 opcode=0 len=0")
     assert not format_regex("status=%d opcode=%d").match("status=x opcode=0")
 
@@ -87,12 +120,21 @@ def test_format_regex_reads_printf() -> None:
     ("source", "want"),
     [
         # v2.21.5-1 src/misc/socket.cc:50-51
-        ('WARN("socketProgress: Connection closed by remote peer %s", x);\n    return ncclRemoteError;\n  }', "returns_error"),
+        (
+            'WARN("socketProgress: Connection closed by remote peer %s", x);\n    return ncclRemoteError;\n  }',
+            "returns_error",
+        ),
         # v2.21.5-1 src/transport.cc (CollNet setup): the message says what NCCL does instead.
-        ('WARN("Cannot initialize CollNet, using point-to-point network instead");\n  comm->collNetSupport = 0;', "falls_back"),
+        (
+            'WARN("Cannot initialize CollNet, using point-to-point network instead");\n  comm->collNetSupport = 0;',
+            "falls_back",
+        ),
         # v2.30.7-1 src/misc/ibvwrap.cc: an unsupported optional call is skipped, NCCL goes on.
         ('INFO(NCCL_NET, "Call to %s not supported", name);\n    return ncclSuccess;\n  }', "goes_on"),
-        ('WARN("Error : ring %d does not contain rank %d", c, r);\n    ret = ncclInternalError;\n    goto fail;', "returns_error"),
+        (
+            'WARN("Error : ring %d does not contain rank %d", c, r);\n    ret = ncclInternalError;\n    goto fail;',
+            "returns_error",
+        ),
     ],
 )
 def test_generator_reads_what_the_code_does_next(source: str, want: str) -> None:

@@ -16,7 +16,10 @@ from tests.conftest import FIXTURE_HOSTS
 
 @pytest.fixture(scope="module")
 def docs() -> dict[str, dict]:
-    return {name: run_doctor(Root.at(FIXTURE_HOSTS / name)).to_dict() for name in ("ib-degraded", "ib-ndr-healthy", "roce-healthy", "cloud-tcp")}
+    return {
+        name: run_doctor(Root.at(FIXTURE_HOSTS / name)).to_dict()
+        for name in ("ib-degraded", "ib-ndr-healthy", "roce-healthy", "cloud-tcp")
+    }
 
 
 def test_a_nodes_rate_is_its_slowest_active_port(docs) -> None:
@@ -31,7 +34,9 @@ def test_the_transport_and_gpu_follow_the_nodes(docs) -> None:
     assert transport_of([docs["roce-healthy"]], "nccl") == "roce"
     assert transport_of([docs["cloud-tcp"]], "nccl") == "tcp"
     assert transport_of([docs["ib-ndr-healthy"]], "gloo") == "tcp"
-    assert gpu_of([docs["ib-ndr-healthy"]], "nccl") == "h100" and gpu_of([docs["cloud-tcp"]], "gloo") == "none"
+    assert (
+        gpu_of([docs["ib-ndr-healthy"]], "nccl") == "h100" and gpu_of([docs["cloud-tcp"]], "gloo") == "none"
+    )
 
 
 def test_a_degraded_port_halves_the_ring(docs) -> None:
@@ -41,7 +46,9 @@ def test_a_degraded_port_halves_the_ring(docs) -> None:
              "n3": slowest_port_bps(docs["ib-ndr-healthy"]), "n4": slowest_port_bps(docs["ib-ndr-healthy"])}  # fmt: skip
     alloc = Allocation(hosts, hosts, None, None, doctor_bps=rates)
     now, built, slow = documents(alloc)
-    assert [(d.name, d.rate_bps, d.nominal_bps, d.source) for d in slow] == [("n2", 200e9, 400e9, "doctor document")]
+    assert [(d.name, d.rate_bps, d.nominal_bps, d.source) for d in slow] == [
+        ("n2", 200e9, 400e9, "doctor document")
+    ]
     spec = CollectiveModel("all_reduce", (1 << 30,), "nccl", "ib", "h100")
     degraded = collective_busbw(alloc, now, "ethernet", spec)[0][-1]
     healthy = collective_busbw(alloc, built, "ethernet", spec)[0][-1]

@@ -14,8 +14,14 @@ import pytest
 from tests.conftest import require_torch
 
 
-def fs(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "PMI_RANK")}
+def fs(
+    *args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None
+) -> subprocess.CompletedProcess[str]:
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+    }
     return subprocess.run([sys.executable, "-m", "fabricscope", *args], capture_output=True, text=True, timeout=timeout,
                           env={**clean, **(env or {})}, cwd=cwd)  # fmt: skip
 
@@ -53,13 +59,40 @@ def test_three_local_ranks_name_the_bad_setting(tmp_path: Path) -> None:
     assert doc["schema"] == "fabricscope.ready/v1" and doc["verdict"] == "not ready" and doc["exit_code"] == 1
     steps = {s["name"]: s for s in doc["steps"]}
     assert list(steps) == ["doctor", "lint", "matrix", "collective"]
-    assert steps["lint"]["status"] == "fail" and steps["matrix"]["status"] == "pass" and steps["collective"]["status"] == "pass"
+    assert (
+        steps["lint"]["status"] == "fail"
+        and steps["matrix"]["status"] == "pass"
+        and steps["collective"]["status"] == "pass"
+    )
     culprit = steps["lint"]["culprits"][0]
-    assert culprit["kind"] == "setting" and culprit["finding"] == "NCCL020" and culprit["nodes"] == ["local0", "local1", "local2"]
+    assert (
+        culprit["kind"] == "setting"
+        and culprit["finding"] == "NCCL020"
+        and culprit["nodes"] == ["local0", "local1", "local2"]
+    )
     assert doc["drain"] == []  # a job setting is the job's to fix, not a node to drain
     assert steps["matrix"]["predicted"] and steps["collective"]["predicted"]
-    again = fs("ready", "--launch", "local:3", "--nic-rate", "100mbit", "--sizes", "1M", "--backend", "gloo", "--budget", "120", env=env)
+    again = fs(
+        "ready",
+        "--launch",
+        "local:3",
+        "--nic-rate",
+        "100mbit",
+        "--sizes",
+        "1M",
+        "--backend",
+        "gloo",
+        "--budget",
+        "120",
+        env=env,
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     text = again.stdout
-    assert text.index("[doctor]") < text.index("[lint]") < text.index("[predict]") < text.index("[matrix]") < text.index("[collective]")
+    assert (
+        text.index("[doctor]")
+        < text.index("[lint]")
+        < text.index("[predict]")
+        < text.index("[matrix]")
+        < text.index("[collective]")
+    )
     assert "fabricscope ready: READY" in text

@@ -56,7 +56,9 @@ def _leaf_spine(uplink: dict[str, float]) -> Allocation:
 def test_flows_of_one_phase_share_an_uplink() -> None:
     alloc = _leaf_spine({"leaf1": 400e6, "leaf2": 100e6, "leaf3": 400e6})
     now, built, slow = documents(alloc)
-    assert [(d.kind, d.name, d.rate_bps, d.nominal_bps) for d in slow] == [("link", "leaf2-spine", 100e6, 400e6)]
+    assert [(d.kind, d.name, d.rate_bps, d.nominal_bps) for d in slow] == [
+        ("link", "leaf2-spine", 100e6, 400e6)
+    ]
     predicted = matrix_gbps(alloc, now, "tbf")
     expected = matrix_gbps(alloc, built, "tbf")
     hosts, under = alloc.hosts, {"h3", "h4"}  # leaf2
@@ -78,7 +80,9 @@ def test_without_a_topology_the_rate_must_come_from_somewhere() -> None:
         documents(alloc)
     alloc.nic_rate_bps = 10e9
     now, built, slow = documents(alloc)
-    assert not slow and matrix_gbps(alloc, now, "ethernet")[0][1] == pytest.approx(matrix_gbps(alloc, built, "ethernet")[0][1])
+    assert not slow and matrix_gbps(alloc, now, "ethernet")[0][1] == pytest.approx(
+        matrix_gbps(alloc, built, "ethernet")[0][1]
+    )
     alloc.doctor_bps = {"a": 200e9, "b": 400e9}  # a degraded port counts at its real rate
     now, _, slow = documents(alloc)
     assert [(d.name, d.rate_bps) for d in slow] == [("a", 200e9)]
@@ -90,7 +94,10 @@ def test_the_plan_fits_the_budget_and_refuses_one_too_short() -> None:
         assert p.total_s <= budget + 30 * 1  # the matrix deadline keeps a fixed 30 s of slack for its retests
         assert p.matrix_timeout_s >= matrix_seconds(ranks, p.flow_s)
     longer = plan(ReadyParams(budget_s=3600), 8)
-    assert longer.flow_s >= plan(ReadyParams(budget_s=120), 8).flow_s and longer.iters >= plan(ReadyParams(budget_s=120), 8).iters
+    assert (
+        longer.flow_s >= plan(ReadyParams(budget_s=120), 8).flow_s
+        and longer.iters >= plan(ReadyParams(budget_s=120), 8).iters
+    )
     with pytest.raises(ReadyError, match="needs at least") as refused:
         plan(ReadyParams(budget_s=30), 16)
     need = float(str(refused.value).split("needs at least ")[1].split()[0])

@@ -122,5 +122,7 @@ def test_leaf_spine_slow_uplink_is_not_ready_and_named(state, leaf_spine) -> Non
     assert doc["verdict"] == "not ready"
     steps = _steps(doc)
     for name in ("matrix", "collective"):
-        assert steps[name]["status"] == "fail" and ("link", "leaf2-spine") in _culprits(steps[name]), steps[name]
+        assert steps[name]["status"] == "fail" and ("link", "leaf2-spine") in _culprits(steps[name]), steps[
+            name
+        ]
     assert doc["drain"] == []  # a cable is not a node to drain

@@ -29,7 +29,9 @@ pytestmark = pytest.mark.slow
 LAB = "rdyslurm"
 HOSTS = ["h1", "h2", "h3", "h4"]
 HCAS = ",".join(f"mlx5_{i}:1" for i in range(8))
-GOOD = f"#!/bin/bash\n#SBATCH -N 4\nexport NCCL_IB_HCA='={HCAS}'\nexport NCCL_IB_TC=106\nsrun python train.py\n"
+GOOD = (
+    f"#!/bin/bash\n#SBATCH -N 4\nexport NCCL_IB_HCA='={HCAS}'\nexport NCCL_IB_TC=106\nsrun python train.py\n"
+)
 BAD = GOOD.replace(f"'={HCAS}'", "mlx5_9")  # no such HCA on these nodes: NCCL fails at init
 
 
@@ -51,11 +53,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     (base / "expect.yaml").write_text('firmware:\n  MT4129: "28.39.1002"\n')
     env = {"FABRICSCOPE_LAB_DIR": str(base / "labstate"), "FABRICSCOPE_DB": str(base / "history.db")}
     fs = [sys.executable, "-m", "fabricscope"]
-    up = run([*fs, "lab", "up", "--name", LAB, "--hosts", "4", "--link-rate", "1gbit", "--slurm", "--json"], env)
+    up = run(
+        [*fs, "lab", "up", "--name", LAB, "--hosts", "4", "--link-rate", "1gbit", "--slurm", "--json"], env
+    )
     try:
         assert up.returncode == 0, up.stderr
         env["SLURM_CONF"] = json.loads(up.stdout)["slurm"]["conf"]
-        env["FABRICSCOPE_MUNGE_SOCKET"] = str(slurm.munge_socket(Path(env["SLURM_CONF"]).parent))  # not munged's default
+        env["FABRICSCOPE_MUNGE_SOCKET"] = str(
+            slurm.munge_socket(Path(env["SLURM_CONF"]).parent)
+        )  # not munged's default
         env["FABRICSCOPE_JOB_TOKEN"] = ""  # the job's secret comes through munge, as on a real Slurm cluster
         yield {"env": env, "base": base, "roots": roots, "behind": built[2]}
     finally:
@@ -133,5 +139,10 @@ def test_a_bad_job_setting_is_not_ready_and_named(cluster) -> None:
     assert (code, doc["verdict"]) == (1, "not ready")
     assert steps["lint"]["status"] == "fail"
     failing = [c for c in steps["lint"]["culprits"] if c["finding"] == "NCCL010"]
-    assert failing and failing[0]["kind"] == "setting" and "NCCL_IB_HCA" in failing[0]["name"] and failing[0]["nodes"] == HOSTS
+    assert (
+        failing
+        and failing[0]["kind"] == "setting"
+        and "NCCL_IB_HCA" in failing[0]["name"]
+        and failing[0]["nodes"] == HOSTS
+    )
     assert doc["drain"] == []  # the job's setting, not a node

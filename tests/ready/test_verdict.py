@@ -45,7 +45,14 @@ def test_doctor_step_passes_healthy_nodes_and_warns_on_warnings() -> None:
     healthy = _doctor("ib-ndr-healthy")
     assert all(f.severity.rank < Severity.WARN.rank for f in healthy)  # the fixture's own promise
     assert judge_doctor([("a", healthy), ("b", healthy)]).status == "pass"
-    warn = Finding("fleet.firmware", Severity.WARN, "mlx5_0", "28.38.1900 where 7 of 8 nodes run 28.39.1002", {}, "update it")
+    warn = Finding(
+        "fleet.firmware",
+        Severity.WARN,
+        "mlx5_0",
+        "28.38.1900 where 7 of 8 nodes run 28.39.1002",
+        {},
+        "update it",
+    )
     step = judge_doctor([("a", healthy), ("b", [*healthy, warn])])
     assert step.status == "warn" and [c.name for c in step.culprits] == ["b"]
 
@@ -81,14 +88,25 @@ SLOW = Degradation("host", "h3", 250e6, 1e9, "topology")
 @pytest.mark.parametrize(("ratio", "status"), [(1.0, "pass"), (WARN_BELOW + 0.01, "pass"), (WARN_BELOW - 0.01, "warn"),
                                                (FAIL_BELOW - 0.01, "fail")])  # fmt: skip
 def test_measured_step_against_the_fabric_as_built(ratio: float, status: str) -> None:
-    step = judge_measured("collective", "GB/s", predicted=ratio * 10, measured=ratio * 10, expected=10.0, degradations=[SLOW])
+    step = judge_measured(
+        "collective", "GB/s", predicted=ratio * 10, measured=ratio * 10, expected=10.0, degradations=[SLOW]
+    )
     assert step.status == status
-    assert ([c.name for c in step.culprits] == ["h3"]) == (status != "pass")  # the known slow host, only when it matters
+    assert ([c.name for c in step.culprits] == ["h3"]) == (
+        status != "pass"
+    )  # the known slow host, only when it matters
     assert step.error_pct == pytest.approx(0.0)
 
 
 def test_far_below_the_prediction_says_something_unknown_differs() -> None:
-    step = judge_measured("collective", "GB/s", predicted=10.0, measured=10.0 * (FAR_BELOW - 0.05), expected=None, degradations=[])
+    step = judge_measured(
+        "collective",
+        "GB/s",
+        predicted=10.0,
+        measured=10.0 * (FAR_BELOW - 0.05),
+        expected=None,
+        degradations=[],
+    )
     assert step.status == "fail" and step.culprits[0].kind == "fabric"
     assert step.error_pct == pytest.approx((FAR_BELOW - 0.05 - 1) * 100)
     near = judge_measured("collective", "GB/s", predicted=10.0, measured=9.5, expected=10.0, degradations=[])
@@ -106,7 +124,9 @@ def test_matrix_step_judges_the_slowest_pair_and_merges_blame() -> None:
     measured = [[None, 0.97, 0.24], [0.96, None, 0.245], [0.24, 0.24, None]]
     step = judge_matrix(hosts, measured, predicted, expected, [SLOW], [_Suspect()])
     assert step.status == "fail"
-    assert [(c.kind, c.name) for c in step.culprits] == [("node", "h3")]  # the topology's slow host and the matrix's suspect: one
+    assert [(c.kind, c.name) for c in step.culprits] == [
+        ("node", "h3")
+    ]  # the topology's slow host and the matrix's suspect: one
     assert "row and column low" in step.culprits[0].problem and "250M" in step.culprits[0].problem
     assert step.details["pairs_within_10pct"] == 6
 
@@ -114,24 +134,51 @@ def test_matrix_step_judges_the_slowest_pair_and_merges_blame() -> None:
 def test_verdict_word_exit_codes_and_drain_list() -> None:
     ok = Step("doctor", "pass", "")
     warn = Step("lint", "warn", "")
-    fail = judge_measured("collective", "GB/s", 10.0, 2.0, 10.0, [SLOW, Degradation("link", "leaf2-spine", 1e8, 4e8, "topology")])
+    fail = judge_measured(
+        "collective",
+        "GB/s",
+        10.0,
+        2.0,
+        10.0,
+        [SLOW, Degradation("link", "leaf2-spine", 1e8, 4e8, "topology")],
+    )
     assert verdict([ok]).word == READY and verdict([ok]).exit_code() == 0
     assert verdict([ok, warn]).word == WARNINGS and verdict([ok, warn]).exit_code() == 0
     assert verdict([ok, warn]).exit_code(fail_on_warn=True) == 1
     v = verdict([ok, warn, fail])
     assert v.word == NOT_READY and v.exit_code() == 1
     assert [d["node"] for d in v.drain] == ["h3"]  # a cable is not drained; a slow host is
-    assert v.drain[0]["command"][:3] == ["scontrol", "update", "NodeName=h3"] and "State=DRAIN" in v.drain[0]["command"]
+    assert (
+        v.drain[0]["command"][:3] == ["scontrol", "update", "NodeName=h3"]
+        and "State=DRAIN" in v.drain[0]["command"]
+    )
     assert verdict([ok, Step("matrix", "error", "rank 2 sent nothing")]).exit_code() == 2
-    assert not verdict([warn, Step("matrix", "warn", "", judge_doctor([("h9", [Finding("x", Severity.WARN, "s", "m")])]).culprits)]).drain
+    assert not verdict(
+        [
+            warn,
+            Step(
+                "matrix", "warn", "", judge_doctor([("h9", [Finding("x", Severity.WARN, "s", "m")])]).culprits
+            ),
+        ]
+    ).drain
 
 
 def test_one_noisy_pair_is_no_warning_one_slow_pair_fails() -> None:
     hosts = ["h1", "h2", "h3"]
     built = [[None, 1.0, 1.0], [1.0, None, 1.0], [1.0, 1.0, None]]
-    noisy = [[None, 0.99, 0.98], [0.89, None, 0.97], [0.99, 0.98, None]]  # h2->h1 at 89%: within the matrix's own noise
+    noisy = [
+        [None, 0.99, 0.98],
+        [0.89, None, 0.97],
+        [0.99, 0.98, None],
+    ]  # h2->h1 at 89%: within the matrix's own noise
     assert judge_matrix(hosts, noisy, built, built, [], []).status == "pass"
-    slow = [[None, 0.99, 0.98], [0.70, None, 0.97], [0.99, 0.98, None]]  # h2->h1 at 70% of what it should carry
+    slow = [
+        [None, 0.99, 0.98],
+        [0.70, None, 0.97],
+        [0.99, 0.98, None],
+    ]  # h2->h1 at 70% of what it should carry
     step = judge_matrix(hosts, slow, built, built, [], [])
     assert step.status == "fail" and "h2->h1" in step.summary
-    assert [(c.kind, c.name) for c in step.culprits] == [("link", "h2->h1")]  # nothing else known: the pair is the culprit
+    assert [(c.kind, c.name) for c in step.culprits] == [
+        ("link", "h2->h1")
+    ]  # nothing else known: the pair is the culprit

@@ -24,7 +24,9 @@ def free_port() -> int:
 
 def wd(base: str, method: str, path: str, body: dict | None = None) -> dict:
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(base + path, data=data, method=method, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        base + path, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=60) as resp:
         return json.loads(resp.read() or b"{}")
 
@@ -33,7 +35,9 @@ def wd(base: str, method: str, path: str, body: dict | None = None) -> dict:
 def browser() -> Iterator[tuple[str, str]]:
     """A WebDriver session of headless Chromium: (its base URL, the session id)."""
     driver = shutil.which("chromedriver")
-    binary = next((b for b in ("/usr/lib/chromium/chromium", shutil.which("chromium")) if b and os.path.exists(b)), None)
+    binary = next(
+        (b for b in ("/usr/lib/chromium/chromium", shutil.which("chromium")) if b and os.path.exists(b)), None
+    )
     if not driver or not binary:
         skip_unless_ci("headless Chromium needs the Debian packages chromium and chromium-driver")
     port = free_port()
@@ -49,8 +53,15 @@ def browser() -> Iterator[tuple[str, str]]:
             time.sleep(0.1)
         args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000",
                 "--force-device-scale-factor=1", "--hide-scrollbars"]  # fmt: skip
-        caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": binary, "args": args},
-                                                 "goog:loggingPrefs": {"browser": "ALL"}}}}
+        caps = {
+            "capabilities": {
+                "alwaysMatch": {
+                    "browserName": "chrome",
+                    "goog:chromeOptions": {"binary": binary, "args": args},
+                    "goog:loggingPrefs": {"browser": "ALL"},
+                }
+            }
+        }
         session = wd(base, "POST", "/session", caps)["value"]["sessionId"]
         try:
             yield base, session
@@ -59,5 +70,3 @@ def browser() -> Iterator[tuple[str, str]]:
     finally:
         proc.terminate()
         proc.wait(10)
-
-

@@ -68,7 +68,9 @@ def _look(base: str, session: str, path: Path) -> tuple[list[dict], str, list[tu
     drawings = _wd(base, "POST", f"/session/{session}/execute/sync", {"script": MEASURE, "args": []})["value"]
     text = _wd(base, "POST", f"/session/{session}/execute/sync",
                {"script": "return document.documentElement.textContent", "args": []})["value"]  # fmt: skip
-    found = _wd(base, "POST", f"/session/{session}/elements", {"using": "css selector", "value": "svg"})["value"]
+    found = _wd(base, "POST", f"/session/{session}/elements", {"using": "css selector", "value": "svg"})[
+        "value"
+    ]
     shots = []
     for element in found:
         eid = next(iter(element.values()))
@@ -111,23 +113,33 @@ def test_every_chart_and_page_is_legible_in_chromium(tmp_path: Path) -> None:
     report.write_text(render_report(runs, baselines))
     heat = tmp_path / "heat.svg"  # what `bench matrix --svg` writes for a two-host job
     heat.write_text(heatmap_svg(["node-a", "node-b"], [[None, 9.1], [9.4, None]], reference_gbps=9.2))
-    switches = [f"sjc2-fab1-spine-{i:02d}" for i in range(1, 6)] + [f"sjc2-fab1-leaf-{i:02d}" for i in range(1, 33)]
+    switches = [f"sjc2-fab1-spine-{i:02d}" for i in range(1, 6)] + [
+        f"sjc2-fab1-leaf-{i:02d}" for i in range(1, 33)
+    ]
     doc = {"name": "dc", "nodes": 109, "nics_per_node": 1, "gpus_per_node": 1, "gpu": "none", "switches": switches,
            "links": [{"a": leaf, "b": spine} for leaf in switches[5:] for spine in switches[:5]],
            "attach": {leaf: [f"{i * 109 // 32}-{(i + 1) * 109 // 32 - 1}"] for i, leaf in enumerate(switches[5:])},
            "hosts": [f"sjc2-gpu-{i:03d}" for i in range(109)]}  # fmt: skip
     view = view_from_document(doc)
     fabric, plain = tmp_path / "fabric.svg", tmp_path / "fabric-plain.svg"
-    fabric.write_text(topology_svg(view, [("sjc2-fab1-leaf-03", "sjc2-fab1-spine-02")]))  # Graphviz, when installed
-    plain.write_text(topology_svg(view, [("sjc2-fab1-leaf-03", "sjc2-fab1-spine-02")], layout="plain"))  # the fallback
+    fabric.write_text(
+        topology_svg(view, [("sjc2-fab1-leaf-03", "sjc2-fab1-spine-02")])
+    )  # Graphviz, when installed
+    plain.write_text(
+        topology_svg(view, [("sjc2-fab1-leaf-03", "sjc2-fab1-spine-02")], layout="plain")
+    )  # the fallback
     if shutil.which("dot") is None:
         skip_unless_ci("large fabrics are laid out by Graphviz: the Debian package graphviz")
-    assert 'class="graph"' in fabric.read_text() and '#d62728' in fabric.read_text()  # dot drew it, the suspect in red
+    assert (
+        'class="graph"' in fabric.read_text() and "#d62728" in fabric.read_text()
+    )  # dot drew it, the suspect in red
     with _browser() as (base, session):
         looks = {name: _look(base, session, path)
                  for name, path in (("report", report), ("heat", heat), ("fabric", fabric), ("plain", plain))}  # fmt: skip
     for name, (drawings, _, shots) in looks.items():
-        if name == "plain":  # the fallback: names whole and inside, but a row of 32 leaves scales down to a strip
+        if (
+            name == "plain"
+        ):  # the fallback: names whole and inside, but a row of 32 leaves scales down to a strip
             assert not any(d["cut"] or d["overlaps"] for d in drawings), drawings
             continue
         _assert_legible(drawings, shots)
@@ -140,9 +152,15 @@ def test_every_chart_and_page_is_legible_in_chromium(tmp_path: Path) -> None:
                   "fleet median"):  # fmt: skip
         assert words in text, words
     heat_drawings, heat_text, _ = looks["heat"]
-    assert heat_drawings[0]["width"] >= 400 and "rows send to columns" in heat_text and "green = at or above it" in heat_text
+    assert (
+        heat_drawings[0]["width"] >= 400
+        and "rows send to columns" in heat_text
+        and "green = at or above it" in heat_text
+    )
     for drawing in ("fabric", "plain"):
         _, fabric_text, _ = looks[drawing]
         assert all(name in fabric_text for name in switches) and "…" not in fabric_text, drawing
     fabric_box = looks["fabric"][0][0]
-    assert fabric_box["width"] < 1400  # Graphviz's tiers as columns fit a page; the fallback's row of 32 leaves does not
+    assert (
+        fabric_box["width"] < 1400
+    )  # Graphviz's tiers as columns fit a page; the fallback's row of 32 leaves does not

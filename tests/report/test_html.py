@@ -26,7 +26,11 @@ def test_every_alternative_of_an_ambiguous_suspect_is_drawn() -> None:
     link.alternatives = ["leaf1 - spine", "leaf2 - spine"]  # "one of": the matrix cannot tell them apart
     html = render_report([stored])
     red = _red(html, "cable")
-    assert len(red) == 2 and any("leaf1 - spine" in line for line in red) and any("leaf2 - spine" in line for line in red)
+    assert (
+        len(red) == 2
+        and any("leaf1 - spine" in line for line in red)
+        and any("leaf2 - spine" in line for line in red)
+    )
     assert "one of: leaf1 - spine, leaf2 - spine" in html and "drawn at every place it may be" in html
 
 
@@ -35,9 +39,11 @@ def test_the_report_verdict_is_the_exit_status() -> None:
     result, stored = _lab_result()
     for s in result.suspects:
         s.confirmed = True
-    assert exit_status(result) == 1  # what `bench matrix` exits with (cli/collective.py uses the same function)
+    assert (
+        exit_status(result) == 1
+    )  # what `bench matrix` exits with (cli/collective.py uses the same function)
     html = render_report([stored])
-    summary = html[html.index("<h2>Summary</h2>"):html.index("<h2>Runs</h2>")]
+    summary = html[html.index("<h2>Summary</h2>") : html.index("<h2>Runs</h2>")]
     assert '<td class="failed">FAIL (exit 1): suspect: h3; leaf2 &lt;-&gt; spine</td>' in summary
     failed = new_result("tcp", {"peer": "x"}).fail("connection refused")
     skipped = new_result("rdma", {"peer": "x"}).skip("no RDMA device")
@@ -45,7 +51,9 @@ def test_the_report_verdict_is_the_exit_status() -> None:
                                       "option": "--min-gbps", "untested": "nothing was tested (no RDMA device)"}], "passed": False}  # fmt: skip
     plain = new_result("rdma", {"peer": "x"}).skip("no RDMA device")
     assert [verdict(r).code for r in (failed, skipped, plain)] == [2, 2, 0]
-    html = render_report([StoredRun(i, datetime.now(timezone.utc), r) for i, r in enumerate((failed, skipped, plain), 1)])
+    html = render_report(
+        [StoredRun(i, datetime.now(timezone.utc), r) for i, r in enumerate((failed, skipped, plain), 1)]
+    )
     assert "no verdict (exit 2): could not complete: connection refused" in html
     assert "no verdict (exit 2): nothing was tested (no RDMA device): --min-gbps cannot pass" in html
     assert "skipped (exit 0): no RDMA device" in html
@@ -58,7 +66,7 @@ def test_the_summary_has_a_regression_column() -> None:
     base = ("runs 1, 2", baseline_stats([first, again]))
     runs = [StoredRun(3, datetime.now(timezone.utc), slow), StoredRun(4, datetime.now(timezone.utc), again)]
     html = render_report(runs, {3: base, 4: base})
-    summary = html[html.index("<h2>Summary</h2>"):html.index("<h2>Runs</h2>")]
+    summary = html[html.index("<h2>Summary</h2>") : html.index("<h2>Runs</h2>")]
     assert "<th>regression</th>" in summary
     assert '<td class="regression">regression: throughput_gbps -50.2 %</td>' in summary
     assert summary.count("<td>none</td>") == 1
@@ -75,14 +83,19 @@ def test_the_incast_page_says_the_verdict_and_the_retransmits_and_timeouts() -> 
     html = render_report([StoredRun(1, datetime.now(timezone.utc), result)])
     said = collapse_verdict(result.incast)
     assert said.startswith("incast collapse from 4 senders") and escape(said) in html
-    assert "<th>retransmits</th><th>timeouts</th>" in html and '<td class="num">1,518</td><td class="num">1</td>' in html
+    assert (
+        "<th>retransmits</th><th>timeouts</th>" in html
+        and '<td class="num">1,518</td><td class="num">1</td>' in html
+    )
 
 
 def test_matrix_medians_have_one_meaning_each() -> None:
     result, _ = _lab_result()
     m = result.metrics
     assert m["fleet_median_gbps"] == result.thresholds_gbps.fleet_median  # what the CLI calls "fleet median"
-    assert m["all_pairs_median_gbps"] < m["fleet_median_gbps"]  # every pair, dragged down by the bad host and uplink
+    assert (
+        m["all_pairs_median_gbps"] < m["fleet_median_gbps"]
+    )  # every pair, dragged down by the bad host and uplink
     assert "matrix_median_gbps" not in m
 
 

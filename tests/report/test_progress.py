@@ -51,4 +51,7 @@ def test_sim_incast_says_how_far_it_is_in_a_log() -> None:
         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.splitlines() == ["# sim incast 1/2: tcp, 1 senders", "# sim incast 2/2: tcp, 2 senders"]
+    assert proc.stderr.splitlines() == [
+        "# sim incast 1/2: tcp, 1 senders",
+        "# sim incast 2/2: tcp, 2 senders",
+    ]

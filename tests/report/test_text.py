@@ -22,7 +22,9 @@ from tests.conftest import TESTS
 
 
 def _tcp() -> BenchResult:
-    return new_result("tcp", {"peer": "h2", "direction": "send"}).finish({"throughput_gbps": 9.5, "retransmits_count": 3418})
+    return new_result("tcp", {"peer": "h2", "direction": "send"}).finish(
+        {"throughput_gbps": 9.5, "retransmits_count": 3418}
+    )
 
 
 def _collective() -> BenchResult:
@@ -37,7 +39,11 @@ def _matrix() -> BenchResult:
     m = [[None if a == b else (0.25 if "h3" in (a, b) else 1.0) for b in hosts] for a in hosts]
     verdict = analyze(hosts, m)
     tcp = Survey("tcp", m, None, verdict, verdict.suspects, [], [])
-    return matrix_result(MatrixRun(MatrixParams(), hosts, [0, 1, 2, 3], tcp, RdmaPart("skipped", "no RDMA device"), "lab:x", 5.0))
+    return matrix_result(
+        MatrixRun(
+            MatrixParams(), hosts, [0, 1, 2, 3], tcp, RdmaPart("skipped", "no RDMA device"), "lab:x", 5.0
+        )
+    )
 
 
 def _text(show) -> str:
@@ -60,7 +66,10 @@ def test_live_and_stored_runs_show_the_same_lines(make) -> None:
 
 def test_the_kind_lines_say_what_matters() -> None:
     assert result_lines(_tcp()) == ["9.50 Gb/s; 3,418 TCP retransmits during the run"]
-    assert any("h3: its transfers (row and column) run at 0.25 Gbit/s median" in line for line in result_lines(_matrix()))
+    assert any(
+        "h3: its transfers (row and column) run at 0.25 Gbit/s median" in line
+        for line in result_lines(_matrix())
+    )
     row = next(line for line in result_lines(_collective()) if line.strip().startswith("1048576"))
     assert row.split()[:5] == ["1048576", "262144", "float", "sum", "-1"]
 

@@ -12,7 +12,13 @@ from fabricscope.sim.scenario import build_simulator, normalise, run_collective
 CASES = [
     {"system": "dgx-h100", "nodes": 8},
     {"system": "dgx-h100", "nodes": 8, "transport": "roce"},
-    {"topology": "fat-tree", "nodes": 16, "nic_rate": "400G", "transport": "roce", "seed": 3},  # ECMP collisions
+    {
+        "topology": "fat-tree",
+        "nodes": 16,
+        "nic_rate": "400G",
+        "transport": "roce",
+        "seed": 3,
+    },  # ECMP collisions
     {"topology": "fat-tree", "nodes": 16, "gpus_per_node": 8, "nics_per_node": 4},  # two GPUs per NIC
     {"topology": "rail-optimized", "nodes": 4, "oversubscription": "4:1", "hosts_per_leaf": 4},
     # transport effects, one function for both paths (issue 21 item 4): a per-flow cap striped over
@@ -48,8 +54,14 @@ def test_aggregation_gives_the_exact_answer(params, pxn) -> None:
 def test_pxn_keeps_alltoall_on_its_rail() -> None:
     """4 nodes on one scalable unit, 4:1 oversubscribed: with PXN every transfer stays on its
     rail leaf; without it (NCCL_PXN_DISABLE=1) cross-rail traffic climbs to the spines."""
-    base = {"topology": "rail-optimized", "nodes": 4, "oversubscription": "4:1", "hosts_per_leaf": 4,
-            "op": "alltoall", "size": "1G"}
+    base = {
+        "topology": "rail-optimized",
+        "nodes": 4,
+        "oversubscription": "4:1",
+        "hosts_per_leaf": 4,
+        "op": "alltoall",
+        "size": "1G",
+    }
     on, off = run_collective(base), run_collective({**base, "pxn": False})
     assert on["limited_by"] == "access bandwidth" and off["limited_by"] == "fabric bandwidth"
     assert off["time_s"] > 2 * on["time_s"]

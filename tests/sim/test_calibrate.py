@@ -16,7 +16,11 @@ SIZES = [2**k for k in range(12, 28, 2)]
 
 def test_line_fit_is_exact_on_a_line_and_robust_to_relative_noise() -> None:
     f = fit_alpha_beta(SIZES, [25e-6 + s / 2e9 for s in SIZES])
-    assert f.alpha_s == pytest.approx(25e-6) and f.bandwidth_GBps == pytest.approx(2.0) and f.r2 == pytest.approx(1)
+    assert (
+        f.alpha_s == pytest.approx(25e-6)
+        and f.bandwidth_GBps == pytest.approx(2.0)
+        and f.r2 == pytest.approx(1)
+    )
     rng = np.random.default_rng(0)
     noisy = [(25e-6 + s / 2e9) * (1 + rng.normal(0, 0.02)) for s in SIZES]
     f = fit_alpha_beta(SIZES, noisy)
@@ -36,7 +40,14 @@ def test_line_fit_refuses_unusable_samples() -> None:
 
 
 def _lab_sim(**over):
-    p = {"topology": "star", "nodes": 4, "gpus_per_node": 1, "gpu": "none", "nic_rate": "10G", "transport": "tcp"}
+    p = {
+        "topology": "star",
+        "nodes": 4,
+        "gpus_per_node": 1,
+        "gpu": "none",
+        "nic_rate": "10G",
+        "transport": "tcp",
+    }
     p.update(over)
     return build_simulator(normalise(p))
 
@@ -68,7 +79,9 @@ def test_calibration_refuses_a_different_rank_count() -> None:
 def _stored(tmp_path, kind="collective", metrics=None, status_ok=True):
     res = new_result(kind, {"op": "all_reduce", "world_size": 4, "sizes": SIZES})
     if status_ok:
-        res.finish(metrics if metrics is not None else {f"size_{s}_time_s": 6 * (20e-6 + s / 4 / 1e9) for s in SIZES})
+        res.finish(
+            metrics if metrics is not None else {f"size_{s}_time_s": 6 * (20e-6 + s / 4 / 1e9) for s in SIZES}
+        )
     else:
         res.fail("peer died")
     with Store.open(tmp_path / "h.sqlite3") as st:

@@ -49,8 +49,26 @@ def run(capsys, monkeypatch):
 
 
 def test_collective_json_document(run) -> None:
-    r = run("collective", "--topology", "rail-optimized", "--nodes", "4", "--gpus-per-node", "8", "--nic-rate",
-            "400G", "--op", "all_reduce", "--algo", "ring", "--size", "1G", "--transport", "ib", "--json")
+    r = run(
+        "collective",
+        "--topology",
+        "rail-optimized",
+        "--nodes",
+        "4",
+        "--gpus-per-node",
+        "8",
+        "--nic-rate",
+        "400G",
+        "--op",
+        "all_reduce",
+        "--algo",
+        "ring",
+        "--size",
+        "1G",
+        "--transport",
+        "ib",
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["schema"] == "fabricscope.sim/v1" and d["kind"] == "collective"
@@ -61,9 +79,29 @@ def test_collective_json_document(run) -> None:
 
 
 def test_collective_human_output_with_sweep(run) -> None:
-    r = run("collective", "--topology", "leaf-spine", "--nodes", "8", "--gpus-per-node", "1", "--gpu", "none",
-            "--hosts-per-leaf", "4", "--oversubscription", "8:1", "--nic-rate", "1gbit", "--transport", "tcp",
-            "--framing", "tbf", "--size", "1M:4M")
+    r = run(
+        "collective",
+        "--topology",
+        "leaf-spine",
+        "--nodes",
+        "8",
+        "--gpus-per-node",
+        "1",
+        "--gpu",
+        "none",
+        "--hosts-per-leaf",
+        "4",
+        "--oversubscription",
+        "8:1",
+        "--nic-rate",
+        "1gbit",
+        "--transport",
+        "tcp",
+        "--framing",
+        "tbf",
+        "--size",
+        "1M:4M",
+    )
     assert r.exit_code == 0, r.output
     assert "1 MiB" in r.stdout and "4 MiB" in r.stdout and "bottleneck links" in r.stdout
     assert "leaf0->spine0" in r.stdout
@@ -104,20 +142,67 @@ def test_bad_input_is_one_line_and_exit_2(run, args, match) -> None:
 
 
 def test_train_and_infer(run) -> None:
-    r = run("train", "--params", "70e9", "--gpus", "256", "--tp", "8", "--pp", "4", "--gpu-tflops", "700",
-            "--tokens-per-step", "4194304", "--json")
+    r = run(
+        "train",
+        "--params",
+        "70e9",
+        "--gpus",
+        "256",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+        "--gpu-tflops",
+        "700",
+        "--tokens-per-step",
+        "4194304",
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["kind"] == "train" and d["tokens_per_s"] > 0 and 0 < d["comm_share"] < 1
     r = run("train", "--params", "70e9", "--gpus", "256", "--tp", "8", "--pp", "4")
     assert r.exit_code == 0 and "tokens per second" in r.stdout
-    r = run("train", "--layers", "32", "--hidden", "4096", "--gpus", "128", "--tp", "8", "--pp", "2", "--cp", "2",
-            "--ep", "2", "--experts", "8", "--virtual-stages", "2", "--recompute", "full", "--no-sequence-parallel",
-            "--dp-collective", "zero", "--system", "dgx-h100", "--json")
+    r = run(
+        "train",
+        "--layers",
+        "32",
+        "--hidden",
+        "4096",
+        "--gpus",
+        "128",
+        "--tp",
+        "8",
+        "--pp",
+        "2",
+        "--cp",
+        "2",
+        "--ep",
+        "2",
+        "--experts",
+        "8",
+        "--virtual-stages",
+        "2",
+        "--recompute",
+        "full",
+        "--no-sequence-parallel",
+        "--dp-collective",
+        "zero",
+        "--system",
+        "dgx-h100",
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert set(d["breakdown"]) >= {"compute_s", "bubble_s", "tensor_parallel", "pipeline_parallel", "data_parallel",
-                                   "expert_parallel", "context_parallel"}
+    assert set(d["breakdown"]) >= {
+        "compute_s",
+        "bubble_s",
+        "tensor_parallel",
+        "pipeline_parallel",
+        "data_parallel",
+        "expert_parallel",
+        "context_parallel",
+    }
     for part in ("tensor_parallel", "data_parallel"):
         b = d["breakdown"][part]
         assert b["total_s"] == pytest.approx(b["exposed_s"] + b["overlapped_s"])
@@ -133,14 +218,35 @@ def test_train_and_infer(run) -> None:
 
 def test_compare_table_and_plots(run, tmp_path) -> None:
     png = tmp_path / "c.png"
-    r = run("compare", "--vary", "transport=ib,roce,tcp", "--vary", "nic-rate=200G,400G", "--nodes", "4",
-            "--plot", str(png))
+    r = run(
+        "compare",
+        "--vary",
+        "transport=ib,roce,tcp",
+        "--vary",
+        "nic-rate=200G,400G",
+        "--nodes",
+        "4",
+        "--plot",
+        str(png),
+    )
     assert r.exit_code == 0, r.output
     assert r.stdout.count("\n") >= 7 and "busbw_GBps" in r.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     svg = tmp_path / "c.svg"
-    r = run("compare", "--vary", "routing=ecmp,adaptive", "--topology", "fat-tree", "--nodes", "64",
-            "--size", "1M:16M", "--plot", str(svg), "--json")
+    r = run(
+        "compare",
+        "--vary",
+        "routing=ecmp,adaptive",
+        "--topology",
+        "fat-tree",
+        "--nodes",
+        "64",
+        "--size",
+        "1M:16M",
+        "--plot",
+        str(svg),
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["kind"] == "compare" and len(d["rows"]) == 2 and "curve" in d["rows"][0]
@@ -183,8 +289,23 @@ def test_calibrate_from_history(run, tmp_path, monkeypatch) -> None:
     with Store.open(db) as st:
         rid = st.save(res)
     monkeypatch.setenv("FABRICSCOPE_DB", str(db))
-    base = ["collective", "--topology", "star", "--nodes", "4", "--gpus-per-node", "1", "--gpu", "none",
-            "--nic-rate", "1gbit", "--transport", "tcp", "--size", "64M"]
+    base = [
+        "collective",
+        "--topology",
+        "star",
+        "--nodes",
+        "4",
+        "--gpus-per-node",
+        "1",
+        "--gpu",
+        "none",
+        "--nic-rate",
+        "1gbit",
+        "--transport",
+        "tcp",
+        "--size",
+        "64M",
+    ]
     r = run(*base, "--calibrate", str(rid), "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
@@ -195,8 +316,22 @@ def test_calibrate_from_history(run, tmp_path, monkeypatch) -> None:
     assert d["busbw_GBps"] == pytest.approx(0.11, rel=0.03)
     r = run(*base, "--calibrate", "12345")
     assert r.exit_code == 2 and "no run with id 12345" in r.stderr
-    r = run("train", "--gpus", "8", "--tp", "1", "--gpus-per-node", "2", "--transport", "tcp", "--nic-rate", "1gbit",
-            "--calibrate", str(rid), "--json")
+    r = run(
+        "train",
+        "--gpus",
+        "8",
+        "--tp",
+        "1",
+        "--gpus-per-node",
+        "2",
+        "--transport",
+        "tcp",
+        "--nic-rate",
+        "1gbit",
+        "--calibrate",
+        str(rid),
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["calibration"]["ranks"] == 4
 
@@ -204,8 +339,24 @@ def test_calibrate_from_history(run, tmp_path, monkeypatch) -> None:
 def test_sim_incast_takes_the_ports_gso_frames(run) -> None:
     # The lab's port queues GSO packets of up to 9 frames whole; the same fabric with a frame-by-frame
     # port loses fewer segments per drop (docs/sim.md, incast).
-    args = ("incast", "--transport", "tcp", "--senders", "4", "--link-rate", "200mbit", "--queue", "64KiB",
-            "--rtt-us", "50", "--sender-burst", "128KiB", "--rounds", "40", "--json")
+    args = (
+        "incast",
+        "--transport",
+        "tcp",
+        "--senders",
+        "4",
+        "--link-rate",
+        "200mbit",
+        "--queue",
+        "64KiB",
+        "--rtt-us",
+        "50",
+        "--sender-burst",
+        "128KiB",
+        "--rounds",
+        "40",
+        "--json",
+    )
     whole = json.loads(run(*args, "--port-gso-frames", "9").stdout)
     frames = json.loads(run(*args).stdout)
     assert whole["fabric"]["switch_gso_frames"] == 9 and frames["fabric"]["switch_gso_frames"] == 1
@@ -217,8 +368,24 @@ def test_sim_incast_takes_the_ports_gso_frames(run) -> None:
 def test_compare_train_takes_every_plan_option(run) -> None:
     """``sim compare --workload train`` accepts the same plan options as ``sim train`` (issue 23
     item 6), and each row is what ``sim train`` answers for that point."""
-    plan = ["--gpus", "16", "--tp", "8", "--layers", "4", "--hidden", "2048", "--heads", "16", "--seq-len", "2048",
-            "--tokens-per-step", "65536", "--recompute", "full"]
+    plan = [
+        "--gpus",
+        "16",
+        "--tp",
+        "8",
+        "--layers",
+        "4",
+        "--hidden",
+        "2048",
+        "--heads",
+        "16",
+        "--seq-len",
+        "2048",
+        "--tokens-per-step",
+        "65536",
+        "--recompute",
+        "full",
+    ]
     r = run("compare", "--workload", "train", *plan, "--vary", "transport=ib,roce", "--no-plot", "--json")
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)["rows"]
@@ -237,8 +404,11 @@ def test_options_come_from_the_scenario_model() -> None:
 
     commands = typer.main.get_command(sim_app).commands  # type: ignore[attr-defined]
     hidden = {"intra_link", "nvswitch", "nvlink_efficiency"}  # set by --system presets and topology files
-    for cmd, model, skip in (("collective", Scenario, hidden), ("train", TrainPlan, set()),
-                             ("compare", TrainPlan, set())):
+    for cmd, model, skip in (
+        ("collective", Scenario, hidden),
+        ("train", TrainPlan, set()),
+        ("compare", TrainPlan, set()),
+    ):
         params = {p.name: p for p in commands[cmd].params}
         for name in set(model.model_fields) - skip:
             assert name in params, (cmd, name)

@@ -10,12 +10,32 @@ from fabricscope.sim.scenario import build_simulator, normalise, run_collective
 from fabricscope.sim.systems import SYSTEMS
 
 
-@pytest.mark.parametrize("name", ["aws-p4d", "aws-p5", "aws-p5en", "aws-p6", "gcp-a3-high", "gcp-a3-mega",
-                                  "gcp-a3-ultra", "gcp-a4", "azure-nd-a100-v4", "azure-nd-h100-v5",
-                                  "azure-nd-h200-v5", "azure-nd-gb200-v6", "dgx-1v", "dgx-h800", "hgx-h20"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "aws-p4d",
+        "aws-p5",
+        "aws-p5en",
+        "aws-p6",
+        "gcp-a3-high",
+        "gcp-a3-mega",
+        "gcp-a3-ultra",
+        "gcp-a4",
+        "azure-nd-a100-v4",
+        "azure-nd-h100-v5",
+        "azure-nd-h200-v5",
+        "azure-nd-gb200-v6",
+        "dgx-1v",
+        "dgx-h800",
+        "hgx-h20",
+    ],
+)
 def test_every_preset_runs_and_names_its_source(name: str) -> None:
     s = SYSTEMS[name]
-    assert s.source.startswith(("NVIDIA", "AWS", "GCP", "Azure", "DeepSeek", "H20")) and "http" in s.source + s.nic
+    assert (
+        s.source.startswith(("NVIDIA", "AWS", "GCP", "Azure", "DeepSeek", "H20"))
+        and "http" in s.source + s.nic
+    )
     d = run_collective({"system": name, "nodes": 2, "size": "1G"})
     assert d["busbw_GBps"] > 0
     if s.transport:
@@ -30,16 +50,32 @@ def test_the_instance_network_can_be_overridden() -> None:
 def test_tcp_stages_through_host_memory_and_rdma_does_not() -> None:
     """NCCL's socket transport copies every byte through host memory (4 touches each way): a host
     with little memory bandwidth caps the NIC; RDMA transports are untouched."""
-    base = {"system": "dgx-h100", "nodes": 2, "nics_per_node": 1, "nic_rate": "400G", "size": "4G", "algo": "ring",
-            "nsocks_perthread": 4, "socket_nthreads": 16, "transport": "tcp"}
+    base = {
+        "system": "dgx-h100",
+        "nodes": 2,
+        "nics_per_node": 1,
+        "nic_rate": "400G",
+        "size": "4G",
+        "algo": "ring",
+        "nsocks_perthread": 4,
+        "socket_nthreads": 16,
+        "transport": "tcp",
+    }
     fast = run_collective({**base, "host_mem_GBps": 10_000})
     slow = run_collective({**base, "host_mem_GBps": 80})
     assert slow["busbw_GBps"] < 0.5 * fast["busbw_GBps"]
     assert slow["limited_by"] == "access bandwidth"
     assert slow["busbw_GBps"] <= 80 / 8 * 1.0001  # 80 GB/s / (4 touches x 2 directions), one NIC
     with pytest.raises(FabricscopeError, match="host-mem-GBps applies to tcp"):
-        run_collective({**base, "transport": "roce", "nsocks_perthread": None, "socket_nthreads": None,
-                        "host_mem_GBps": 80})
+        run_collective(
+            {
+                **base,
+                "transport": "roce",
+                "nsocks_perthread": None,
+                "socket_nthreads": None,
+                "host_mem_GBps": 80,
+            }
+        )
 
 
 def test_tcp_answers_are_labelled_upper_bounds() -> None:
@@ -50,8 +86,10 @@ def test_tcp_answers_are_labelled_upper_bounds() -> None:
 
 def test_small_messages_cost_more_on_sockets_than_on_rdma() -> None:
     """NCCL's per-network-hop cost over sockets (fitted, sim/published.py) against RDMA's."""
-    t = {tr: run_collective({"system": "dgx-h100", "nodes": 2, "transport": tr, "size": "1M"})["time_s"]
-         for tr in ("ib", "efa", "tcpxo", "tcpx", "tcp")}
+    t = {
+        tr: run_collective({"system": "dgx-h100", "nodes": 2, "transport": tr, "size": "1M"})["time_s"]
+        for tr in ("ib", "efa", "tcpxo", "tcpx", "tcp")
+    }
     assert t["ib"] < t["efa"] < t["tcpx"] and t["tcpxo"] < t["tcp"]
 
 
@@ -65,5 +103,7 @@ def test_nvl72_described_as_trays_is_one_nvlink_domain() -> None:
     assert two["model"]["topology"]["nodes"] == 2 and two["ranks"] == 144
     with pytest.raises(FabricscopeError, match="whole NVLink domains"):
         run_collective({"system": "gb200-nvl72", "nodes": 19, "gpus_per_node": 4})
-    part = run_collective({"system": "gb200-nvl72", "nodes": 3, "nvlink_domain": 4, "size": "16G", "algo": "ring"})
+    part = run_collective(
+        {"system": "gb200-nvl72", "nodes": 3, "nvlink_domain": 4, "size": "16G", "algo": "ring"}
+    )
     assert part["model"]["topology"]["nodes"] == 3  # --nvlink-domain 4: three NVL4 partitions over IB

@@ -17,19 +17,35 @@ def fabrics(draw):
     nodes = draw(st.integers(2, 12))
     kind = draw(st.sampled_from(["star", "leaf-spine", "fat-tree", "rail-optimized"]))
     gpn = draw(st.sampled_from([1, 2, 4]))
-    rates = {n: draw(st.sampled_from([50e9, 100e9, 200e9])) for n in draw(st.sets(st.integers(0, nodes - 1), max_size=3))}
-    return dict(kind=kind, nodes=nodes, gpus_per_node=gpn, nic_rate_bps=200e9, hosts_per_leaf=draw(st.integers(1, 6)),
-                oversubscription=draw(st.sampled_from([1.0, 2.0, 4.0])), node_nic_rate_bps=rates)
+    rates = {
+        n: draw(st.sampled_from([50e9, 100e9, 200e9]))
+        for n in draw(st.sets(st.integers(0, nodes - 1), max_size=3))
+    }
+    return dict(
+        kind=kind,
+        nodes=nodes,
+        gpus_per_node=gpn,
+        nic_rate_bps=200e9,
+        hosts_per_leaf=draw(st.integers(1, 6)),
+        oversubscription=draw(st.sampled_from([1.0, 2.0, 4.0])),
+        node_nic_rate_bps=rates,
+    )
 
 
 @SETTINGS
-@given(fabrics(), st.sampled_from(["ring", "tree", "halving-doubling"]), st.sampled_from(["ecmp", "adaptive"]),
-       st.data())
+@given(
+    fabrics(),
+    st.sampled_from(["ring", "tree", "halving-doubling"]),
+    st.sampled_from(["ecmp", "adaptive"]),
+    st.data(),
+)
 def test_adding_capacity_never_slows_a_collective(fab, algo, routing, data) -> None:
     """Raise one node's NIC rate, or every uplink (or, if that changes nothing, every NIC): the
     collective never takes longer."""
     tr = make_transport("ib")
-    before = Simulator(build(TopologyOptions(**fab)), tr, routing=routing).collective("all_reduce", algo, 2**26)
+    before = Simulator(build(TopologyOptions(**fab)), tr, routing=routing).collective(
+        "all_reduce", algo, 2**26
+    )
     more = dict(fab)
     # Under ECMP more spines is another hash draw, not just more capacity (a flow can land on a
     # busier uplink): only adaptive routing is monotone in the uplink count.
@@ -40,7 +56,9 @@ def test_adding_capacity_never_slows_a_collective(fab, algo, routing, data) -> N
         more["oversubscription"] = 1.0
     if more == fab:
         more["nic_rate_bps"] = 400e9
-    after = Simulator(build(TopologyOptions(**more)), tr, routing=routing).collective("all_reduce", algo, 2**26)
+    after = Simulator(build(TopologyOptions(**more)), tr, routing=routing).collective(
+        "all_reduce", algo, 2**26
+    )
     assert after.time_s <= before.time_s * (1 + 1e-9)
 
 

@@ -57,8 +57,25 @@ TRIES = 3  # as the other lab tests (tests/lab/conftest.best_rate): a point is m
 
 
 def _incast(launch: str, senders: str, rounds: int) -> dict:
-    proc = fs("bench", "incast", "--launch", launch, "--senders", senders, "--size", "256KiB", "--rounds", str(rounds),
-              "--congestion", "cubic", "--round-timeout", str(ROUND_TIMEOUT_S), "--json", "--no-store", timeout=900)
+    proc = fs(
+        "bench",
+        "incast",
+        "--launch",
+        launch,
+        "--senders",
+        senders,
+        "--size",
+        "256KiB",
+        "--rounds",
+        str(rounds),
+        "--congestion",
+        "cubic",
+        "--round-timeout",
+        str(ROUND_TIMEOUT_S),
+        "--json",
+        "--no-store",
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {p["senders"]: p for p in json.loads(proc.stdout)["incast"]}
 
@@ -75,14 +92,24 @@ def test_shallow_queue_collapses_and_the_model_follows_the_lab(make_lab) -> None
     shallow = measured[QUEUE_BYTES]
 
     ceiling = RATE_BPS / 1e9 * GOODPUT  # TCP goodput at MTU 1500, in Gb/s
-    assert deep[8]["goodput_gbps"] > 0.8 * ceiling and deep[8]["timeouts"] == 0, deep  # a deep buffer absorbs it
+    assert deep[8]["goodput_gbps"] > 0.8 * ceiling and deep[8]["timeouts"] == 0, (
+        deep
+    )  # a deep buffer absorbs it
     assert shallow[8]["goodput_gbps"] < 0.6 * ceiling, shallow  # the collapse ...
-    assert shallow[8]["timeouts"] > 0 and shallow[8]["round_p99_ms"] > 200, shallow  # ... from RTOs (200 ms minimum)
+    assert shallow[8]["timeouts"] > 0 and shallow[8]["round_p99_ms"] > 200, (
+        shallow
+    )  # ... from RTOs (200 ms minimum)
 
     ratios: dict[tuple[int, int], list[float]] = {}
     for queue, counts in SENDERS.items():
-        fabric = IncastFabric(link_bps=RATE_BPS, queue_bytes=queue, mtu=1500, base_rtt_s=50e-6,
-                              sender_bucket_bytes=host_bucket_bytes(RATE_BPS), switch_gso_frames=switch_gso_frames(RATE_BPS))
+        fabric = IncastFabric(
+            link_bps=RATE_BPS,
+            queue_bytes=queue,
+            mtu=1500,
+            base_rtt_s=50e-6,
+            sender_bucket_bytes=host_bucket_bytes(RATE_BPS),
+            switch_gso_frames=switch_gso_frames(RATE_BPS),
+        )
         for count in counts:
             model = simulate("tcp", fabric, count, SIZE_BYTES, MODEL_ROUNDS).goodput_bps / 1e9
             point = ratios.setdefault((queue // 1024, count), [])
@@ -92,8 +119,10 @@ def test_shallow_queue_collapses_and_the_model_follows_the_lab(make_lab) -> None
                     fs("lab", "set", "incast", "h1", "--queue", f"{queue // 1024}KiB")
                     lab = _incast("lab:incast", str(count), ROUNDS)[count]["goodput_gbps"]
                 point.append(model / lab)
-                print(f"incast {queue // 1024} KiB, {count} senders: measured {lab:.4f} Gb/s, model {model:.4f} Gb/s, "
-                      f"ratio {model / lab:.3f}")
+                print(
+                    f"incast {queue // 1024} KiB, {count} senders: measured {lab:.4f} Gb/s, model {model:.4f} Gb/s, "
+                    f"ratio {model / lab:.3f}"
+                )
                 if 0.75 <= point[-1] <= 1.25:
                     break
     for (queue_kib, count), tries in ratios.items():  # the 25%, on one of up to TRIES measurements

@@ -33,7 +33,9 @@ def test_tcp_with_a_shallow_queue_collapses_on_the_minimum_rto() -> None:
     # 16 KiB: about 11 frames for 8 senders, fewer than one window each. (At 32 KiB, with frame-by-
     # frame drops, Linux in the lab kept 0.63 of one sender's goodput at 8 senders, and so does the
     # model with PRR and RACK's timer; it no longer collapses there.)
-    fabric = IncastFabric(link_bps=200e6, queue_bytes=16 * KIB, base_rtt_s=50e-6, sender_bucket_bytes=128 * KIB)
+    fabric = IncastFabric(
+        link_bps=200e6, queue_bytes=16 * KIB, base_rtt_s=50e-6, sender_bucket_bytes=128 * KIB
+    )
     one = simulate("tcp", fabric, 1, 256 * KIB, 20)
     many = simulate("tcp", fabric, 8, 256 * KIB, 20)
     assert many.timeouts > 0 and many.drops > 0
@@ -63,8 +65,13 @@ def test_unknown_transport_is_refused() -> None:
 
 # ----- the Linux mechanisms the TCP model carries (each fails without its mechanism) -----------
 def _lab_fabric(queue_bytes: int, gso_frames: int) -> IncastFabric:
-    return IncastFabric(link_bps=200e6, queue_bytes=queue_bytes, base_rtt_s=50e-6, sender_bucket_bytes=128 * KIB,
-                        switch_gso_frames=gso_frames)
+    return IncastFabric(
+        link_bps=200e6,
+        queue_bytes=queue_bytes,
+        base_rtt_s=50e-6,
+        sender_bucket_bytes=128 * KIB,
+        switch_gso_frames=gso_frames,
+    )
 
 
 def test_a_port_that_queues_gso_packets_whole_drops_them_whole() -> None:
@@ -130,7 +137,9 @@ def test_hystart_ends_slow_start_at_16_segments_when_acks_come_in_a_train() -> N
         window = cubic.cwnd
         for k in range(window):
             now += 240e-6  # four senders share the port: one ACK per 4 x 60 us
-            cubic.on_rtt(now, 100e-6, rtt_round * 1000 + k, rtt_round * 1000 + window, 2 * window * 1448 / 100e-6)
+            cubic.on_rtt(
+                now, 100e-6, rtt_round * 1000 + k, rtt_round * 1000 + window, 2 * window * 1448 / 100e-6
+            )
             cubic.on_acked(now, 1)
         if cubic.found:
             break
@@ -165,5 +174,7 @@ def test_rack_marks_a_loss_when_the_reordering_window_runs_out_without_another_a
     at, _, kind, _, gen = tcp_round.events[0]
     assert kind == "reo" and at == pytest.approx(0.0 + 100e-6 + 25e-6)  # sent + RACK RTT + min RTT / 4
     tcp_round._on_reo(at, flow, gen)
-    assert flow.recovery_until >= 0 and 0 not in flow.in_flight or flow.in_flight[0] == at  # lost, then resent
+    assert (
+        flow.recovery_until >= 0 and 0 not in flow.in_flight or flow.in_flight[0] == at
+    )  # lost, then resent
     assert tcp_round.retransmits == 1 and 2 in flow.in_flight  # segment 2 was sent after: not lost

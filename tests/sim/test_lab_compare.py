@@ -49,7 +49,8 @@ def measured_busbw(launch: str, size: str, world_size: int, model: float, floor:
     """The best of up to three runs (tests/lab/conftest.py best_rate), stopping at the first that is
     within 10% of ``model`` and at least ``floor``."""
     runs = best_rate(
-        lambda: _busbw(launch, size, world_size), lambda rate: abs(rate - model) <= 0.10 * rate and rate >= floor
+        lambda: _busbw(launch, size, world_size),
+        lambda rate: abs(rate - model) <= 0.10 * rate and rate >= floor,
     )
     return max(runs)
 
@@ -69,7 +70,9 @@ def test_star_4_hosts_1gbit(make_lab) -> None:
     measured = measured_busbw("lab:simst", "64M", 4, model, floor=0.90 * link_gbps / 8)
     print(f"star 4 x 1gbit, 64 MiB: measured {measured:.5f} GB/s, model {model:.5f} GB/s")
     assert measured * 8 >= 0.90 * link_gbps, f"busbw {measured * 8:.3f} Gbit/s on 1 Gbit/s links"
-    assert measured * 8 <= GOODPUT * link_gbps * 1.01, f"busbw {measured * 8:.3f} Gbit/s above the TCP ceiling"
+    assert measured * 8 <= GOODPUT * link_gbps * 1.01, (
+        f"busbw {measured * 8:.3f} Gbit/s above the TCP ceiling"
+    )
     assert model == pytest.approx(measured, rel=0.10), f"model {model:.4f} GB/s, measured {measured:.4f} GB/s"
 
 
@@ -91,10 +94,14 @@ def test_oversubscribed_leaf_spine(make_lab) -> None:
     for launch, node_order in (("lab:simls", None), (f"lab:simls:{order}", order)):
         model = model_busbw("4M", node_order=node_order, **fabric)
         measured[node_order] = measured_busbw(launch, "4M", 8, model)
-        print(f"leaf-spine 4:1 {launch}, 4 MiB: measured {measured[node_order]:.5f} GB/s, model {model:.5f} GB/s")
+        print(
+            f"leaf-spine 4:1 {launch}, 4 MiB: measured {measured[node_order]:.5f} GB/s, model {model:.5f} GB/s"
+        )
         assert model == pytest.approx(measured[node_order], rel=0.10), (
             f"{launch}: model {model:.5f} GB/s, measured {measured[node_order]:.5f} GB/s")  # fmt: skip
     local, crossing = measured[None] * 8, measured[order] * 8  # Gbit/s
     predicted = 0.2 / (4 * 0.2)  # uplink rate / (flows per uplink direction x link rate)
     assert local >= 0.85 * 0.2 * GOODPUT, f"ring in host order: {local:.4f} Gbit/s"
-    assert crossing / local == pytest.approx(predicted, rel=0.2), f"{crossing:.4f} / {local:.4f} vs {predicted}"
+    assert crossing / local == pytest.approx(predicted, rel=0.2), (
+        f"{crossing:.4f} / {local:.4f} vs {predicted}"
+    )

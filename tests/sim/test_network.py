@@ -8,8 +8,14 @@ import pytest
 from fabricscope.errors import FabricscopeError
 from fabricscope.sim.network import compare, parse_candidate
 
-TRAIN = {"model": "llama3-8b", "gpus": 32, "tp": 8, "seq_len": 4096, "tokens_per_step": 32 * 4096,
-         "system": "dgx-h100"}
+TRAIN = {
+    "model": "llama3-8b",
+    "gpus": 32,
+    "tp": 8,
+    "seq_len": 4096,
+    "tokens_per_step": 32 * 4096,
+    "system": "dgx-h100",
+}
 
 
 def test_candidates_are_ranked_with_ratio_reason_and_notes() -> None:

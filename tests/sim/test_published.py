@@ -28,7 +28,9 @@ def test_validation_row_in_its_band(row: published.Validation) -> None:
     if row.holds:
         assert abs(ratio - 1) <= row.band, f"{row.case}: model/published = {ratio:.3f}"
     else:
-        assert abs(ratio - 1) > row.band, f"{row.case} is documented as off but now holds ({ratio:.3f}): update the docs"
+        assert abs(ratio - 1) > row.band, (
+            f"{row.case} is documented as off but now holds ({ratio:.3f}): update the docs"
+        )
 
 
 def test_validation_spans_what_the_issue_asks() -> None:
@@ -36,8 +38,18 @@ def test_validation_spans_what_the_issue_asks() -> None:
     assert len(held) >= 15
     assert any(v.unit == "us" for v in held)  # small-message latency across nodes
     text = " ".join(v.case + str(v.params) for v in held)
-    for needle in ("H100, one node", "H200, one node", "A100, one node", "RoCE", "HDR IB", "alltoall",
-                   "nvlink_domain", "1,984 GPUs", "MFU", "iteration time"):
+    for needle in (
+        "H100, one node",
+        "H200, one node",
+        "A100, one node",
+        "RoCE",
+        "HDR IB",
+        "alltoall",
+        "nvlink_domain",
+        "1,984 GPUs",
+        "MFU",
+        "iteration time",
+    ):
         assert needle in text, needle
 
 
@@ -46,7 +58,8 @@ def test_no_validation_figure_is_a_calibration_input() -> None:
     for v in published.VALIDATION:
         for source, figure in inputs:
             assert not (v.source == source and abs(v.figure - figure) <= 0.005 * figure), (
-                f"{v.case}: {v.figure} from {v.source} is a calibration input")
+                f"{v.case}: {v.figure} from {v.source} is a calibration input"
+            )
 
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "sim_validation"
@@ -66,12 +79,15 @@ def test_no_held_out_figure_is_a_calibration_input() -> None:
     held_tables = {r["table"] for r in held}
     for c in published.CALIBRATION:
         for t in c.tables:
-            assert t in cal_tables and t not in held_tables, f"{c.constant} is fitted on {t}, not a calibration table"
+            assert t in cal_tables and t not in held_tables, (
+                f"{c.constant} is fitted on {t}, not a calibration table"
+            )
         if c.figure:
             for r in held:
                 same_source = c.source in (r["source"]["url"], r["source"].get("repo"))
                 assert not (same_source and abs(float(r["value"]) - c.figure) <= 0.005 * c.figure), (
-                    f"{c.constant} is fitted to held-out figure {r['id']}")
+                    f"{c.constant} is fitted to held-out figure {r['id']}"
+                )
 
 
 def test_the_corpus_guard_catches_a_held_out_table(monkeypatch) -> None:

@@ -11,8 +11,17 @@ from fabricscope.sim.scenario import build_simulator, normalise
 
 
 def test_hundred_thousand_gpu_ring() -> None:
-    sim = build_simulator(normalise({"topology": "rail-optimized", "nodes": 12_500, "gpus_per_node": 8,
-                                     "nic_rate": "400G", "transport": "ib"}))
+    sim = build_simulator(
+        normalise(
+            {
+                "topology": "rail-optimized",
+                "nodes": 12_500,
+                "gpus_per_node": 8,
+                "nic_rate": "400G",
+                "transport": "ib",
+            }
+        )
+    )
     assert sim.topo.n_gpus == 100_000 and sim.topo.describe()["tiers"] == 3
     r = sim.collective("all_reduce", "ring", 2**30)
     ph = r.phases[0]

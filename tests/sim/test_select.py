@@ -75,8 +75,9 @@ def test_tree_charges_nvlink_hops_nvlink_latency() -> None:
 
 
 def test_pat_only_with_one_gpu_per_node_and_sharp_enables_collnet() -> None:
-    one = doc(system="dgx-h100", nodes=8, gpus_per_node=1, nics_per_node=1, op="all_gather", size="8",
-              explain=True)
+    one = doc(
+        system="dgx-h100", nodes=8, gpus_per_node=1, nics_per_node=1, op="all_gather", size="8", explain=True
+    )
     assert any(a["algo"] == "pat" for a in one["results"][0]["alternatives"])
     with pytest.raises(FabricscopeError, match="one GPU per node"):
         doc(system="dgx-h100", nodes=8, op="all_gather", algo="pat")
@@ -89,7 +90,10 @@ def test_pat_only_with_one_gpu_per_node_and_sharp_enables_collnet() -> None:
 
 
 def test_faster_nic_helps_only_where_nic_bound() -> None:
-    one = [doc(system="dgx-h100", topology="single-node", nodes=1, nic_rate=r)["time_s"] for r in ("400G", "800G")]
+    one = [
+        doc(system="dgx-h100", topology="single-node", nodes=1, nic_rate=r)["time_s"]
+        for r in ("400G", "800G")
+    ]
     assert one[0] == one[1]
     slow = doc(system="dgx-h100", nodes=16, size="1G", nic_rate="400G")
     fast = doc(system="dgx-h100", nodes=16, size="1G", nic_rate="800G")
@@ -101,17 +105,23 @@ def test_hierarchical_phases_overlap() -> None:
     sim = build_simulator(normalise({"system": "dgx-h100", "nodes": 4}))
     r = sim.collective("all_reduce", "hierarchical", 2**30)
     assert r.time_s < sum(p["time_s"] for p in r.phases)
-    assert r.time_s == pytest.approx(sum(p["latency_s"] for p in r.phases) + max(p["bandwidth_s"] for p in r.phases))
+    assert r.time_s == pytest.approx(
+        sum(p["latency_s"] for p in r.phases) + max(p["bandwidth_s"] for p in r.phases)
+    )
 
 
 def test_cpu_hosts_keep_the_flow_model() -> None:
-    d = doc(topology="star", nodes=4, gpus_per_node=1, gpu="none", transport="tcp", nic_rate="1gbit", size="4M")
+    d = doc(
+        topology="star", nodes=4, gpus_per_node=1, gpu="none", transport="tcp", nic_rate="1gbit", size="4M"
+    )
     assert (d["algo"], d["proto"]) == ("ring", "none")
     with pytest.raises(FabricscopeError, match="gloo"):
         doc(topology="star", nodes=4, gpus_per_node=1, gpu="none", proto="ll")
 
 
-@pytest.mark.parametrize("system", ["dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72", "pcie-server"])
+@pytest.mark.parametrize(
+    "system", ["dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72", "pcie-server"]
+)
 def test_system_presets_build_and_cite(system) -> None:
     d = doc(system=system, nodes=2, size="1G")
     topo = d["model"]["topology"]
@@ -133,7 +143,9 @@ def test_cli_names_the_pair_and_explains(run) -> None:  # noqa: F811
     r = run("collective", "--system", "dgx-h100", "--nodes", "2", "--json", "--size", "1G")
     d = json.loads(r.stdout)
     assert d["algo"] and d["proto"] and d["results"][0]["proto"] == d["proto"]
-    r = run("collective", "--system", "dgx-a100", "--nodes", "1", "--topology", "single-node", "--algo", "nvls")
+    r = run(
+        "collective", "--system", "dgx-a100", "--nodes", "1", "--topology", "single-node", "--algo", "nvls"
+    )
     assert r.exit_code == 2 and "NVLS needs NVSwitch" in r.stderr
     r = run("collective", "--system", "nope")
     assert r.exit_code == 2 and "unknown system" in r.stderr

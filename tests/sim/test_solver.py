@@ -65,7 +65,14 @@ def test_textbook_example() -> None:
 
 def test_flow_caps_multiplicity_and_free_flows() -> None:
     # flow 0 capped at 0.25 frees l0 for flow 1; flow 2 has no links and no cap: unconstrained
-    s = max_min(3, np.array([0, 1]), np.array([0, 0]), np.ones(2), np.array([1.0]), flow_cap=np.array([0.25, np.inf, np.inf]))
+    s = max_min(
+        3,
+        np.array([0, 1]),
+        np.array([0, 0]),
+        np.ones(2),
+        np.array([1.0]),
+        flow_cap=np.array([0.25, np.inf, np.inf]),
+    )
     assert s.rate[:2].tolist() == pytest.approx([0.25, 0.75])
     assert s.bottleneck[0] == -1 and np.isinf(s.rate[2])
     # two identical flows folded into one row with multiplicity 2 share the link

@@ -19,8 +19,16 @@ from fabricscope.sim.transport import make_transport
 
 
 def star(p: int, rate: float = 100e9, latency_us: float = 0.25):
-    return build(TopologyOptions(kind="star", nodes=p, gpus_per_node=1, gpu="none", nic_rate_bps=rate,
-                                 link_latency_s=latency_us * 1e-6))
+    return build(
+        TopologyOptions(
+            kind="star",
+            nodes=p,
+            gpus_per_node=1,
+            gpu="none",
+            nic_rate_bps=rate,
+            link_latency_s=latency_us * 1e-6,
+        )
+    )
 
 
 def alpha_beta(topo, tr):
@@ -103,8 +111,14 @@ def test_non_blocking_clos_matches_a_single_switch_in_bandwidth(kind) -> None:
 def test_bus_factor_of_each_op() -> None:
     topo = star(10)
     sim = Simulator(topo, make_transport("ib"))
-    for op, factor in (("all_reduce", 1.8), ("all_gather", 0.9), ("reduce_scatter", 0.9), ("alltoall", 0.9),
-                       ("broadcast", 1.0), ("sendrecv", 1.0)):
+    for op, factor in (
+        ("all_reduce", 1.8),
+        ("all_gather", 0.9),
+        ("reduce_scatter", 0.9),
+        ("alltoall", 0.9),
+        ("broadcast", 1.0),
+        ("sendrecv", 1.0),
+    ):
         r = sim.collective(op, None, 2**24)
         assert r.busbw_GBps == pytest.approx(r.algbw_GBps * factor, rel=1e-12)
         assert r.algbw_GBps == pytest.approx(2**24 / r.time_s / 1e9, rel=1e-12)

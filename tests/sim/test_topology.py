@@ -41,8 +41,17 @@ def test_fat_tree_sizes_follow_the_radix() -> None:
 
 
 def test_oversubscription_sets_uplink_capacity() -> None:
-    t = build(TopologyOptions(kind="leaf-spine", nodes=16, gpus_per_node=1, gpu="none", nic_rate_bps=100e9,
-                              hosts_per_leaf=8, oversubscription=4.0))
+    t = build(
+        TopologyOptions(
+            kind="leaf-spine",
+            nodes=16,
+            gpus_per_node=1,
+            gpu="none",
+            nic_rate_bps=100e9,
+            hosts_per_leaf=8,
+            oversubscription=4.0,
+        )
+    )
     d = t.describe()
     assert d["spines"] == 2 and d["oversubscription"] == pytest.approx(4.0)
     # 8 hosts of leaf 0 each send to a host of leaf 1: 8 x 100G over 200G of uplinks
@@ -76,20 +85,41 @@ def test_ecmp_collisions_show_and_spraying_removes_them() -> None:
     collide two flows on one uplink (half rate), adaptive routing never does."""
     t = build(TopologyOptions(kind="fat-tree", nodes=64, gpus_per_node=8, nic_rate_bps=400e9))
     tr = make_transport("roce", ecn=False)
-    rates = [Simulator(t, tr, routing="ecmp", seed=s).collective("all_reduce", "ring", 2**30).phases[0]["min_rate_GBps"]
-             for s in range(4)]
-    sprayed = Simulator(t, tr, routing="adaptive").collective("all_reduce", "ring", 2**30).phases[0]["min_rate_GBps"]
+    rates = [
+        Simulator(t, tr, routing="ecmp", seed=s)
+        .collective("all_reduce", "ring", 2**30)
+        .phases[0]["min_rate_GBps"]
+        for s in range(4)
+    ]
+    sprayed = (
+        Simulator(t, tr, routing="adaptive")
+        .collective("all_reduce", "ring", 2**30)
+        .phases[0]["min_rate_GBps"]
+    )
     full = 400e9 / 8 * tr.efficiency / 1e9
     assert sprayed == pytest.approx(min(full, 450 * 0.82 / 8), rel=1e-9)
     assert min(rates) <= full / 2 * (1 + 1e-9)  # a collision halves the slowest flow
     # same seed, same answer
-    again = Simulator(t, tr, routing="ecmp", seed=0).collective("all_reduce", "ring", 2**30).phases[0]["min_rate_GBps"]
+    again = (
+        Simulator(t, tr, routing="ecmp", seed=0)
+        .collective("all_reduce", "ring", 2**30)
+        .phases[0]["min_rate_GBps"]
+    )
     assert again == rates[0]
 
 
 def test_dragonfly_minimal_routes() -> None:
-    t = build(TopologyOptions(kind="dragonfly", nodes=64, gpus_per_node=1, gpu="none", hosts_per_router=2,
-                              routers_per_group=4, global_links_per_router=2))
+    t = build(
+        TopologyOptions(
+            kind="dragonfly",
+            nodes=64,
+            gpus_per_node=1,
+            gpu="none",
+            hosts_per_router=2,
+            routers_per_group=4,
+            global_links_per_router=2,
+        )
+    )
     fab = t.fabric
     assert fab.G == 8 and fab.m == 1
     src = np.array([0, 0, 0])
@@ -128,8 +158,18 @@ def test_yaml_graph_routes_like_the_structured_clos(tmp_path) -> None:
     f = tmp_path / "ls.yaml"
     f.write_text(YAML_LS)
     g = load_topology(f)
-    c = build(TopologyOptions(kind="leaf-spine", nodes=8, gpus_per_node=1, gpu="none", nic_rate_bps=100e9,
-                              hosts_per_leaf=4, spines=2, uplink_rate_bps=100e9))
+    c = build(
+        TopologyOptions(
+            kind="leaf-spine",
+            nodes=8,
+            gpus_per_node=1,
+            gpu="none",
+            nic_rate_bps=100e9,
+            hosts_per_leaf=4,
+            spines=2,
+            uplink_rate_bps=100e9,
+        )
+    )
     rng = np.random.default_rng(3)
     src = rng.integers(0, 8, 40)
     dst = (src + rng.integers(1, 8, 40)) % 8
@@ -144,8 +184,10 @@ def test_yaml_graph_routes_like_the_structured_clos(tmp_path) -> None:
 
 def test_yaml_family_and_node_rate(tmp_path) -> None:
     f = tmp_path / "rail.yaml"
-    f.write_text("kind: rail-optimized\nnodes: 4\ngpus_per_node: 8\nnic_rate: 200G\noversubscription: '2:1'\n"
-                 "node_nic_rate: {2: 100G}\nname: mine\n")
+    f.write_text(
+        "kind: rail-optimized\nnodes: 4\ngpus_per_node: 8\nnic_rate: 200G\noversubscription: '2:1'\n"
+        "node_nic_rate: {2: 100G}\nname: mine\n"
+    )
     t = load_topology(f)
     assert t.kind == "rail-optimized" and t.params["name"] == "mine"
     acc = t.cap_Bps[t.link_kind == KIND_ACCESS]

@@ -26,7 +26,13 @@ def test_wire_efficiencies_follow_the_headers() -> None:
 def test_overrides_and_bad_values() -> None:
     t = make_transport("ib", alpha_s=1e-6, efficiency=0.9)
     assert t.alpha_s == 1e-6 and t.efficiency == pytest.approx(0.9)
-    for kwargs in ({"loss": 1.0}, {"efficiency": 1.5}, {"alpha_s": -1.0}, {"mtu_bytes": 100}, {"framing": "x"}):
+    for kwargs in (
+        {"loss": 1.0},
+        {"efficiency": 1.5},
+        {"alpha_s": -1.0},
+        {"mtu_bytes": 100},
+        {"framing": "x"},
+    ):
         with pytest.raises(FabricscopeError):
             make_transport("roce", **kwargs)
     with pytest.raises(FabricscopeError, match="tcp and udp"):
@@ -78,8 +84,18 @@ def test_tcp_is_held_by_one_core_and_by_loss() -> None:
 
 def _incast_topology():
     # leaf 0: hosts 0-3, leaf 1: hosts 4-7, one spine, uplinks as fast as one host link
-    return build(TopologyOptions(kind="leaf-spine", nodes=8, gpus_per_node=1, gpu="none", nic_rate_bps=100e9,
-                                 hosts_per_leaf=4, spines=1, uplink_rate_bps=100e9))
+    return build(
+        TopologyOptions(
+            kind="leaf-spine",
+            nodes=8,
+            gpus_per_node=1,
+            gpu="none",
+            nic_rate_bps=100e9,
+            hosts_per_leaf=4,
+            spines=1,
+            uplink_rate_bps=100e9,
+        )
+    )
 
 
 def test_pfc_head_of_line_blocking_slows_the_victim_only_without_ecn() -> None:
@@ -110,7 +126,9 @@ def test_dcqcn_costs_bandwidth_only_on_contended_links() -> None:
     roce = Simulator(topo, make_transport("roce"))
     one = roce.run_plan(p2p_plan(topo, np.array([0]), np.array([5]), 2**20, "one")).phases[0]["min_rate_GBps"]
     assert one == pytest.approx(100 / 8 * make_transport("roce").efficiency, rel=1e-9)
-    two = roce.run_plan(p2p_plan(topo, np.array([0, 1]), np.array([5, 5]), 2**20, "two")).phases[0]["min_rate_GBps"]
+    two = roce.run_plan(p2p_plan(topo, np.array([0, 1]), np.array([5, 5]), 2**20, "two")).phases[0][
+        "min_rate_GBps"
+    ]
     assert two == pytest.approx(one / 2 * 0.87, rel=1e-9)
 
 
@@ -127,7 +145,9 @@ def test_dcqcn_spares_a_nic_s_own_egress() -> None:
     but the NIC queues and paces them itself; no switch queue builds, no ECN mark, no DCQCN loss."""
     topo = _incast_topology()
     roce = Simulator(topo, make_transport("roce"))
-    res = roce.solve_pattern(p2p_plan(topo, np.array([0, 0]), np.array([1, 2]), 2**20, "fanout").phases[0].pattern)
+    res = roce.solve_pattern(
+        p2p_plan(topo, np.array([0, 0]), np.array([1, 2]), 2**20, "fanout").phases[0].pattern
+    )
     assert res.solution.rate[0] == pytest.approx(100e9 / 8 * make_transport("roce").efficiency / 2, rel=1e-9)
     assert not any("DCQCN" in a for a in res.adjustments)
 
@@ -144,7 +164,8 @@ def test_nccl_socket_striping() -> None:
     topo = build(TopologyOptions(kind="star", nodes=4, gpus_per_node=1, gpu="none", nic_rate_bps=100e9))
     one = Simulator(topo, make_transport("tcp")).collective("all_reduce", "ring", 2**30)
     many = Simulator(topo, make_transport("tcp", nsocks_perthread=8, socket_nthreads=2)).collective(
-        "all_reduce", "ring", 2**30)
+        "all_reduce", "ring", 2**30
+    )
     assert one.limited_by == "per-flow cap of the transport"
     assert many.busbw_GBps == pytest.approx(2 * one.busbw_GBps, rel=1e-6)  # two cores instead of one
     with pytest.raises(FabricscopeError, match="apply to tcp"):
@@ -154,10 +175,15 @@ def test_nccl_socket_striping() -> None:
 def test_compare_transports_on_one_routing() -> None:
     from fabricscope.sim.compare import run_grid
 
-    doc = run_grid("collective", {"system": "dgx-h100", "nodes": 4, "size": "1G"}, {"transport": ["ib", "roce"]})
+    doc = run_grid(
+        "collective", {"system": "dgx-h100", "nodes": 4, "size": "1G"}, {"transport": ["ib", "roce"]}
+    )
     assert doc["base"]["routing"] == "adaptive"
-    ecmp = run_grid("collective", {"system": "dgx-h100", "nodes": 4, "size": "1G", "routing": "ecmp"},
-                    {"transport": ["ib", "roce"]})
+    ecmp = run_grid(
+        "collective",
+        {"system": "dgx-h100", "nodes": 4, "size": "1G", "routing": "ecmp"},
+        {"transport": ["ib", "roce"]},
+    )
     assert ecmp["base"]["routing"] == "ecmp"
 
 
@@ -167,10 +193,14 @@ def test_roce_equals_ib_where_no_queue_builds() -> None:
     by their wire overhead (published production MoE numbers: within 1%)."""
     from fabricscope.sim.scenario import run_collective
 
-    ib, roce = (run_collective({"system": "dgx-h100", "nodes": 16, "op": "alltoall", "size": "64M", "transport": t})
-                for t in ("ib", "roce"))
+    ib, roce = (
+        run_collective({"system": "dgx-h100", "nodes": 16, "op": "alltoall", "size": "64M", "transport": t})
+        for t in ("ib", "roce")
+    )
     assert roce["busbw_GBps"] == pytest.approx(ib["busbw_GBps"], rel=0.02)
-    assert not any(a.startswith("DCQCN") for r in roce["results"] for ph in r["phases"] for a in ph["adjustments"])
+    assert not any(
+        a.startswith("DCQCN") for r in roce["results"] for ph in r["phases"] for a in ph["adjustments"]
+    )
 
 
 def test_queue_pairs_per_connection_are_ecmp_entropy() -> None:
@@ -178,7 +208,14 @@ def test_queue_pairs_per_connection_are_ecmp_entropy() -> None:
     collisions that hold a ring on a non-rail fat-tree."""
     from fabricscope.sim.scenario import run_collective
 
-    base = {"topology": "fat-tree", "nodes": 128, "transport": "roce", "size": "1G", "seed": 1, "algo": "ring"}
+    base = {
+        "topology": "fat-tree",
+        "nodes": 128,
+        "transport": "roce",
+        "size": "1G",
+        "seed": 1,
+        "algo": "ring",
+    }
     one, four = run_collective(base), run_collective({**base, "qps_per_connection": 4})
     assert one["limited_by"] == "fabric bandwidth"
     assert four["busbw_GBps"] > 1.5 * one["busbw_GBps"]

@@ -24,11 +24,11 @@ CORPUS = Path(__file__).resolve().parents[1] / "data" / "sim_validation"
 
 UNITS = {"us", "ms", "s", "GB/s", "Gb/s", "TFLOP/s", "%", "tokens/s", "tokens/s/GPU", "tokens/s/node"}
 METRIC_UNITS = {
-    "time": {"us"},                 # nccl-tests' time column (out-of-place)
-    "busbw": {"GB/s", "Gb/s"},      # nccl-tests' bus bandwidth (or as a report quotes it)
+    "time": {"us"},  # nccl-tests' time column (out-of-place)
+    "busbw": {"GB/s", "Gb/s"},  # nccl-tests' bus bandwidth (or as a report quotes it)
     "algbw": {"GB/s"},
-    "latency": {"us"},              # one MoE dispatch/combine kernel
-    "bandwidth": {"GB/s"},          # MoE dispatch/combine bandwidth as the library reports it
+    "latency": {"us"},  # one MoE dispatch/combine kernel
+    "bandwidth": {"GB/s"},  # MoE dispatch/combine bandwidth as the library reports it
     "tokens_per_s": {"tokens/s"},
     "tokens_per_s_per_gpu": {"tokens/s/GPU"},
     "tokens_per_s_per_node": {"tokens/s/node"},
@@ -37,7 +37,15 @@ METRIC_UNITS = {
     "step_time": {"s", "ms"},
 }
 TRANSPORTS = {"nvlink", "ib", "roce", "rdma", "tcp", "efa", "tcpx", "tcpxo"}
-KINDS = {"collective", "moe_dispatch", "moe_combine", "training", "inference", "inference_prefill", "inference_decode"}
+KINDS = {
+    "collective",
+    "moe_dispatch",
+    "moe_combine",
+    "training",
+    "inference",
+    "inference_prefill",
+    "inference_decode",
+}
 GPUS = {None, "v100", "a100", "h100", "h200", "h800", "b200", "gb200"}
 COLLECTIVES = {"all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv"}
 
@@ -55,7 +63,9 @@ def split_key(rec: dict) -> str:
     """The string the split hashes: a table's source for its rows, else source|system|metric|size."""
     if rec.get("table"):
         return f"{rec['source']['url']}#{rec['table']}"
-    return f"{rec['source']['url']}|{rec['system']['name']}|{rec['metric']}|{rec['workload'].get('size_label')}"
+    return (
+        f"{rec['source']['url']}|{rec['system']['name']}|{rec['metric']}|{rec['workload'].get('size_label')}"
+    )
 
 
 def expected_split(key: str) -> str:
@@ -90,8 +100,12 @@ def test_record_shape(rec: dict) -> None:
         assert system["ranks"] == system["nodes"] * system["gpus_per_node"]
 
 
-BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
-              "reduce_scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n}
+BUS_FACTOR = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+}
 
 
 def row_disagreements(rec: dict) -> list[str]:
@@ -101,7 +115,10 @@ def row_disagreements(rec: dict) -> list[str]:
     if rec["metric"] != "time" or "algbw_GBps" not in cols:
         return []
     found = []
-    for time, alg in ((rec["value"], cols["algbw_GBps"]), (cols["inplace_time_us"], cols["inplace_algbw_GBps"])):
+    for time, alg in (
+        (rec["value"], cols["algbw_GBps"]),
+        (cols["inplace_time_us"], cols["inplace_algbw_GBps"]),
+    ):
         if abs(work["size_bytes"] / (time * 1e3) - alg) > 0.011 + 0.02 * alg:
             found.append(f"{rec['id']}: {work['size_bytes']} B in {time} us is not {alg} GB/s")
     ranks, factor = rec["system"].get("ranks"), BUS_FACTOR.get(work["collective"])
@@ -125,7 +142,11 @@ def test_the_row_check_catches_a_typo() -> None:
 
 
 def test_split_follows_the_fixed_hash() -> None:
-    wrong = [r["id"] for r in FIGURES if r["split_key"] != split_key(r) or r["split"] != expected_split(r["split_key"])]
+    wrong = [
+        r["id"]
+        for r in FIGURES
+        if r["split_key"] != split_key(r) or r["split"] != expected_split(r["split_key"])
+    ]
     assert not wrong, wrong
 
 
@@ -147,8 +168,11 @@ def test_split_files_are_the_two_parts() -> None:
 def test_the_readme_index_lists_every_table_with_its_split() -> None:
     text = (CORPUS / "README.md").read_text()
     block = text.split("<!-- tables:start -->")[1].split("<!-- tables:end -->")[0]
-    listed = {cells[0]: (cells[1], int(cells[2])) for line in block.strip().splitlines()[2:]
-              for cells in [[c.strip() for c in line.strip().strip("|").split("|")]]}
+    listed = {
+        cells[0]: (cells[1], int(cells[2]))
+        for line in block.strip().splitlines()[2:]
+        for cells in [[c.strip() for c in line.strip().strip("|").split("|")]]
+    }
     actual: dict[str, tuple[str, int]] = {}
     for r in FIGURES:
         key = r.get("table") or r["id"]
@@ -158,8 +182,9 @@ def test_the_readme_index_lists_every_table_with_its_split() -> None:
 
 def published_figures() -> list[tuple[str, float, str]]:
     """(source, figure, unit) of every figure fabricscope.sim.published holds."""
-    return ([(v.source, v.figure, v.unit) for v in published.VALIDATION]
-            + [(c.source, c.figure, c.unit) for c in published.CALIBRATION if c.figure])
+    return [(v.source, v.figure, v.unit) for v in published.VALIDATION] + [
+        (c.source, c.figure, c.unit) for c in published.CALIBRATION if c.figure
+    ]
 
 
 def repository(url: str) -> str:
@@ -190,7 +215,9 @@ def duplicates(records: list[dict], known: list[tuple[str, float, str]]) -> list
                 continue
             for value, value_unit in numbers(r):
                 if value_unit == unit and abs(value - figure) <= 0.005 * figure:
-                    found.append(f"{r['id']}: {value} {unit} from {r['source']['url']} is {figure} of {source}")
+                    found.append(
+                        f"{r['id']}: {value} {unit} from {r['source']['url']} is {figure} of {source}"
+                    )
     return found
 
 
@@ -200,8 +227,13 @@ def test_no_figure_repeats_one_published_py_holds() -> None:
 
 def test_the_duplicate_guard_catches_a_repeat() -> None:
     v = next(v for v in published.VALIDATION if v.unit == "GB/s")
-    planted = {"id": "planted", "source": {"url": v.source}, "value": 1.0, "unit": "us",
-               "columns": {"busbw_GBps": v.figure}}
+    planted = {
+        "id": "planted",
+        "source": {"url": v.source},
+        "value": 1.0,
+        "unit": "us",
+        "columns": {"busbw_GBps": v.figure},
+    }
     assert duplicates([planted], published_figures())
     elsewhere = {**planted, "source": {"url": "https://github.com/someone/else/blob/0/README.md"}}
     assert not duplicates([elsewhere], published_figures())

@@ -77,7 +77,9 @@ def test_a_run_id_beyond_sqlite_integers_is_no_run(tmp_path: Path) -> None:
         pass
     line = _one_error_line(_cli("history", "show", "99999999999999999999999", db=db))
     assert "no run with id 99999999999999999999999" in line
-    line = _one_error_line(_cli("report", "5", "99999999999999999999999", "-o", str(tmp_path / "r.html"), db=db))
+    line = _one_error_line(
+        _cli("report", "5", "99999999999999999999999", "-o", str(tmp_path / "r.html"), db=db)
+    )
     assert "no run with id 5, 99999999999999999999999" in line
 
 

@@ -206,13 +206,25 @@ def _legacy_db(path: Path, docs: list[BenchResult]) -> None:
     for r in docs:
         cur = conn.execute(
             "INSERT INTO runs (kind, status, started, duration_s, hostname, peer, params_key, doc, saved) VALUES (?,?,?,?,?,?,?,?,?)",
-            (r.kind, r.status.value, r.started.isoformat(), r.duration_s, "h", None, "{}", r.to_json(), r.started.isoformat()),
+            (
+                r.kind,
+                r.status.value,
+                r.started.isoformat(),
+                r.duration_s,
+                "h",
+                None,
+                "{}",
+                r.to_json(),
+                r.started.isoformat(),
+            ),
         )
         conn.executemany(
             "INSERT INTO metrics (run_id, name, value) VALUES (?, ?, ?)",
             [(cur.lastrowid, k, v) for k, v in r.metrics.items()],
         )
-    conn.execute("INSERT INTO baselines VALUES ('coll', 'collective', '[1]', '2026-01-01T00:00:00+00:00', NULL)")
+    conn.execute(
+        "INSERT INTO baselines VALUES ('coll', 'collective', '[1]', '2026-01-01T00:00:00+00:00', NULL)"
+    )
     conn.execute("PRAGMA user_version = 2")
     conn.commit()
     conn.close()
@@ -225,7 +237,9 @@ def _legacy_collective() -> BenchResult:
         algbw = size / t / 1e9
         metrics.update({f"size_{size}_time_s": t, f"size_{size}_max_rank_time_s": t * 1.1,
                         f"size_{size}_algbw_GBps": algbw, f"size_{size}_busbw_GBps": algbw, f"size_{size}_wrong_count": 0})  # fmt: skip
-    return new_result("collective", {"op": "all_reduce", "world_size": 2, "hosts": ["a", "b"]}).finish(metrics, 2.0)
+    return new_result("collective", {"op": "all_reduce", "world_size": 2, "hosts": ["a", "b"]}).finish(
+        metrics, 2.0
+    )
 
 
 def _legacy_matrix() -> BenchResult:
@@ -250,7 +264,10 @@ def test_migration_3_structures_older_collective_and_matrix_runs(tmp_path: Path)
         coll, mat, tcp, empty = (store.get(i).result for i in (1, 2, 3, 4))
         assert store.get_baseline("coll").run_ids == (1,)
     # collective: entries rebuilt from the per-size metrics; the metrics themselves untouched
-    assert [(e.size_bytes, e.time_s, e.wrong) for e in coll.entries] == [(1 << 20, 1e-3, 0), (4 << 20, 3e-3, 0)]
+    assert [(e.size_bytes, e.time_s, e.wrong) for e in coll.entries] == [
+        (1 << 20, 1e-3, 0),
+        (4 << 20, 3e-3, 0),
+    ]
     assert coll.entries[1].busbw_GBps == pytest.approx((4 << 20) / 3e-3 / 1e9)
     assert coll.entries[0].max_rank_time_s == pytest.approx(1.1e-3)
     assert [(r.rank, r.host) for r in coll.ranks] == [(0, "a"), (1, "b")]
@@ -271,11 +288,16 @@ def test_structured_results_round_trip_through_the_store(tmp_path: Path) -> None
     coll = _legacy_collective()
     coll.entries = [CollectiveEntry(size_bytes=8, count=2, time_s=1e-6, algbw_GBps=0.008, busbw_GBps=0.008, wrong=0,
                                     per_rank_time_s=[1e-6, 1.1e-6], straggler_rank=1, straggler_reason="late")]  # fmt: skip
-    coll.ranks = [RankInfo(rank=0, host="a", pid=1, device="cpu"), RankInfo(rank=1, host="b", pid=2, device="cpu")]
+    coll.ranks = [
+        RankInfo(rank=0, host="a", pid=1, device="cpu"),
+        RankInfo(rank=1, host="b", pid=2, device="cpu"),
+    ]
     mat = _legacy_matrix()
     mat.hosts = ["h1", "h2"]
     mat.matrix_gbps = [[None, 1.0], [0.5, None]]
-    mat.suspects = [MatrixSuspect(host="h2", peer="h1", kind="link", reason="slow link", transport="rdma", confirmed=True)]
+    mat.suspects = [
+        MatrixSuspect(host="h2", peer="h1", kind="link", reason="slow link", transport="rdma", confirmed=True)
+    ]
     mat.rdma = MatrixRdma(status=Status.SKIPPED, reason="no RDMA device on h1, h2")
     with Store.open(tmp_path / "h.db") as store:
         ids = [store.save(coll), store.save(mat)]

@@ -18,7 +18,10 @@ def test_one_lldpd_per_switch_on_its_bridge_ports_and_one_per_host() -> None:
         *{(f"h{i}", f"fsl-x-h{i}", ("eth0",), ("eth0",), "host") for i in range(1, 5)},
     }
     rail = build_plan(LabSpec(name="r", topology="rail", hosts=2, rails=2))
-    assert [i.interfaces for i in lldp.instances(rail) if i.role == "host"] == [("eth0", "eth1"), ("eth0", "eth1")]
+    assert [i.interfaces for i in lldp.instances(rail) if i.role == "host"] == [
+        ("eth0", "eth1"),
+        ("eth0", "eth1"),
+    ]
 
 
 def test_start_command_and_config(tmp_path, monkeypatch) -> None:
@@ -28,11 +31,28 @@ def test_start_command_and_config(tmp_path, monkeypatch) -> None:
     (lldp.folder("x")).mkdir()
     leaf1 = next(i for i in lldp.instances(plan) if i.name == "leaf1")
     lldp._start(runner, "x", leaf1)
-    assert runner.calls == [(
-        "ip", "netns", "exec", "fsl-x-fab", "lldpd", "-u", f"{tmp_path}/x/leaf1.sock", "-p", f"{tmp_path}/x/leaf1.pid",
-        "-I", "h1,leaf1-up", "-C", "h1", "-O", f"{tmp_path}/x/leaf1.conf",
-    )]
-    assert (tmp_path / "x/leaf1.conf").read_text() == "configure system hostname leaf1\nconfigure lldp tx-interval 1\n"
+    assert runner.calls == [
+        (
+            "ip",
+            "netns",
+            "exec",
+            "fsl-x-fab",
+            "lldpd",
+            "-u",
+            f"{tmp_path}/x/leaf1.sock",
+            "-p",
+            f"{tmp_path}/x/leaf1.pid",
+            "-I",
+            "h1,leaf1-up",
+            "-C",
+            "h1",
+            "-O",
+            f"{tmp_path}/x/leaf1.conf",
+        )
+    ]
+    assert (
+        tmp_path / "x/leaf1.conf"
+    ).read_text() == "configure system hostname leaf1\nconfigure lldp tx-interval 1\n"
     assert lldp.socket_template("x") == f"{tmp_path}/x/{{host}}.sock"
 
 

@@ -18,10 +18,20 @@ from tests.topology.captures import body
 pytest.importorskip("yaml")
 
 LAB_DOC = {
-    "name": "lab-ls", "nodes": 4, "gpus_per_node": 1, "nics_per_node": 1, "gpu": "none", "nic_rate": "200M",
-    "hosts": ["h1", "h2", "h3", "h4"], "switches": ["leaf1", "leaf2", "spine"],
-    "links": [{"a": "leaf1", "b": "spine", "rate": "100M"}, {"a": "leaf2", "b": "spine", "rate": "50M", "count": 2}],
-    "attach": {"leaf1": ["0-1"], "leaf2": [2, 3]}, "node_nic_rate": {3: "100M"},
+    "name": "lab-ls",
+    "nodes": 4,
+    "gpus_per_node": 1,
+    "nics_per_node": 1,
+    "gpu": "none",
+    "nic_rate": "200M",
+    "hosts": ["h1", "h2", "h3", "h4"],
+    "switches": ["leaf1", "leaf2", "spine"],
+    "links": [
+        {"a": "leaf1", "b": "spine", "rate": "100M"},
+        {"a": "leaf2", "b": "spine", "rate": "50M", "count": 2},
+    ],
+    "attach": {"leaf1": ["0-1"], "leaf2": [2, 3]},
+    "node_nic_rate": {3: "100M"},
 }
 
 
@@ -94,7 +104,9 @@ def test_a_ranks_reading_travels_whole(tmp_path) -> None:
     from fabricscope.jobs.launch import DistEnv
     from fabricscope.topology.gather import from_wire, gather, local_reading, to_wire
 
-    host = _fake_host(tmp_path, {("lldpctl", "-u", "/run/x/h3.sock", "-f", "json"): body("lldpctl_json_lab_host_h1.txt")})
+    host = _fake_host(
+        tmp_path, {("lldpctl", "-u", "/run/x/h3.sock", "-f", "json"): body("lldpctl_json_lab_host_h1.txt")}
+    )
     speed = host / "sys/class/net/eth0"
     speed.mkdir(parents=True)
     (speed / "speed").write_text("100000\n")

@@ -16,7 +16,9 @@ def lab_case(name: str, dest: Path, with_log: bool = True) -> Path:
     """tests/data/job/lab/<name> under dest, dumps' mtimes as they were when captured."""
     src = DATA / "lab" / name
     out = dest / name
-    shutil.copytree(src, out, ignore=shutil.ignore_patterns("mtimes.json", *(() if with_log else ("stderr.txt",))))
+    shutil.copytree(
+        src, out, ignore=shutil.ignore_patterns("mtimes.json", *(() if with_log else ("stderr.txt",)))
+    )
     for rel, mtime in json.loads((src / "mtimes.json").read_text()).items():
         os.utime(out / rel, (mtime, mtime))
     return out

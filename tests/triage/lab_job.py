@@ -28,7 +28,9 @@ class JobRun:
 
 
 def job_pids(lab: str, host: str) -> list[int]:
-    out = subprocess.run(["ip", "netns", "pids", f"fsl-{lab}-{host}"], capture_output=True, text=True, timeout=10).stdout.split()
+    out = subprocess.run(
+        ["ip", "netns", "pids", f"fsl-{lab}-{host}"], capture_output=True, text=True, timeout=10
+    ).stdout.split()
     pids = []
     for pid in out:
         try:
@@ -39,14 +41,41 @@ def job_pids(lab: str, host: str) -> list[int]:
     return pids
 
 
-def start(lab: str, work: Path, *, env: dict[str, str] | None = None, steps: int = 80, timeout: float = 90, port: int = 29641) -> JobRun:
+def start(
+    lab: str,
+    work: Path,
+    *,
+    env: dict[str, str] | None = None,
+    steps: int = 80,
+    timeout: float = 90,
+    port: int = 29641,
+) -> JobRun:
     dumps = work / "dumps"
     dumps.mkdir(parents=True)
     full = {**os.environ, "DUMP_DIR": str(dumps), "STEPS": str(steps), **(env or {})}
     stderr = work / "stderr.txt"
-    proc = subprocess.Popen([sys.executable, "-m", "fabricscope", "lab", "run", lab, "--timeout", str(timeout), "--grace", "3",
-                             "--master-port", str(port), "--", sys.executable, str(TRAIN)],
-                            env=full, stdout=subprocess.DEVNULL, stderr=stderr.open("w"))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fabricscope",
+            "lab",
+            "run",
+            lab,
+            "--timeout",
+            str(timeout),
+            "--grace",
+            "3",
+            "--master-port",
+            str(port),
+            "--",
+            sys.executable,
+            str(TRAIN),
+        ],
+        env=full,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr.open("w"),
+    )
     return JobRun(dumps, stderr, proc, time.monotonic())
 
 

@@ -15,7 +15,10 @@ H200 = DATA / "h200"
 
 
 def test_real_nccl_dumps_pickle_and_json_agree() -> None:
-    pkl, js = read_dump(H200 / "healthy_nccl_fr_rank0.pkl", 0), read_dump(H200 / "healthy_nccl_fr_rank0.json", 0)
+    pkl, js = (
+        read_dump(H200 / "healthy_nccl_fr_rank0.pkl", 0),
+        read_dump(H200 / "healthy_nccl_fr_rank0.json", 0),
+    )
     assert isinstance(pkl, RankDump) and isinstance(js, RankDump)
     assert pkl.version == js.version == "2.10" and pkl.comm_lib_version == "2.28.9"
     group, jgroup = pkl.groups["0"], js.groups["0"]
@@ -112,8 +115,13 @@ def test_no_input_raises(tmp_path) -> None:
         assert isinstance(got, RankDump | Skipped)
 
     flipped()
-    for obj in ({"version": 1, "entries": [1, 2]}, {"version": "2.10", "entries": [{"collective_seq_id": "x"}]},
-                {"version": "2.10", "entries": [], "pg_status": {"0": {"last_enqueued_collective": "many"}}},
-                {"version": "2.10", "entries": [], "pg_config": {"0": {"ranks": "[0, 1"}}}, [1, 2, 3], "text"):
+    for obj in (
+        {"version": 1, "entries": [1, 2]},
+        {"version": "2.10", "entries": [{"collective_seq_id": "x"}]},
+        {"version": "2.10", "entries": [], "pg_status": {"0": {"last_enqueued_collective": "many"}}},
+        {"version": "2.10", "entries": [], "pg_config": {"0": {"ranks": "[0, 1"}}},
+        [1, 2, 3],
+        "text",
+    ):
         got = parse_bytes(json.dumps(obj).encode(), 0)
         assert isinstance(got, Skipped), obj

@@ -66,15 +66,21 @@ def test_killed_rank_is_named(lab, tmp_path) -> None:
 
 
 def test_skipped_collective_is_named(lab, tmp_path) -> None:
-    run = lab_job.start(lab, tmp_path / "run", env={"JOB_FAULT": "skip:2:20", "DUMP_EACH": "1", "PG_TIMEOUT": "20"})
+    run = lab_job.start(
+        lab, tmp_path / "run", env={"JOB_FAULT": "skip:2:20", "DUMP_EACH": "1", "PG_TIMEOUT": "20"}
+    )
     lab_job.finish(run)
     rc, doc = _diagnose(run.dumps, run.stderr)
-    assert rc == 1 and doc["verdict"]["class"] == "never_entered" and _named(doc) == [(2, "h3")], doc["verdict"]
+    assert rc == 1 and doc["verdict"]["class"] == "never_entered" and _named(doc) == [(2, "h3")], doc[
+        "verdict"
+    ]
     assert "skipped" in doc["verdict"]["culprits"][0]["why"]
 
 
 def test_size_mismatch_is_named(lab, tmp_path) -> None:
-    run = lab_job.start(lab, tmp_path / "run", env={"JOB_FAULT": "size:1:20", "DUMP_EACH": "1", "PG_TIMEOUT": "20"})
+    run = lab_job.start(
+        lab, tmp_path / "run", env={"JOB_FAULT": "size:1:20", "DUMP_EACH": "1", "PG_TIMEOUT": "20"}
+    )
     lab_job.finish(run)
     rc, doc = _diagnose(run.dumps, run.stderr)
     assert rc == 1 and doc["verdict"]["class"] == "mismatch" and _named(doc) == [(1, "h2")], doc["verdict"]
@@ -89,9 +95,28 @@ def test_watch_writes_the_diagnosis_within_30_s_of_a_sigstop(lab, tmp_path) -> N
     out = tmp_path / "out"
     out.mkdir()
     prom = tmp_path / "job.prom"
-    watcher = subprocess.Popen([sys.executable, "-m", "fabricscope", "job", "watch", str(run.dumps), "--interval", "2",
-                                "--out", str(out), "--textfile", str(prom), "--exit-on-stall", "--duration", "120"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fabricscope",
+            "job",
+            "watch",
+            str(run.dumps),
+            "--interval",
+            "2",
+            "--out",
+            str(out),
+            "--textfile",
+            str(prom),
+            "--exit-on-stall",
+            "--duration",
+            "120",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         pids = lab_job.plant_signal(lab, run, "h3", 2, signal.SIGSTOP, settle=4.0)
         stopped = time.time()
@@ -133,7 +158,9 @@ def test_link_shaped_host_is_named(lab, tmp_path) -> None:
 
 def test_slow_leaf_uplink_is_named_through_the_topology(make_lab, tmp_path) -> None:
     require_torch()
-    make_lab("tjls", "--topology", "leaf-spine", "--hosts", "6", "--hosts-per-leaf", "2", "--link-rate", "1gbit")
+    make_lab(
+        "tjls", "--topology", "leaf-spine", "--hosts", "6", "--hosts-per-leaf", "2", "--link-rate", "1gbit"
+    )
     assert fs("lab", "set", "tjls", "leaf2", "--link-rate", "100mbit").returncode == 0
     run = lab_job.start("tjls", tmp_path / "run", env={"GRAD": "262144"}, steps=40)
     lab_job.finish(run)

@@ -61,7 +61,9 @@ def test_nccl_watchdog_timeout_on_h200(tmp_path) -> None:
     doc = _doc(tmp_path, DATA / "h200" / "timeout_stderr.txt")
     assert doc["verdict"]["class"] == "network_hang" and doc["verdict"]["collective"] == 7
     assert doc["rests_on"]["ranks"] == [0]
-    assert "log: rank 0: PyTorch's watchdog timed out in collective 7 (ALLREDUCE)" in doc["verdict"]["evidence"]
+    assert (
+        "log: rank 0: PyTorch's watchdog timed out in collective 7 (ALLREDUCE)" in doc["verdict"]["evidence"]
+    )
 
 
 def test_cli_json_exit_codes_and_bad_input(case, tmp_path) -> None:
@@ -73,7 +75,11 @@ def test_cli_json_exit_codes_and_bad_input(case, tmp_path) -> None:
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "rank0.pkl").write_bytes(b"\x80\x04garbage")
     proc = subprocess.run([*run, str(tmp_path / "junk")], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stderr.startswith("fabricscope: error:") and "Traceback" not in proc.stderr
+    assert (
+        proc.returncode == 2
+        and proc.stderr.startswith("fabricscope: error:")
+        and "Traceback" not in proc.stderr
+    )
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
@@ -82,11 +88,25 @@ def test_drain_goes_through_fleets_slurm_layer_and_only_for_the_named_host(case)
 
     doc = _doc(case("kill"))
     calls: list[list[str]] = []
-    actions = drain_named(doc, ["h3", "h1"], apply=True, runner=lambda argv: (calls.append(argv) or (0, "", "")))
-    assert calls == [["scontrol", "update", "NodeName=h3", "State=DRAIN", "Reason=fabricscope: job.died rank 2 collective "
-                      f"{doc['verdict']['collective']}"]]
+    actions = drain_named(
+        doc, ["h3", "h1"], apply=True, runner=lambda argv: calls.append(argv) or (0, "", "")
+    )
+    assert calls == [
+        [
+            "scontrol",
+            "update",
+            "NodeName=h3",
+            "State=DRAIN",
+            f"Reason=fabricscope: job.died rank 2 collective {doc['verdict']['collective']}",
+        ]
+    ]
     assert [(a["host"], a["done"]) for a in actions] == [("h3", True), ("h1", False)]
-    assert drain_named(doc, ["h3"], apply=False, runner=lambda argv: (_ for _ in ()).throw(AssertionError("ran")))[0]["done"] is False
+    assert (
+        drain_named(
+            doc, ["h3"], apply=False, runner=lambda argv: (_ for _ in ()).throw(AssertionError("ran"))
+        )[0]["done"]
+        is False
+    )
 
 
 @pytest.mark.parametrize("name", ["slowhost", "slowhost2"])
@@ -108,9 +128,15 @@ def test_slow_leaf_uplink_is_named_through_the_topology(case) -> None:
 
     path = case("slowleaf", with_log=False)
     bare = build(read([path]))
-    assert bare["verdict"]["class"] == "slow_link" and bare["verdict"]["elements"] == [] and not bare["verdict"]["culprits"]
+    assert (
+        bare["verdict"]["class"] == "slow_link"
+        and bare["verdict"]["elements"] == []
+        and not bare["verdict"]["culprits"]
+    )
     doc = build(read([path]), topology=str(DATA / "lab_leaf_spine_3x2.yaml"))
-    assert doc["verdict"]["class"] == "slow_link" and doc["verdict"]["elements"] == ["leaf2 - spine"], doc["verdict"]
+    assert doc["verdict"]["class"] == "slow_link" and doc["verdict"]["elements"] == ["leaf2 - spine"], doc[
+        "verdict"
+    ]
     assert not doc["verdict"]["culprits"]  # no host blamed
 
 
@@ -129,4 +155,6 @@ def test_torchrun_failure_table_names_the_dead_rank_and_host() -> None:
 
     ev = read_log((DATA / "torchrun_childfailed_sigkill.txt").read_text().splitlines(), "torchrun.txt")
     host = "mlxlab115rp2n7682d40d9-20250521025625-6dyyd3-8nir8b-worker"
-    assert ev.dead_ranks == {0: f"torchrun: rank 0 on {host} exited -9 (SIGKILL)"} and ev.rank_hosts == {0: host}
+    assert ev.dead_ranks == {0: f"torchrun: rank 0 on {host} exited -9 (SIGKILL)"} and ev.rank_hosts == {
+        0: host
+    }

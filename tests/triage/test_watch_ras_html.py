@@ -18,8 +18,17 @@ def test_watch_writes_one_diagnosis_and_metrics(case, tmp_path) -> None:
     pytest.importorskip("prometheus_client")
     dumps = case("stop", with_log=False)
     seen = []
-    state = watch([dumps], interval_s=1, stall_s=10, out_dir=tmp_path, textfile=tmp_path / "job.prom", ras_addr=None,
-                  duration_s=3, exit_on_stall=False, on_diagnosis=lambda doc, path: seen.append(path))
+    state = watch(
+        [dumps],
+        interval_s=1,
+        stall_s=10,
+        out_dir=tmp_path,
+        textfile=tmp_path / "job.prom",
+        ras_addr=None,
+        duration_s=3,
+        exit_on_stall=False,
+        on_diagnosis=lambda doc, path: seen.append(path),
+    )
     assert len(seen) == 1 and state.stalled and state.polls >= 2  # once per stall, not once per poll
     doc = json.loads(seen[0].read_text())
     assert doc["verdict"]["class"] == "stopped" and doc["verdict"]["culprits"][0]["rank"] == 2
@@ -30,9 +39,19 @@ def test_watch_writes_one_diagnosis_and_metrics(case, tmp_path) -> None:
 
 def test_ras_text_and_json_from_a_real_h200_job() -> None:
     text = parse((DATA / "h200" / "ras_status_2.28.9.txt").read_text(), "t")
-    assert text is not None and text.nccl_version == "2.28.9" and text.statuses == [("RUNNING", "OK")] and not text.errors
+    assert (
+        text is not None
+        and text.nccl_version == "2.28.9"
+        and text.statuses == [("RUNNING", "OK")]
+        and not text.errors
+    )
     js = parse((DATA / "h200" / "ras_status_2.28.9.json").read_bytes(), "j")
-    assert js is not None and js.nccl_version == "2.28.9" and js.rank_hosts == {0: "192.0.2.2"} and not js.missing
+    assert (
+        js is not None
+        and js.nccl_version == "2.28.9"
+        and js.rank_hosts == {0: "192.0.2.2"}
+        and not js.missing
+    )
 
 
 def test_ras_examples_from_nccls_guide() -> None:
@@ -40,7 +59,11 @@ def test_ras_examples_from_nccls_guide() -> None:
     assert mismatch is not None and "MISMATCH" in mismatch.errors
     assert set(mismatch.counts.values()) == {6649} and sorted(mismatch.counts) == [0, 2, 3, 4, 5, 7]
     dead = parse((DATA / "ras_docs_dead.txt").read_text(), "poll2")
-    assert dead is not None and dead.missing == {21} and dead.dead == ["process 3487984 on node 172.16.64.213 (GPU 5)"]
+    assert (
+        dead is not None
+        and dead.missing == {21}
+        and dead.dead == ["process 3487984 on node 172.16.64.213 (GPU 5)"]
+    )
     js = parse((DATA / "ras_docs_missing.json").read_text(), "j")
     assert js is not None and js.missing == {1} and not js.dead_ranks and js.rank_hosts[1] == "172.16.64.245"
 
@@ -67,7 +90,8 @@ def test_inspector_jsonl_from_nccls_readme_is_read_and_reported(tmp_path) -> Non
     lines = (DATA / "inspector_readme_example.jsonl").read_text().splitlines()
     records = read_records([*lines, "{cut", "not json"])
     assert [(r.rank, r.host, r.coll, r.seq, r.exec_us, round(r.busbw_gbs or 0, 3)) for r in records] == [
-        (2, "example-hostname", "AllReduce", 1407, 61974.0, 485.119)]
+        (2, "example-hostname", "AllReduce", 1407, 61974.0, 485.119)
+    ]
     (tmp_path / "inspector.jsonl").write_text("\n".join(lines) + "\n")
     inputs = collect([tmp_path])
     assert len(inputs.inspector) == 1 and not inputs.skipped

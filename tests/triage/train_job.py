@@ -35,18 +35,25 @@ GRAD = int(os.environ.get("GRAD", "65536"))
 STEP_SLEEP = float(os.environ.get("STEP_SLEEP", "0.05"))
 DUMP_EVERY = float(os.environ.get("DUMP_EVERY", "0.5"))
 FAULT = os.environ.get("JOB_FAULT", "")
-DUMP_EACH = os.environ.get("DUMP_EACH") == "1"  # also dump right after each call is enqueued (a crash leaves it)
+DUMP_EACH = (
+    os.environ.get("DUMP_EACH") == "1"
+)  # also dump right after each call is enqueued (a crash leaves it)
 
 
 def dump() -> None:
     folder = os.path.join(DUMP_DIR, HOST)
     os.makedirs(folder, exist_ok=True)
     if RANK % 2:
-        data, name = _dump_fr_trace(includeCollectives=True, includeStackTraces=True, onlyActive=False), f"fr_rank{RANK}.pkl"
+        data, name = (
+            _dump_fr_trace(includeCollectives=True, includeStackTraces=True, onlyActive=False),
+            f"fr_rank{RANK}.pkl",
+        )
     else:
         text = _dump_fr_trace_json(includeCollectives=True, onlyActive=False)
         data, name = (text if isinstance(text, bytes) else text.encode()), f"fr_rank{RANK}.json"
-    tmp = os.path.join(folder, f".{name}.{threading.get_ident()}.tmp")  # the dumper thread and DUMP_EACH both write
+    tmp = os.path.join(
+        folder, f".{name}.{threading.get_ident()}.tmp"
+    )  # the dumper thread and DUMP_EACH both write
     with open(tmp, "wb") as out:
         out.write(data)
     os.replace(tmp, os.path.join(folder, name))
@@ -79,7 +86,12 @@ def call(collective, *args) -> None:
 
 
 def main() -> int:
-    dist.init_process_group("gloo", rank=RANK, world_size=WORLD, timeout=datetime.timedelta(seconds=float(os.environ.get("PG_TIMEOUT", "120"))))
+    dist.init_process_group(
+        "gloo",
+        rank=RANK,
+        world_size=WORLD,
+        timeout=datetime.timedelta(seconds=float(os.environ.get("PG_TIMEOUT", "120"))),
+    )
     stop = threading.Event()
     threading.Thread(target=dumper, args=(stop,), daemon=True).start()
     grad, loss = torch.ones(GRAD), torch.ones(1)

@@ -77,7 +77,9 @@ class IncastParams(BaseModel):
     size_bytes: int = Field(default=256 * 1024, ge=1, le=MAX_RESPONSE_BYTES)
     rounds: int = Field(default=50, ge=1, le=MAX_ROUNDS)
     warmup: int = Field(default=2, ge=0, le=1000)
-    congestion: str | None = Field(default=None, pattern=r"^[a-z0-9_]{1,16}$")  # TCP_CONGESTION; None: the host's
+    congestion: str | None = Field(
+        default=None, pattern=r"^[a-z0-9_]{1,16}$"
+    )  # TCP_CONGESTION; None: the host's
     round_timeout_s: float = Field(default=10.0, gt=0, le=600)
     join_timeout_s: float = Field(default=60.0, gt=0, le=3600)
 
@@ -103,7 +105,9 @@ def job_secret(env: DistEnv) -> tuple[JobSecret, bool]:
         raise IncastError(str(exc)) from None
 
 
-def sender_hello(sock: socket.socket, rank: int, host: str, secret: JobSecret, by_munge: bool, deadline: float) -> None:
+def sender_hello(
+    sock: socket.socket, rank: int, host: str, secret: JobSecret, by_munge: bool, deadline: float
+) -> None:
     """Join rank 0: say who we are with a fresh nonce, then sign rank 0's nonce with the job's key."""
     nonce = secrets.token_hex(16)
     send_frame(sock, {"hello": HELLO_MAGIC, "rank": rank, "host": host, "nonce": nonce}, deadline)
@@ -154,7 +158,9 @@ def run_sender(env: DistEnv, params: IncastParams) -> None:
     try:
         _set_congestion(sock, params.congestion)
         secret, by_munge = job_secret(env)
-        sender_hello(sock, env.rank, (env.host_label or socket.gethostname())[:64], secret, by_munge, deadline)
+        sender_hello(
+            sock, env.rank, (env.host_label or socket.gethostname())[:64], secret, by_munge, deadline
+        )
         probe = CounterProbe(peer_host=env.master_addr)
         probe.before()
         retrans_before = read_tcp_info(sock).get("total_retrans", 0)
@@ -193,7 +199,9 @@ def _connect_with_retry(host: str, port: int, deadline: float) -> socket.socket:
     last = "no attempt"
     while time.monotonic() < deadline:
         try:
-            sock = socket.create_connection((host, port), timeout=min(5.0, max(0.1, deadline - time.monotonic())))
+            sock = socket.create_connection(
+                (host, port), timeout=min(5.0, max(0.1, deadline - time.monotonic()))
+            )
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return sock
         except OSError as exc:
@@ -263,7 +271,9 @@ class _Receiver:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     missing = sorted(set(range(1, expected + 1)) - set(by_rank))
-                    raise IncastError(f"ranks {_ranges(missing)} did not join within {self.params.join_timeout_s:g} s")
+                    raise IncastError(
+                        f"ranks {_ranges(missing)} did not join within {self.params.join_timeout_s:g} s"
+                    )
                 listener.settimeout(min(left, _JOIN_POLL_S))
                 try:
                     sock, _ = listener.accept()
@@ -313,9 +323,13 @@ class _Receiver:
                     try:
                         got = sender.sock.recv_into(buffer, min(len(buffer), sender.left))
                     except OSError as exc:
-                        raise IncastError(f"rank {sender.rank} ({sender.host}): {describe_os_error(exc, 'receive')}") from None
+                        raise IncastError(
+                            f"rank {sender.rank} ({sender.host}): {describe_os_error(exc, 'receive')}"
+                        ) from None
                     if got == 0:
-                        raise IncastError(f"rank {sender.rank} ({sender.host}) closed the connection mid-round")
+                        raise IncastError(
+                            f"rank {sender.rank} ({sender.host}) closed the connection mid-round"
+                        )
                     sender.left -= got
                     if sender.left == 0:
                         waiting -= 1
@@ -358,28 +372,45 @@ def _send_request(sender: _Sender, request: bytes) -> None:
         sender.sock.sendall(request)
         sender.sock.setblocking(False)
     except OSError as exc:
-        raise IncastError(f"rank {sender.rank} ({sender.host}): {describe_os_error(exc, 'send request')}") from None
+        raise IncastError(
+            f"rank {sender.rank} ({sender.host}): {describe_os_error(exc, 'send request')}"
+        ) from None
 
 
-def _hello_into(heard: queue.SimpleQueue, sock: socket.socket, secret: tuple[JobSecret, bool], expected: int, deadline: float) -> None:
+def _hello_into(
+    heard: queue.SimpleQueue,
+    sock: socket.socket,
+    secret: tuple[JobSecret, bool],
+    expected: int,
+    deadline: float,
+) -> None:
     heard.put(_hello(sock, secret, expected, deadline))
 
 
-def _hello(sock: socket.socket, secret: tuple[JobSecret, bool], expected: int, deadline: float) -> _Sender | None:
+def _hello(
+    sock: socket.socket, secret: tuple[JobSecret, bool], expected: int, deadline: float
+) -> _Sender | None:
     """A sender's hello and its signature over our nonce, read before ``deadline``; anything
     wrong closes the socket."""
     (job_key, by_munge) = secret
     try:
         hello = recv_frame(sock, deadline)
         rank = hello.get("rank")
-        if hello.get("hello") == HELLO_MAGIC and isinstance(rank, int) and not isinstance(rank, bool) and 1 <= rank <= expected:
+        if (
+            hello.get("hello") == HELLO_MAGIC
+            and isinstance(rank, int)
+            and not isinstance(rank, bool)
+            and 1 <= rank <= expected
+        ):
             host, nonce = check_text(hello.get("host"), "host", 64), check_nonce(hello.get("nonce"))
             challenge: dict[str, Any] = {"nonce": secrets.token_hex(16)}
             if by_munge and job_key.key is not None:
                 challenge["credential"] = munge_credential(job_key.job, job_key.key, nonce, os.getuid())
             send_frame(sock, challenge, deadline)
             answer = recv_frame(sock, deadline)
-            if verify(job_key.key, [job_key.job, "incast", rank, host, challenge["nonce"], nonce], answer.get("mac")):
+            if verify(
+                job_key.key, [job_key.job, "incast", rank, host, challenge["nonce"], nonce], answer.get("mac")
+            ):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 return _Sender(rank=rank, host=host or f"rank{rank}", sock=sock)
     except (PeerError, ProtocolError, SecretError, OSError):
@@ -399,7 +430,11 @@ def run_receiver(env: DistEnv, params: IncastParams, progress: Any = None) -> Be
     started = time.monotonic()
     receiver = _Receiver(env, params)
     try:
-        listener = socket.create_server((_bind_address(env.master_addr), env.master_port), reuse_port=False, backlog=min(4096, env.world_size * 2))
+        listener = socket.create_server(
+            (_bind_address(env.master_addr), env.master_port),
+            reuse_port=False,
+            backlog=min(4096, env.world_size * 2),
+        )
     except OSError as exc:
         raise IncastError(describe_os_error(exc, f"listen on {env.master_addr}:{env.master_port}")) from None
     try:
@@ -420,7 +455,9 @@ def run_receiver(env: DistEnv, params: IncastParams, progress: Any = None) -> Be
     finally:
         receiver.stop()
     result.incast = points
-    result.hosts = ["receiver:" + (env.host_label or socket.gethostname())] + [s.host for s in receiver.senders]
+    result.hosts = ["receiver:" + (env.host_label or socket.gethostname())] + [
+        s.host for s in receiver.senders
+    ]
     result.detail["congestion"] = params.congestion or receiver.congestion
     last = points[-1]
     return result.finish(

@@ -59,22 +59,39 @@ def aer(ctx: CheckContext) -> Iterator[Finding]:
             evidence["increase"] = rising
             evidence["interval_s"] = rates.interval_s
             yield Finding(
-                "pcie.aer", Severity.FAIL, label,
-                "AER errors rising: " + ", ".join(f"{k} +{v} ({rates.per_second(v):.2f}/s)" for k, v in rising.items()), evidence, fix,
+                "pcie.aer",
+                Severity.FAIL,
+                label,
+                "AER errors rising: "
+                + ", ".join(f"{k} +{v} ({rates.per_second(v):.2f}/s)" for k, v in rising.items()),
+                evidence,
+                fix,
             )
         elif nonzero:
-            kinds = ", ".join(f"{name} {count:,}" for sev in SEVERITIES for name, count in dev.aer.details.get(sev, {}).items())
+            kinds = ", ".join(
+                f"{name} {count:,}"
+                for sev in SEVERITIES
+                for name, count in dev.aer.details.get(sev, {}).items()
+            )
             yield Finding(
-                "pcie.aer", Severity.WARN, label,
-                "AER errors counted: " + ", ".join(f"{k} {v:,}" for k, v in nonzero.items()) + (f" ({kinds})" if kinds else ""),
-                evidence, fix + "; run `fabricscope doctor --interval 30` to see whether they still rise",
+                "pcie.aer",
+                Severity.WARN,
+                label,
+                "AER errors counted: "
+                + ", ".join(f"{k} {v:,}" for k, v in nonzero.items())
+                + (f" ({kinds})" if kinds else ""),
+                evidence,
+                fix + "; run `fabricscope doctor --interval 30` to see whether they still rise",
             )
         else:
             clean += 1
     if not visible:
         yield not_evaluated(
-            "pcie.aer", "pcie", "no AER statistics (aer_dev_*) under the GPUs, NICs or their bridges: AER is off, handled by firmware, "
-            "or the kernel is older than 4.19", {"devices": sorted(named)},
+            "pcie.aer",
+            "pcie",
+            "no AER statistics (aer_dev_*) under the GPUs, NICs or their bridges: AER is off, handled by firmware, "
+            "or the kernel is older than 4.19",
+            {"devices": sorted(named)},
         )
     elif clean == visible:
         yield Finding("pcie.aer", Severity.PASS, "pcie", f"no AER errors on {clean} GPU/NIC/bridge device(s)")

@@ -56,8 +56,12 @@ def run_checks(ctx: CheckContext, only: Callable[[str], bool] | None = None) -> 
         except Exception as exc:  # a bug in one check must not hide the others
             findings.append(
                 Finding(
-                    "doctor.check_error", Severity.WARN, spec.id, f"check crashed: {type(exc).__name__}: {exc}",
-                    {"check": spec.id}, "please report this with `fabricscope snapshot --scrub` attached",
+                    "doctor.check_error",
+                    Severity.WARN,
+                    spec.id,
+                    f"check crashed: {type(exc).__name__}: {exc}",
+                    {"check": spec.id},
+                    "please report this with `fabricscope snapshot --scrub` attached",
                 )
             )
     return sorted(findings, key=sort_key)
@@ -86,7 +90,9 @@ def run_doctor(
     if inventory.hostname is None and root.is_live:
         inventory = _with_hostname(inventory, socket.gethostname())
     ctx = CheckContext(inventory=inventory, rates=rates)
-    return DoctorReport(inventory=inventory, findings=run_checks(ctx, only), interval_s=interval_s, started=started)
+    return DoctorReport(
+        inventory=inventory, findings=run_checks(ctx, only), interval_s=interval_s, started=started
+    )
 
 
 def _with_hostname(inventory: Inventory, hostname: str) -> Inventory:

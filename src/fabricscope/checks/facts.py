@@ -95,7 +95,15 @@ def _other_netdevs(inv: Inventory) -> list[dict[str, Any]]:
     out = []
     for nd in sorted(inv.net_devices, key=lambda n: (n.pci_address or "", n.name)):
         if nd.is_physical and nd.pci_address not in rdma_pci:
-            out.append({"pci": nd.pci_address, "name": nd.name, "driver": nd.driver, "mtu_bytes": nd.mtu_bytes, "speed_mbps": nd.speed_mbps})
+            out.append(
+                {
+                    "pci": nd.pci_address,
+                    "name": nd.name,
+                    "driver": nd.driver,
+                    "mtu_bytes": nd.mtu_bytes,
+                    "speed_mbps": nd.speed_mbps,
+                }
+            )
     return out
 
 
@@ -104,7 +112,9 @@ def _nccl_conf(text: str | None) -> dict[str, Any] | None:
         return None
     # As NCCL reads it (setEnvFile), so two nodes that NCCL sees the same way never differ here.
     settings, _skipped, _misread = parse_conf_file(text, "/etc/nccl.conf", origin="/etc/nccl.conf")
-    meaningful = "\n".join(ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#"))
+    meaningful = "\n".join(
+        ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")
+    )
     return {
         "settings": {s.name: s.value for s in settings},
         "sha256": hashlib.sha256(meaningful.encode("utf-8")).hexdigest(),
@@ -126,7 +136,12 @@ def node_facts(inv: Inventory) -> dict[str, Any]:
             "model": models[0] if len(models) == 1 else (", ".join(models) if models else None),
             "gpudirect_module": (gpudirect[0] if gpudirect else "none") if kernel.modules_known else None,
             "devices": [
-                {"pci": g.pci_address, "model": g.name, "pcie": _pcie(inv.pci_device(g.pci_address)), "aer": _aer(inv.pci_device(g.pci_address))}
+                {
+                    "pci": g.pci_address,
+                    "model": g.name,
+                    "pcie": _pcie(inv.pci_device(g.pci_address)),
+                    "aer": _aer(inv.pci_device(g.pci_address)),
+                }
                 for g in sorted(inv.gpus, key=lambda g: g.pci_address)
             ],
         },
@@ -145,4 +160,7 @@ def _iommu(inv: Inventory) -> dict[str, Any] | None:
         return None
     addresses = [g.pci_address for g in inv.gpus] + [d.pci_address for d in inv.rdma_devices if d.pci_address]
     types = {inv.iommu.type_of(dev.iommu_group) if (dev := inv.pci.get(a)) else None for a in addresses}
-    return {"groups": len(inv.iommu.types), "gpu_nic_types": sorted(t or "none" for t in types) if addresses else []}
+    return {
+        "groups": len(inv.iommu.types),
+        "gpu_nic_types": sorted(t or "none" for t in types) if addresses else [],
+    }

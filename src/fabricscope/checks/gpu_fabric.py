@@ -26,7 +26,14 @@ def _unread(check_id: str, inv: Inventory, command: str) -> list[Finding]:
     (GPUs seen only in sysfs may have no driver to ask)."""
     if not inv.gpus or inv.gpu_source != "nvidia-smi":
         return []
-    return [not_evaluated(check_id, "GPUs", f"`{command}` not available", fix="run doctor where nvidia-smi works (driver loaded)")]
+    return [
+        not_evaluated(
+            check_id,
+            "GPUs",
+            f"`{command}` not available",
+            fix="run doctor where nvidia-smi works (driver loaded)",
+        )
+    ]
 
 
 @check("gpu.nvlink", "NVLink links up at full speed")
@@ -50,18 +57,37 @@ def nvlink(ctx: CheckContext) -> Iterator[Finding]:
         down = sorted(n for n, s in gpu.links.items() if s is None)
         slow = sorted(n for n, s in gpu.links.items() if s is not None and s < best)
         evidence = {"links_gbps": {str(n): s for n, s in gpu.links.items()}, "expected_gbps": best}
-        fix = ("`nvidia-smi nvlink -e -i N` for the link's error counters and `nvidia-smi -q -d NVLINK`; reset the GPU or reboot, "
-               "then reseat the board/NVLink bridge or raise a hardware ticket if it stays down")
+        fix = (
+            "`nvidia-smi nvlink -e -i N` for the link's error counters and `nvidia-smi -q -d NVLINK`; reset the GPU or reboot, "
+            "then reseat the board/NVLink bridge or raise a hardware ticket if it stays down"
+        )
         if down:
             flagged += 1
-            yield Finding("gpu.nvlink", Severity.FAIL, _label(inv, gpu.index),
-                          f"NVLink link(s) {', '.join(map(str, down))} inactive ({len(gpu.links) - len(down)} of {len(gpu.links)} up)", evidence, fix)
+            yield Finding(
+                "gpu.nvlink",
+                Severity.FAIL,
+                _label(inv, gpu.index),
+                f"NVLink link(s) {', '.join(map(str, down))} inactive ({len(gpu.links) - len(down)} of {len(gpu.links)} up)",
+                evidence,
+                fix,
+            )
         elif slow:
             flagged += 1
-            yield Finding("gpu.nvlink", Severity.WARN, _label(inv, gpu.index),
-                          f"NVLink link(s) {', '.join(map(str, slow))} below {best:g} GB/s", evidence, fix)
+            yield Finding(
+                "gpu.nvlink",
+                Severity.WARN,
+                _label(inv, gpu.index),
+                f"NVLink link(s) {', '.join(map(str, slow))} below {best:g} GB/s",
+                evidence,
+                fix,
+            )
     if not flagged:
-        yield Finding("gpu.nvlink", Severity.PASS, "GPUs", f"all NVLink links of {len(state.links)} GPU(s) up at {best:g} GB/s")
+        yield Finding(
+            "gpu.nvlink",
+            Severity.PASS,
+            "GPUs",
+            f"all NVLink links of {len(state.links)} GPU(s) up at {best:g} GB/s",
+        )
 
 
 @check("gpu.fabric", "NVSwitch fabric registration")
@@ -76,22 +102,56 @@ def fabric(ctx: CheckContext) -> Iterator[Finding]:
     if state is None or state.fabric is None:
         yield from _unread("gpu.fabric", inv, "nvidia-smi -q")
         return
-    fix = ("check `systemctl status nvidia-fabricmanager` and /var/log/fabricmanager.log (HGX), or the NVLink fabric/NMX "
-           "controller (GB200); the fabric manager's version must match the driver's; then reset the GPUs or reboot")
+    fix = (
+        "check `systemctl status nvidia-fabricmanager` and /var/log/fabricmanager.log (HGX), or the NVLink fabric/NMX "
+        "controller (GB200); the fabric manager's version must match the driver's; then reset the GPUs or reboot"
+    )
     good = bad = 0
     for gpu in state.fabric:
         if (gpu.state or "") in NO_FABRIC:
             continue
-        evidence = {"state": gpu.state, "status": gpu.status, "clique_id": gpu.clique_id, "health": gpu.health, "pci": gpu.pci}
+        evidence = {
+            "state": gpu.state,
+            "status": gpu.status,
+            "clique_id": gpu.clique_id,
+            "health": gpu.health,
+            "pci": gpu.pci,
+        }
         bad += 1
         if gpu.state in FABRIC_PENDING:
-            yield Finding("gpu.fabric", Severity.FAIL, _label(inv, pci=gpu.pci), f"fabric registration {gpu.state}: NVLink through NVSwitch not usable", evidence, fix)
+            yield Finding(
+                "gpu.fabric",
+                Severity.FAIL,
+                _label(inv, pci=gpu.pci),
+                f"fabric registration {gpu.state}: NVLink through NVSwitch not usable",
+                evidence,
+                fix,
+            )
         elif gpu.status not in (None, "Success", "N/A"):
-            yield Finding("gpu.fabric", Severity.FAIL, _label(inv, pci=gpu.pci), f"fabric registration {gpu.state} with status {gpu.status}", evidence, fix)
+            yield Finding(
+                "gpu.fabric",
+                Severity.FAIL,
+                _label(inv, pci=gpu.pci),
+                f"fabric registration {gpu.state} with status {gpu.status}",
+                evidence,
+                fix,
+            )
         elif gpu.health == "Unhealthy":
-            yield Finding("gpu.fabric", Severity.FAIL, _label(inv, pci=gpu.pci), "fabric health summary Unhealthy", evidence, fix)
+            yield Finding(
+                "gpu.fabric",
+                Severity.FAIL,
+                _label(inv, pci=gpu.pci),
+                "fabric health summary Unhealthy",
+                evidence,
+                fix,
+            )
         else:
             bad -= 1
             good += 1
     if good and not bad:
-        yield Finding("gpu.fabric", Severity.PASS, "GPUs", f"{good} GPU(s) registered with the NVLink fabric (Completed, Success)")
+        yield Finding(
+            "gpu.fabric",
+            Severity.PASS,
+            "GPUs",
+            f"{good} GPU(s) registered with the NVLink fabric (Completed, Success)",
+        )

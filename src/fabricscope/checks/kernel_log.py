@@ -25,10 +25,14 @@ def _missing(check_id: str, inv: Inventory, relevant: object) -> list[Finding]:
     """Without a kernel log: not evaluated where the node has what the check judges, else nothing."""
     if not relevant:
         return []
-    return [not_evaluated(
-        check_id, "kernel log", f"no kernel log read ({inv.kernel_log_problem or 'not captured in this snapshot'})",
-        fix="run doctor as root (dmesg needs it where kernel.dmesg_restrict=1), or give read access to the journal",
-    )]
+    return [
+        not_evaluated(
+            check_id,
+            "kernel log",
+            f"no kernel log read ({inv.kernel_log_problem or 'not captured in this snapshot'})",
+            fix="run doctor as root (dmesg needs it where kernel.dmesg_restrict=1), or give read access to the journal",
+        )
+    ]
 
 
 @check("kernel.link_flaps", "Link flaps in the kernel log")
@@ -44,26 +48,53 @@ def link_flaps(ctx: CheckContext) -> Iterator[Finding]:
         return
     downs: dict[str, list[LinkEvent]] = defaultdict(list)
     for event in log.links:
-        if not event.up and event.state.lower() == "down" and (event.at_s is None or event.at_s >= BOOT_SETTLE_S):
+        if (
+            not event.up
+            and event.state.lower() == "down"
+            and (event.at_s is None or event.at_s >= BOOT_SETTLE_S)
+        ):
             downs[event.port].append(event)
     for port, events in sorted(downs.items()):
         stamps = [e.at_s for e in events if e.at_s is not None]
         recent = [t for t in stamps if log.last_s is not None and t >= log.last_s - FLAP_WINDOW_S]
-        evidence = {"downs": len(events), "in_last_hour": len(recent), "at_s": stamps[-10:], "pci": events[0].pci, "source": log.source}
+        evidence = {
+            "downs": len(events),
+            "in_last_hour": len(recent),
+            "at_s": stamps[-10:],
+            "pci": events[0].pci,
+            "source": log.source,
+        }
         fix = (
             f"check the cable, transceiver and switch port of {port} (`mlxlink -d {events[0].pci} -m` for its eye and BER, "
             "the switch's port counters); replace the optic or cable if the errors follow it"
         )
         if len(recent) >= FLAP_FAIL_COUNT:
-            yield Finding("kernel.link_flaps", Severity.FAIL, port,
-                          f"link went down {len(recent)} times within the last hour of the kernel log: the link is flapping", evidence, fix)
+            yield Finding(
+                "kernel.link_flaps",
+                Severity.FAIL,
+                port,
+                f"link went down {len(recent)} times within the last hour of the kernel log: the link is flapping",
+                evidence,
+                fix,
+            )
         else:
             last = f", last {stamps[-1]:.0f} s after boot" if stamps else ""
-            yield Finding("kernel.link_flaps", Severity.WARN, port, f"link went down {len(events)} time(s) since boot{last}", evidence, fix)
+            yield Finding(
+                "kernel.link_flaps",
+                Severity.WARN,
+                port,
+                f"link went down {len(events)} time(s) since boot{last}",
+                evidence,
+                fix,
+            )
     if not downs:
         ports = sorted({e.port for e in log.links})
-        yield Finding("kernel.link_flaps", Severity.PASS, "kernel log",
-                      f"no link went down after boot ({len(ports)} port(s) logged state changes; {log.source}, {log.lines} lines)")
+        yield Finding(
+            "kernel.link_flaps",
+            Severity.PASS,
+            "kernel log",
+            f"no link went down after boot ({len(ports)} port(s) logged state changes; {log.source}, {log.lines} lines)",
+        )
 
 
 def _gpu_label(inv: Inventory, pci: str) -> str:
@@ -95,14 +126,34 @@ def xid_errors(ctx: CheckContext) -> Iterator[Finding]:
         codes: dict[int, str] = {}
         for e, meaning, _s in judged:
             codes.setdefault(e.code, meaning)
-        summary = "; ".join(f"Xid {c} ({m}) x{sum(1 for e in events if e.code == c)}" for c, m in sorted(codes.items()))
-        evidence = {"pci": pci, "xids": [{"code": e.code, "at_s": e.at_s, "text": e.text[:160]} for e in events[-10:]],
-                    "catalog": CATALOG_URL, "source": log.source}
-        fix = ("follow the catalog's resolution for each Xid: reset the GPU (`nvidia-smi -r -i <n>`) or drain and service the node for "
-               "fail-level Xids; `nvidia-smi -q -d ECC,ROW_REMAPPER` and `nvidia-bug-report.sh` for the evidence")
-        yield Finding("kernel.xid", worst, _gpu_label(inv, pci), summary, evidence, fix if worst is not Severity.INFO else None)
+        summary = "; ".join(
+            f"Xid {c} ({m}) x{sum(1 for e in events if e.code == c)}" for c, m in sorted(codes.items())
+        )
+        evidence = {
+            "pci": pci,
+            "xids": [{"code": e.code, "at_s": e.at_s, "text": e.text[:160]} for e in events[-10:]],
+            "catalog": CATALOG_URL,
+            "source": log.source,
+        }
+        fix = (
+            "follow the catalog's resolution for each Xid: reset the GPU (`nvidia-smi -r -i <n>`) or drain and service the node for "
+            "fail-level Xids; `nvidia-smi -q -d ECC,ROW_REMAPPER` and `nvidia-bug-report.sh` for the evidence"
+        )
+        yield Finding(
+            "kernel.xid",
+            worst,
+            _gpu_label(inv, pci),
+            summary,
+            evidence,
+            fix if worst is not Severity.INFO else None,
+        )
     if not by_gpu:
-        yield Finding("kernel.xid", Severity.PASS, "kernel log", f"no Xid errors since boot ({log.source}, {log.lines} lines)")
+        yield Finding(
+            "kernel.xid",
+            Severity.PASS,
+            "kernel log",
+            f"no Xid errors since boot ({log.source}, {log.lines} lines)",
+        )
 
 
 _NIC_KINDS = {
@@ -134,10 +185,27 @@ def nic_firmware(ctx: CheckContext) -> Iterator[Finding]:
         kinds = sorted({e.kind for e in events}, key=lambda k: -_NIC_KINDS[k][0].rank)
         severity = _NIC_KINDS[kinds[0]][0]
         subject = f"{names[pci]} ({pci})" if pci in names else pci
-        evidence = {"pci": pci, "events": [{"kind": e.kind, "at_s": e.at_s, "text": e.text[:160]} for e in events[-10:]], "source": log.source}
-        fix = (f"collect `mlxfwmanager --query -d {pci}` and the full kernel log; a health failure needs `mlxfwreset -d {pci} reset` "
-               "or a reboot, repeated ones a firmware update or RMA; module events: reseat or replace the transceiver")
-        yield Finding("kernel.nic_firmware", severity, subject,
-                      ", ".join(f"{_NIC_KINDS[k][1]} ({sum(1 for e in events if e.kind == k)})" for k in kinds), evidence, fix)
+        evidence = {
+            "pci": pci,
+            "events": [{"kind": e.kind, "at_s": e.at_s, "text": e.text[:160]} for e in events[-10:]],
+            "source": log.source,
+        }
+        fix = (
+            f"collect `mlxfwmanager --query -d {pci}` and the full kernel log; a health failure needs `mlxfwreset -d {pci} reset` "
+            "or a reboot, repeated ones a firmware update or RMA; module events: reseat or replace the transceiver"
+        )
+        yield Finding(
+            "kernel.nic_firmware",
+            severity,
+            subject,
+            ", ".join(f"{_NIC_KINDS[k][1]} ({sum(1 for e in events if e.kind == k)})" for k in kinds),
+            evidence,
+            fix,
+        )
     if not by_pci and mlx5:
-        yield Finding("kernel.nic_firmware", Severity.PASS, "kernel log", f"no mlx5 firmware or health events ({log.source}, {log.lines} lines)")
+        yield Finding(
+            "kernel.nic_firmware",
+            Severity.PASS,
+            "kernel log",
+            f"no mlx5 firmware or health events ({log.source}, {log.lines} lines)",
+        )

@@ -55,14 +55,19 @@ def link_errors(ctx: CheckContext) -> Iterator[Finding]:
             rising = {name: deltas[name] for name in names if deltas.get(name)}
         if rising:
             yield Finding(
-                "link.errors", Severity.FAIL, port.name,
-                "error counters rising: " + ", ".join(f"{k} +{v} ({rates.per_second(v):.2f}/s)" for k, v in rising.items()),
+                "link.errors",
+                Severity.FAIL,
+                port.name,
+                "error counters rising: "
+                + ", ".join(f"{k} +{v} ({rates.per_second(v):.2f}/s)" for k, v in rising.items()),
                 {"increase": rising, "interval_s": rates.interval_s, "totals": nonzero},
                 _fix_for(rising),
             )
         elif nonzero:
             yield Finding(
-                "link.errors", Severity.WARN, port.name,
+                "link.errors",
+                Severity.WARN,
+                port.name,
                 "error counters non-zero: " + ", ".join(f"{k}={v:,}" for k, v in nonzero.items()),
                 {"totals": nonzero},
                 _fix_for(nonzero) + "; run `fabricscope doctor --interval 30` to see whether they still rise",
@@ -71,15 +76,24 @@ def link_errors(ctx: CheckContext) -> Iterator[Finding]:
             clean += 1
     if unknown:
         yield not_evaluated(
-            "link.errors", ",".join(unknown), "no error counters readable under counters/ or hw_counters/ of " + ", ".join(unknown),
-            {"ports": unknown}, "read /sys/class/infiniband/<dev>/ports/<n>/counters as root; `perfquery` shows them too",
+            "link.errors",
+            ",".join(unknown),
+            "no error counters readable under counters/ or hw_counters/ of " + ", ".join(unknown),
+            {"ports": unknown},
+            "read /sys/class/infiniband/<dev>/ports/<n>/counters as root; `perfquery` shows them too",
         )
     if clean and clean == len(ctx.inventory.ports) - len(unknown):
         yield Finding("link.errors", Severity.PASS, "ports", f"no link errors on {clean} port(s)")
 
 
 def _fix_for(counters: dict[str, int]) -> str:
-    physical = {"symbol_error", "link_downed", "link_error_recovery", "local_link_integrity_errors", "port_rcv_errors"}
+    physical = {
+        "symbol_error",
+        "link_downed",
+        "link_error_recovery",
+        "local_link_integrity_errors",
+        "port_rcv_errors",
+    }
     if physical & counters.keys():
         return "reseat or replace the cable/transceiver on both ends; check `mlxlink -d <dev> -c` for BER and the switch port counters"
     return "loss or timeouts in the fabric: check PFC/ECN on the path, GID/TC settings and NCCL_IB_TIMEOUT"
@@ -100,7 +114,10 @@ def phy_errors(ctx: CheckContext) -> Iterator[Finding]:
         if data.stats is None:
             if netdev in roce:
                 yield not_evaluated(
-                    "link.phy_errors", netdev, "`ethtool -S` not available", fix="install ethtool (Debian/Ubuntu: apt-get install ethtool)"
+                    "link.phy_errors",
+                    netdev,
+                    "`ethtool -S` not available",
+                    fix="install ethtool (Debian/Ubuntu: apt-get install ethtool)",
                 )
             continue
         totals = link_error_stats(data.stats)
@@ -114,21 +131,30 @@ def phy_errors(ctx: CheckContext) -> Iterator[Finding]:
         flagged += bool(rising or nonzero)
         if rising:
             yield Finding(
-                "link.phy_errors", Severity.FAIL, netdev,
-                "error counters rising: " + ", ".join(f"{k} +{v} ({rates.per_second(v):.2f}/s)" for k, v in rising.items()),
-                {"increase": rising, "interval_s": rates.interval_s, "totals": nonzero}, _phy_fix(netdev, rising),
+                "link.phy_errors",
+                Severity.FAIL,
+                netdev,
+                "error counters rising: "
+                + ", ".join(f"{k} +{v} ({rates.per_second(v):.2f}/s)" for k, v in rising.items()),
+                {"increase": rising, "interval_s": rates.interval_s, "totals": nonzero},
+                _phy_fix(netdev, rising),
             )
         elif nonzero:
             yield Finding(
-                "link.phy_errors", Severity.WARN, netdev,
+                "link.phy_errors",
+                Severity.WARN,
+                netdev,
                 "error counters non-zero: " + ", ".join(f"{k}={v:,}" for k, v in nonzero.items()),
                 {"totals": nonzero},
-                _phy_fix(netdev, nonzero) + "; run `fabricscope doctor --interval 30` to see whether they still rise",
+                _phy_fix(netdev, nonzero)
+                + "; run `fabricscope doctor --interval 30` to see whether they still rise",
             )
         else:
             clean += 1
     if clean and not flagged:
-        yield Finding("link.phy_errors", Severity.PASS, "ethernet", f"no physical-port errors on {clean} netdev(s)")
+        yield Finding(
+            "link.phy_errors", Severity.PASS, "ethernet", f"no physical-port errors on {clean} netdev(s)"
+        )
 
 
 def _phy_fix(netdev: str, counters: dict[str, int]) -> str:
@@ -158,7 +184,9 @@ def congestion(ctx: CheckContext) -> Iterator[Finding]:
             quiet = False
             per_s = {k: round(rates.per_second(v), 2) for k, v in rising.items()}
             yield Finding(
-                "link.congestion", Severity.INFO, port.name,
+                "link.congestion",
+                Severity.INFO,
+                port.name,
                 "congestion signals: " + ", ".join(f"{k} {v:,}/s" for k, v in per_s.items()),
                 {"per_second": per_s, "increase": rising, "interval_s": rates.interval_s},
             )
@@ -168,12 +196,16 @@ def congestion(ctx: CheckContext) -> Iterator[Finding]:
             quiet = False
             per_s = {k: round(rates.per_second(v), 2) for k, v in rising.items()}
             yield Finding(
-                "link.congestion", Severity.INFO, netdev,
+                "link.congestion",
+                Severity.INFO,
+                netdev,
                 "PFC pause frames: " + ", ".join(f"{k} {v:,}/s" for k, v in per_s.items()),
                 {"per_second": per_s, "increase": rising, "interval_s": rates.interval_s},
             )
     if quiet:
-        yield Finding("link.congestion", Severity.PASS, "ports", f"no congestion signals during {rates.interval_s:g} s")
+        yield Finding(
+            "link.congestion", Severity.PASS, "ports", f"no congestion signals during {rates.interval_s:g} s"
+        )
 
 
 @check("link.transceiver", "Transceiver alarms")
@@ -186,9 +218,15 @@ def transceiver(ctx: CheckContext) -> Iterator[Finding]:
             continue
         if module.alarms:
             yield Finding(
-                "link.transceiver", Severity.WARN, netdev,
+                "link.transceiver",
+                Severity.WARN,
+                netdev,
                 f"transceiver flags raised: {', '.join(module.alarms)}",
-                {"alarms": list(module.alarms), "temperature_c": module.temperature_c, "identifier": module.identifier},
+                {
+                    "alarms": list(module.alarms),
+                    "temperature_c": module.temperature_c,
+                    "identifier": module.identifier,
+                },
                 "check airflow and the module; replace the transceiver/cable if the flags persist",
             )
         else:

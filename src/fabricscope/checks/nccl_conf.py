@@ -20,7 +20,15 @@ def nccl_conf(ctx: CheckContext) -> Iterator[Finding]:
         return
     settings = collect(JobSources(), inventory=ctx.inventory)
     findings = lint(settings, ctx.inventory)
-    yield from relabel(findings, "nccl.conf", subject=lambda f: f"{f.evidence.get('source', CONF_PATH)} {f.subject}")
+    yield from relabel(
+        findings, "nccl.conf", subject=lambda f: f"{f.evidence.get('source', CONF_PATH)} {f.subject}"
+    )
     if not any(f.severity in (Severity.WARN, Severity.FAIL) for f in findings):
         found = list(settings.effective)
-        yield Finding("nccl.conf", Severity.PASS, CONF_PATH, f"{len(found)} setting(s) fit this node ({', '.join(found) or 'no settings'})", {"settings": len(found)})
+        yield Finding(
+            "nccl.conf",
+            Severity.PASS,
+            CONF_PATH,
+            f"{len(found)} setting(s) fit this node ({', '.join(found) or 'no settings'})",
+            {"settings": len(found)},
+        )

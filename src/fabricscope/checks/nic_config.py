@@ -28,15 +28,35 @@ def _problems(params: dict[str, str]) -> list[tuple[str, str]]:
     """(parameter, why) for every setting that departs from the recommendation."""
     out = []
     if value_code(params.get("ATS_ENABLED")) == 1:
-        out.append(("ATS_ENABLED=0", "ATS is on: peer-to-peer DMA to GPU memory goes through IOMMU translation (NVIDIA's operator turns it off on bare metal)"))
+        out.append(
+            (
+                "ATS_ENABLED=0",
+                "ATS is on: peer-to-peer DMA to GPU memory goes through IOMMU translation (NVIDIA's operator turns it off on bare metal)",
+            )
+        )
     if value_code(params.get("ADVANCED_PCI_SETTINGS")) == 0:
-        out.append(("ADVANCED_PCI_SETTINGS=1", "ADVANCED_PCI_SETTINGS is off, so MAX_ACC_OUT_READ stays at the firmware default (too low for CX-7 on DGX H100)"))
+        out.append(
+            (
+                "ADVANCED_PCI_SETTINGS=1",
+                "ADVANCED_PCI_SETTINGS is off, so MAX_ACC_OUT_READ stays at the firmware default (too low for CX-7 on DGX H100)",
+            )
+        )
     acc = value_code(params.get("MAX_ACC_OUT_READ"))
     if acc is not None and acc not in MAX_ACC_OUT_READ_OK:
-        out.append(("MAX_ACC_OUT_READ=0", f"MAX_ACC_OUT_READ is {acc}: NVIDIA's recommended values are 0 (automatic), 44 or 128"))
+        out.append(
+            (
+                "MAX_ACC_OUT_READ=0",
+                f"MAX_ACC_OUT_READ is {acc}: NVIDIA's recommended values are 0 (automatic), 44 or 128",
+            )
+        )
     order = params.get("PCI_WR_ORDERING")
     if order is not None and value_code(order) not in (0, None):
-        out.append(("PCI_WR_ORDERING=per_mkey", f"PCI_WR_ORDERING is {order}: relaxed ordering is forced for all writes instead of chosen per memory region (NCCL chooses it)"))
+        out.append(
+            (
+                "PCI_WR_ORDERING=per_mkey",
+                f"PCI_WR_ORDERING is {order}: relaxed ordering is forced for all writes instead of chosen per memory region (NCCL chooses it)",
+            )
+        )
     return out
 
 
@@ -51,7 +71,12 @@ def nic_config(ctx: CheckContext) -> Iterator[Finding]:
     if not mlx5 or not inv.gpus:
         return
     if inv.mlxconfig is None:
-        yield not_evaluated("rdma.nic_config", "NICs", "`mlxconfig` (NVIDIA Firmware Tools) not available", fix="install MFT or mstflint (mstconfig) and run doctor as root")
+        yield not_evaluated(
+            "rdma.nic_config",
+            "NICs",
+            "`mlxconfig` (NVIDIA Firmware Tools) not available",
+            fix="install MFT or mstflint (mstconfig) and run doctor as root",
+        )
         return
     clean = 0
     for name, pci in sorted(mlx5.items()):
@@ -62,8 +87,22 @@ def nic_config(ctx: CheckContext) -> Iterator[Finding]:
         if not problems:
             clean += 1
             continue
-        evidence = {k: params.get(k) for k in ("ATS_ENABLED", "ADVANCED_PCI_SETTINGS", "MAX_ACC_OUT_READ", "PCI_WR_ORDERING")}
-        yield Finding("rdma.nic_config", Severity.WARN, f"{name} ({pci})", "; ".join(why for _s, why in problems), evidence,
-                      f"mlxconfig -d {pci} set {' '.join(s for s, _w in problems)}, then reboot (or mlxfwreset -d {pci} reset)")
+        evidence = {
+            k: params.get(k)
+            for k in ("ATS_ENABLED", "ADVANCED_PCI_SETTINGS", "MAX_ACC_OUT_READ", "PCI_WR_ORDERING")
+        }
+        yield Finding(
+            "rdma.nic_config",
+            Severity.WARN,
+            f"{name} ({pci})",
+            "; ".join(why for _s, why in problems),
+            evidence,
+            f"mlxconfig -d {pci} set {' '.join(s for s, _w in problems)}, then reboot (or mlxfwreset -d {pci} reset)",
+        )
     if clean and clean == len(mlx5):
-        yield Finding("rdma.nic_config", Severity.PASS, "NICs", f"ATS, PCI ordering and outstanding reads as NVIDIA recommends on {clean} HCA(s)")
+        yield Finding(
+            "rdma.nic_config",
+            Severity.PASS,
+            "NICs",
+            f"ATS, PCI ordering and outstanding reads as NVIDIA recommends on {clean} HCA(s)",
+        )

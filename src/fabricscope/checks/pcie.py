@@ -24,7 +24,7 @@ def _nics(ctx: CheckContext) -> list[tuple[str, str]]:
 
 
 def _link_text(width: int | None, speed_gts: float | None) -> str:
-    """"x16 32 GT/s", leaving out what sysfs did not say."""
+    """ "x16 32 GT/s", leaving out what sysfs did not say."""
     parts = [f"x{width}" if width is not None else "", f"{speed_gts:g} GT/s" if speed_gts is not None else ""]
     return " ".join(p for p in parts if p) or "unknown"
 
@@ -41,8 +41,10 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
     unknown = []
     for name, addr, kind in subjects:
         dev = inv.pci.get(addr)
-        if dev is None or (dev.current_link_width is None and dev.current_link_speed_gts is None) or (
-            dev.max_link_width is None and dev.max_link_speed_gts is None
+        if (
+            dev is None
+            or (dev.current_link_width is None and dev.current_link_speed_gts is None)
+            or (dev.max_link_width is None and dev.max_link_speed_gts is None)
         ):
             unknown.append(name)
             continue
@@ -56,29 +58,48 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
         if not dev.link_degraded:
             good += 1
             continue
-        narrow = dev.current_link_width is not None and dev.max_link_width is not None and 0 < dev.current_link_width < dev.max_link_width
+        narrow = (
+            dev.current_link_width is not None
+            and dev.max_link_width is not None
+            and 0 < dev.current_link_width < dev.max_link_width
+        )
         link = _link_text(dev.current_link_width, dev.current_link_speed_gts)
         best = _link_text(dev.max_link_width, dev.max_link_speed_gts)
         fix = f"reseat the {kind} or its riser, check the slot in the BIOS (bifurcation, Gen setting); `lspci -vv -s {addr} | grep LnkSta`"
         if narrow or kind == "NIC":
-            yield Finding("pcie.link", Severity.FAIL, f"{name} ({addr})", f"{kind} PCIe link at {link}, capable of {best}", evidence, fix)
+            yield Finding(
+                "pcie.link",
+                Severity.FAIL,
+                f"{name} ({addr})",
+                f"{kind} PCIe link at {link}, capable of {best}",
+                evidence,
+                fix,
+            )
         else:  # degraded at full width: a GPU below its maximum speed
             yield Finding(
-                "pcie.link", Severity.INFO, f"{name} ({addr})",
+                "pcie.link",
+                Severity.INFO,
+                f"{name} ({addr})",
                 f"GPU PCIe link at {link} (max {best}); normal when the GPU is idle, a fault if it stays so under load",
-                evidence, "rerun doctor while a job runs; if still below maximum: " + fix,
+                evidence,
+                "rerun doctor while a job runs; if still below maximum: " + fix,
             )
     uplinks: list[Finding] = []
     good_uplinks = _switch_uplinks(inv, [addr for _n, addr, _k in subjects], uplinks)
     yield from uplinks
     if unknown:
         yield not_evaluated(
-            "pcie.link", ",".join(unknown), "PCIe link width/speed unreadable for " + ", ".join(unknown),
-            {"devices": unknown}, "`lspci -vv | grep -E 'LnkCap|LnkSta'` as root",
+            "pcie.link",
+            ",".join(unknown),
+            "PCIe link width/speed unreadable for " + ", ".join(unknown),
+            {"devices": unknown},
+            "`lspci -vv | grep -E 'LnkCap|LnkSta'` as root",
         )
     if good:
         uplink_text = f" and {good_uplinks} PCIe switch uplink(s)" if good_uplinks else ""
-        yield Finding("pcie.link", Severity.PASS, "pcie", f"{good} NIC/GPU link(s){uplink_text} at full width and speed")
+        yield Finding(
+            "pcie.link", Severity.PASS, "pcie", f"{good} NIC/GPU link(s){uplink_text} at full width and speed"
+        )
 
 
 def _switch_uplinks(inv: Inventory, addresses: list[str | None], out: list[Finding]) -> int:
@@ -101,15 +122,31 @@ def _switch_uplinks(inv: Inventory, addresses: list[str | None], out: list[Findi
         narrow = port.max_link_width is not None and 0 < port.current_link_width < port.max_link_width
         link = _link_text(port.current_link_width, port.current_link_speed_gts)
         best = _link_text(port.max_link_width, port.max_link_speed_gts)
-        evidence = {"pci": usp, "width": port.current_link_width, "max_width": port.max_link_width,
-                    "speed_gts": port.current_link_speed_gts, "max_speed_gts": port.max_link_speed_gts, "below": devices}
+        evidence = {
+            "pci": usp,
+            "width": port.current_link_width,
+            "max_width": port.max_link_width,
+            "speed_gts": port.current_link_speed_gts,
+            "max_speed_gts": port.max_link_speed_gts,
+            "below": devices,
+        }
         fix = f"reseat the PCIe switch board/riser or its cable, check the slot's bifurcation and Gen setting in the BIOS; `lspci -vv -s {usp} | grep LnkSta`"
-        message = f"PCIe switch uplink at {link}, capable of {best}: shared by {len(devices)} device(s) below it"
+        message = (
+            f"PCIe switch uplink at {link}, capable of {best}: shared by {len(devices)} device(s) below it"
+        )
         if narrow:
             out.append(Finding("pcie.link", Severity.FAIL, f"switch uplink {usp}", message, evidence, fix))
         else:
-            out.append(Finding("pcie.link", Severity.WARN, f"switch uplink {usp}",
-                               message + " (power saving lowers idle links; a fault if it stays so under load)", evidence, fix))
+            out.append(
+                Finding(
+                    "pcie.link",
+                    Severity.WARN,
+                    f"switch uplink {usp}",
+                    message + " (power saving lowers idle links; a fault if it stays so under load)",
+                    evidence,
+                    fix,
+                )
+            )
     return good
 
 
@@ -124,27 +161,48 @@ def affinity(ctx: CheckContext) -> Iterator[Finding]:
     good = 0
     for aff in inv.affinity:
         subject = f"GPU{aff.gpu_index} ({aff.gpu_pci})"
-        evidence = {"nic": aff.nic, "distance": aff.distance, "gpu_numa": aff.gpu_numa, "nic_numa": aff.nic_numa}
+        evidence = {
+            "nic": aff.nic,
+            "distance": aff.distance,
+            "gpu_numa": aff.gpu_numa,
+            "nic_numa": aff.nic_numa,
+        }
         if aff.distance is None:
-            yield Finding("pcie.affinity", Severity.INFO, subject, "GPU-NIC distance unknown (PCIe tree not readable)", evidence)
+            yield Finding(
+                "pcie.affinity",
+                Severity.INFO,
+                subject,
+                "GPU-NIC distance unknown (PCIe tree not readable)",
+                evidence,
+            )
             continue
         if aff.distance not in ("PIX", "PXB"):
             yield Finding(
-                "pcie.affinity", Severity.WARN, subject,
+                "pcie.affinity",
+                Severity.WARN,
+                subject,
                 f"nearest RDMA NIC {aff.nic} is at {aff.distance}: GPUDirect RDMA will not be used by default",
                 evidence,
                 "install the GPU and NIC under one PCIe switch (see the server's topology guide), or accept staging through host memory",
             )
         elif aff.gpu_numa is not None and aff.nic_numa is not None and aff.gpu_numa != aff.nic_numa:
             yield Finding(
-                "pcie.affinity", Severity.WARN, subject,
-                f"GPU on NUMA node {aff.gpu_numa}, its NIC {aff.nic} on NUMA node {aff.nic_numa}", evidence,
+                "pcie.affinity",
+                Severity.WARN,
+                subject,
+                f"GPU on NUMA node {aff.gpu_numa}, its NIC {aff.nic} on NUMA node {aff.nic_numa}",
+                evidence,
                 "check the BIOS NUMA settings and slot placement; pin the rank's CPU threads to the NIC's NUMA node",
             )
         else:
             good += 1
     if good == len(inv.affinity) and good:
-        yield Finding("pcie.affinity", Severity.PASS, "gpus", f"all {good} GPU(s) have a NIC at PIX/PXB on their NUMA node")
+        yield Finding(
+            "pcie.affinity",
+            Severity.PASS,
+            "gpus",
+            f"all {good} GPU(s) have a NIC at PIX/PXB on their NUMA node",
+        )
 
 
 @check("pcie.gpudirect", "GPUDirect RDMA module loaded")
@@ -157,7 +215,9 @@ def gpudirect(ctx: CheckContext) -> Iterator[Finding]:
     if not inv.gpus or not inv.rdma_devices:
         return
     if not inv.kernel.modules_known:
-        yield Finding("pcie.gpudirect", Severity.INFO, "kernel", "loaded modules unknown (/proc/modules unreadable)", {})
+        yield Finding(
+            "pcie.gpudirect", Severity.INFO, "kernel", "loaded modules unknown (/proc/modules unreadable)", {}
+        )
         return
     loaded = [m for m in GPUDIRECT_MODULES if m in inv.kernel.modules]
     if loaded:
@@ -166,10 +226,18 @@ def gpudirect(ctx: CheckContext) -> Iterator[Finding]:
     dmabuf, advice = gpudirect_without_module(inv)
     evidence = {"gpus": len(inv.gpus), "rdma_devices": len(inv.rdma_devices)}
     if dmabuf:
-        yield Finding("pcie.gpudirect", Severity.PASS, "kernel", f"no peer-memory module loaded, none needed: {advice}", evidence)
+        yield Finding(
+            "pcie.gpudirect",
+            Severity.PASS,
+            "kernel",
+            f"no peer-memory module loaded, none needed: {advice}",
+            evidence,
+        )
         return
     yield Finding(
-        "pcie.gpudirect", Severity.WARN, "kernel",
+        "pcie.gpudirect",
+        Severity.WARN,
+        "kernel",
         "GPUs and RDMA NICs present but no GPUDirect RDMA module (nvidia_peermem / nv_peer_mem) is loaded",
         evidence,
         advice,
@@ -202,20 +270,37 @@ def acs(ctx: CheckContext) -> Iterator[Finding]:
             if bridge.acs is not None and bridge.acs.redirects_p2p and bdf not in flagged:
                 flagged.add(bdf)
                 yield Finding(
-                    "pcie.acs", Severity.WARN, bdf,
+                    "pcie.acs",
+                    Severity.WARN,
+                    bdf,
                     f"ACS redirect enabled on a bridge between GPU{aff.gpu_index} and {aff.nic}: GPUDirect traffic goes through the CPU root complex",
-                    {"request_redirect": bridge.acs.request_redirect, "completion_redirect": bridge.acs.completion_redirect},
+                    {
+                        "request_redirect": bridge.acs.request_redirect,
+                        "completion_redirect": bridge.acs.completion_redirect,
+                    },
                     f"setpci -s {bdf} ECAP_ACS+0x6.w=0000 (at boot, e.g. a systemd unit), or disable ACS in the BIOS; keep it on in VMs that need isolation",
                 )
     if unknown:
         truncated = sorted(b for b in unknown if (inv.pci.get(b) is not None and inv.pci[b].config_truncated))
-        why = (
-            f"ACS control of {len(unknown)} bridge(s) between GPUs and NICs unknown: "
-            + ("PCI config space truncated to its 64-byte header (reading it whole needs root)" if truncated else "config space unreadable")
+        why = f"ACS control of {len(unknown)} bridge(s) between GPUs and NICs unknown: " + (
+            "PCI config space truncated to its 64-byte header (reading it whole needs root)"
+            if truncated
+            else "config space unreadable"
         )
-        yield not_evaluated("pcie.acs", "pcie", why, {"bridges": sorted(unknown)}, "run `fabricscope doctor` (or the snapshot) as root")
+        yield not_evaluated(
+            "pcie.acs",
+            "pcie",
+            why,
+            {"bridges": sorted(unknown)},
+            "run `fabricscope doctor` (or the snapshot) as root",
+        )
     elif checked and not flagged:
-        yield Finding("pcie.acs", Severity.PASS, "pcie", f"no ACS redirect on the {len(checked)} bridge(s) between GPUs and their NICs")
+        yield Finding(
+            "pcie.acs",
+            Severity.PASS,
+            "pcie",
+            f"no ACS redirect on the {len(checked)} bridge(s) between GPUs and their NICs",
+        )
 
 
 @check("pcie.iommu", "IOMMU in passthrough for GPUDirect")
@@ -230,41 +315,97 @@ def iommu(ctx: CheckContext) -> Iterator[Finding]:
         return
     cmdline = inv.kernel.cmdline
     args = cmdline.split() if cmdline is not None else []
-    on = [a for a in args if a in ("intel_iommu=on", "amd_iommu=on", "amd_iommu=force_isolation", "iommu=nopt", "iommu.passthrough=0")]
+    on = [
+        a
+        for a in args
+        if a
+        in (
+            "intel_iommu=on",
+            "amd_iommu=on",
+            "amd_iommu=force_isolation",
+            "iommu=nopt",
+            "iommu.passthrough=0",
+        )
+    ]
     # Only the IOMMU parameters: the rest of /proc/cmdline may carry secrets, and doctor documents
     # travel (fleet collect, support tickets) unscrubbed.
-    evidence: dict = {"cmdline": " ".join(a for a in args if a.split("=", 1)[0] in IOMMU_PARAMS) if cmdline is not None else None}
+    evidence: dict = {
+        "cmdline": " ".join(a for a in args if a.split("=", 1)[0] in IOMMU_PARAMS)
+        if cmdline is not None
+        else None
+    }
     fix = "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX) and reboot"
     if inv.iommu.visible:
-        devices = [(f"GPU{g.index}", g.pci_address) for g in inv.gpus] + [(d.name, d.pci_address) for d in inv.rdma_devices if d.pci_address]
-        types = {name: inv.iommu.type_of(dev.iommu_group) if (dev := inv.pci.get(addr)) else None for name, addr in devices}
+        devices = [(f"GPU{g.index}", g.pci_address) for g in inv.gpus] + [
+            (d.name, d.pci_address) for d in inv.rdma_devices if d.pci_address
+        ]
+        types = {
+            name: inv.iommu.type_of(dev.iommu_group) if (dev := inv.pci.get(addr)) else None
+            for name, addr in devices
+        }
         translated = {n: t for n, t in types.items() if t in TRANSLATED}
-        evidence["group_types"] = {t: sorted(n for n, v in types.items() if v == t) for t in sorted({str(v) for v in types.values()})}
+        evidence["group_types"] = {
+            t: sorted(n for n, v in types.items() if v == t) for t in sorted({str(v) for v in types.values()})
+        }
         if translated:
             kinds = "/".join(sorted(set(translated.values())))
-            because = f" ({' '.join(on)} on the command line)" if on else " with no IOMMU flag on the command line: it is on by default in this kernel"
+            because = (
+                f" ({' '.join(on)} on the command line)"
+                if on
+                else " with no IOMMU flag on the command line: it is on by default in this kernel"
+            )
             yield Finding(
-                "pcie.iommu", Severity.WARN, "kernel",
-                f"IOMMU translates DMA ({kinds}) for {len(translated)} GPU/NIC device(s){because}", evidence, fix,
+                "pcie.iommu",
+                Severity.WARN,
+                "kernel",
+                f"IOMMU translates DMA ({kinds}) for {len(translated)} GPU/NIC device(s){because}",
+                evidence,
+                fix,
             )
         elif not inv.iommu.types:
             yield Finding("pcie.iommu", Severity.PASS, "kernel", "IOMMU off (no IOMMU groups)", evidence)
         elif all(t == "identity" for t in types.values()):
-            yield Finding("pcie.iommu", Severity.PASS, "kernel", "IOMMU in passthrough (identity) for every GPU and NIC", evidence)
+            yield Finding(
+                "pcie.iommu",
+                Severity.PASS,
+                "kernel",
+                "IOMMU in passthrough (identity) for every GPU and NIC",
+                evidence,
+            )
         else:
             odd = sorted(n for n, t in types.items() if t != "identity")
-            yield not_evaluated("pcie.iommu", "kernel", f"IOMMU group type unknown or unusual for {', '.join(odd)}", evidence)
+            yield not_evaluated(
+                "pcie.iommu", "kernel", f"IOMMU group type unknown or unusual for {', '.join(odd)}", evidence
+            )
         return
     if cmdline is None:
-        yield not_evaluated("pcie.iommu", "kernel", "neither /sys/kernel/iommu_groups nor /proc/cmdline readable")
+        yield not_evaluated(
+            "pcie.iommu", "kernel", "neither /sys/kernel/iommu_groups nor /proc/cmdline readable"
+        )
         return
     passthrough = "iommu=pt" in args or "iommu.passthrough=1" in args
     if on and not passthrough:
-        yield Finding("pcie.iommu", Severity.WARN, "kernel", f"IOMMU translation enabled ({' '.join(on)}) without iommu=pt", evidence, fix)
+        yield Finding(
+            "pcie.iommu",
+            Severity.WARN,
+            "kernel",
+            f"IOMMU translation enabled ({' '.join(on)}) without iommu=pt",
+            evidence,
+            fix,
+        )
     elif passthrough:
-        yield Finding("pcie.iommu", Severity.PASS, "kernel", "iommu=pt on the kernel command line (IOMMU groups not visible)", evidence)
+        yield Finding(
+            "pcie.iommu",
+            Severity.PASS,
+            "kernel",
+            "iommu=pt on the kernel command line (IOMMU groups not visible)",
+            evidence,
+        )
     else:
         yield not_evaluated(
-            "pcie.iommu", "kernel", "/sys/kernel/iommu_groups not visible and the command line sets no IOMMU mode: the IOMMU may be on by default",
-            evidence, "check `cat /sys/kernel/iommu_groups/*/type` on the node; add iommu=pt to be sure",
+            "pcie.iommu",
+            "kernel",
+            "/sys/kernel/iommu_groups not visible and the command line sets no IOMMU mode: the IOMMU may be on by default",
+            evidence,
+            "check `cat /sys/kernel/iommu_groups/*/type` on the node; add iommu=pt to be sure",
         )

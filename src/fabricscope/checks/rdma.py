@@ -33,13 +33,21 @@ def rdma_present(ctx: CheckContext) -> Iterator[Finding]:
     efa = [d.name for d in inv.rdma_devices if d.is_efa]
     if efa:
         yield Finding(
-            "rdma.present", Severity.PASS, "node",
+            "rdma.present",
+            Severity.PASS,
+            "node",
             f"{len(names)} RDMA device(s), {len(efa)} of them AWS EFA: {', '.join(names)}; NCCL reaches EFA through the "
             "aws-ofi-nccl net plugin (libfabric's efa provider), not its built-in IB transport",
             {"devices": names, "efa": efa},
         )
         return
-    yield Finding("rdma.present", Severity.PASS, "node", f"{len(names)} RDMA device(s): {', '.join(names)}", {"devices": names})
+    yield Finding(
+        "rdma.present",
+        Severity.PASS,
+        "node",
+        f"{len(names)} RDMA device(s): {', '.join(names)}",
+        {"devices": names},
+    )
 
 
 @check("rdma.port_state", "Ports ACTIVE and LinkUp")
@@ -60,7 +68,9 @@ def port_state(ctx: CheckContext) -> Iterator[Finding]:
         if (port.phys_state or "").lower() == "disabled" and port.device in active_devices:
             # A disabled second port of a NIC whose other port runs: a spare, not lost bandwidth (issue 22).
             yield Finding(
-                "rdma.port_state", Severity.INFO, port.name,
+                "rdma.port_state",
+                Severity.INFO,
+                port.name,
                 f"spare port disabled (physical state {port.phys_state}) while another port of {port.device} is ACTIVE: "
                 "NCCL skips it; it costs bandwidth only if it is meant to carry a rail",
                 {"state": port.state, "phys_state": port.phys_state, "link_layer": port.link_layer},
@@ -69,13 +79,17 @@ def port_state(ctx: CheckContext) -> Iterator[Finding]:
             continue
         yield _port_state_finding(port)
     if ports and not bad:
-        yield Finding("rdma.port_state", Severity.PASS, "ports", f"all {len(ports)} port(s) ACTIVE and LinkUp")
+        yield Finding(
+            "rdma.port_state", Severity.PASS, "ports", f"all {len(ports)} port(s) ACTIVE and LinkUp"
+        )
 
 
 def _unrecognised(port: RdmaPort) -> list[str]:
     out = []
     if port.state_id is not None and not port.state_recognised:
-        out.append(f"unrecognised port state {port.state!r} (code {port.state_id} would be {kernel_state_name(port.state_id)})")
+        out.append(
+            f"unrecognised port state {port.state!r} (code {port.state_id} would be {kernel_state_name(port.state_id)})"
+        )
     if port.phys_state_id is not None and not port.phys_state_recognised:
         out.append(
             f"unrecognised physical state {port.phys_state!r} (code {port.phys_state_id} would be "
@@ -89,7 +103,11 @@ def _port_state_finding(port: RdmaPort) -> Finding:
     sysfs = f"/sys/class/infiniband/{port.device}/ports/{port.port}"
     if port.state is None or port.phys_state is None:
         return Finding(
-            "rdma.port_state", Severity.WARN, port.name, "port state unknown (unreadable sysfs attribute)", evidence,
+            "rdma.port_state",
+            Severity.WARN,
+            port.name,
+            "port state unknown (unreadable sysfs attribute)",
+            evidence,
             f"read {sysfs}/state by hand; check the driver",
         )
     odd = _unrecognised(port)
@@ -101,12 +119,21 @@ def _port_state_finding(port: RdmaPort) -> Finding:
         )
         if port.state_recognised and not port.is_active:
             # The logical state alone says NCCL will skip the port.
-            return Finding("rdma.port_state", Severity.FAIL, port.name, f"port is {port.state}; " + "; ".join(odd), evidence, fix)
+            return Finding(
+                "rdma.port_state",
+                Severity.FAIL,
+                port.name,
+                f"port is {port.state}; " + "; ".join(odd),
+                evidence,
+                fix,
+            )
         # ACTIVE (or an unreadable logical state): whether the link is really up cannot be told.
         lead = "port is ACTIVE but " if port.state_recognised else ""
         return Finding("rdma.port_state", Severity.WARN, port.name, lead + "; ".join(odd), evidence, fix)
     if port.is_link_up and port.is_ib and port.state_id in (2, 3):
-        fix = "start or check the subnet manager (opensm / UFM); `sminfo` and `ibstat` show whether one answers"
+        fix = (
+            "start or check the subnet manager (opensm / UFM); `sminfo` and `ibstat` show whether one answers"
+        )
         message = f"port is {port.state} with the link up: no subnet manager has activated it"
     elif not port.is_link_up:
         fix = (
@@ -135,8 +162,11 @@ def port_rate(ctx: CheckContext) -> Iterator[Finding]:
                 unknown.append(port.name)
     if unknown:
         yield not_evaluated(
-            "rdma.port_rate", ",".join(unknown), "link rate unreadable on active port(s) " + ", ".join(unknown),
-            {"ports": unknown}, "read /sys/class/infiniband/<dev>/ports/<n>/rate by hand; `ibstat` shows the rate too",
+            "rdma.port_rate",
+            ",".join(unknown),
+            "link rate unreadable on active port(s) " + ", ".join(unknown),
+            {"ports": unknown},
+            "read /sys/class/infiniband/<dev>/ports/<n>/rate by hand; `ibstat` shows the rate too",
         )
     checked = degraded = 0
     for (model, _layer), ports in groups.items():
@@ -150,11 +180,18 @@ def port_rate(ctx: CheckContext) -> Iterator[Finding]:
                     Severity.FAIL,
                     port.name,
                     f"link runs at {port.rate_gbps:g} Gb/s, its {model or ''} siblings at {best:g} Gb/s (degraded link)",
-                    {"rate_gbps": port.rate_gbps, "expected_gbps": best, "width": port.width, "speed": port.speed_name},
+                    {
+                        "rate_gbps": port.rate_gbps,
+                        "expected_gbps": best,
+                        "width": port.width,
+                        "speed": port.speed_name,
+                    },
                     "reseat or replace the cable/transceiver, check the switch port speed and `mlxlink -d <dev> -m` for lane errors",
                 )
     if checked and not degraded:
-        yield Finding("rdma.port_rate", Severity.PASS, "ports", f"{checked} active port(s) at their siblings' rate")
+        yield Finding(
+            "rdma.port_rate", Severity.PASS, "ports", f"{checked} active port(s) at their siblings' rate"
+        )
 
 
 @check("rdma.link_layer_mix", "One link layer")
@@ -172,12 +209,17 @@ def link_layer_mix(ctx: CheckContext) -> Iterator[Finding]:
             "rdma.link_layer_mix",
             Severity.WARN,
             "node",
-            "active ports of mixed link layers: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(layers.items())),
+            "active ports of mixed link layers: "
+            + "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(layers.items())),
             {k: v for k, v in layers.items()},
-            f"select one kind for NCCL, e.g. NCCL_IB_HCA={ib}" if ib else "select one kind of port with NCCL_IB_HCA",
+            f"select one kind for NCCL, e.g. NCCL_IB_HCA={ib}"
+            if ib
+            else "select one kind of port with NCCL_IB_HCA",
         )
     elif layers:
-        yield Finding("rdma.link_layer_mix", Severity.PASS, "node", f"all active ports are {next(iter(layers))}")
+        yield Finding(
+            "rdma.link_layer_mix", Severity.PASS, "node", f"all active ports are {next(iter(layers))}"
+        )
 
 
 @check("rdma.firmware", "Same firmware across one model")
@@ -196,8 +238,11 @@ def firmware(ctx: CheckContext) -> Iterator[Finding]:
             unknown.append(dev.name)
     if unknown:
         yield not_evaluated(
-            "rdma.firmware", ",".join(unknown), "model or firmware version unreadable for " + ", ".join(unknown),
-            {"devices": unknown}, "`ibv_devinfo` prints fw_ver and the board id",
+            "rdma.firmware",
+            ",".join(unknown),
+            "model or firmware version unreadable for " + ", ".join(unknown),
+            {"devices": unknown},
+            "`ibv_devinfo` prints fw_ver and the board id",
         )
     for model, versions in by_model.items():
         if len(versions) > 1:
@@ -207,12 +252,15 @@ def firmware(ctx: CheckContext) -> Iterator[Finding]:
                 "rdma.firmware",
                 Severity.WARN,
                 ",".join(odd),
-                f"{model} firmware differs: " + "; ".join(f"{v} on {', '.join(n)}" for v, n in sorted(versions.items())),
+                f"{model} firmware differs: "
+                + "; ".join(f"{v} on {', '.join(n)}" for v, n in sorted(versions.items())),
                 {"versions": {v: n for v, n in versions.items()}},
                 f"update {', '.join(odd)} to {common} (mlxfwmanager -u), then reboot or mlxfwreset",
             )
         else:
-            yield Finding("rdma.firmware", Severity.PASS, model, f"all {model} HCAs run firmware {next(iter(versions))}")
+            yield Finding(
+                "rdma.firmware", Severity.PASS, model, f"all {model} HCAs run firmware {next(iter(versions))}"
+            )
 
 
 EXPECTED_MTU = 4096
@@ -231,7 +279,9 @@ def active_mtu(ctx: CheckContext) -> Iterator[Finding]:
         return
     if inv.verbs is None:
         yield not_evaluated(
-            "rdma.mtu", "ports", "`ibv_devinfo -v` not available, so the active RDMA MTU is unknown",
+            "rdma.mtu",
+            "ports",
+            "`ibv_devinfo -v` not available, so the active RDMA MTU is unknown",
             fix="install rdma-core's ibverbs-utils (Debian/Ubuntu: apt-get install ibverbs-utils)",
         )
         return
@@ -247,9 +297,16 @@ def active_mtu(ctx: CheckContext) -> Iterator[Finding]:
             continue
         yield _mtu_finding(inv, port, verbs)
     if unknown:
-        yield not_evaluated("rdma.mtu", ",".join(unknown), "no active_mtu in `ibv_devinfo -v` for " + ", ".join(unknown), {"ports": unknown})
+        yield not_evaluated(
+            "rdma.mtu",
+            ",".join(unknown),
+            "no active_mtu in `ibv_devinfo -v` for " + ", ".join(unknown),
+            {"ports": unknown},
+        )
     if good and good == len(active):
-        yield Finding("rdma.mtu", Severity.PASS, "ports", f"all {good} active port(s) at RDMA MTU {EXPECTED_MTU}")
+        yield Finding(
+            "rdma.mtu", Severity.PASS, "ports", f"all {good} active port(s) at RDMA MTU {EXPECTED_MTU}"
+        )
 
 
 def _mtu_finding(inv: Inventory, port: RdmaPort, verbs: VerbsPort) -> Finding:
@@ -257,7 +314,11 @@ def _mtu_finding(inv: Inventory, port: RdmaPort, verbs: VerbsPort) -> Finding:
     evidence = {"active_mtu": mtu, "max_mtu": cap, "expected": EXPECTED_MTU}
     if cap is not None and cap < EXPECTED_MTU:
         return Finding(
-            "rdma.mtu", Severity.WARN, port.name, f"active RDMA MTU {mtu}: the device supports at most {cap}", evidence,
+            "rdma.mtu",
+            Severity.WARN,
+            port.name,
+            f"active RDMA MTU {mtu}: the device supports at most {cap}",
+            evidence,
             "check the HCA model and firmware (`ibv_devinfo -v`: max_mtu); a VF or older adapter may cap it",
         )
     if port.is_roce:
@@ -267,17 +328,26 @@ def _mtu_finding(inv: Inventory, port: RdmaPort, verbs: VerbsPort) -> Finding:
         evidence.update({"netdev": netdev_name, "netdev_mtu": netdev_mtu})
         if netdev_mtu is not None and (allowed := roce_mtu_for(netdev_mtu)) is not None and allowed <= mtu:
             return Finding(
-                "rdma.mtu", Severity.INFO, port.name,
-                f"active RDMA MTU {mtu} follows from {netdev_name}'s MTU {netdev_mtu} (roce.mtu reports it)", evidence,
+                "rdma.mtu",
+                Severity.INFO,
+                port.name,
+                f"active RDMA MTU {mtu} follows from {netdev_name}'s MTU {netdev_mtu} (roce.mtu reports it)",
+                evidence,
             )
         return Finding(
-            "rdma.mtu", Severity.WARN, port.name,
-            f"active RDMA MTU {mtu} although {netdev_name or 'the netdev'}'s MTU {netdev_mtu} allows {EXPECTED_MTU}", evidence,
+            "rdma.mtu",
+            Severity.WARN,
+            port.name,
+            f"active RDMA MTU {mtu} although {netdev_name or 'the netdev'}'s MTU {netdev_mtu} allows {EXPECTED_MTU}",
+            evidence,
             f"set the netdev MTU again (`ip link set {netdev_name or '<netdev>'} mtu 9000`) so the driver recomputes it; check bonds and VFs for a smaller MTU",
         )
     return Finding(
-        "rdma.mtu", Severity.WARN, port.name,
-        f"active RDMA MTU {mtu} (the port supports {cap or '?'}): the subnet manager's partition MTU or a switch port caps it", evidence,
+        "rdma.mtu",
+        Severity.WARN,
+        port.name,
+        f"active RDMA MTU {mtu} (the port supports {cap or '?'}): the subnet manager's partition MTU or a switch port caps it",
+        evidence,
         "set the partition MTU to 4096 (opensm partitions.conf: `Default=0x7fff, ipoib, mtu=5 : ALL=full;`, or UFM) and check the switch ports' MTU cap; `ibportstate` shows the neighbour's",
     )
 
@@ -306,10 +376,14 @@ def netdev_up(ctx: CheckContext) -> Iterator[Finding]:
             flagged += 1
             kind = "IPoIB" if port.is_ib else "RoCE" if port.is_roce else "port"
             yield Finding(
-                "rdma.netdev_up", Severity.WARN, port.name,
+                "rdma.netdev_up",
+                Severity.WARN,
+                port.name,
                 f"port is ACTIVE but its {kind} netdev {name} is {netdev.operstate}",
                 {"netdev": name, "operstate": netdev.operstate, "state": port.state},
                 f"ip link set {name} up (and make it persistent in the network configuration: netplan/NetworkManager/ifcfg-{name})",
             )
     if checked and not flagged:
-        yield Finding("rdma.netdev_up", Severity.PASS, "ports", f"the netdevs of {checked} active port(s) are up")
+        yield Finding(
+            "rdma.netdev_up", Severity.PASS, "ports", f"the netdevs of {checked} active port(s) are up"
+        )

@@ -27,7 +27,11 @@ def dev_files(ctx: CheckContext) -> Iterator[Finding]:
         return
     names = inv.char_devices
     if names is None:
-        yield not_evaluated("rdma.dev_files", "/dev/infiniband", "/dev is not in this snapshot (taken by an older fabricscope)")
+        yield not_evaluated(
+            "rdma.dev_files",
+            "/dev/infiniband",
+            "/dev is not in this snapshot (taken by an older fabricscope)",
+        )
         return
     uverbs = sorted(n for n in names if n.startswith("uverbs"))
     evidence = {"dev_infiniband": list(names), "rdma_devices": len(inv.rdma_devices)}
@@ -37,22 +41,41 @@ def dev_files(ctx: CheckContext) -> Iterator[Finding]:
     )
     if not uverbs:
         yield Finding(
-            "rdma.dev_files", Severity.FAIL, "/dev/infiniband",
+            "rdma.dev_files",
+            Severity.FAIL,
+            "/dev/infiniband",
             f"{len(inv.rdma_devices)} RDMA device(s) in sysfs but no /dev/infiniband/uverbs*: processes here cannot open them "
-            "and NCCL falls back to TCP sockets", evidence, fix,
+            "and NCCL falls back to TCP sockets",
+            evidence,
+            fix,
         )
     elif len(uverbs) < len(inv.rdma_devices):
         yield Finding(
-            "rdma.dev_files", Severity.WARN, "/dev/infiniband",
+            "rdma.dev_files",
+            Severity.WARN,
+            "/dev/infiniband",
             f"{len(uverbs)} uverbs device file(s) for {len(inv.rdma_devices)} RDMA devices: some devices cannot be opened here",
-            evidence, fix,
+            evidence,
+            fix,
         )
     else:
-        yield Finding("rdma.dev_files", Severity.PASS, "/dev/infiniband", f"{len(uverbs)} uverbs device file(s) for {len(inv.rdma_devices)} RDMA device(s)", evidence)
+        yield Finding(
+            "rdma.dev_files",
+            Severity.PASS,
+            "/dev/infiniband",
+            f"{len(uverbs)} uverbs device file(s) for {len(inv.rdma_devices)} RDMA device(s)",
+            evidence,
+        )
 
 
 def _size(value: int) -> str:
-    return f"{value // 2**20} MiB" if value >= 2**20 else f"{value // 2**10} KiB" if value >= 2**10 else f"{value} bytes"
+    return (
+        f"{value // 2**20} MiB"
+        if value >= 2**20
+        else f"{value // 2**10} KiB"
+        if value >= 2**10
+        else f"{value} bytes"
+    )
 
 
 @check("rdma.memlock", "RLIMIT_MEMLOCK unlimited")
@@ -80,13 +103,19 @@ def memlock(ctx: CheckContext) -> Iterator[Finding]:
     hard = "unlimited" if limit.hard is None else _size(limit.hard)
     if limit.soft < MIN_MEMLOCK_BYTES:
         yield Finding(
-            "rdma.memlock", Severity.FAIL, "RLIMIT_MEMLOCK",
+            "rdma.memlock",
+            Severity.FAIL,
+            "RLIMIT_MEMLOCK",
             f"locked-memory limit is {_size(limit.soft)} (hard {hard}): registering RDMA buffers fails (NCCL: 'Unable to register memory')",
-            evidence, fix,
+            evidence,
+            fix,
         )
     else:
         yield Finding(
-            "rdma.memlock", Severity.WARN, "RLIMIT_MEMLOCK",
+            "rdma.memlock",
+            Severity.WARN,
+            "RLIMIT_MEMLOCK",
             f"locked-memory limit is {_size(limit.soft)} (hard {hard}), not unlimited: large jobs can run out of registrable memory",
-            evidence, fix,
+            evidence,
+            fix,
         )

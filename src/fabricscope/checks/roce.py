@@ -63,12 +63,17 @@ def roce_gid(ctx: CheckContext) -> Iterator[Finding]:
         if choice.routable_v2:
             shown = next((g.ipv4 for g in port.gids if g.index == choice.index and g.ipv4), choice.gid)
             yield Finding(
-                "roce.gid", Severity.PASS, port.name,
-                f"NCCL (2.21+) uses GID index {choice.index} ({shown}, RoCE v2) on {netdev or 'its netdev'}", evidence,
+                "roce.gid",
+                Severity.PASS,
+                port.name,
+                f"NCCL (2.21+) uses GID index {choice.index} ({shown}, RoCE v2) on {netdev or 'its netdev'}",
+                evidence,
             )
             continue
         message, fix = explain_choice(port.gids, netdev, choice, policy, where="/etc/nccl.conf")
-        severity = Severity.FAIL if gid_table_empty(port.gids) else Severity.WARN  # no GID at all: RoCE unusable
+        severity = (
+            Severity.FAIL if gid_table_empty(port.gids) else Severity.WARN
+        )  # no GID at all: RoCE unusable
         yield Finding("roce.gid", severity, port.name, message, evidence, fix)
 
 
@@ -87,7 +92,9 @@ def roce_mtu(ctx: CheckContext) -> Iterator[Finding]:
     for netdev_name in roce_netdevs(ctx.inventory):
         netdev = ctx.inventory.netdev(netdev_name)
         if netdev is None or netdev.mtu_bytes is None:
-            yield not_evaluated("roce.mtu", netdev_name, f"MTU of {netdev_name} unreadable", fix=f"ip link show {netdev_name}")
+            yield not_evaluated(
+                "roce.mtu", netdev_name, f"MTU of {netdev_name} unreadable", fix=f"ip link show {netdev_name}"
+            )
             continue
         if netdev.mtu_bytes < MIN_NETDEV_MTU_FOR_4K:
             rdma_mtu = roce_mtu_for(netdev.mtu_bytes)
@@ -100,7 +107,13 @@ def roce_mtu(ctx: CheckContext) -> Iterator[Finding]:
                 f"ip link set {netdev_name} mtu 9000 (and the same MTU on the switch ports)",
             )
         else:
-            yield Finding("roce.mtu", Severity.PASS, netdev_name, f"MTU {netdev.mtu_bytes}", {"mtu_bytes": netdev.mtu_bytes})
+            yield Finding(
+                "roce.mtu",
+                Severity.PASS,
+                netdev_name,
+                f"MTU {netdev.mtu_bytes}",
+                {"mtu_bytes": netdev.mtu_bytes},
+            )
 
 
 def _ecn_enabled(inv: Inventory, netdev_name: str, priority: int) -> bool | None:
@@ -130,25 +143,56 @@ def roce_pfc(ctx: CheckContext) -> Iterator[Finding]:
         qos = inv.qos.get(netdev)
         if qos is None or qos.pfc_enabled is None:
             yield Finding(
-                "roce.pfc", Severity.INFO, netdev, "PFC configuration not visible (no mlnx_qos or dcb output)", {},
-                "install iproute2's dcb (or MLNX_OFED mlnx_qos) so PFC can be checked: `dcb pfc show dev " + netdev + "`",
+                "roce.pfc",
+                Severity.INFO,
+                netdev,
+                "PFC configuration not visible (no mlnx_qos or dcb output)",
+                {},
+                "install iproute2's dcb (or MLNX_OFED mlnx_qos) so PFC can be checked: `dcb pfc show dev "
+                + netdev
+                + "`",
             )
             continue
         prios = qos.pfc_priorities
         if prios:
-            yield Finding("roce.pfc", Severity.PASS, netdev, f"PFC enabled on priority {','.join(map(str, prios))}", {"pfc_priorities": prios})
+            yield Finding(
+                "roce.pfc",
+                Severity.PASS,
+                netdev,
+                f"PFC enabled on priority {','.join(map(str, prios))}",
+                {"pfc_priorities": prios},
+            )
             continue
         ecn = _ecn_any(inv, netdev)
         evidence = {"pfc_priorities": [], "ecn_enabled": ecn, "source": qos.source}
         fix = f"mlnx_qos -i {netdev} --pfc 0,0,0,1,0,0,0,0 (or `dcb pfc set dev {netdev} prio-pfc 3:on`) and the matching switch config"
         if ecn:
-            yield Finding("roce.pfc", Severity.WARN, netdev, "PFC is off on every priority: RoCE relies on ECN alone (lossy RoCE)", evidence, fix)
+            yield Finding(
+                "roce.pfc",
+                Severity.WARN,
+                netdev,
+                "PFC is off on every priority: RoCE relies on ECN alone (lossy RoCE)",
+                evidence,
+                fix,
+            )
         elif ecn is None:
-            yield Finding("roce.pfc", Severity.WARN, netdev, "PFC is off on every priority and ECN state is not visible", evidence, fix)
+            yield Finding(
+                "roce.pfc",
+                Severity.WARN,
+                netdev,
+                "PFC is off on every priority and ECN state is not visible",
+                evidence,
+                fix,
+            )
         else:
             yield Finding(
-                "roce.pfc", Severity.FAIL, netdev, "neither PFC nor ECN protects RoCE traffic: loss will collapse RDMA throughput", evidence,
-                fix + f"; enable ECN: echo 1 > /sys/class/net/{netdev}/ecn/roce_np/enable/3 and roce_rp/enable/3",
+                "roce.pfc",
+                Severity.FAIL,
+                netdev,
+                "neither PFC nor ECN protects RoCE traffic: loss will collapse RDMA throughput",
+                evidence,
+                fix
+                + f"; enable ECN: echo 1 > /sys/class/net/{netdev}/ecn/roce_np/enable/3 and roce_rp/enable/3",
             )
 
 
@@ -163,7 +207,9 @@ def roce_trust(ctx: CheckContext) -> Iterator[Finding]:
         trust = (qos.trust if qos else None) or (inv.netdev(netdev).qos_trust if inv.netdev(netdev) else None)
         if trust is None:
             yield not_evaluated(
-                "roce.trust", netdev, "trust mode not visible (no mlnx_qos, dcb or /sys/class/net/<if>/qos/trust)",
+                "roce.trust",
+                netdev,
+                "trust mode not visible (no mlnx_qos, dcb or /sys/class/net/<if>/qos/trust)",
                 fix=f"install iproute2's dcb or MLNX_OFED's mlnx_qos: `mlnx_qos -i {netdev}` shows the trust mode",
             )
             continue
@@ -195,7 +241,11 @@ def roce_ecn(ctx: CheckContext) -> Iterator[Finding]:
         nd = inv.netdev(netdev)
         if nd is None or not nd.ecn_np_enabled or not nd.ecn_rp_enabled:
             yield Finding(
-                "roce.ecn", Severity.INFO, netdev, "ECN/DCQCN state not visible (no /sys/class/net/<if>/ecn; upstream drivers keep it in debugfs)", {},
+                "roce.ecn",
+                Severity.INFO,
+                netdev,
+                "ECN/DCQCN state not visible (no /sys/class/net/<if>/ecn; upstream drivers keep it in debugfs)",
+                {},
                 "check with `cat /sys/kernel/debug/mlx5/<pci>/cc_params/*` or the NIC vendor tools",
             )
             continue
@@ -206,8 +256,14 @@ def roce_ecn(ctx: CheckContext) -> Iterator[Finding]:
                 Severity.WARN,
                 netdev,
                 f"ECN (DCQCN) disabled on lossless priority {','.join(map(str, off))}",
-                {"roce_np": {p: nd.ecn_np_enabled.get(p) for p in off}, "roce_rp": {p: nd.ecn_rp_enabled.get(p) for p in off}},
-                "; ".join(f"echo 1 > /sys/class/net/{netdev}/ecn/roce_np/enable/{p}; echo 1 > /sys/class/net/{netdev}/ecn/roce_rp/enable/{p}" for p in off),
+                {
+                    "roce_np": {p: nd.ecn_np_enabled.get(p) for p in off},
+                    "roce_rp": {p: nd.ecn_rp_enabled.get(p) for p in off},
+                },
+                "; ".join(
+                    f"echo 1 > /sys/class/net/{netdev}/ecn/roce_np/enable/{p}; echo 1 > /sys/class/net/{netdev}/ecn/roce_rp/enable/{p}"
+                    for p in off
+                ),
             )
         else:
             yield Finding("roce.ecn", Severity.PASS, netdev, f"ECN on priority {','.join(map(str, prios))}")
@@ -222,7 +278,9 @@ def cnp_ignored(ctx: CheckContext) -> Iterator[Finding]:
         total = port.hw_counters.get("rp_cnp_ignored")
         if total is None:
             yield not_evaluated(
-                "roce.cnp_ignored", port.name, "no rp_cnp_ignored counter in hw_counters (the driver does not expose it)",
+                "roce.cnp_ignored",
+                port.name,
+                "no rp_cnp_ignored counter in hw_counters (the driver does not expose it)",
                 fix=f"`rdma statistic show link {port.device}/{port.port}` lists the counters this driver has",
             )
             continue
@@ -231,17 +289,27 @@ def cnp_ignored(ctx: CheckContext) -> Iterator[Finding]:
             rising = ctx.rates.ports.get(port.name, {}).get("rp_cnp_ignored")
         if rising:
             yield Finding(
-                "roce.cnp_ignored", Severity.WARN, port.name,
+                "roce.cnp_ignored",
+                Severity.WARN,
+                port.name,
                 f"CNPs ignored at {ctx.rates.per_second(rising):.1f}/s: congestion control is off for the traffic's priority",
                 {"rp_cnp_ignored_delta": rising, "interval_s": ctx.rates.interval_s, "rp_cnp_ignored": total},
                 "enable DCQCN (roce_rp) on the priority RoCE uses: echo 1 > /sys/class/net/<netdev>/ecn/roce_rp/enable/<prio>",
             )
         elif total and rising is None:
             yield Finding(
-                "roce.cnp_ignored", Severity.WARN, port.name,
+                "roce.cnp_ignored",
+                Severity.WARN,
+                port.name,
                 f"{total:,} CNPs ignored since the counters were reset: congestion control was off for some traffic",
                 {"rp_cnp_ignored": total},
                 "enable DCQCN (roce_rp) on the priority RoCE uses; run `fabricscope doctor --interval 10` to see whether it is still rising",
             )
         else:
-            yield Finding("roce.cnp_ignored", Severity.PASS, port.name, "no CNPs ignored" if not total else "CNPs ignored earlier, not rising now", {"rp_cnp_ignored": total})
+            yield Finding(
+                "roce.cnp_ignored",
+                Severity.PASS,
+                port.name,
+                "no CNPs ignored" if not total else "CNPs ignored earlier, not rising now",
+                {"rp_cnp_ignored": total},
+            )

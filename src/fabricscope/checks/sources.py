@@ -23,7 +23,9 @@ def sources(ctx: CheckContext) -> Iterator[Finding]:
     listed = {p.source: p.reason for p in problems[:MAX_LISTED]}
     more = len(problems) - len(listed)
     yield Finding(
-        "host.sources", Severity.INFO, "host",
+        "host.sources",
+        Severity.INFO,
+        "host",
         f"{len(problems)} source(s) unreadable or garbled; values from them are unknown",
         {"sources": listed, "more": more} if more > 0 else {"sources": listed},
         "run as root for full sysfs/procfs access; a snapshot may be truncated",
@@ -38,11 +40,18 @@ def _truncated_config(ctx: CheckContext) -> Iterator[Finding]:
     sizes = sorted({inv.pci[a].config_bytes for a in truncated})
     gpudirect = bool(inv.gpus and inv.rdma_devices)
     # 64 bytes (128 for CardBus) is exactly what the kernel gives a reader without CAP_SYS_ADMIN.
-    cause = "the reader was not root" if set(sizes) <= {64, 128} else "the file is cut short (a damaged snapshot?)"
+    cause = (
+        "the reader was not root"
+        if set(sizes) <= {64, 128}
+        else "the file is cut short (a damaged snapshot?)"
+    )
     yield Finding(
-        "host.sources", Severity.WARN if gpudirect else Severity.INFO, "PCI config space",
+        "host.sources",
+        Severity.WARN if gpudirect else Severity.INFO,
+        "PCI config space",
         f"config space of {len(truncated)} PCI device(s) truncated to {'/'.join(map(str, sizes))} bytes: {cause}, "
-        "so PCIe port types and ACS are unknown" + (" (ACS between GPUs and NICs not evaluated)" if gpudirect else ""),
+        "so PCIe port types and ACS are unknown"
+        + (" (ACS between GPUs and NICs not evaluated)" if gpudirect else ""),
         {"devices": truncated[:MAX_LISTED], "more": max(len(truncated) - MAX_LISTED, 0), "bytes": sizes},
         "run `fabricscope doctor` as root (or take the snapshot as root: `sudo fabricscope snapshot -o node.tar.gz`)",
     )

@@ -9,8 +9,10 @@ from fabricscope.checks.registry import CheckContext, check
 from fabricscope.findings import Finding, Severity
 
 SM_MASTER = 3  # SMInfo state: 0 not active, 1 discovering, 2 standby, 3 master (sminfo(8))
-_FIX_SM = ("start or fail over the subnet manager (`systemctl status opensmd` on the SM host, or UFM / the managed switch's SM); "
-           "`sminfo` and `saquery -s` show which SMs answer")
+_FIX_SM = (
+    "start or fail over the subnet manager (`systemctl status opensmd` on the SM host, or UFM / the managed switch's SM); "
+    "`sminfo` and `saquery -s` show which SMs answer"
+)
 
 
 @check("rdma.subnet_manager", "InfiniBand subnet manager reachable")
@@ -30,28 +32,76 @@ def subnet_manager(ctx: CheckContext) -> Iterator[Finding]:
     lids = sorted({p.sm_lid for p in ib if p.is_active and p.sm_lid})
     evidence: dict = {"sm_lid": lids, "stuck": stuck, "no_sm_lid": no_sm}
     if stuck:
-        yield Finding("rdma.subnet_manager", Severity.FAIL, ",".join(stuck),
-                      f"link up but port {', '.join(stuck)} stuck in INIT/ARMED: no subnet manager has activated it", evidence, _FIX_SM)
+        yield Finding(
+            "rdma.subnet_manager",
+            Severity.FAIL,
+            ",".join(stuck),
+            f"link up but port {', '.join(stuck)} stuck in INIT/ARMED: no subnet manager has activated it",
+            evidence,
+            _FIX_SM,
+        )
     if no_sm:
-        yield Finding("rdma.subnet_manager", Severity.FAIL, ",".join(no_sm), f"ACTIVE port(s) {', '.join(no_sm)} without an SM LID (sm_lid 0)", evidence, _FIX_SM)
+        yield Finding(
+            "rdma.subnet_manager",
+            Severity.FAIL,
+            ",".join(no_sm),
+            f"ACTIVE port(s) {', '.join(no_sm)} without an SM LID (sm_lid 0)",
+            evidence,
+            _FIX_SM,
+        )
     query = inv.sminfo
     if query is None or not query.available:
         if lids and not stuck and not no_sm:
-            yield Finding("rdma.subnet_manager", Severity.PASS, "subnet manager",
-                          f"SM LID {', '.join(map(str, lids))} set on every active IB port (`sminfo` not available: {query.problem if query else 'not run'})", evidence)
+            yield Finding(
+                "rdma.subnet_manager",
+                Severity.PASS,
+                "subnet manager",
+                f"SM LID {', '.join(map(str, lids))} set on every active IB port (`sminfo` not available: {query.problem if query else 'not run'})",
+                evidence,
+            )
         return
     if query.info is None:
         evidence["sminfo"] = query.problem
-        yield Finding("rdma.subnet_manager", Severity.FAIL, "subnet manager",
-                      f"no subnet manager answered `sminfo` ({query.problem}): fabric changes will not be routed around", evidence, _FIX_SM)
+        yield Finding(
+            "rdma.subnet_manager",
+            Severity.FAIL,
+            "subnet manager",
+            f"no subnet manager answered `sminfo` ({query.problem}): fabric changes will not be routed around",
+            evidence,
+            _FIX_SM,
+        )
         return
     sm = query.info
-    evidence["sminfo"] = {"lid": sm.lid, "guid": sm.guid, "priority": sm.priority, "state": sm.state, "activity": sm.activity}
+    evidence["sminfo"] = {
+        "lid": sm.lid,
+        "guid": sm.guid,
+        "priority": sm.priority,
+        "state": sm.state,
+        "activity": sm.activity,
+    }
     if sm.state != SM_MASTER:
-        yield Finding("rdma.subnet_manager", Severity.WARN, "subnet manager", f"the SM at LID {sm.lid} answers in state {sm.state} {sm.state_name}, not MASTER", evidence, _FIX_SM)
+        yield Finding(
+            "rdma.subnet_manager",
+            Severity.WARN,
+            "subnet manager",
+            f"the SM at LID {sm.lid} answers in state {sm.state} {sm.state_name}, not MASTER",
+            evidence,
+            _FIX_SM,
+        )
     elif lids and sm.lid not in lids:
-        yield Finding("rdma.subnet_manager", Severity.WARN, "subnet manager",
-                      f"`sminfo` reached the SM at LID {sm.lid} but the ports were configured by SM LID {', '.join(map(str, lids))}: a failover is under way or stale",
-                      evidence, _FIX_SM)
+        yield Finding(
+            "rdma.subnet_manager",
+            Severity.WARN,
+            "subnet manager",
+            f"`sminfo` reached the SM at LID {sm.lid} but the ports were configured by SM LID {', '.join(map(str, lids))}: a failover is under way or stale",
+            evidence,
+            _FIX_SM,
+        )
     elif not stuck and not no_sm:
-        yield Finding("rdma.subnet_manager", Severity.PASS, "subnet manager", f"SM MASTER at LID {sm.lid} ({sm.guid}, priority {sm.priority}) answers", evidence)
+        yield Finding(
+            "rdma.subnet_manager",
+            Severity.PASS,
+            "subnet manager",
+            f"SM MASTER at LID {sm.lid} ({sm.guid}, priority {sm.priority}) answers",
+            evidence,
+        )

@@ -16,7 +16,12 @@ BDP_RTT_S = 0.5e-3
 RETRANS_WARN_PCT = 0.5
 OFFLOADS = ("tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload")
 # The sysctls these checks read; a fleet compares them across nodes (fabricscope.checks.facts).
-CHECKED_SYSCTLS = ("net.core.somaxconn", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_congestion_control")
+CHECKED_SYSCTLS = (
+    "net.core.somaxconn",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+    "net.ipv4.tcp_congestion_control",
+)
 
 
 def tcp_interfaces(inv: Inventory) -> list[NetDevice]:
@@ -30,11 +35,19 @@ def somaxconn(ctx: CheckContext) -> Iterator[Finding]:
     under a burst of connections drop SYNs and stall for a retransmit timeout when it is small."""
     value = ctx.inventory.kernel.sysctl_int("net.core.somaxconn")
     if value is None:
-        yield not_evaluated("tcp.somaxconn", "net.core.somaxconn", "/proc/sys/net/core/somaxconn unreadable", fix="sysctl net.core.somaxconn")
+        yield not_evaluated(
+            "tcp.somaxconn",
+            "net.core.somaxconn",
+            "/proc/sys/net/core/somaxconn unreadable",
+            fix="sysctl net.core.somaxconn",
+        )
         return
     if value < MIN_SOMAXCONN:
         yield Finding(
-            "tcp.somaxconn", Severity.WARN, "net.core.somaxconn", f"listen backlog capped at {value}",
+            "tcp.somaxconn",
+            Severity.WARN,
+            "net.core.somaxconn",
+            f"listen backlog capped at {value}",
             {"value": value, "recommended": MIN_SOMAXCONN},
             f"sysctl -w net.core.somaxconn={MIN_SOMAXCONN} (persist in /etc/sysctl.d/90-fabricscope.conf)",
         )
@@ -54,7 +67,9 @@ def buffers(ctx: CheckContext) -> Iterator[Finding]:
         if interfaces:
             names = [n.name for n in interfaces]
             yield not_evaluated(
-                "tcp.buffers", ",".join(names), f"link speed of {', '.join(names)} unknown (virtual NICs report none), so the bandwidth-delay product is too",
+                "tcp.buffers",
+                ",".join(names),
+                f"link speed of {', '.join(names)} unknown (virtual NICs report none), so the bandwidth-delay product is too",
                 {"netdevs": names},
                 "make the third value of net.ipv4.tcp_rmem/tcp_wmem at least the instance bandwidth (bytes/s) x 0.5 ms",
             )
@@ -67,13 +82,21 @@ def buffers(ctx: CheckContext) -> Iterator[Finding]:
             continue
         if values[2] < bdp:
             yield Finding(
-                "tcp.buffers", Severity.WARN, name,
+                "tcp.buffers",
+                Severity.WARN,
+                name,
                 f"maximum {values[2]:,} bytes is below the {bdp:,}-byte BDP of a {link_mbps / 1000:g} Gb/s link at 0.5 ms",
                 {"max_bytes": values[2], "bdp_bytes": bdp, "link_gbps": link_mbps / 1000},
                 f"sysctl -w {name}='{values[0]} {values[1]} {max(bdp * 2, values[2]):d}' (and net.core.{'rmem' if 'rmem' in name else 'wmem'}_max)",
             )
         else:
-            yield Finding("tcp.buffers", Severity.PASS, name, f"maximum {values[2]:,} bytes >= BDP {bdp:,}", {"max_bytes": values[2], "bdp_bytes": bdp})
+            yield Finding(
+                "tcp.buffers",
+                Severity.PASS,
+                name,
+                f"maximum {values[2]:,} bytes >= BDP {bdp:,}",
+                {"max_bytes": values[2], "bdp_bytes": bdp},
+            )
 
 
 @check("tcp.congestion_control", "Congestion control algorithm")
@@ -83,20 +106,33 @@ def congestion_control(ctx: CheckContext) -> Iterator[Finding]:
     algo = ctx.inventory.kernel.sysctls.get("net.ipv4.tcp_congestion_control")
     if algo is None:
         yield not_evaluated(
-            "tcp.congestion_control", "net.ipv4.tcp_congestion_control", "/proc/sys/net/ipv4/tcp_congestion_control unreadable",
+            "tcp.congestion_control",
+            "net.ipv4.tcp_congestion_control",
+            "/proc/sys/net/ipv4/tcp_congestion_control unreadable",
             fix="sysctl net.ipv4.tcp_congestion_control",
         )
         return
     if not re.fullmatch(r"[a-z][a-z0-9_]*", algo):
-        yield not_evaluated("tcp.congestion_control", "net.ipv4.tcp_congestion_control", f"unrecognised value {algo[:40]!r}", {"value": algo})
+        yield not_evaluated(
+            "tcp.congestion_control",
+            "net.ipv4.tcp_congestion_control",
+            f"unrecognised value {algo[:40]!r}",
+            {"value": algo},
+        )
         return
     if algo == "reno":
         yield Finding(
-            "tcp.congestion_control", Severity.WARN, "net.ipv4.tcp_congestion_control", "reno recovers slowly on fast links",
-            {"value": algo}, "sysctl -w net.ipv4.tcp_congestion_control=cubic (or bbr after modprobe tcp_bbr)",
+            "tcp.congestion_control",
+            Severity.WARN,
+            "net.ipv4.tcp_congestion_control",
+            "reno recovers slowly on fast links",
+            {"value": algo},
+            "sysctl -w net.ipv4.tcp_congestion_control=cubic (or bbr after modprobe tcp_bbr)",
         )
     else:
-        yield Finding("tcp.congestion_control", Severity.PASS, "net.ipv4.tcp_congestion_control", algo, {"value": algo})
+        yield Finding(
+            "tcp.congestion_control", Severity.PASS, "net.ipv4.tcp_congestion_control", algo, {"value": algo}
+        )
 
 
 @check("tcp.offloads", "Segmentation and receive offloads")
@@ -114,20 +150,32 @@ def offloads(ctx: CheckContext) -> Iterator[Finding]:
         off = [f for f in OFFLOADS if data.features.get(f) is False]
         if off:
             yield Finding(
-                "tcp.offloads", Severity.WARN, netdev.name, f"offloads off: {', '.join(off)}", {"off": off},
+                "tcp.offloads",
+                Severity.WARN,
+                netdev.name,
+                f"offloads off: {', '.join(off)}",
+                {"off": off},
                 f"ethtool -K {netdev.name} " + " ".join(f"{_short(f)} on" for f in off),
             )
         else:
             yield Finding("tcp.offloads", Severity.PASS, netdev.name, "TSO, GSO and GRO on")
     if unknown:
         yield Finding(
-            "tcp.offloads", Severity.INFO, ",".join(unknown), "offloads not checked: `ethtool -k` not available",
-            {"netdevs": unknown}, "install ethtool (Debian/Ubuntu: apt-get install ethtool) to check TSO/GSO/GRO",
+            "tcp.offloads",
+            Severity.INFO,
+            ",".join(unknown),
+            "offloads not checked: `ethtool -k` not available",
+            {"netdevs": unknown},
+            "install ethtool (Debian/Ubuntu: apt-get install ethtool) to check TSO/GSO/GRO",
         )
 
 
 def _short(feature: str) -> str:
-    return {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso", "generic-receive-offload": "gro"}[feature]
+    return {
+        "tcp-segmentation-offload": "tso",
+        "generic-segmentation-offload": "gso",
+        "generic-receive-offload": "gro",
+    }[feature]
 
 
 @check("tcp.retransmits", "TCP retransmission rate")
@@ -143,7 +191,12 @@ def retransmits(ctx: CheckContext) -> Iterator[Finding]:
         retrans, out = inv.kernel.netstat.get("Tcp.RetransSegs"), inv.kernel.netstat.get("Tcp.OutSegs")
         window = "since boot"
     if retrans is None or out is None:
-        yield not_evaluated("tcp.retransmits", "tcp", "Tcp RetransSegs/OutSegs not readable from /proc/net/snmp", fix="nstat -az TcpRetransSegs TcpOutSegs")
+        yield not_evaluated(
+            "tcp.retransmits",
+            "tcp",
+            "Tcp RetransSegs/OutSegs not readable from /proc/net/snmp",
+            fix="nstat -az TcpRetransSegs TcpOutSegs",
+        )
         return
     if not out:
         yield not_evaluated("tcp.retransmits", "tcp", f"no TCP segments sent {window}")
@@ -152,8 +205,12 @@ def retransmits(ctx: CheckContext) -> Iterator[Finding]:
     evidence = {"retrans_segs": retrans, "out_segs": out, "retrans_pct": round(pct, 4), "window": window}
     if pct > RETRANS_WARN_PCT:
         yield Finding(
-            "tcp.retransmits", Severity.WARN, "tcp", f"{pct:.2f}% of TCP segments retransmitted {window} ({retrans:,} of {out:,})",
-            evidence, "look for drops: `ethtool -S <if> | grep -i -E 'drop|discard|err'`, `nstat -az TcpExt*`, switch port counters",
+            "tcp.retransmits",
+            Severity.WARN,
+            "tcp",
+            f"{pct:.2f}% of TCP segments retransmitted {window} ({retrans:,} of {out:,})",
+            evidence,
+            "look for drops: `ethtool -S <if> | grep -i -E 'drop|discard|err'`, `nstat -az TcpExt*`, switch port counters",
         )
     else:
         yield Finding("tcp.retransmits", Severity.PASS, "tcp", f"{pct:.3f}% retransmitted {window}", evidence)

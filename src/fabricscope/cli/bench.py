@@ -40,7 +40,9 @@ PROGRESS_MIN_S = 2.0
 # changed, so one declaration serves every command that names it as a default).
 PEER_OPTION = typer.Option(..., "--peer", help=PEER_HELP, rich_help_panel="Connection")
 TOKEN_OPTION = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP, rich_help_panel="Connection")
-TIMEOUT_OPTION = typer.Option(10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP, rich_help_panel="Connection")
+TIMEOUT_OPTION = typer.Option(
+    10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP, rich_help_panel="Connection"
+)
 JSON_OPTION = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel="Output")
 NO_STORE_OPTION = typer.Option(False, "--no-store", help=NO_STORE_HELP, rich_help_panel="Output")
 INTERVAL_OPTION = typer.Option(1.0, "--interval", min=0.05, max=60, help="Seconds per reported interval.")
@@ -52,10 +54,13 @@ def duration_option(default: float, help: str = "Seconds to send.") -> typer.mod
 
 def threshold_option(flag: str, what: str, maximum: float = 1e6) -> typer.models.OptionInfo:
     """A pass/fail threshold: exit 1 when it fails, 2 when the run tested nothing (see module doc)."""
-    return typer.Option(None, flag, min=0, max=maximum, help=f"Exit 1 when {what}.", rich_help_panel="Verdict")
+    return typer.Option(
+        None, flag, min=0, max=maximum, help=f"Exit 1 when {what}.", rich_help_panel="Verdict"
+    )
 
 
 # ----- shared plumbing ------------------------------------------------------------------------
+
 
 @contextmanager
 def _progress(label: str, expected_s: float, quiet: bool) -> Iterator[Callable[[float], None] | None]:
@@ -179,7 +184,10 @@ def serve(
         5211, "--port", min=0, max=65535, help="Control port (data ports are picked per test)."
     ),
     token: str = typer.Option(
-        None, "--token", envvar=TOKEN_ENV, help="Token clients must present (required off loopback; 16+ characters, 64+ bits: `openssl rand -hex 16`)."
+        None,
+        "--token",
+        envvar=TOKEN_ENV,
+        help="Token clients must present (required off loopback; 16+ characters, 64+ bits: `openssl rand -hex 16`).",
     ),
     max_duration: float = typer.Option(
         60.0, "--max-duration", min=0.1, max=3600, help="Longest test a client may ask for, seconds."
@@ -246,7 +254,11 @@ def tcp(
         128 * 1024, "--msg-bytes", "-l", min=1, max=16 * 1024 * 1024, help="Bytes per send() call."
     ),
     window: int = typer.Option(
-        None, "--window", min=1024, max=1 << 30, help="SO_SNDBUF/SO_RCVBUF bytes (default: kernel autotuning)."
+        None,
+        "--window",
+        min=1024,
+        max=1 << 30,
+        help="SO_SNDBUF/SO_RCVBUF bytes (default: kernel autotuning).",
     ),
     interval: float = INTERVAL_OPTION,
     min_gbps: float = threshold_option("--min-gbps", "total throughput is below this (Gb/s)"),
@@ -285,7 +297,9 @@ def udp(
     interval: float = INTERVAL_OPTION,
     min_gbps: float = threshold_option("--min-gbps", "the delivered rate is below this (Gb/s)"),
     max_loss: float = threshold_option(
-        "--max-loss-pct", "loss exceeds this percentage (exit 2 when the sender did not reach 90% of --rate)", 100
+        "--max-loss-pct",
+        "loss exceeds this percentage (exit 2 when the sender did not reach 90% of --rate)",
+        100,
     ),
     timeout: float = TIMEOUT_OPTION,
     token: str = TOKEN_OPTION,
@@ -309,7 +323,16 @@ def udp(
         Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"),
         Threshold("loss_pct", "<=", max_loss, "--max-loss-pct", needs=offered_load_shortfall),
     )
-    _run_client(f"udp x{streams}", duration, run_udp, params, token, json_out=json_out, no_store=no_store, thresholds=thresholds)
+    _run_client(
+        f"udp x{streams}",
+        duration,
+        run_udp,
+        params,
+        token,
+        json_out=json_out,
+        no_store=no_store,
+        thresholds=thresholds,
+    )
 
 
 @bench_app.command("latency")
@@ -320,7 +343,9 @@ def latency(
         "64,1K,16K,64K,1M", "--sizes", help="Message sizes: a list 64,1K,1M or a sweep 64:1M (K/M = KiB/MiB)."
     ),
     duration: float = duration_option(10.0, "Seconds for all sizes and protocols together."),
-    max_p99: float = threshold_option("--max-p99-us", "the first size's p99 round trip exceeds this (us)", 1e9),
+    max_p99: float = threshold_option(
+        "--max-p99-us", "the first size's p99 round trip exceeds this (us)", 1e9
+    ),
     timeout: float = TIMEOUT_OPTION,
     token: str = TOKEN_OPTION,
     json_out: bool = JSON_OPTION,
@@ -353,7 +378,9 @@ def connect(
     request_bytes: int = typer.Option(64, "--request-bytes", min=12, max=1024 * 1024, help="Request size."),
     response_bytes: int = typer.Option(64, "--response-bytes", min=1, max=1024 * 1024, help="Response size."),
     duration: float = duration_option(6.0, "Seconds for both modes together."),
-    min_rate: float = threshold_option("--min-connect-per-s", "per-request connections/s fall below this", 1e9),
+    min_rate: float = threshold_option(
+        "--min-connect-per-s", "per-request connections/s fall below this", 1e9
+    ),
     timeout: float = TIMEOUT_OPTION,
     token: str = TOKEN_OPTION,
     json_out: bool = JSON_OPTION,
@@ -364,7 +391,11 @@ def connect(
     from fabricscope.bench.sockets.connect import ConnectParams, run_connect
 
     _check_peer(peer)
-    modes = _choice(mode, {"per-request": ("per_request",), "pooled": ("pooled",), "both": ("per_request", "pooled")}, "--mode")
+    modes = _choice(
+        mode,
+        {"per-request": ("per_request",), "pooled": ("pooled",), "both": ("per_request", "pooled")},
+        "--mode",
+    )
     params = _params(
         ConnectParams, peer=peer, modes=modes, concurrency=concurrency, request_bytes=request_bytes,
         response_bytes=response_bytes, duration_s=duration, timeout_s=timeout,
@@ -382,33 +413,81 @@ def rdma(
         False, "--listen", help="Be the perftest server side and wait for one client."
     ),
     loopback: bool = typer.Option(
-        False, "--loopback", help="ib_write_bw from each active HCA to itself on this node (with --use-cuda: through GPU memory)."
+        False,
+        "--loopback",
+        help="ib_write_bw from each active HCA to itself on this node (with --use-cuda: through GPU memory).",
     ),
     test: str = typer.Option("write_bw", "--test", help="write_bw, read_bw, send_bw, write_lat or send_lat."),
     device: str = typer.Option(
-        None, "--device", "-d", help="RDMA device (default: the port routing to the peer)."
-    , rich_help_panel="perftest"),
-    ib_port: int = typer.Option(None, "--ib-port", "-i", min=1, max=3, help="Port of the device.", rich_help_panel="perftest"),
+        None,
+        "--device",
+        "-d",
+        help="RDMA device (default: the port routing to the peer).",
+        rich_help_panel="perftest",
+    ),
+    ib_port: int = typer.Option(
+        None, "--ib-port", "-i", min=1, max=3, help="Port of the device.", rich_help_panel="perftest"
+    ),
     gid_index: int = typer.Option(
-        None, "--gid-index", "-x", min=0, max=1024, help="GID index (default: the RoCE v2 IPv4 GID)."
-    , rich_help_panel="perftest"),
-    size: int = typer.Option(None, "--size", "-s", min=1, max=8 * 1024 * 1024, help="Message size in bytes.", rich_help_panel="perftest"),
-    all_sizes: bool = typer.Option(False, "--all-sizes", "-a", help="Sweep sizes 2 B..8 MiB (perftest -a).", rich_help_panel="perftest"),
+        None,
+        "--gid-index",
+        "-x",
+        min=0,
+        max=1024,
+        help="GID index (default: the RoCE v2 IPv4 GID).",
+        rich_help_panel="perftest",
+    ),
+    size: int = typer.Option(
+        None,
+        "--size",
+        "-s",
+        min=1,
+        max=8 * 1024 * 1024,
+        help="Message size in bytes.",
+        rich_help_panel="perftest",
+    ),
+    all_sizes: bool = typer.Option(
+        False, "--all-sizes", "-a", help="Sweep sizes 2 B..8 MiB (perftest -a).", rich_help_panel="perftest"
+    ),
     duration: int = typer.Option(
         None, "--duration", "-D", min=1, max=3600, help="Seconds per size (perftest -D)."
     ),
-    iters: int = typer.Option(None, "--iters", "-n", min=5, max=100_000_000, help="Iterations per size (perftest -n).", rich_help_panel="perftest"),
-    qps: int = typer.Option(1, "--qps", "-q", min=1, max=16384, help="Queue pairs (bandwidth tests).", rich_help_panel="perftest"),
+    iters: int = typer.Option(
+        None,
+        "--iters",
+        "-n",
+        min=5,
+        max=100_000_000,
+        help="Iterations per size (perftest -n).",
+        rich_help_panel="perftest",
+    ),
+    qps: int = typer.Option(
+        1, "--qps", "-q", min=1, max=16384, help="Queue pairs (bandwidth tests).", rich_help_panel="perftest"
+    ),
     bidirectional: bool = typer.Option(
-        False, "--bidirectional", "-b", help="Both directions at once (bandwidth tests)."
-    , rich_help_panel="perftest"),
+        False,
+        "--bidirectional",
+        "-b",
+        help="Both directions at once (bandwidth tests).",
+        rich_help_panel="perftest",
+    ),
     use_cuda: bool = typer.Option(
-        False, "--use-cuda", help="GPU memory buffers (GPUDirect RDMA); picks the GPU nearest the NIC."
-    , rich_help_panel="perftest"),
-    gpu: int = typer.Option(None, "--gpu", min=0, max=1023, help="GPU index for --use-cuda.", rich_help_panel="perftest"),
+        False,
+        "--use-cuda",
+        help="GPU memory buffers (GPUDirect RDMA); picks the GPU nearest the NIC.",
+        rich_help_panel="perftest",
+    ),
+    gpu: int = typer.Option(
+        None, "--gpu", min=0, max=1023, help="GPU index for --use-cuda.", rich_help_panel="perftest"
+    ),
     perftest_port: int = typer.Option(
-        18515, "--perftest-port", min=1024, max=65535, help="perftest's TCP port for its handshake."
-    , rich_help_panel="perftest"),
+        18515,
+        "--perftest-port",
+        min=1024,
+        max=65535,
+        help="perftest's TCP port for its handshake.",
+        rich_help_panel="perftest",
+    ),
     wait: float = typer.Option(
         120.0, "--wait", min=1, max=3600, help="--listen: seconds to wait for the client."
     ),

@@ -25,7 +25,9 @@ from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.launch import Flag, Flags, child_argv, toggle
 from fabricscope.units import parse_sizes, size_token
 
-import_app = typer.Typer(name="import", help="Read results of other tools into the history.", no_args_is_help=True)
+import_app = typer.Typer(
+    name="import", help="Read results of other tools into the history.", no_args_is_help=True
+)
 bench_app.add_typer(import_app, name="import")
 
 
@@ -72,22 +74,44 @@ def collective_params(
 
 @bench_app.command("collective")
 def collective(
-    op: str = typer.Option("all_reduce", "--op", help="all_reduce, all_gather, reduce_scatter, alltoall, broadcast or sendrecv."),
-    sizes: str = typer.Option("1M:64M", "--sizes", help="MIN:MAX (doubling), MIN:MAX:FACTOR, or a list 1M,4M,64M."),
-    dtype: str = typer.Option("float", "--dtype", help="float, half, bfloat16, double, int32, int64, uint8, int8."),
+    op: str = typer.Option(
+        "all_reduce", "--op", help="all_reduce, all_gather, reduce_scatter, alltoall, broadcast or sendrecv."
+    ),
+    sizes: str = typer.Option(
+        "1M:64M", "--sizes", help="MIN:MAX (doubling), MIN:MAX:FACTOR, or a list 1M,4M,64M."
+    ),
+    dtype: str = typer.Option(
+        "float", "--dtype", help="float, half, bfloat16, double, int32, int64, uint8, int8."
+    ),
     warmup: int = typer.Option(5, "--warmup", min=0, max=100_000, help="Warm-up iterations per size."),
     iters: int = typer.Option(20, "--iters", min=1, max=1_000_000, help="Timed iterations per size."),
-    backend: str = typer.Option("auto", "--backend", help="gloo (CPU), nccl (GPU) or auto (nccl when CUDA is there)."),
-    check: bool = typer.Option(True, "--check/--no-check", help="Verify every result buffer (nccl-tests #wrong)."),
+    backend: str = typer.Option(
+        "auto", "--backend", help="gloo (CPU), nccl (GPU) or auto (nccl when CUDA is there)."
+    ),
+    check: bool = typer.Option(
+        True, "--check/--no-check", help="Verify every result buffer (nccl-tests #wrong)."
+    ),
     root: int = typer.Option(0, "--root", min=0, max=1 << 20, help="Root rank of broadcast."),
-    timeout: float = typer.Option(300.0, "--timeout", min=1, max=86400, help="Deadline in seconds for joining and for each operation."),
+    timeout: float = typer.Option(
+        300.0, "--timeout", min=1, max=86400, help="Deadline in seconds for joining and for each operation."
+    ),
     launch: str = LAUNCH_OPTION,
     master_addr: str = MASTER_ADDR_OPTION,
     master_port: int = MASTER_PORT_OPTION,
     single_rank: bool = SINGLE_RANK_OPTION,
-    min_busbw: float = threshold_option("--min-busbw", "the average busbw (GB/s) is below this (exit 2 when no size was measured)"),
-    straggle_rank: int = typer.Option(None, "--straggle-rank", min=0, max=1 << 20, help="Self-test: make this rank late by --straggle-ms each iteration."),
-    straggle_ms: float = typer.Option(0.0, "--straggle-ms", min=0, max=10000, help="Self-test delay for --straggle-rank."),
+    min_busbw: float = threshold_option(
+        "--min-busbw", "the average busbw (GB/s) is below this (exit 2 when no size was measured)"
+    ),
+    straggle_rank: int = typer.Option(
+        None,
+        "--straggle-rank",
+        min=0,
+        max=1 << 20,
+        help="Self-test: make this rank late by --straggle-ms each iteration.",
+    ),
+    straggle_ms: float = typer.Option(
+        0.0, "--straggle-ms", min=0, max=10000, help="Self-test delay for --straggle-rank."
+    ),
     json_out: bool = JSON_OPTION,
     store: bool = STORE_OPTION,
 ) -> None:
@@ -96,17 +120,38 @@ def collective(
     from fabricscope.bench.results.thresholds import Threshold, apply_thresholds, untested_reason
     from fabricscope.bench.results.verdict import exit_status
 
-    params = collective_params(op, sizes, dtype, warmup, iters, backend, check, root, timeout, straggle_rank, straggle_ms)
+    params = collective_params(
+        op, sizes, dtype, warmup, iters, backend, check, root, timeout, straggle_rank, straggle_ms
+    )
     if launch:
         refuse_one_rank("bench collective", launch, None, single_rank)
-        extra = _output_args(json_out, store) + (["--min-busbw", str(min_busbw)] if min_busbw is not None else [])
-        args = child_argv(["bench", "collective"], params, COLLECTIVE_FLAGS, [*extra, *(["--single-rank"] if single_rank else [])])
+        extra = _output_args(json_out, store) + (
+            ["--min-busbw", str(min_busbw)] if min_busbw is not None else []
+        )
+        args = child_argv(
+            ["bench", "collective"],
+            params,
+            COLLECTIVE_FLAGS,
+            [*extra, *(["--single-rank"] if single_rank else [])],
+        )
         _launch(launch, args, timeout_s=timeout * (len(params.sizes) + 2) + 60, master_port=master_port)
-    run = _run_rank(run_worker, params, CollectiveError, master_addr, master_port, json_out, ("bench collective", single_rank))
+    run = _run_rank(
+        run_worker,
+        params,
+        CollectiveError,
+        master_addr,
+        master_port,
+        json_out,
+        ("bench collective", single_rank),
+    )
     if run is None:  # not rank 0: rank 0 reports
         return
     result = to_bench_result(run)
-    thresholds = [] if min_busbw is None else [Threshold("busbw_avg_GBps", ">=", min_busbw, "--min-busbw", needs=_measured)]
+    thresholds = (
+        []
+        if min_busbw is None
+        else [Threshold("busbw_avg_GBps", ">=", min_busbw, "--min-busbw", needs=_measured)]
+    )
     apply_thresholds(result, thresholds)
     untested = untested_reason(result, thresholds)
     store_and_print(result, store=store, json_out=json_out)
@@ -141,24 +186,79 @@ def _first_error(exc: Exception) -> str:
 @bench_app.command("matrix")
 def matrix(
     duration: float = typer.Option(2.0, "--duration", min=0.1, max=600, help="Seconds per flow."),
-    warmup: float = typer.Option(0.25, "--warmup", min=0, max=60, help="Seconds at the start of each flow not counted."),
-    retest: bool = typer.Option(True, "--retest/--no-retest", help="Retest suspects against known-good hosts before reporting."),
-    margin: float = typer.Option(0.2, "--margin", min=0.01, max=0.99, help="A pair is low below (1 - MARGIN) x the median (or 3 robust sigmas)."),
-    bind: str = typer.Option(None, "--bind", help="Address to receive on (default: the one that reaches rank 0)."),
-    timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, help="Deadline in seconds for every wait on a peer."),
+    warmup: float = typer.Option(
+        0.25, "--warmup", min=0, max=60, help="Seconds at the start of each flow not counted."
+    ),
+    retest: bool = typer.Option(
+        True, "--retest/--no-retest", help="Retest suspects against known-good hosts before reporting."
+    ),
+    margin: float = typer.Option(
+        0.2,
+        "--margin",
+        min=0.01,
+        max=0.99,
+        help="A pair is low below (1 - MARGIN) x the median (or 3 robust sigmas).",
+    ),
+    bind: str = typer.Option(
+        None, "--bind", help="Address to receive on (default: the one that reaches rank 0)."
+    ),
+    timeout: float = typer.Option(
+        120.0, "--timeout", min=1, max=86400, help="Deadline in seconds for every wait on a peer."
+    ),
     launch: str = LAUNCH_OPTION,
     master_addr: str = MASTER_ADDR_OPTION,
     master_port: int = MASTER_PORT_OPTION,
     single_rank: bool = SINGLE_RANK_OPTION,
     svg: Path = typer.Option(None, "--svg", help="Also write the heat map as an SVG file (rank 0)."),
-    rdma: bool = typer.Option(True, "--rdma/--no-rdma", help="Also measure RDMA with perftest where every host has an RDMA device and perftest (else the result says why not).", rich_help_panel="RDMA"),
-    rdma_test: str = typer.Option("write_bw", "--rdma-test", help="perftest bandwidth test: write_bw, read_bw or send_bw.", rich_help_panel="RDMA"),
-    rdma_device: str = typer.Option(None, "--rdma-device", help="RDMA device on every host (default: the port on the interface that reaches rank 0, else the first active port).", rich_help_panel="RDMA"),
-    rdma_port: int = typer.Option(18515, "--rdma-port", min=1024, max=60000, help="perftest handshake port; host i listens on PORT + i.", rich_help_panel="RDMA"),
-    root: str = typer.Option(None, "--root", help="Read the RDMA inventory (devices, ports, GIDs) from this snapshot or mounted host filesystem instead of the live machine."),
-    topology: str = typer.Option(None, "--topology", help="Localize on the fabric: FILE (`topology discover` output or the sim's YAML), lab:NAME, or discover (every rank reads its LLDP neighbours). Names the bad switch cable or switch, not only the bad host.", rich_help_panel="Topology"),
-    lldp_socket: str = typer.Option(None, "--lldp-socket", help="With --topology discover: lldpd control socket to ask (lldpctl -u); {host} becomes the rank's host name.", rich_help_panel="Topology"),
-    switch_lldp: list[str] = typer.Option([], "--switch-lldp", help="With --topology discover: a switch's own LLDP table, SWITCH=FILE or lab:NAME; repeatable (gives the switch-to-switch cables).", rich_help_panel="Topology"),
+    rdma: bool = typer.Option(
+        True,
+        "--rdma/--no-rdma",
+        help="Also measure RDMA with perftest where every host has an RDMA device and perftest (else the result says why not).",
+        rich_help_panel="RDMA",
+    ),
+    rdma_test: str = typer.Option(
+        "write_bw",
+        "--rdma-test",
+        help="perftest bandwidth test: write_bw, read_bw or send_bw.",
+        rich_help_panel="RDMA",
+    ),
+    rdma_device: str = typer.Option(
+        None,
+        "--rdma-device",
+        help="RDMA device on every host (default: the port on the interface that reaches rank 0, else the first active port).",
+        rich_help_panel="RDMA",
+    ),
+    rdma_port: int = typer.Option(
+        18515,
+        "--rdma-port",
+        min=1024,
+        max=60000,
+        help="perftest handshake port; host i listens on PORT + i.",
+        rich_help_panel="RDMA",
+    ),
+    root: str = typer.Option(
+        None,
+        "--root",
+        help="Read the RDMA inventory (devices, ports, GIDs) from this snapshot or mounted host filesystem instead of the live machine.",
+    ),
+    topology: str = typer.Option(
+        None,
+        "--topology",
+        help="Localize on the fabric: FILE (`topology discover` output or the sim's YAML), lab:NAME, or discover (every rank reads its LLDP neighbours). Names the bad switch cable or switch, not only the bad host.",
+        rich_help_panel="Topology",
+    ),
+    lldp_socket: str = typer.Option(
+        None,
+        "--lldp-socket",
+        help="With --topology discover: lldpd control socket to ask (lldpctl -u); {host} becomes the rank's host name.",
+        rich_help_panel="Topology",
+    ),
+    switch_lldp: list[str] = typer.Option(
+        [],
+        "--switch-lldp",
+        help="With --topology discover: a switch's own LLDP table, SWITCH=FILE or lab:NAME; repeatable (gives the switch-to-switch cables).",
+        rich_help_panel="Topology",
+    ),
     json_out: bool = JSON_OPTION,
     store: bool = STORE_OPTION,
 ) -> None:
@@ -184,7 +284,9 @@ def matrix(
         extra += ["--single-rank"] if single_rank else []
         args = child_argv(["bench", "matrix"], params, MATRIX_FLAGS, extra)
         _launch(launch, args, timeout_s=timeout * 3 + 600, master_port=master_port)
-    run = _run_rank(run_worker, params, MatrixError, master_addr, master_port, json_out, ("bench matrix", single_rank))
+    run = _run_rank(
+        run_worker, params, MatrixError, master_addr, master_port, json_out, ("bench matrix", single_rank)
+    )
     if run is None:
         return  # not rank 0: rank 0 reports
     result = to_bench_result(run)
@@ -278,7 +380,11 @@ def _run_rank(run_worker: Any, params: Any, error: type[Exception], master_addr:
     # Rank 0 says how far it is on a terminal and under every launcher (report/progress.py); a
     # collective's rows come as each size completes, as nccl-tests prints them.
     with progress_sink(json_out or env.rank != 0) as show:
-        sink = collective_row_sink(show, params.model_dump(mode="json")) if single[0] == "bench collective" else show
+        sink = (
+            collective_row_sink(show, params.model_dump(mode="json"))
+            if single[0] == "bench collective"
+            else show
+        )
         try:
             return run_worker(params, env, progress=sink)
         except error as exc:
@@ -287,9 +393,13 @@ def _run_rank(run_worker: Any, params: Any, error: type[Exception], master_addr:
 
 @import_app.command("nccl-tests")
 def import_nccl_tests(
-    file: Path = typer.Argument(..., help="all_reduce_perf (or any *_perf) output: text, or nccl-tests' JSON file."),
+    file: Path = typer.Argument(
+        ..., help="all_reduce_perf (or any *_perf) output: text, or nccl-tests' JSON file."
+    ),
     op: str = typer.Option(None, "--op", help="Operation when the file does not say (e.g. all_reduce)."),
-    ranks: int = typer.Option(None, "--ranks", min=1, max=1 << 20, help="Number of ranks when the file does not list them."),
+    ranks: int = typer.Option(
+        None, "--ranks", min=1, max=1 << 20, help="Number of ranks when the file does not list them."
+    ),
     json_out: bool = JSON_OPTION,
     store: bool = STORE_OPTION,
 ) -> None:

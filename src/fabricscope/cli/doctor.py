@@ -32,7 +32,13 @@ def _wait_with_progress(seconds: float) -> None:
     if seconds < 2 or not err.is_terminal:
         time.sleep(seconds)
         return
-    with Progress(TextColumn("counters: second sample in"), BarColumn(), TimeRemainingColumn(), console=err, transient=True) as bar:
+    with Progress(
+        TextColumn("counters: second sample in"),
+        BarColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
         task = bar.add_task("wait", total=seconds)
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
@@ -44,11 +50,21 @@ def _wait_with_progress(seconds: float) -> None:
 def doctor(
     root: str = typer.Option(None, "--root", help=ROOT_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    interval: float = typer.Option(None, "--interval", min=0.1, max=3600, help="Read counters twice, SECONDS apart, and judge rates."),
+    interval: float = typer.Option(
+        None, "--interval", min=0.1, max=3600, help="Read counters twice, SECONDS apart, and judge rates."
+    ),
     fail_on: str = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP),
     show_pass: bool = typer.Option(True, "--pass/--no-pass", help="Show passing checks too."),
-    expect: str = typer.Option(None, "--expect", help="Expected-hardware manifest (YAML): fail where this node has less or something different."),
-    nhc: bool = typer.Option(False, "--nhc", help="One-line reason and exit status for LBNL NHC / Slurm HealthCheckProgram (docs/fleet.md)."),
+    expect: str = typer.Option(
+        None,
+        "--expect",
+        help="Expected-hardware manifest (YAML): fail where this node has less or something different.",
+    ),
+    nhc: bool = typer.Option(
+        False,
+        "--nhc",
+        help="One-line reason and exit status for LBNL NHC / Slurm HealthCheckProgram (docs/fleet.md).",
+    ),
 ) -> None:
     """Inspect GPU, PCIe, NIC, port, cable, PFC/ECN, GIDs and TCP settings; print findings with fixes."""
     threshold = parse_fail_on(fail_on)
@@ -68,8 +84,12 @@ def doctor(
         print_json(report.to_dict())
     else:
         host = report.inventory.hostname or "node"
-        render_findings(report.findings, title=f"fabricscope doctor: {host} (root {node.label})", show_pass=show_pass,
-                        area_titles={"expect": f"Expected hardware ({expect})"})
+        render_findings(
+            report.findings,
+            title=f"fabricscope doctor: {host} (root {node.label})",
+            show_pass=show_pass,
+            area_titles={"expect": f"Expected hardware ({expect})"},
+        )
     raise typer.Exit(exit_code(report.findings, threshold))
 
 
@@ -112,12 +132,16 @@ def inventory(
 @app.command("checks")
 def list_checks(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    markdown: bool = typer.Option(False, "--markdown", help="Print docs/checks.md (generated from the registry)."),
+    markdown: bool = typer.Option(
+        False, "--markdown", help="Print docs/checks.md (generated from the registry)."
+    ),
 ) -> None:
     """List every doctor check with what it looks at and why."""
     specs = all_checks()
     if json_out:
-        print_json([{"id": s.id, "area": s.area, "title": s.title, "description": s.description} for s in specs])
+        print_json(
+            [{"id": s.id, "area": s.area, "title": s.title, "description": s.description} for s in specs]
+        )
     elif markdown:
         from fabricscope.report.checks_doc import checks_markdown
 
@@ -133,9 +157,19 @@ def list_checks(
 @app.command()
 def snapshot(
     output: str = typer.Option(..., "-o", "--output", help="Write the snapshot to this .tar.gz file."),
-    scrub: bool = typer.Option(False, "--scrub", help="Replace GUIDs, MACs, IP addresses, UUIDs, the hostname and serial numbers consistently; redact secret-looking kernel parameters."),
-    scrub_level: str = typer.Option(None, "--scrub-level", help="standard (what --scrub does) or strict: also cut PCI config space and the kernel command line to what doctor reads. Implies --scrub."),
-    root: str = typer.Option(None, "--root", help="Re-capture an existing snapshot (e.g. to scrub it) instead of this machine."),
+    scrub: bool = typer.Option(
+        False,
+        "--scrub",
+        help="Replace GUIDs, MACs, IP addresses, UUIDs, the hostname and serial numbers consistently; redact secret-looking kernel parameters.",
+    ),
+    scrub_level: str = typer.Option(
+        None,
+        "--scrub-level",
+        help="standard (what --scrub does) or strict: also cut PCI config space and the kernel command line to what doctor reads. Implies --scrub.",
+    ),
+    root: str = typer.Option(
+        None, "--root", help="Re-capture an existing snapshot (e.g. to scrub it) instead of this machine."
+    ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Capture what doctor reads on this node, so it can be examined elsewhere with --root FILE."""
@@ -167,4 +201,6 @@ def snapshot(
     if json_out:
         print_json(summary)
     else:
-        typer.echo(f"wrote {path}: {summary['files']} files, {len(summary['commands'])} command outputs{f' (scrubbed: {level})' if scrub else ''}")
+        typer.echo(
+            f"wrote {path}: {summary['files']} files, {len(summary['commands'])} command outputs{f' (scrubbed: {level})' if scrub else ''}"
+        )

@@ -49,16 +49,29 @@ def exporter(
         False, "--nccl-from-start", help="Count what the NCCL logs already hold, not only new lines."
     ),
     nccl_inspector: list[str] = typer.Option(
-        [], "--nccl-inspector",
+        [],
+        "--nccl-inspector",
         help="Follow the NCCL Inspector's output in this DIR (NCCL_INSPECTOR_DUMP_DIR: *.log JSONL dumps and *.prom textfiles; repeatable).",
     ),
     # The intervals' ranges are declared once, in monitor/intervals.py (issue 26 item 5).
-    doctor_interval: float = bounded_option(300.0, "--doctor-interval", INTERVAL_BOUNDS["doctor_interval_s"],
-                                            "Run the doctor every SECONDS in the background."),
-    ethtool_interval: float = bounded_option(5.0, "--ethtool-interval", INTERVAL_BOUNDS["ethtool_interval_s"],
-                                             "Refresh ethtool -S statistics every SECONDS in the background."),
-    topology_interval: float = bounded_option(60.0, "--topology-interval", INTERVAL_BOUNDS["topology_interval_s"],
-                                              "Re-read devices, netdevs, GPUs and QoS setup every SECONDS."),
+    doctor_interval: float = bounded_option(
+        300.0,
+        "--doctor-interval",
+        INTERVAL_BOUNDS["doctor_interval_s"],
+        "Run the doctor every SECONDS in the background.",
+    ),
+    ethtool_interval: float = bounded_option(
+        5.0,
+        "--ethtool-interval",
+        INTERVAL_BOUNDS["ethtool_interval_s"],
+        "Refresh ethtool -S statistics every SECONDS in the background.",
+    ),
+    topology_interval: float = bounded_option(
+        60.0,
+        "--topology-interval",
+        INTERVAL_BOUNDS["topology_interval_s"],
+        "Re-read devices, netdevs, GPUs and QoS setup every SECONDS.",
+    ),
     once: bool = typer.Option(
         False, "--once", help="Print one scrape to stdout and exit (doctor run first when enabled)."
     ),
@@ -97,7 +110,11 @@ def exporter(
     assert host is not None and port is not None
     server = MetricsServer(exp.render, host, port)  # bind before the slow start: a busy port fails fast
     exp.start()
-    _serve(server, exp, f"(root {node.label}, doctor every {f'{doctor_interval:g} s' if doctor_interval else 'off'})")
+    _serve(
+        server,
+        exp,
+        f"(root {node.label}, doctor every {f'{doctor_interval:g} s' if doctor_interval else 'off'})",
+    )
 
 
 def _serve(server: Any, exp: Any, what: str) -> None:

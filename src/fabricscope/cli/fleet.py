@@ -64,7 +64,14 @@ def _expect(nodes, expect: str | None) -> None:
         apply_manifest(manifest, nodes)
 
 
-def _gathered(root: str | None, timeout: float, master_addr: str | None, master_port: int | None, *, snapshot: bool = False):
+def _gathered(
+    root: str | None,
+    timeout: float,
+    master_addr: str | None,
+    master_port: int | None,
+    *,
+    snapshot: bool = False,
+):
     """This rank's part of a launched run: rank 0 gets what every node sent, the others None.
     Outside any job (no srun, torchrun or mpirun variables) there is nothing to gather: say so."""
     from fabricscope.cli.launching import dist_env
@@ -73,7 +80,9 @@ def _gathered(root: str | None, timeout: float, master_addr: str | None, master_
 
     env = dist_env(master_addr, master_port)
     if env.launcher == "single":
-        die("give the nodes: --from DIR or FILES, or run it as a job: srun -N 4 fabricscope fleet ..., torchrun, mpirun, or --launch lab:NAME")
+        die(
+            "give the nodes: --from DIR or FILES, or run it as a job: srun -N 4 fabricscope fleet ..., torchrun, mpirun, or --launch lab:NAME"
+        )
     try:
         return run_ranks(env, _absolute_root(root), timeout, snapshot=snapshot)
     except FabricscopeError as exc:
@@ -133,20 +142,44 @@ def fleet_doctor(
     sources: list[str] = typer.Option([], "--from", help=FROM_HELP),
     files: list[str] = typer.Argument(None, help="More documents or snapshots.", show_default=False),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    html: Path = typer.Option(None, "--html", help="Also write the fleet page (heat map, drift list) to this HTML file."),
+    html: Path = typer.Option(
+        None, "--html", help="Also write the fleet page (heat map, drift list) to this HTML file."
+    ),
     fail_on: str = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP),
-    expect: str = typer.Option(None, "--expect", help="Expected-hardware manifest (YAML) every node must meet."),
-    all_nodes: bool = typer.Option(False, "--all-nodes", help="List every node in the table, not only those with warn or fail."),
-    slurm_drain: bool = typer.Option(False, "--slurm-drain", help="Drain every failing node in Slurm (dry run unless --apply)."),
-    slurm_resume: bool = typer.Option(False, "--slurm-resume", help="Resume nodes fabricscope drained whose findings have cleared (dry run unless --apply)."),
-    k8s_taint: str = typer.Option(None, "--k8s-taint", help="Taint every failing node: KEY=VALUE:EFFECT (dry run unless --apply)."),
-    k8s_label: str = typer.Option(None, "--k8s-label", help="Label every failing node KEY=VALUE (dry run unless --apply)."),
-    apply: bool = typer.Option(False, "--apply", help="Carry out the scheduler actions instead of only showing them."),
+    expect: str = typer.Option(
+        None, "--expect", help="Expected-hardware manifest (YAML) every node must meet."
+    ),
+    all_nodes: bool = typer.Option(
+        False, "--all-nodes", help="List every node in the table, not only those with warn or fail."
+    ),
+    slurm_drain: bool = typer.Option(
+        False, "--slurm-drain", help="Drain every failing node in Slurm (dry run unless --apply)."
+    ),
+    slurm_resume: bool = typer.Option(
+        False,
+        "--slurm-resume",
+        help="Resume nodes fabricscope drained whose findings have cleared (dry run unless --apply).",
+    ),
+    k8s_taint: str = typer.Option(
+        None, "--k8s-taint", help="Taint every failing node: KEY=VALUE:EFFECT (dry run unless --apply)."
+    ),
+    k8s_label: str = typer.Option(
+        None, "--k8s-label", help="Label every failing node KEY=VALUE (dry run unless --apply)."
+    ),
+    apply: bool = typer.Option(
+        False, "--apply", help="Carry out the scheduler actions instead of only showing them."
+    ),
     root: str = typer.Option(None, "--root", help=LAUNCHED_ROOT_HELP),
     launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
     timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, help=TIMEOUT_HELP),
-    master_addr: str = typer.Option(None, "--master-addr", help="Launched runs: host of rank 0 (default MASTER_ADDR; needed under mpirun)."),
-    master_port: int = typer.Option(None, "--master-port", min=1, max=65535, help="Launched runs: port of rank 0's store."),
+    master_addr: str = typer.Option(
+        None,
+        "--master-addr",
+        help="Launched runs: host of rank 0 (default MASTER_ADDR; needed under mpirun).",
+    ),
+    master_port: int = typer.Option(
+        None, "--master-port", min=1, max=65535, help="Launched runs: port of rank 0's store."
+    ),
 ) -> None:
     """Judge every node (its doctor findings) and the fleet (drift between nodes); exit 1 when something reaches --fail-on.
 
@@ -171,7 +204,9 @@ def fleet_doctor(
             launch_ranks(launch, args, timeout_s=timeout * 2 + 60, master_port=master_port)
         nodes, trusted = _launched_nodes(root, timeout, master_addr, master_port, expect)
         if apply and trusted is None:
-            end_rank(f"--apply needs evidence signed by the job's own ranks, and this job has no secret: {SET_TOKEN_HINT}")
+            end_rank(
+                f"--apply needs evidence signed by the job's own ranks, and this job has no secret: {SET_TOKEN_HINT}"
+            )
     report = judge_fleet(nodes, manifest=expect)
     actions = _actions(report, threshold, slurm_drain, slurm_resume, k8s_taint, k8s_label, apply, trusted)
     if json_out:
@@ -190,7 +225,9 @@ def fleet_doctor(
     raise typer.Exit(exit_code((f for _n, f in report.findings()), threshold))
 
 
-def _launched_nodes(root: str | None, timeout: float, master_addr: str | None, master_port: int | None, expect: str | None):
+def _launched_nodes(
+    root: str | None, timeout: float, master_addr: str | None, master_port: int | None, expect: str | None
+):
     from fabricscope.errors import FabricscopeError
     from fabricscope.fleet.launched import to_nodes
 
@@ -224,32 +261,59 @@ def _actions(report, threshold: Severity, drain: bool, resume: bool, taint: str 
         return None
     from fabricscope.fleet.actions import plan_and_run
 
-    return plan_and_run(report, threshold, drain=drain, resume=resume, taint=taint, label=label, apply=apply, only=trusted)
+    return plan_and_run(
+        report, threshold, drain=drain, resume=resume, taint=taint, label=label, apply=apply, only=trusted
+    )
 
 
 def _show_actions(actions: list[dict]) -> None:
     typer.echo("")
-    typer.echo("Scheduler actions" + ("" if any(a["applied"] for a in actions) else " (dry run: --apply carries them out)"))
+    typer.echo(
+        "Scheduler actions"
+        + ("" if any(a["applied"] for a in actions) else " (dry run: --apply carries them out)")
+    )
     if not actions:
         typer.echo(" none")
     for action in actions:
-        state = "done" if action["applied"] and action.get("ok") else "FAILED" if action["applied"] else "would run"
-        typer.echo(f" {state:<9} {action['command']}" + (f"  ({action['detail']})" if action.get("detail") else ""))
+        state = (
+            "done"
+            if action["applied"] and action.get("ok")
+            else "FAILED"
+            if action["applied"]
+            else "would run"
+        )
+        typer.echo(
+            f" {state:<9} {action['command']}" + (f"  ({action['detail']})" if action.get("detail") else "")
+        )
 
 
 @fleet_app.command("collect")
 def fleet_collect(
     output: Path = typer.Option(..., "-o", "--output", help="Directory to keep the node documents in."),
-    sources: list[str] = typer.Option([], "--from", help="Documents or snapshots to keep as well (repeatable)."),
+    sources: list[str] = typer.Option(
+        [], "--from", help="Documents or snapshots to keep as well (repeatable)."
+    ),
     files: list[str] = typer.Argument(None, help="More documents or snapshots.", show_default=False),
-    local: bool = typer.Option(True, "--local/--no-local", help="Judge this node (or --root) and keep its document."),
-    root: str = typer.Option(None, "--root", help=ROOT_HELP + " Launched runs: {host} becomes the node's name."),
-    snapshot: bool = typer.Option(False, "--snapshot", help="Keep a scrubbed snapshot of each judged node under DIR/snapshots/."),
+    local: bool = typer.Option(
+        True, "--local/--no-local", help="Judge this node (or --root) and keep its document."
+    ),
+    root: str = typer.Option(
+        None, "--root", help=ROOT_HELP + " Launched runs: {host} becomes the node's name."
+    ),
+    snapshot: bool = typer.Option(
+        False, "--snapshot", help="Keep a scrubbed snapshot of each judged node under DIR/snapshots/."
+    ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
     timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, help=TIMEOUT_HELP),
-    master_addr: str = typer.Option(None, "--master-addr", help="Launched runs: host of rank 0 (default MASTER_ADDR; needed under mpirun)."),
-    master_port: int = typer.Option(None, "--master-port", min=1, max=65535, help="Launched runs: port of rank 0's store."),
+    master_addr: str = typer.Option(
+        None,
+        "--master-addr",
+        help="Launched runs: host of rank 0 (default MASTER_ADDR; needed under mpirun).",
+    ),
+    master_port: int = typer.Option(
+        None, "--master-port", min=1, max=65535, help="Launched runs: port of rank 0's store."
+    ),
 ) -> None:
     """Keep every node's doctor document (and, with --snapshot, its scrubbed snapshot) in DIR for `fleet doctor --from DIR`.
 
@@ -277,12 +341,21 @@ def fleet_collect(
     if not done and not failed:
         die("nothing to collect: drop --no-local or give --from FILES")
     if json_out:
-        print_json({
-            "schema": "fabricscope.fleet_collect/v1",
-            "directory": str(output),
-            "nodes": [{"node": c.node, "document": str(c.document), "snapshot": str(c.snapshot) if c.snapshot else None, "source": c.source}
-                      for c in done],
-        })
+        print_json(
+            {
+                "schema": "fabricscope.fleet_collect/v1",
+                "directory": str(output),
+                "nodes": [
+                    {
+                        "node": c.node,
+                        "document": str(c.document),
+                        "snapshot": str(c.snapshot) if c.snapshot else None,
+                        "source": c.source,
+                    }
+                    for c in done
+                ],
+            }
+        )
     else:
         for c in done:
             typer.echo(f"kept {c.node}: {c.document}" + (f" and {c.snapshot}" if c.snapshot else ""))
@@ -292,7 +365,14 @@ def fleet_collect(
         raise typer.Exit(2)
 
 
-def _collect_launched(output: Path, root: str | None, timeout: float, master_addr: str | None, master_port: int | None, snapshot: bool):
+def _collect_launched(
+    output: Path,
+    root: str | None,
+    timeout: float,
+    master_addr: str | None,
+    master_port: int | None,
+    snapshot: bool,
+):
     """Rank 0 keeps what every node sent; the other ranks end here."""
     from fabricscope.errors import FabricscopeError
     from fabricscope.fleet.collect import Collected

@@ -61,7 +61,10 @@ def _plain_class(cls: type) -> type:
     """``cls`` without a type label or a range column: Typer draws both from these two methods
     (typer.core); the range now lives in the description, the label nowhere."""
     if cls not in _PLAIN:
-        methods = {"display_type_rich": lambda self, ctx: None, "_get_number_range_help_str": lambda self: None}
+        methods = {
+            "display_type_rich": lambda self, ctx: None,
+            "_get_number_range_help_str": lambda self: None,
+        }
         _PLAIN[cls] = type(f"Plain{cls.__name__}", (cls,), methods)
     return _PLAIN[cls]
 

@@ -154,10 +154,18 @@ def compare_cmd(
         help="Without a baseline: this many earlier runs with the same parameters.",
     ),
     threshold_pct: float = typer.Option(
-        5.0, "--threshold-pct", min=0, max=1000, help="A change smaller than this percentage is never a regression."
+        5.0,
+        "--threshold-pct",
+        min=0,
+        max=1000,
+        help="A change smaller than this percentage is never a regression.",
     ),
     mad_k: float = typer.Option(
-        3.0, "--mad-k", min=0, max=1000, help="...nor one within this many robust standard deviations (1.4826 x MAD)."
+        3.0,
+        "--mad-k",
+        min=0,
+        max=1000,
+        help="...nor one within this many robust standard deviations (1.4826 x MAD).",
     ),
     db: str = typer.Option(None, "--db", help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),

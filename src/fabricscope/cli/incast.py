@@ -36,12 +36,24 @@ def _counts(text: str | None) -> list[int]:
 
 @bench_app.command("incast")
 def bench_incast(
-    senders: str = typer.Option(None, "--senders", help="Sender counts to measure, e.g. 1,2,4,8 (default: 1, 2, 4 ... every sender)."),
-    size: str = typer.Option("256KiB", "--size", help="Response size each sender sends per round, e.g. 64KiB, 1MiB."),
+    senders: str = typer.Option(
+        None, "--senders", help="Sender counts to measure, e.g. 1,2,4,8 (default: 1, 2, 4 ... every sender)."
+    ),
+    size: str = typer.Option(
+        "256KiB", "--size", help="Response size each sender sends per round, e.g. 64KiB, 1MiB."
+    ),
     rounds: int = typer.Option(50, "--rounds", min=1, max=100_000, help="Timed rounds per sender count."),
-    warmup: int = typer.Option(2, "--warmup", min=0, max=1000, help="Untimed rounds before each sender count."),
-    congestion: str = typer.Option(None, "--congestion", help="TCP congestion control of the senders (cubic, reno, bbr...; default: the host's)."),
-    round_timeout: float = typer.Option(10.0, "--round-timeout", min=0.01, max=600, help="Seconds a round may take before the run fails."),
+    warmup: int = typer.Option(
+        2, "--warmup", min=0, max=1000, help="Untimed rounds before each sender count."
+    ),
+    congestion: str = typer.Option(
+        None,
+        "--congestion",
+        help="TCP congestion control of the senders (cubic, reno, bbr...; default: the host's).",
+    ),
+    round_timeout: float = typer.Option(
+        10.0, "--round-timeout", min=0.01, max=600, help="Seconds a round may take before the run fails."
+    ),
     timeout: float = typer.Option(60.0, "--timeout", min=1, max=3600, help="Seconds for every rank to join."),
     launch: str = LAUNCH_OPTION,
     master_addr: str = MASTER_ADDR_OPTION,
@@ -65,14 +77,32 @@ def bench_incast(
     counts = _counts(senders)
     try:
         params = IncastParams(
-            senders=counts, size_bytes=size_bytes, rounds=rounds, warmup=warmup, congestion=congestion,
-            round_timeout_s=round_timeout, join_timeout_s=timeout,
+            senders=counts,
+            size_bytes=size_bytes,
+            rounds=rounds,
+            warmup=warmup,
+            congestion=congestion,
+            round_timeout_s=round_timeout,
+            join_timeout_s=timeout,
         )
     except ValueError as exc:
         die(_first_error(exc))
     if launch:
-        args = ["bench", "incast", "--size", size_token(size_bytes), "--rounds", str(rounds), "--warmup", str(warmup),
-                "--round-timeout", str(round_timeout), "--timeout", str(timeout), "--store" if store else "--no-store"]
+        args = [
+            "bench",
+            "incast",
+            "--size",
+            size_token(size_bytes),
+            "--rounds",
+            str(rounds),
+            "--warmup",
+            str(warmup),
+            "--round-timeout",
+            str(round_timeout),
+            "--timeout",
+            str(timeout),
+            "--store" if store else "--no-store",
+        ]
         args += ["--senders", ",".join(map(str, counts))] if counts else []
         args += ["--congestion", congestion] if congestion else []
         args += ["--json"] if json_out else []
@@ -106,15 +136,33 @@ def _receive(env, params, json_out: bool, run_receiver):  # type: ignore[no-unty
 
 @sim_app.command("incast")
 def sim_incast(
-    transport: str = typer.Option("tcp,roce-pfc,roce-ecn", "--transport", help="Comma-separated: tcp, roce-pfc, roce-ecn."),
+    transport: str = typer.Option(
+        "tcp,roce-pfc,roce-ecn", "--transport", help="Comma-separated: tcp, roce-pfc, roce-ecn."
+    ),
     senders: str = typer.Option("1,2,4,8,16,32", "--senders", help="Sender counts, e.g. 1,2,4,8."),
     size: str = typer.Option("256KiB", "--size", help="Response size per sender per round."),
-    link_rate: str = typer.Option("100gbit", "--link-rate", help="Every host's link rate (bit/s), e.g. 100gbit, 200mbit."),
-    queue: str = typer.Option("1MiB", "--queue", help="Queue of the switch port towards the receiver, in bytes."),
+    link_rate: str = typer.Option(
+        "100gbit", "--link-rate", help="Every host's link rate (bit/s), e.g. 100gbit, 200mbit."
+    ),
+    queue: str = typer.Option(
+        "1MiB", "--queue", help="Queue of the switch port towards the receiver, in bytes."
+    ),
     mtu: int = typer.Option(1500, "--mtu", min=576, max=9216, help="MTU in bytes."),
-    rtt_us: float = typer.Option(10.0, "--rtt-us", min=0.1, max=1e6, help="Base round-trip time without queueing, us."),
-    sender_burst: str = typer.Option("0", "--sender-burst", help="Bytes a sender's NIC may release back to back (0: paced at line rate; a lab host: its tc tbf bucket)."),
-    port_gso_frames: int = typer.Option(1, "--port-gso-frames", min=1, max=45, help="Largest GSO packet, in frames, the receiver's port queues or drops whole (1: a physical switch; a lab port: see docs/sim.md)."),
+    rtt_us: float = typer.Option(
+        10.0, "--rtt-us", min=0.1, max=1e6, help="Base round-trip time without queueing, us."
+    ),
+    sender_burst: str = typer.Option(
+        "0",
+        "--sender-burst",
+        help="Bytes a sender's NIC may release back to back (0: paced at line rate; a lab host: its tc tbf bucket).",
+    ),
+    port_gso_frames: int = typer.Option(
+        1,
+        "--port-gso-frames",
+        min=1,
+        max=45,
+        help="Largest GSO packet, in frames, the receiver's port queues or drops whole (1: a physical switch; a lab port: see docs/sim.md).",
+    ),
     rounds: int = typer.Option(50, "--rounds", min=1, max=10_000, help="Rounds per sender count (TCP)."),
     seed: int = typer.Option(1, "--seed", min=0, max=2**32 - 1, help="Seed of the request jitter (TCP)."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -133,7 +181,10 @@ def sim_incast(
         die(f"--transport {transport!r}: use {', '.join(TRANSPORTS)}")
     try:
         fabric = IncastFabric(
-            link_bps=parse_rate(link_rate), queue_bytes=parse_size(queue), mtu=mtu, base_rtt_s=rtt_us * 1e-6,
+            link_bps=parse_rate(link_rate),
+            queue_bytes=parse_size(queue),
+            mtu=mtu,
+            base_rtt_s=rtt_us * 1e-6,
             sender_bucket_bytes=parse_size(sender_burst) if sender_burst.strip() != "0" else 0,
             switch_gso_frames=port_gso_frames,
         )
@@ -161,10 +212,17 @@ def sim_incast(
             })  # fmt: skip
     doc = {
         "schema": "fabricscope.sim_incast/v1",
-        "fabric": {"link_bps": fabric.link_bps, "queue_bytes": fabric.queue_bytes, "mtu": fabric.mtu,
-                   "base_rtt_s": fabric.base_rtt_s, "sender_bucket_bytes": fabric.sender_bucket_bytes,
-                   "switch_gso_frames": fabric.switch_gso_frames},
-        "size_bytes": size_bytes, "rounds": rounds, "points": rows,
+        "fabric": {
+            "link_bps": fabric.link_bps,
+            "queue_bytes": fabric.queue_bytes,
+            "mtu": fabric.mtu,
+            "base_rtt_s": fabric.base_rtt_s,
+            "sender_bucket_bytes": fabric.sender_bucket_bytes,
+            "switch_gso_frames": fabric.switch_gso_frames,
+        },
+        "size_bytes": size_bytes,
+        "rounds": rounds,
+        "points": rows,
     }
     if json_out:
         print_json(doc)

@@ -9,7 +9,9 @@ import typer
 from fabricscope.cli.common import JSON_HELP, die, print_json
 from fabricscope.cli.main import command_group
 
-job_app = command_group("job", "Which rank, node or link holds a running or hung job, and what to do about it.")
+job_app = command_group(
+    "job", "Which rank, node or link holds a running or hung job, and what to do about it."
+)
 
 
 def _host_map(items: list[str]) -> dict[int, str]:
@@ -42,13 +44,32 @@ def _render(doc: dict, json_out: bool, html_path: Path | None) -> None:
 
 @job_app.command("diagnose")
 def diagnose(
-    paths: list[Path] = typer.Argument(..., help="Directories or files: Flight Recorder dumps (pickle/JSON), RAS output, job stderr, NCCL logs."),
-    stall_after: float = typer.Option(10.0, "--stall-after", min=0.0, max=86400.0, help="A collective open this many SECONDS at dump time is a stall."),
-    host: list[str] = typer.Option([], "--host", help="RANK=HOST, when the dumps' folders do not name hosts (repeatable)."),
-    html_out: Path | None = typer.Option(None, "--html", help="Also write the HTML page (ranks x collectives timeline) here."),
-    topology: str | None = typer.Option(None, "--topology", help="FILE or lab:NAME: name the cable or switch behind a slow link."),
-    drain: list[str] = typer.Option([], "--drain", help="Drain this host in Slurm if the verdict names it (repeatable)."),
-    apply: bool = typer.Option(False, "--apply", help="With --drain: run scontrol (default: print the command)."),
+    paths: list[Path] = typer.Argument(
+        ...,
+        help="Directories or files: Flight Recorder dumps (pickle/JSON), RAS output, job stderr, NCCL logs.",
+    ),
+    stall_after: float = typer.Option(
+        10.0,
+        "--stall-after",
+        min=0.0,
+        max=86400.0,
+        help="A collective open this many SECONDS at dump time is a stall.",
+    ),
+    host: list[str] = typer.Option(
+        [], "--host", help="RANK=HOST, when the dumps' folders do not name hosts (repeatable)."
+    ),
+    html_out: Path | None = typer.Option(
+        None, "--html", help="Also write the HTML page (ranks x collectives timeline) here."
+    ),
+    topology: str | None = typer.Option(
+        None, "--topology", help="FILE or lab:NAME: name the cable or switch behind a slow link."
+    ),
+    drain: list[str] = typer.Option(
+        [], "--drain", help="Drain this host in Slurm if the verdict names it (repeatable)."
+    ),
+    apply: bool = typer.Option(
+        False, "--apply", help="With --drain: run scontrol (default: print the command)."
+    ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Read what a job left behind and name the rank, node or link that holds it (exit 0 healthy, 1 culprit, 2 unusable)."""
@@ -79,15 +100,29 @@ def _ras_addr(value: str | None) -> tuple[str, int] | None:
 
 @job_app.command("watch")
 def watch(
-    paths: list[Path] = typer.Argument(..., help="The job's dump directories (Flight Recorder, Inspector, logs)."),
-    interval: float = typer.Option(5.0, "--interval", min=1.0, max=3600.0, help="Seconds between polls of the directories."),
-    stall_after: float = typer.Option(10.0, "--stall-after", min=0.0, max=86400.0, help="A collective open this many SECONDS is a stall."),
-    ras: str | None = typer.Option(None, "--ras", help="Also poll NCCL RAS at HOST:PORT (e.g. 127.0.0.1:28028), every 10 s at most."),
+    paths: list[Path] = typer.Argument(
+        ..., help="The job's dump directories (Flight Recorder, Inspector, logs)."
+    ),
+    interval: float = typer.Option(
+        5.0, "--interval", min=1.0, max=3600.0, help="Seconds between polls of the directories."
+    ),
+    stall_after: float = typer.Option(
+        10.0, "--stall-after", min=0.0, max=86400.0, help="A collective open this many SECONDS is a stall."
+    ),
+    ras: str | None = typer.Option(
+        None, "--ras", help="Also poll NCCL RAS at HOST:PORT (e.g. 127.0.0.1:28028), every 10 s at most."
+    ),
     out: Path = typer.Option(Path("."), "--out", help="Directory for job-diagnosis-<time>.json on a stall."),
-    textfile: Path | None = typer.Option(None, "--textfile", help="Write fabricscope_job_* metrics here (node_exporter textfile collector)."),
+    textfile: Path | None = typer.Option(
+        None, "--textfile", help="Write fabricscope_job_* metrics here (node_exporter textfile collector)."
+    ),
     host: list[str] = typer.Option([], "--host", help="RANK=HOST (repeatable)."),
-    duration: float | None = typer.Option(None, "--duration", min=1.0, max=2_592_000.0, help="Stop after SECONDS (default: run until stopped)."),
-    exit_on_stall: bool = typer.Option(False, "--exit-on-stall", help="Exit 1 after writing the first diagnosis."),
+    duration: float | None = typer.Option(
+        None, "--duration", min=1.0, max=2_592_000.0, help="Stop after SECONDS (default: run until stopped)."
+    ),
+    exit_on_stall: bool = typer.Option(
+        False, "--exit-on-stall", help="Exit 1 after writing the first diagnosis."
+    ),
 ) -> None:
     """Poll beside a running job: export progress metrics; on a stall write the diagnosis (exit 0, or 1 with --exit-on-stall)."""
     from fabricscope.report.job import terminal_lines
@@ -105,6 +140,16 @@ def watch(
             console().print(line, highlight=False, soft_wrap=True)
         console().print(f"diagnosis written to {path}", highlight=False)
 
-    state = run_watch(paths, interval_s=interval, stall_s=stall_after, out_dir=out, textfile=textfile, ras_addr=_ras_addr(ras),
-                      duration_s=duration, exit_on_stall=exit_on_stall, on_diagnosis=report, host_map=_host_map(host))
+    state = run_watch(
+        paths,
+        interval_s=interval,
+        stall_s=stall_after,
+        out_dir=out,
+        textfile=textfile,
+        ras_addr=_ras_addr(ras),
+        duration_s=duration,
+        exit_on_stall=exit_on_stall,
+        on_diagnosis=report,
+        host_map=_host_map(host),
+    )
     raise typer.Exit(1 if exit_on_stall and state.stalled else 0)

@@ -15,10 +15,17 @@ from fabricscope.cli.exporter import monitoring_app
 def k8s(
     out: Path = typer.Option(..., "-o", "--out", help="Directory to write the manifests into."),
     namespace: str = typer.Option("monitoring", "--namespace", help="Namespace of the exporter DaemonSet."),
-    npd_namespace: str = typer.Option("kube-system", "--npd-namespace", help="Namespace where node-problem-detector runs."),
-    image: str = typer.Option(None, "--image", help="Container image with fabricscope (default fabricscope:VERSION)."),
-    fabricscope_path: str = typer.Option("/usr/local/bin/fabricscope", "--fabricscope-path",
-                                         help="Where node-problem-detector finds the fabricscope command."),
+    npd_namespace: str = typer.Option(
+        "kube-system", "--npd-namespace", help="Namespace where node-problem-detector runs."
+    ),
+    image: str = typer.Option(
+        None, "--image", help="Container image with fabricscope (default fabricscope:VERSION)."
+    ),
+    fabricscope_path: str = typer.Option(
+        "/usr/local/bin/fabricscope",
+        "--fabricscope-path",
+        help="Where node-problem-detector finds the fabricscope command.",
+    ),
     force: bool = typer.Option(False, "--force", help="Overwrite files that differ."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -37,7 +44,11 @@ def k8s(
             die(f"{what} {value!r} is not a valid namespace name")
     written = []
     for name, (kind, content) in manifests(namespace, npd_namespace, image, fabricscope_path).items():
-        text = json.dumps(content, indent=2) + "\n" if kind == "json" else yaml.safe_dump(content, sort_keys=False)
+        text = (
+            json.dumps(content, indent=2) + "\n"
+            if kind == "json"
+            else yaml.safe_dump(content, sort_keys=False)
+        )
         path = out / name
         status = "written"
         if path.exists():
@@ -58,4 +69,6 @@ def k8s(
         return
     for item in written:
         typer.echo(f"{item['status']:<9} {item['path']}")
-    typer.echo("kubectl apply -f the DaemonSet and ConfigMap; docs/fleet.md says how node-problem-detector loads the plugin.")
+    typer.echo(
+        "kubectl apply -f the DaemonSet and ConfigMap; docs/fleet.md says how node-problem-detector loads the plugin."
+    )

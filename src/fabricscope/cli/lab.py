@@ -47,17 +47,39 @@ def up(
     name: str = typer.Option("lab", "--name", help="Lab name: 1-12 lower-case letters/digits."),
     topology: str = typer.Option("star", "--topology", help="star, leaf-spine or rail."),
     hosts: int = typer.Option(4, "--hosts", min=1, max=MAX_HOSTS, help="Number of hosts (h1 .. hN)."),
-    hosts_per_leaf: int = typer.Option(None, "--hosts-per-leaf", min=1, max=MAX_HOSTS, help="leaf-spine: hosts under each leaf."),
-    rails: int = typer.Option(2, "--rails", min=1, max=MAX_RAILS, help="rail: NICs per host, one rail switch each."),
-    link_rate: str = typer.Option(None, "--link-rate", help="Host link rate, e.g. 1gbit, 250mbit (default: unshaped)."),
+    hosts_per_leaf: int = typer.Option(
+        None, "--hosts-per-leaf", min=1, max=MAX_HOSTS, help="leaf-spine: hosts under each leaf."
+    ),
+    rails: int = typer.Option(
+        2, "--rails", min=1, max=MAX_RAILS, help="rail: NICs per host, one rail switch each."
+    ),
+    link_rate: str = typer.Option(
+        None, "--link-rate", help="Host link rate, e.g. 1gbit, 250mbit (default: unshaped)."
+    ),
     uplink_rate: str = typer.Option(None, "--uplink-rate", help="leaf-spine: leaf-to-spine rate."),
-    oversubscription: str = typer.Option(None, "--oversubscription", help="leaf-spine: DOWN:UP, e.g. 4:1 (uplink = hosts-per-leaf x link rate / 4)."),
+    oversubscription: str = typer.Option(
+        None,
+        "--oversubscription",
+        help="leaf-spine: DOWN:UP, e.g. 4:1 (uplink = hosts-per-leaf x link rate / 4).",
+    ),
     loss: str = typer.Option(None, "--loss", help="Random loss per direction on host links, e.g. 0.1%."),
-    loss_on: str = typer.Option(None, "--loss-on", help="Apply --loss only to these hosts (comma-separated, e.g. h3)."),
+    loss_on: str = typer.Option(
+        None, "--loss-on", help="Apply --loss only to these hosts (comma-separated, e.g. h3)."
+    ),
     mtu: int = typer.Option(1500, "--mtu", min=576, max=65000, help="MTU of every lab interface."),
-    lldp: bool = typer.Option(False, "--lldp", help="Run lldpd on every switch and host (real LLDP for `topology discover lldp`; Debian package lldpd)."),
-    slurm: bool = typer.Option(False, "--slurm", help="Run a real Slurm cluster over the lab: munged, slurmctld here, one slurmd per host in its namespace (Debian packages slurm-wlm and munge)."),
-    replace: bool = typer.Option(False, "--replace", help="Rebuild even if a lab of this name exists with other options."),
+    lldp: bool = typer.Option(
+        False,
+        "--lldp",
+        help="Run lldpd on every switch and host (real LLDP for `topology discover lldp`; Debian package lldpd).",
+    ),
+    slurm: bool = typer.Option(
+        False,
+        "--slurm",
+        help="Run a real Slurm cluster over the lab: munged, slurmctld here, one slurmd per host in its namespace (Debian packages slurm-wlm and munge).",
+    ),
+    replace: bool = typer.Option(
+        False, "--replace", help="Rebuild even if a lab of this name exists with other options."
+    ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Create (or confirm) a lab. Idempotent: the same command twice changes nothing."""
@@ -97,7 +119,9 @@ def down(name: str = typer.Argument(..., help="Lab name.")) -> None:
         removed = Labs().down(name)
     except FabricscopeError as exc:
         die(str(exc), exc.exit_code)
-    typer.echo(f"lab {name}: removed {len(removed)} namespaces" if removed else f"lab {name}: nothing to remove")
+    typer.echo(
+        f"lab {name}: removed {len(removed)} namespaces" if removed else f"lab {name}: nothing to remove"
+    )
 
 
 @lab_app.command("status")
@@ -115,14 +139,18 @@ def status(
                 try:
                     docs.append(labs.status(n))
                 except LabError as exc:
-                    docs.append({"schema": "fabricscope.lab/v1", "name": n, "status": "leftover", "problem": str(exc)})
+                    docs.append(
+                        {"schema": "fabricscope.lab/v1", "name": n, "status": "leftover", "problem": str(exc)}
+                    )
             if json_out:
                 print_json({"schema": "fabricscope.labs/v1", "labs": docs})
             elif not docs:
                 typer.echo("no labs")
             else:
                 for d in docs:
-                    typer.echo(f"{d['name']:<14} {d['status']:<9} {d.get('topology', '-'):<11} {len(d.get('hosts', []))} hosts")
+                    typer.echo(
+                        f"{d['name']:<14} {d['status']:<9} {d.get('topology', '-'):<11} {len(d.get('hosts', []))} hosts"
+                    )
             return
         doc = labs.status(name)
     except FabricscopeError as exc:
@@ -145,9 +173,15 @@ def _can_list() -> bool:
 def set_link(
     name: str = typer.Argument(..., help="Lab name."),
     target: str = typer.Argument(..., help="Host (h3) or leaf uplink (leaf1)."),
-    link_rate: str = typer.Option(None, "--link-rate", help="New rate, e.g. 250mbit; 'none' removes shaping."),
+    link_rate: str = typer.Option(
+        None, "--link-rate", help="New rate, e.g. 250mbit; 'none' removes shaping."
+    ),
     loss: str = typer.Option(None, "--loss", help="New random loss per direction, e.g. 1% (0% removes it)."),
-    queue: str = typer.Option(None, "--queue", help="Queue of the switch port towards this host (or of the uplink), e.g. 64KiB: a shallow buffer; 'default' = 50 ms at the rate."),
+    queue: str = typer.Option(
+        None,
+        "--queue",
+        help="Queue of the switch port towards this host (or of the uplink), e.g. 64KiB: a shallow buffer; 'default' = 50 ms at the rate.",
+    ),
 ) -> None:
     """Make one host's link (or a leaf's uplink) slow, lossy or shallow-buffered: plant a faulty node."""
     if link_rate is None and loss is None and queue is None:
@@ -165,7 +199,9 @@ def set_link(
         die(str(exc), exc.exit_code)
     setting = state.link(target)
     shown = f"{setting.queue_bytes} bytes" if setting.queue_bytes else "default (50 ms)"
-    typer.echo(f"lab {name}: {target} now {format_rate(setting.rate_bps)}, loss {setting.loss_pct:g}%, switch queue {shown}")
+    typer.echo(
+        f"lab {name}: {target} now {format_rate(setting.rate_bps)}, loss {setting.loss_pct:g}%, switch queue {shown}"
+    )
 
 
 @lab_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -173,7 +209,9 @@ def exec_(
     ctx: typer.Context,
     name: str = typer.Argument(..., help="Lab name."),
     host: str = typer.Argument(..., help="Host, e.g. h1."),
-    timeout: float = typer.Option(None, "--timeout", min=0.1, max=86400, help="End the command after SECONDS (exit 124)."),
+    timeout: float = typer.Option(
+        None, "--timeout", min=0.1, max=86400, help="End the command after SECONDS (exit 124)."
+    ),
 ) -> None:
     """Run one command on one host: `lab exec NAME h2 -- ping -c1 198.18.0.1`."""
     command = list(ctx.args)
@@ -193,10 +231,18 @@ def exec_(
 def run(
     ctx: typer.Context,
     name: str = typer.Argument(..., help="Lab name."),
-    hosts: str = typer.Option(None, "--hosts", help="Hosts in rank order (default all, h1 = rank 0), e.g. h1,h5,h2,h6."),
-    master_port: int = typer.Option(DEFAULT_MASTER_PORT, "--master-port", min=1, max=65535, help="MASTER_PORT given to every host."),
-    timeout: float = typer.Option(3600.0, "--timeout", min=0.1, max=86400, help="End every host's command after SECONDS (exit 124)."),
-    grace: float = typer.Option(10.0, "--grace", min=0, max=3600, help="After one host fails, give the others SECONDS to end."),
+    hosts: str = typer.Option(
+        None, "--hosts", help="Hosts in rank order (default all, h1 = rank 0), e.g. h1,h5,h2,h6."
+    ),
+    master_port: int = typer.Option(
+        DEFAULT_MASTER_PORT, "--master-port", min=1, max=65535, help="MASTER_PORT given to every host."
+    ),
+    timeout: float = typer.Option(
+        3600.0, "--timeout", min=0.1, max=86400, help="End every host's command after SECONDS (exit 124)."
+    ),
+    grace: float = typer.Option(
+        10.0, "--grace", min=0, max=3600, help="After one host fails, give the others SECONDS to end."
+    ),
 ) -> None:
     """Run a command on every host at once, with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT.
 
@@ -224,8 +270,12 @@ def run(
 
 def _print_status(doc: dict) -> None:
     out = sys.stdout
-    out.write(f"lab {doc['name']} [{doc['status']}] topology {doc['topology']}, switches {', '.join(doc['switches'])}\n")
-    out.write(f"  {'host':<5} {'rank':>4}  {'address':<18} {'switch':<8} {'rate':>9} {'loss':>6}  live (host/switch side)\n")
+    out.write(
+        f"lab {doc['name']} [{doc['status']}] topology {doc['topology']}, switches {', '.join(doc['switches'])}\n"
+    )
+    out.write(
+        f"  {'host':<5} {'rank':>4}  {'address':<18} {'switch':<8} {'rate':>9} {'loss':>6}  live (host/switch side)\n"
+    )
     for h in doc["hosts"]:
         for link in h["links"]:
             live = "/".join(_live(link[k]) for k in ("live_host_side", "live_switch_side"))
@@ -238,7 +288,11 @@ def _print_status(doc: dict) -> None:
         out.write(f"  uplink {u['leaf']} -> {u['spine']}: {u['rate']}, loss {u['loss_pct']:g}%  {live}\n")
     if doc.get("slurm"):
         nodes = doc["slurm"]["nodes"]
-        states = ", ".join(f"{n} {st}" for n, st in sorted(nodes.items())) if nodes is not None else "slurmctld does not answer"
+        states = (
+            ", ".join(f"{n} {st}" for n, st in sorted(nodes.items()))
+            if nodes is not None
+            else "slurmctld does not answer"
+        )
         out.write(f"  slurm: controller {doc['slurm']['controller']}, partition lab: {states}\n")
         out.write(f"  clients (srun, sinfo, scontrol) need: export SLURM_CONF={doc['slurm']['conf']}\n")
 

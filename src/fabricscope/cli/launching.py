@@ -21,7 +21,10 @@ LAUNCH_HELP = (
 # The options every job command (bench collective|matrix|incast, fleet) shares, declared once.
 LAUNCH_OPTION = typer.Option(None, "--launch", help=LAUNCH_HELP, rich_help_panel="Launch")
 MASTER_ADDR_OPTION = typer.Option(
-    None, "--master-addr", help="Host of rank 0 (default MASTER_ADDR; needed under mpirun).", rich_help_panel="Launch"
+    None,
+    "--master-addr",
+    help="Host of rank 0 (default MASTER_ADDR; needed under mpirun).",
+    rich_help_panel="Launch",
 )
 MASTER_PORT_OPTION = typer.Option(
     None, "--master-port", min=1, max=65535, help="Port of rank 0's store (default MASTER_PORT or 29500).",
@@ -31,7 +34,9 @@ SINGLE_RANK_OPTION = typer.Option(
     False, "--single-rank", help="Run as one process on purpose (nothing crosses the network; for trying the command).",
     rich_help_panel="Launch",
 )  # fmt: skip
-STORE_OPTION = typer.Option(True, "--store/--no-store", help="Save the result in the history.", rich_help_panel="Output")
+STORE_OPTION = typer.Option(
+    True, "--store/--no-store", help="Save the result in the history.", rich_help_panel="Output"
+)
 
 
 def refuse_one_rank(command: str, launch: str | None, world_size: int | None, single_rank: bool) -> None:
@@ -59,7 +64,11 @@ def launch_ranks(launch: str, child_args: list[str], timeout_s: float, master_po
 
     try:
         spec = parse_launch(launch)
-        specs = local_specs(spec.count or 1, child_args, port=master_port) if spec.kind == "local" else lab_specs(spec, child_args, port=master_port)
+        specs = (
+            local_specs(spec.count or 1, child_args, port=master_port)
+            if spec.kind == "local"
+            else lab_specs(spec, child_args, port=master_port)
+        )
     except FabricscopeError as exc:
         die(str(exc), exc.exit_code)
     try:
@@ -73,7 +82,9 @@ def launch_ranks(launch: str, child_args: list[str], timeout_s: float, master_po
         first = result.first_failure if result.first_failure in failed else next(iter(failed))
         code = result.codes[first]
         how = f"killed by signal {-code}" if code < 0 else f"exit {code}"
-        die(f"{len(failed)} of {len(specs)} ranks failed (first: {first}, {how})")  # the run could not complete
+        die(
+            f"{len(failed)} of {len(specs)} ranks failed (first: {first}, {how})"
+        )  # the run could not complete
     raise typer.Exit(result.worst)
 
 

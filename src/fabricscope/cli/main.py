@@ -96,7 +96,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
 ) -> None:
     """fabricscope: GPU-cluster network doctor, NCCL advisor, benchmarks, simulator and exporter."""
 
@@ -168,7 +170,10 @@ def main() -> None:
     except Exception as exc:  # never a traceback for the user; FABRICSCOPE_DEBUG=1 shows it
         if os.environ.get("FABRICSCOPE_DEBUG"):
             raise
-        typer.echo(f"fabricscope: internal error: {type(exc).__name__}: {exc} (FABRICSCOPE_DEBUG=1 shows details)", err=True)
+        typer.echo(
+            f"fabricscope: internal error: {type(exc).__name__}: {exc} (FABRICSCOPE_DEBUG=1 shows details)",
+            err=True,
+        )
         sys.exit(2)
     finally:
         shutdown()  # child processes still running (a signal, an error): end their whole groups

@@ -40,13 +40,30 @@ MAX_TABLE_RANKS = 64
 
 @nccl_app.command("log")
 def log_cmd(
-    files: list[str] = typer.Argument(..., metavar="FILE...", help="NCCL_DEBUG=INFO/WARN output: one interleaved file, one per rank, .gz, or - for stdin."),
+    files: list[str] = typer.Argument(
+        ...,
+        metavar="FILE...",
+        help="NCCL_DEBUG=INFO/WARN output: one interleaved file, one per rank, .gz, or - for stdin.",
+    ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    expect: str = typer.Option("auto", "--expect", help="What inter-node traffic should use: rdma, socket or auto (judge from the log)."),
+    expect: str = typer.Option(
+        "auto",
+        "--expect",
+        help="What inter-node traffic should use: rdma, socket or auto (judge from the log).",
+    ),
     fail_on: str = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP),
-    show_ranks: bool = typer.Option(False, "--ranks", help=f"Print the per-rank table even above {MAX_TABLE_RANKS} ranks."),
+    show_ranks: bool = typer.Option(
+        False, "--ranks", help=f"Print the per-rank table even above {MAX_TABLE_RANKS} ranks."
+    ),
     show_pass: bool = typer.Option(True, "--pass/--no-pass", help="Show passing verdicts too."),
-    jobs: int = typer.Option(0, "--jobs", "-j", min=0, max=1024, help="Files read at once, one process each (0: one per core). Same result for any value."),
+    jobs: int = typer.Option(
+        0,
+        "--jobs",
+        "-j",
+        min=0,
+        max=1024,
+        help="Files read at once, one process each (0: one per core). Same result for any value.",
+    ),
 ) -> None:
     """Which transport each rank really used, and why the job failed: verdicts with fixes."""
     threshold = parse_fail_on(fail_on)
@@ -74,14 +91,22 @@ def log_cmd(
     report = build_report(agg)
     if report.recognised_lines == 0:
         binary = any(f["binary_lines"] for f in report.files)
-        what = "binary data" if binary else "no NCCL log line and no message NCCL, PyTorch or the network plugins print"
-        die(f"{', '.join(files)}: {what}; expected NCCL_DEBUG=INFO or WARN output (lines like 'host:pid:tid [0] NCCL INFO ...')")
+        what = (
+            "binary data"
+            if binary
+            else "no NCCL log line and no message NCCL, PyTorch or the network plugins print"
+        )
+        die(
+            f"{', '.join(files)}: {what}; expected NCCL_DEBUG=INFO or WARN output (lines like 'host:pid:tid [0] NCCL INFO ...')"
+        )
     if json_out:
         print_json(report.to_dict())
     else:
         out = console()
         _render_summary(out, report, show_ranks)
-        render_findings(report.findings, title="Verdicts", out=out, show_pass=show_pass, area_titles=LOG_AREAS)
+        render_findings(
+            report.findings, title="Verdicts", out=out, show_pass=show_pass, area_titles=LOG_AREAS
+        )
     raise typer.Exit(exit_code(report.findings, threshold))
 
 
@@ -89,8 +114,13 @@ def _read_with_progress(files: list[str], expect: str, jobs: int, total: int) ->
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
     with Progress(
-        "[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-        TimeRemainingColumn(), console=console(stderr=True), transient=True,
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=console(stderr=True),
+        transient=True,
     ) as progress:
         task = progress.add_task("reading", total=total)
         if jobs > 1 and len(files) > 1:  # progress per file read
@@ -98,7 +128,9 @@ def _read_with_progress(files: list[str], expect: str, jobs: int, total: int) ->
         agg, done = LogAggregator(expect=expect), 0
         for path in files:
             progress.update(task, description=os.path.basename(path)[:30])
-            part = read_file(path, expect, progress=lambda n, base=done: progress.update(task, completed=base + n))
+            part = read_file(
+                path, expect, progress=lambda n, base=done: progress.update(task, completed=base + n)
+            )
             done += part.files[-1].bytes
             merge(agg, part)
             progress.update(task, completed=done)
@@ -116,7 +148,9 @@ def _render_summary(out, report, show_ranks: bool) -> None:
         + f", {s['hosts']} host(s), {s['ranks']} rank(s), NCCL {versions}"
     )
     if s["unrecognised_lines"]:
-        out.print(f"{s['unrecognised_lines']:,} lines not recognised (neither NCCL's nor a catalogued message)")
+        out.print(
+            f"{s['unrecognised_lines']:,} lines not recognised (neither NCCL's nor a catalogued message)"
+        )
     v = report.verdict
     fatal = {True: "the job stopped", False: "NCCL went on", None: "nothing failed"}[v["fatal"]]
     out.print(f"[bold]Verdict[/bold]: {v['root_cause']} ({fatal}; transport {v['transport'] or 'not shown'})")
@@ -159,10 +193,28 @@ def env_cmd(
     root: str = typer.Option(None, "--root", help=ROOT_HELP),
     workload: str = typer.Option("training", "--workload", help="training or inference."),
     fmt: str = typer.Option("shell", "--format", help="shell, json, slurm or k8s."),
-    nccl_version: str = typer.Option(None, "--nccl-version", help="NCCL version the job uses (GID index is set explicitly below 2.21)."),
-    rail_optimized: bool = typer.Option(False, "--rail-optimized", help="The fabric is rail-optimised: keep rings on one rail (NCCL_CROSS_NIC=0)."),
-    switch_tiers: int | None = typer.Option(None, "--switch-tiers", min=1, max=5, help="Switch tiers between nodes (RoCE with 2+ tiers gets more QPs for ECMP entropy); 2 is assumed, and said to be, when not given."),
-    ar_sl: int = typer.Option(None, "--ar-sl", min=0, max=15, help="InfiniBand service level with adaptive routing enabled by the subnet manager."),
+    nccl_version: str = typer.Option(
+        None, "--nccl-version", help="NCCL version the job uses (GID index is set explicitly below 2.21)."
+    ),
+    rail_optimized: bool = typer.Option(
+        False,
+        "--rail-optimized",
+        help="The fabric is rail-optimised: keep rings on one rail (NCCL_CROSS_NIC=0).",
+    ),
+    switch_tiers: int | None = typer.Option(
+        None,
+        "--switch-tiers",
+        min=1,
+        max=5,
+        help="Switch tiers between nodes (RoCE with 2+ tiers gets more QPs for ECMP entropy); 2 is assumed, and said to be, when not given.",
+    ),
+    ar_sl: int = typer.Option(
+        None,
+        "--ar-sl",
+        min=0,
+        max=15,
+        help="InfiniBand service level with adaptive routing enabled by the subnet manager.",
+    ),
 ) -> None:
     """The NCCL settings to use on this node, each with the reason, ready to paste."""
     from fabricscope.nccl.envgen import FORMATS, WORKLOADS, plan_env, render
@@ -174,7 +226,14 @@ def env_cmd(
     if nccl_version is not None and parse_version(nccl_version) is None:
         die(f"--nccl-version {nccl_version!r} is not a version like 2.19.3")
     inv = read_inventory(open_root(root))
-    plan = plan_env(inv, workload=workload, nccl_version=nccl_version, rail_optimized=rail_optimized, switch_tiers=switch_tiers, ar_sl=ar_sl)
+    plan = plan_env(
+        inv,
+        workload=workload,
+        nccl_version=nccl_version,
+        rail_optimized=rail_optimized,
+        switch_tiers=switch_tiers,
+        ar_sl=ar_sl,
+    )
     sys.stdout.write(render(plan, fmt))
 
 
@@ -198,12 +257,22 @@ def _read_text(path: str, what: str) -> str:
 @nccl_app.command("lint")
 def lint_cmd(
     env_file: list[str] = typer.Option(None, "--env-file", help="KEY=VALUE file (repeatable)."),
-    script: list[str] = typer.Option(None, "--script", help="Job script, Slurm batch file, Kubernetes manifest or Python launcher (repeatable)."),
-    from_environ: bool = typer.Option(False, "--from-environ", help="Lint the NCCL_* variables of this process's environment."),
+    script: list[str] = typer.Option(
+        None,
+        "--script",
+        help="Job script, Slurm batch file, Kubernetes manifest or Python launcher (repeatable).",
+    ),
+    from_environ: bool = typer.Option(
+        False, "--from-environ", help="Lint the NCCL_* variables of this process's environment."
+    ),
     root: str = typer.Option(None, "--root", help=ROOT_HELP),
     no_node: bool = typer.Option(False, "--no-node", help="Check names and values only, not against a node."),
-    nccl_version: str = typer.Option(None, "--nccl-version", help="NCCL version the job uses (default: assume a current one)."),
-    debugging: bool = typer.Option(False, "--debugging", help="The job is a debugging run: NCCL_DEBUG=INFO is info, not warn."),
+    nccl_version: str = typer.Option(
+        None, "--nccl-version", help="NCCL version the job uses (default: assume a current one)."
+    ),
+    debugging: bool = typer.Option(
+        False, "--debugging", help="The job is a debugging run: NCCL_DEBUG=INFO is info, not warn."
+    ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     fail_on: str = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP),
     show_pass: bool = typer.Option(True, "--pass/--no-pass", help="Show passing checks too."),
@@ -225,14 +294,18 @@ def lint_cmd(
     settings, findings = lint_job(sources, node, inv, nccl_version=nccl_version, production=not debugging)
     if not settings.effective and not settings.unparsed:
         where = ", ".join(sources.labels) or "no --env-file, --script or --from-environ given"
-        die(f"no NCCL_* setting found ({where}; /etc/nccl.conf {'absent' if inv is not None else 'not read'})")
+        die(
+            f"no NCCL_* setting found ({where}; /etc/nccl.conf {'absent' if inv is not None else 'not read'})"
+        )
     if json_out:
         print_json(
             {
                 "schema": SCHEMA,
                 "host": inv.hostname if inv is not None else None,
                 "root": node.label if node is not None else None,
-                "settings": [{"name": s.name, "value": s.value, "source": s.where} for s in settings.effective.values()],
+                "settings": [
+                    {"name": s.name, "value": s.value, "source": s.where} for s in settings.effective.values()
+                ],
                 "findings": [f.to_dict() for f in findings],
                 "summary": summarize(findings),
             }
@@ -251,7 +324,13 @@ def _render_lint(findings, settings, inv, show_pass: bool) -> None:
 
     out = console()
     host = inv.hostname if inv is not None else None
-    out.print(Text(f"fabricscope nccl lint: {len(settings.effective)} NCCL setting(s)" + (f" against {host}" if host else " (no node)"), style="bold"))
+    out.print(
+        Text(
+            f"fabricscope nccl lint: {len(settings.effective)} NCCL setting(s)"
+            + (f" against {host}" if host else " (no node)"),
+            style="bold",
+        )
+    )
     for f in findings:
         if f.severity is Severity.PASS and not show_pass:
             continue

@@ -89,25 +89,102 @@ def _calibration(choice: str, params: Any, world_size: int) -> Any:
 
 @app.command("ready")
 def ready(
-    script: list[str] = typer.Option(None, "--script", help="The job's script (Slurm batch file, launcher, manifest): its NCCL settings are linted on every node (repeatable).", rich_help_panel="The job"),
-    env_file: list[str] = typer.Option(None, "--env-file", help="The job's KEY=VALUE settings file (repeatable).", rich_help_panel="The job"),
-    expect: str = typer.Option(None, "--expect", help="Expected-hardware manifest (YAML) every node must meet (fleet doctor --expect).", rich_help_panel="The nodes"),
-    topology: str = typer.Option(None, "--topology", help="The fabric: a topology file, lab:NAME or discover (LLDP). Without it, one non-blocking switch is assumed.", rich_help_panel="The fabric"),
-    nic_rate: str = typer.Option(None, "--nic-rate", help="Each node's link rate when neither --topology nor doctor says it, e.g. 400G.", rich_help_panel="The fabric"),
-    op: str = typer.Option("all_reduce", "--op", help="The job's collective: all_reduce, all_gather, reduce_scatter, alltoall, broadcast, sendrecv.", rich_help_panel="The job"),
-    sizes: str = typer.Option("64M", "--sizes", help="The job's message sizes, e.g. 64M or 16M,256M (the largest is judged).", rich_help_panel="The job"),
-    dtype: str = typer.Option("float", "--dtype", help="Element type of the collective.", rich_help_panel="The job"),
-    backend: str = typer.Option("auto", "--backend", help="gloo, nccl or auto (nccl where CUDA GPUs are).", rich_help_panel="The job"),
-    rdma: bool = typer.Option(True, "--rdma/--no-rdma", help="Also run the matrix over RDMA where every node has it.", rich_help_panel="The fabric"),
-    budget: float = typer.Option(300.0, "--budget", min=10, max=86400, help="Seconds the whole run may take; the steps are sized to fit.", rich_help_panel="Run"),
-    root: str = typer.Option(None, "--root", help="Read each node from this snapshot or mounted filesystem instead ({host} becomes the node's name).", rich_help_panel="The nodes"),
-    nccl_version: str = typer.Option(None, "--nccl-version", help="NCCL version the job uses (for the lint).", rich_help_panel="The job"),
-    calibrate: str = typer.Option("auto", "--calibrate", help="Stored collective run to calibrate the model on: auto (newest matching), none, or a run id.", rich_help_panel="The fabric"),
-    fail_on: str = typer.Option("fail", "--fail-on", help="fail: exit 1 when not ready; warn: also when ready with warnings.", rich_help_panel="Output"),
+    script: list[str] = typer.Option(
+        None,
+        "--script",
+        help="The job's script (Slurm batch file, launcher, manifest): its NCCL settings are linted on every node (repeatable).",
+        rich_help_panel="The job",
+    ),
+    env_file: list[str] = typer.Option(
+        None, "--env-file", help="The job's KEY=VALUE settings file (repeatable).", rich_help_panel="The job"
+    ),
+    expect: str = typer.Option(
+        None,
+        "--expect",
+        help="Expected-hardware manifest (YAML) every node must meet (fleet doctor --expect).",
+        rich_help_panel="The nodes",
+    ),
+    topology: str = typer.Option(
+        None,
+        "--topology",
+        help="The fabric: a topology file, lab:NAME or discover (LLDP). Without it, one non-blocking switch is assumed.",
+        rich_help_panel="The fabric",
+    ),
+    nic_rate: str = typer.Option(
+        None,
+        "--nic-rate",
+        help="Each node's link rate when neither --topology nor doctor says it, e.g. 400G.",
+        rich_help_panel="The fabric",
+    ),
+    op: str = typer.Option(
+        "all_reduce",
+        "--op",
+        help="The job's collective: all_reduce, all_gather, reduce_scatter, alltoall, broadcast, sendrecv.",
+        rich_help_panel="The job",
+    ),
+    sizes: str = typer.Option(
+        "64M",
+        "--sizes",
+        help="The job's message sizes, e.g. 64M or 16M,256M (the largest is judged).",
+        rich_help_panel="The job",
+    ),
+    dtype: str = typer.Option(
+        "float", "--dtype", help="Element type of the collective.", rich_help_panel="The job"
+    ),
+    backend: str = typer.Option(
+        "auto", "--backend", help="gloo, nccl or auto (nccl where CUDA GPUs are).", rich_help_panel="The job"
+    ),
+    rdma: bool = typer.Option(
+        True,
+        "--rdma/--no-rdma",
+        help="Also run the matrix over RDMA where every node has it.",
+        rich_help_panel="The fabric",
+    ),
+    budget: float = typer.Option(
+        300.0,
+        "--budget",
+        min=10,
+        max=86400,
+        help="Seconds the whole run may take; the steps are sized to fit.",
+        rich_help_panel="Run",
+    ),
+    root: str = typer.Option(
+        None,
+        "--root",
+        help="Read each node from this snapshot or mounted filesystem instead ({host} becomes the node's name).",
+        rich_help_panel="The nodes",
+    ),
+    nccl_version: str = typer.Option(
+        None, "--nccl-version", help="NCCL version the job uses (for the lint).", rich_help_panel="The job"
+    ),
+    calibrate: str = typer.Option(
+        "auto",
+        "--calibrate",
+        help="Stored collective run to calibrate the model on: auto (newest matching), none, or a run id.",
+        rich_help_panel="The fabric",
+    ),
+    fail_on: str = typer.Option(
+        "fail",
+        "--fail-on",
+        help="fail: exit 1 when not ready; warn: also when ready with warnings.",
+        rich_help_panel="Output",
+    ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel="Output"),
     launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP, rich_help_panel="Run"),
-    master_addr: str = typer.Option(None, "--master-addr", help="Host of rank 0 (default MASTER_ADDR; needed under mpirun).", rich_help_panel="Run"),
-    master_port: int = typer.Option(None, "--master-port", min=1, max=65532, help="Port of rank 0's store (the steps use it and the next three).", rich_help_panel="Run"),
+    master_addr: str = typer.Option(
+        None,
+        "--master-addr",
+        help="Host of rank 0 (default MASTER_ADDR; needed under mpirun).",
+        rich_help_panel="Run",
+    ),
+    master_port: int = typer.Option(
+        None,
+        "--master-port",
+        min=1,
+        max=65532,
+        help="Port of rank 0's store (the steps use it and the next three).",
+        rich_help_panel="Run",
+    ),
 ) -> None:
     """Is this allocation ready for this job? Run it as the job runs (srun, torchrun, --launch lab:NAME).
 
@@ -146,18 +223,36 @@ def ready(
         except ReadyError as exc:
             die(str(exc))
         args = child_argv(["ready"], params, READY_FLAGS, ["--json"] if json_out else [])
-        launch_ranks(launch, args + ["--calibrate", calibrate], timeout_s=budget + 120, master_port=master_port)
-    _run(params, sources if (params.scripts or params.env_files) else None, calibrate, json_out, master_addr, master_port)
+        launch_ranks(
+            launch, args + ["--calibrate", calibrate], timeout_s=budget + 120, master_port=master_port
+        )
+    _run(
+        params,
+        sources if (params.scripts or params.env_files) else None,
+        calibrate,
+        json_out,
+        master_addr,
+        master_port,
+    )
 
 
-def _run(params: Any, sources: Any, calibrate: str, json_out: bool, master_addr: str | None, master_port: int | None) -> None:
+def _run(
+    params: Any,
+    sources: Any,
+    calibrate: str,
+    json_out: bool,
+    master_addr: str | None,
+    master_port: int | None,
+) -> None:
     from fabricscope.ready.params import ReadyError
     from fabricscope.ready.run import Runner
     from fabricscope.report.ready import prediction_lines, step_lines, summary_lines, to_document, write_lines
 
     env = dist_env(master_addr, master_port)
     if env.launcher == "single":
-        die("run it as the job runs: srun -N 4 fabricscope ready ..., torchrun --nnodes 4 -m fabricscope ready ..., or --launch lab:NAME")
+        die(
+            "run it as the job runs: srun -N 4 fabricscope ready ..., torchrun --nnodes 4 -m fabricscope ready ..., or --launch lab:NAME"
+        )
     calibration = _calibration(calibrate, params, env.world_size) if env.rank == 0 else None
     out = sys.stdout
     show = not json_out and env.rank == 0
@@ -167,7 +262,9 @@ def _run(params: Any, sources: Any, calibrate: str, json_out: bool, master_addr:
     except ReadyError as exc:
         die(str(exc))
     try:
-        run = runner.execute((lambda pred: write_lines(prediction_lines(pred, runner.run.hosts), out)) if show else None)
+        run = runner.execute(
+            (lambda pred: write_lines(prediction_lines(pred, runner.run.hosts), out)) if show else None
+        )
     except FabricscopeError as exc:
         end_rank(str(exc))  # not rank 0: rank 0 reports the step that failed
     if run is None:

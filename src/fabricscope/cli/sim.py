@@ -27,7 +27,13 @@ sim_app = typer.Typer(
 )
 app.add_typer(sim_app, name="sim")
 
-Calib = Annotated[int | None, typer.Option("--calibrate", help="Fit alpha and efficiency to a stored collective run (its id in the bench history) first.")]
+Calib = Annotated[
+    int | None,
+    typer.Option(
+        "--calibrate",
+        help="Fit alpha and efficiency to a stored collective run (its id in the bench history) first.",
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 
 
@@ -89,10 +95,18 @@ def collective(scenario: dict[str, Any], calibrate_run: Calib = None, json_out: 
 
 
 @sim_app.command("infer")
-@scenario_options(INFER, FABRIC, TRANSPORT, ["explain"], defaults={"transport": "tcp"}, models=(InferPlan, Scenario))
-def infer(scenario: dict[str, Any], params: Annotated[str, typer.Option("--params", help="Model parameters, e.g. 70e9.")] = "70e9",
-          active_params: Annotated[str | None, typer.Option("--active-params", help="MoE: parameters active per token, e.g. 13e9 (default: all).")] = None,
-          json_out: Json = False) -> None:
+@scenario_options(
+    INFER, FABRIC, TRANSPORT, ["explain"], defaults={"transport": "tcp"}, models=(InferPlan, Scenario)
+)
+def infer(
+    scenario: dict[str, Any],
+    params: Annotated[str, typer.Option("--params", help="Model parameters, e.g. 70e9.")] = "70e9",
+    active_params: Annotated[
+        str | None,
+        typer.Option("--active-params", help="MoE: parameters active per token, e.g. 13e9 (default: all)."),
+    ] = None,
+    json_out: Json = False,
+) -> None:
     """LLM serving: TP all-reduces and MoE expert alltoalls per token, the KV-cache move from prefill to decode, TPOT and TTFT."""
     need_numpy()
     from fabricscope.report.sim import infer_lines
@@ -109,12 +123,28 @@ def infer(scenario: dict[str, Any], params: Annotated[str, typer.Option("--param
 
 
 @sim_app.command("network")
-@scenario_options(TRAIN, INFER, [f for f in FABRIC if f != "nodes"], [t for t in TRANSPORT if t != "transport"],
-                  models=(TrainPlan, InferPlan, Scenario))
+@scenario_options(
+    TRAIN,
+    INFER,
+    [f for f in FABRIC if f != "nodes"],
+    [t for t in TRANSPORT if t != "transport"],
+    models=(TrainPlan, InferPlan, Scenario),
+)
 def network(
     scenario: dict[str, Any],
-    workload: Annotated[str, typer.Option("--workload", help="train (tokens/s of a training step) or infer (output tokens/s of a server).")] = "train",
-    candidate: Annotated[list[str] | None, typer.Option("--candidate", help="A network: TRANSPORT[:NxRATE], e.g. ib:8x400G, roce:8x400G, tcp:2x200G, efa (repeatable; default ib, roce, tcp on the system's NICs).")] = None,
+    workload: Annotated[
+        str,
+        typer.Option(
+            "--workload", help="train (tokens/s of a training step) or infer (output tokens/s of a server)."
+        ),
+    ] = "train",
+    candidate: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--candidate",
+            help="A network: TRANSPORT[:NxRATE], e.g. ib:8x400G, roce:8x400G, tcp:2x200G, efa (repeatable; default ib, roce, tcp on the system's NICs).",
+        ),
+    ] = None,
     json_out: Json = False,
 ) -> None:
     """Which network for a workload: IB vs RoCE vs TCP vs a cloud transport, ratio and reason."""
@@ -146,9 +176,22 @@ def parse_vary(items: list[str]) -> dict[str, list[str]]:
 @scenario_options(COLLECTIVE, FABRIC, TRANSPORT, TRAIN, models=(Scenario, TrainPlan))
 def compare(
     scenario: dict[str, Any],
-    vary: Annotated[list[str], typer.Option("--vary", help="A parameter and its values, e.g. transport=ib,roce,tcp or nic-rate=400G,800G (repeatable; the grid is every combination).")],
-    workload: Annotated[str, typer.Option("--workload", help="collective or train (every sim train option applies).")] = "collective",
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write the plot here (.png, .svg or .pdf); without it no file is written.")] = None,
+    vary: Annotated[
+        list[str],
+        typer.Option(
+            "--vary",
+            help="A parameter and its values, e.g. transport=ib,roce,tcp or nic-rate=400G,800G (repeatable; the grid is every combination).",
+        ),
+    ],
+    workload: Annotated[
+        str, typer.Option("--workload", help="collective or train (every sim train option applies).")
+    ] = "collective",
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot", help="Write the plot here (.png, .svg or .pdf); without it no file is written."
+        ),
+    ] = None,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="Print the table only.")] = False,
     json_out: Json = False,
 ) -> None:

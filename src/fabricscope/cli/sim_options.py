@@ -23,12 +23,48 @@ from fabricscope.sim.params import InferPlan, Scenario, TrainPlan
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Groups of Scenario fields, in the order --help lists them.
-FABRIC = ("system", "nvlink_domain", "topology", "topology_file", "nodes", "gpus_per_node", "nics_per_node",
-          "nic_rate", "gpu", "nvlink_GBps", "pcie_GBps", "oversubscription", "hosts_per_leaf", "spines", "uplink_rate",
-          "radix", "tiers", "node_nic_rate", "link_latency_us", "hosts_per_router", "routers_per_group",
-          "global_links_per_router", "global_rate")
-TRANSPORT = ("transport", "loss", "mtu", "ecn", "per_core_gbps", "nsocks_perthread", "socket_nthreads", "qps_per_connection", "host_mem_GBps", "rto_ms",
-             "alpha_us", "efficiency", "framing", "routing", "seed")
+FABRIC = (
+    "system",
+    "nvlink_domain",
+    "topology",
+    "topology_file",
+    "nodes",
+    "gpus_per_node",
+    "nics_per_node",
+    "nic_rate",
+    "gpu",
+    "nvlink_GBps",
+    "pcie_GBps",
+    "oversubscription",
+    "hosts_per_leaf",
+    "spines",
+    "uplink_rate",
+    "radix",
+    "tiers",
+    "node_nic_rate",
+    "link_latency_us",
+    "hosts_per_router",
+    "routers_per_group",
+    "global_links_per_router",
+    "global_rate",
+)
+TRANSPORT = (
+    "transport",
+    "loss",
+    "mtu",
+    "ecn",
+    "per_core_gbps",
+    "nsocks_perthread",
+    "socket_nthreads",
+    "qps_per_connection",
+    "host_mem_GBps",
+    "rto_ms",
+    "alpha_us",
+    "efficiency",
+    "framing",
+    "routing",
+    "seed",
+)
 COLLECTIVE = ("op", "algo", "proto", "explain", "pxn", "sharp", "size", "channels", "node_order")
 TRAIN = tuple(TrainPlan.model_fields)
 INFER = tuple(InferPlan.model_fields)
@@ -36,10 +72,36 @@ MODELS: tuple[type[BaseModel], ...] = (Scenario, TrainPlan, InferPlan)
 
 # --help panels (at most 16 options each, issue 26 item 5): the groups above, the fabric split into
 # the machines and the network between them, a plan split into the model's shape and the rest.
-SYSTEM = ("system", "nvlink_domain", "nodes", "gpus_per_node", "nics_per_node", "nic_rate", "gpu", "nvlink_GBps",
-          "pcie_GBps", "nvlink_efficiency", "intra_link", "nvswitch")
-MODEL_SHAPE = ("model", "params", "active_params", "layers", "hidden", "heads", "kv_heads", "ffn", "gated_mlp", "vocab",
-               "seq_len", "experts", "active_experts", "kv_bytes_per_token")
+SYSTEM = (
+    "system",
+    "nvlink_domain",
+    "nodes",
+    "gpus_per_node",
+    "nics_per_node",
+    "nic_rate",
+    "gpu",
+    "nvlink_GBps",
+    "pcie_GBps",
+    "nvlink_efficiency",
+    "intra_link",
+    "nvswitch",
+)
+MODEL_SHAPE = (
+    "model",
+    "params",
+    "active_params",
+    "layers",
+    "hidden",
+    "heads",
+    "kv_heads",
+    "ffn",
+    "gated_mlp",
+    "vocab",
+    "seq_len",
+    "experts",
+    "active_experts",
+    "kv_bytes_per_token",
+)
 
 
 def panel_of(name: str, flag: str = "") -> str:
@@ -70,7 +132,11 @@ def _field(name: str, models: Iterable[type[BaseModel]]) -> Any:
 def _cli_type(annotation: Any) -> Any:
     """The field's type as a CLI option: optional (unset means the model's default), a list for
     repeatable options, numbers typed (a float field that takes 70e9 stays a float)."""
-    args = [a for a in get_args(annotation) if a is not type(None)] if get_origin(annotation) in (Union, type(int | None)) else [annotation]
+    args = (
+        [a for a in get_args(annotation) if a is not type(None)]
+        if get_origin(annotation) in (Union, type(int | None))
+        else [annotation]
+    )
     base = args[0]
     if get_origin(base) in (tuple, dict) or base in (tuple, dict):
         return list[str] | None
@@ -89,12 +155,16 @@ def option(name: str, default: Any = None, models: Iterable[type[BaseModel]] = M
         for attr, key in (("ge", "min"), ("le", "max")):
             if getattr(meta, attr, None) is not None:
                 extra[key] = getattr(meta, attr)
-    ann = Annotated[_cli_type(f.annotation), typer.Option(flag, help=help_text, rich_help_panel=panel_of(name, flag), **extra)]  # type: ignore[valid-type]
+    ann = Annotated[  # type: ignore[valid-type]
+        _cli_type(f.annotation),
+        typer.Option(flag, help=help_text, rich_help_panel=panel_of(name, flag), **extra),
+    ]
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann)
 
 
-def scenario_options(*groups: Iterable[str], defaults: dict[str, Any] | None = None,
-                     models: Iterable[type[BaseModel]] = MODELS) -> Callable[[F], F]:
+def scenario_options(
+    *groups: Iterable[str], defaults: dict[str, Any] | None = None, models: Iterable[type[BaseModel]] = MODELS
+) -> Callable[[F], F]:
     """Add the fields of ``groups`` to the command as options; the command gets ``scenario``: the
     values given (or defaulted here, per command, in ``defaults``), never None."""
     names = [n for g in groups for n in g]
@@ -110,7 +180,9 @@ def scenario_options(*groups: Iterable[str], defaults: dict[str, Any] | None = N
         @functools.wraps(fn)
         def command(**kw: Any) -> Any:
             given = {p.name: kw.pop(p.name) for p in added}
-            scenario = {k: (tuple(v) if isinstance(v, list) else v) for k, v in given.items() if v is not None}
+            scenario = {
+                k: (tuple(v) if isinstance(v, list) else v) for k, v in given.items() if v is not None
+            }
             return fn(scenario=scenario, **kw)
 
         command.__signature__ = sig.replace(parameters=[*own, *added])  # type: ignore[attr-defined]

@@ -15,7 +15,9 @@ from fabricscope.sim.params import Scenario, TrainPlan
 
 
 @sim_app.command("train")
-@scenario_options(TRAIN, [f for f in FABRIC if f != "nodes"], TRANSPORT, ["explain"], models=(TrainPlan, Scenario))
+@scenario_options(
+    TRAIN, [f for f in FABRIC if f != "nodes"], TRANSPORT, ["explain"], models=(TrainPlan, Scenario)
+)
 def train(scenario: dict[str, Any], calibrate_run: Calib = None, json_out: Json = False) -> None:
     """One Megatron-LM training step: compute, bubble, TP/PP/DP/EP/CP communication, TFLOP/s per GPU."""
     need_numpy()

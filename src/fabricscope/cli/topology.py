@@ -74,12 +74,24 @@ def _lldp_nodes(lldp_socket: str | None, timeout: float, master_addr: str | None
     env = detect(os.environ, master_addr=master_addr, master_port=master_port)
     host = host_label(env)
     participant = env.local_rank == 0 or env.rank == 0 or env.host_label is not None
-    reading = local_reading(Root.live(), host, lldp_socket.replace("{host}", host) if lldp_socket else None) if participant else None
+    reading = (
+        local_reading(Root.live(), host, lldp_socket.replace("{host}", host) if lldp_socket else None)
+        if participant
+        else None
+    )
     return gather(env, reading, timeout)
 
 
-def _discovery(source: str, roots: list[str], capture: Path | None, switch_lldp: list[str], lldp_socket: str | None,
-               timeout: float, master_addr: str | None, master_port: int | None):
+def _discovery(
+    source: str,
+    roots: list[str],
+    capture: Path | None,
+    switch_lldp: list[str],
+    lldp_socket: str | None,
+    timeout: float,
+    master_addr: str | None,
+    master_port: int | None,
+):
     from fabricscope.topology import sources
     from fabricscope.topology.lldp import from_lldp
 
@@ -152,22 +164,62 @@ LLDP_JOB_FLAGS: Flags = {
 @topology_app.command("discover")
 def discover(
     source: str = typer.Argument(..., help=SOURCE_HELP),
-    output: Path = typer.Option(None, "-o", "--output", help="Write the YAML here (default: standard output)."),
-    switch_lldp: list[str] = typer.Option([], "--switch-lldp", help="A switch's own LLDP table: SWITCH=FILE (its lldpctl -f json/keyvalue), or lab:NAME; repeatable. Gives the switch-to-switch cables."),
-    root: list[str] = typer.Option([], "--root", help="Read from snapshots instead of this machine: one for ibnetdiscover; one per host for lldp (`fabricscope snapshot` records lldpctl)."),
-    capture: Path = typer.Option(None, "--capture", help="ibnetdiscover: also write what it read as a snapshot (.tar.gz) that --root reads back."),
-    lldp_socket: str = typer.Option(None, "--lldp-socket", help="lldpd control socket to ask (lldpctl -u); {host} becomes the rank's host name."),
+    output: Path = typer.Option(
+        None, "-o", "--output", help="Write the YAML here (default: standard output)."
+    ),
+    switch_lldp: list[str] = typer.Option(
+        [],
+        "--switch-lldp",
+        help="A switch's own LLDP table: SWITCH=FILE (its lldpctl -f json/keyvalue), or lab:NAME; repeatable. Gives the switch-to-switch cables.",
+    ),
+    root: list[str] = typer.Option(
+        [],
+        "--root",
+        help="Read from snapshots instead of this machine: one for ibnetdiscover; one per host for lldp (`fabricscope snapshot` records lldpctl).",
+    ),
+    capture: Path = typer.Option(
+        None,
+        "--capture",
+        help="ibnetdiscover: also write what it read as a snapshot (.tar.gz) that --root reads back.",
+    ),
+    lldp_socket: str = typer.Option(
+        None,
+        "--lldp-socket",
+        help="lldpd control socket to ask (lldpctl -u); {host} becomes the rank's host name.",
+    ),
     name: str = typer.Option(None, "--name", help="Name written in the file (default: the source)."),
-    nic_rate: str = typer.Option(None, "--nic-rate", help="Host NIC rate to write instead of the discovered one, e.g. 400G."),
-    uplink_rate: str = typer.Option(None, "--uplink-rate", help="When no switch cable is seen: each leaf's uplink rate to the assumed core (default: non-blocking)."),
-    nics_per_node: int = typer.Option(None, "--nics-per-node", min=1, max=64, help="Keep the hosts with this many cabled NICs (default: the most common count)."),
-    gpus_per_node: int = typer.Option(None, "--gpus-per-node", min=1, max=1024, help="GPUs per node to write (default: one per NIC)."),
+    nic_rate: str = typer.Option(
+        None, "--nic-rate", help="Host NIC rate to write instead of the discovered one, e.g. 400G."
+    ),
+    uplink_rate: str = typer.Option(
+        None,
+        "--uplink-rate",
+        help="When no switch cable is seen: each leaf's uplink rate to the assumed core (default: non-blocking).",
+    ),
+    nics_per_node: int = typer.Option(
+        None,
+        "--nics-per-node",
+        min=1,
+        max=64,
+        help="Keep the hosts with this many cabled NICs (default: the most common count).",
+    ),
+    gpus_per_node: int = typer.Option(
+        None, "--gpus-per-node", min=1, max=1024, help="GPUs per node to write (default: one per NIC)."
+    ),
     gpu: str = typer.Option("none", "--gpu", help="GPU preset to write: none, a100, h100, h200, b200."),
     launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
     master_addr: str = typer.Option(None, "--master-addr", help="Host of rank 0 (default MASTER_ADDR)."),
-    master_port: int = typer.Option(None, "--master-port", min=1, max=65535, help="Port of rank 0's store (default MASTER_PORT or 29500)."),
-    timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, help="Deadline in seconds for gathering from every rank."),
-    json_out: bool = typer.Option(False, "--json", help="Print the fabricscope.topology/v1 document (the YAML's content plus every NIC's switch port) instead of the YAML."),
+    master_port: int = typer.Option(
+        None, "--master-port", min=1, max=65535, help="Port of rank 0's store (default MASTER_PORT or 29500)."
+    ),
+    timeout: float = typer.Option(
+        120.0, "--timeout", min=1, max=86400, help="Deadline in seconds for gathering from every rank."
+    ),
+    json_out: bool = typer.Option(
+        False,
+        "--json",
+        help="Print the fabricscope.topology/v1 document (the YAML's content plus every NIC's switch port) instead of the YAML.",
+    ),
 ) -> None:
     """Write the fabric as the simulator's YAML topology (`sim collective --topology-file FILE`).
 
@@ -180,10 +232,17 @@ def discover(
         job = LldpJob(output=str(output.resolve()) if output else None, switch_lldp=tuple(absolute_item(i) for i in switch_lldp),
                       lldp_socket=lldp_socket, name=name, nic_rate=nic_rate, uplink_rate=uplink_rate,
                       nics_per_node=nics_per_node, gpus_per_node=gpus_per_node, gpu=gpu, timeout=timeout)  # fmt: skip
-        args = child_argv(["topology", "discover", "lldp"], job, LLDP_JOB_FLAGS, ["--json"] if json_out else [])
+        args = child_argv(
+            ["topology", "discover", "lldp"], job, LLDP_JOB_FLAGS, ["--json"] if json_out else []
+        )
         _launch(launch, args, timeout_s=timeout * 2 + 60, master_port=master_port)
-    opts = BuildOptions(gpus_per_node=gpus_per_node, gpu=gpu, nics_per_node=nics_per_node,
-                        nic_rate_bps=_rate(nic_rate, "--nic-rate"), uplink_rate_bps=_rate(uplink_rate, "--uplink-rate"))
+    opts = BuildOptions(
+        gpus_per_node=gpus_per_node,
+        gpu=gpu,
+        nics_per_node=nics_per_node,
+        nic_rate_bps=_rate(nic_rate, "--nic-rate"),
+        uplink_rate_bps=_rate(uplink_rate, "--uplink-rate"),
+    )
     try:
         disc = _discovery(source, root, capture, switch_lldp, lldp_socket, timeout, master_addr, master_port)
         if disc is None:
@@ -201,8 +260,11 @@ def discover(
     elif not output:
         sys.stdout.write(text)
     where = f" -> {output}" if output else ""
-    typer.echo(f"topology from {disc.source}: {doc['nodes']} node(s) x {doc['nics_per_node']} NIC(s), "
-               f"{len(doc['switches'])} switch(es){where}", err=True)
+    typer.echo(
+        f"topology from {disc.source}: {doc['nodes']} node(s) x {doc['nics_per_node']} NIC(s), "
+        f"{len(doc['switches'])} switch(es){where}",
+        err=True,
+    )
     for warning in disc.warnings:
         typer.echo(f"  note: {warning}", err=True)
 
@@ -220,9 +282,13 @@ def _write(path: Path, text: str) -> None:
 
 @topology_app.command("show")
 def show(
-    file: Path = typer.Argument(..., help="A topology file (discovered, or written by hand as docs/sim.md describes)."),
+    file: Path = typer.Argument(
+        ..., help="A topology file (discovered, or written by hand as docs/sim.md describes)."
+    ),
     svg: Path = typer.Option(None, "--svg", help="Also draw it to this SVG file."),
-    highlight: list[str] = typer.Option([], "--highlight", help="Draw this link in red: SWITCH,SWITCH or HOST,SWITCH; repeatable."),
+    highlight: list[str] = typer.Option(
+        [], "--highlight", help="Draw this link in red: SWITCH,SWITCH or HOST,SWITCH; repeatable."
+    ),
     hosts: bool = typer.Option(True, "--hosts/--no-hosts", help="List the hosts under each leaf."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -248,20 +314,32 @@ def show(
     except FabricscopeError as exc:
         die(str(exc), exc.exit_code)
     if json_out:
-        print_json({
-            "schema": "fabricscope.topology-view/v1",
-            "name": view.name,
-            "hosts": view.hosts,
-            "nics_per_node": view.nics_per_node,
-            "nic_rate_gbps": view.nic_rate_bps / 1e9,
-            "switches": [
-                {"name": s.switch, "tier": s.tier, "hosts": s.hosts, "nics": s.nics, "down_gbps": s.down_bps / 1e9,
-                 "up_gbps": s.up_bps / 1e9, "up_cables": s.up_cables, "oversubscription": s.ratio}
-                for s in switch_loads(view)
-            ],
-            "links": [{"a": x.a, "b": x.b, "rate_gbps": x.rate_bps / 1e9, "count": x.count} for x in view.links],
-            "notes": uneven_uplinks(view),
-        })
+        print_json(
+            {
+                "schema": "fabricscope.topology-view/v1",
+                "name": view.name,
+                "hosts": view.hosts,
+                "nics_per_node": view.nics_per_node,
+                "nic_rate_gbps": view.nic_rate_bps / 1e9,
+                "switches": [
+                    {
+                        "name": s.switch,
+                        "tier": s.tier,
+                        "hosts": s.hosts,
+                        "nics": s.nics,
+                        "down_gbps": s.down_bps / 1e9,
+                        "up_gbps": s.up_bps / 1e9,
+                        "up_cables": s.up_cables,
+                        "oversubscription": s.ratio,
+                    }
+                    for s in switch_loads(view)
+                ],
+                "links": [
+                    {"a": x.a, "b": x.b, "rate_gbps": x.rate_bps / 1e9, "count": x.count} for x in view.links
+                ],
+                "notes": uneven_uplinks(view),
+            }
+        )
         return
     sys.stdout.write("\n".join(summary_lines(view, show_hosts=hosts)) + "\n")
     if svg:

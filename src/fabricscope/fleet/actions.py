@@ -35,7 +35,9 @@ def _log(action: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **action}) + "\n")
+            handle.write(
+                json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **action}) + "\n"
+            )
     except OSError as exc:
         action["detail"] = (action.get("detail", "") + f"; not logged: {exc.strerror or exc}").lstrip("; ")
 
@@ -47,7 +49,15 @@ def _worst(findings: list[Finding], threshold: Severity) -> Finding | None:
 
 
 def _action(kind: str, node: str, argv: list[str], detail: str = "") -> dict[str, Any]:
-    return {"kind": kind, "node": node, "command": shlex.join(argv), "argv": argv, "applied": False, "ok": None, "detail": detail}
+    return {
+        "kind": kind,
+        "node": node,
+        "command": shlex.join(argv),
+        "argv": argv,
+        "applied": False,
+        "ok": None,
+        "detail": detail,
+    }
 
 
 def _slurm_name(name: str, known: dict[str, SlurmNode] | None) -> str:
@@ -58,7 +68,9 @@ def _slurm_name(name: str, known: dict[str, SlurmNode] | None) -> str:
     return short if short in known else name
 
 
-def slurm_actions(report: FleetReport, threshold: Severity, slurm: Slurm, *, drain: bool, resume: bool, apply: bool) -> list[dict[str, Any]]:
+def slurm_actions(
+    report: FleetReport, threshold: Severity, slurm: Slurm, *, drain: bool, resume: bool, apply: bool
+) -> list[dict[str, Any]]:
     from fabricscope.fleet.slurm import drain_argv, resume_argv
 
     try:
@@ -79,7 +91,9 @@ def slurm_actions(report: FleetReport, threshold: Severity, slurm: Slurm, *, dra
         if drain and worst is not None:
             if state is not None and state.drained:
                 continue  # already out of service: keep the operator's (or our earlier) reason, as NHC does
-            actions.append(_action("slurm.drain", name, drain_argv(name, drain_reason(worst.id, worst.subject)), note))
+            actions.append(
+                _action("slurm.drain", name, drain_argv(name, drain_reason(worst.id, worst.subject)), note)
+            )
         elif resume and worst is None and state is not None and state.drained_by_fabricscope:
             actions.append(_action("slurm.resume", name, resume_argv(name), f"drained for: {state.reason}"))
     if apply:
@@ -93,8 +107,19 @@ def slurm_actions(report: FleetReport, threshold: Severity, slurm: Slurm, *, dra
     return actions
 
 
-def plan_and_run(report: FleetReport, threshold: Severity, *, drain: bool, resume: bool, taint: str | None, label: str | None,
-                 apply: bool, runner: Runner | None = None, kube: Any = None, only: set[str] | None = None) -> list[dict[str, Any]]:
+def plan_and_run(
+    report: FleetReport,
+    threshold: Severity,
+    *,
+    drain: bool,
+    resume: bool,
+    taint: str | None,
+    label: str | None,
+    apply: bool,
+    runner: Runner | None = None,
+    kube: Any = None,
+    only: set[str] | None = None,
+) -> list[dict[str, Any]]:
     """Every action the options ask for, planned (and with ``apply`` carried out and logged).
 
     ``only``: the nodes that may be acted on (a launched run's nodes whose documents came signed by
@@ -103,7 +128,9 @@ def plan_and_run(report: FleetReport, threshold: Severity, *, drain: bool, resum
         report = dataclasses.replace(report, nodes=[n for n in report.nodes if n.name in only])
     actions: list[dict[str, Any]] = []
     if drain or resume:
-        actions += slurm_actions(report, threshold, Slurm(runner or subprocess_runner()), drain=drain, resume=resume, apply=apply)
+        actions += slurm_actions(
+            report, threshold, Slurm(runner or subprocess_runner()), drain=drain, resume=resume, apply=apply
+        )
     if taint or label:
         from fabricscope.fleet.k8s import k8s_actions
 

@@ -42,7 +42,10 @@ def _firmware(facts: list[dict[str, Any]]) -> list[Candidate]:
     """The firmware most NICs of each model run (a model's NICs are compared with each other only)."""
     nics = [n for f in facts for n in f.get("nics") or []]
     models = sorted({str(n.get("model")) for n in nics if n.get("model")})
-    return [("firmware", model, _majority(n.get("fw") for n in nics if str(n.get("model")) == model)) for model in models]
+    return [
+        ("firmware", model, _majority(n.get("fw") for n in nics if str(n.get("model")) == model))
+        for model in models
+    ]
 
 
 def _roce(roce: list[dict[str, Any]]) -> list[Candidate]:
@@ -52,7 +55,11 @@ def _roce(roce: list[dict[str, Any]]) -> list[Candidate]:
     pfc = _majority(tuple(p["pfc_priorities"]) if p.get("pfc_priorities") is not None else None for p in roce)
     return [
         ("", "mtu", _majority(p.get("mtu_bytes") for p in roce)),
-        ("", "pfc_priority", (list(pfc[0]) if len(pfc[0]) != 1 else pfc[0][0], pfc[1], pfc[2]) if pfc and pfc[0] else None),
+        (
+            "",
+            "pfc_priority",
+            (list(pfc[0]) if len(pfc[0]) != 1 else pfc[0][0], pfc[1], pfc[2]) if pfc and pfc[0] else None,
+        ),
         ("", "ecn", _majority(_ecn_on(p) for p in roce)),
     ]
 
@@ -61,12 +68,23 @@ def baseline_entries(nodes: list[NodeDoc]) -> list[tuple[str, str, Any, tuple[in
     """(section, key, value, (agreeing, compared)) for every manifest entry the fleet has a majority for."""
     facts = [n.facts for n in nodes if n.facts is not None]
     ports = [(nic, p) for f in facts for nic in f.get("nics") or [] for p in nic.get("ports") or []]
-    gdr = _majority((f.get("gpus") or {}).get("gpudirect_module") for f in facts if (f.get("gpus") or {}).get("count"))
+    gdr = _majority(
+        (f.get("gpus") or {}).get("gpudirect_module") for f in facts if (f.get("gpus") or {}).get("count")
+    )
     candidates: list[Candidate] = [
         ("gpus", "count", _majority((f.get("gpus") or {}).get("count") for f in facts)),
         ("gpus", "model", _majority((f.get("gpus") or {}).get("model") for f in facts)),
-        ("rdma", "ports", _majority(sum(1 for n in f.get("nics") or [] for p in n.get("ports") or [] if p.get("state") == "ACTIVE")
-                                    for f in facts if f.get("nics"))),
+        (
+            "rdma",
+            "ports",
+            _majority(
+                sum(
+                    1 for n in f.get("nics") or [] for p in n.get("ports") or [] if p.get("state") == "ACTIVE"
+                )
+                for f in facts
+                if f.get("nics")
+            ),
+        ),
         ("rdma", "link_layer", _majority(p.get("link_layer") for _n, p in ports)),
         ("rdma", "rate_gbps", _majority(p.get("rate_gbps") for _n, p in ports if p.get("state") == "ACTIVE")),
         *_firmware(facts),

@@ -88,7 +88,8 @@ def collect_sources(items: list[str], out_dir: Path, *, snapshot: bool) -> list[
             raise FabricscopeError(f"{path}: not a readable JSON document ({exc})") from None
         if not isinstance(doc, dict) or doc.get("schema") != DOCTOR_SCHEMA:
             raise FabricscopeError(f"{path}: not a {DOCTOR_SCHEMA} document")
-        host = doc.get("host") if isinstance(doc.get("host"), dict) else {}
-        node = host.get("hostname") if isinstance(host.get("hostname"), str) and host.get("hostname") else path.stem
+        host = doc.get("host")
+        hostname = host.get("hostname") if isinstance(host, dict) else None
+        node = hostname if isinstance(hostname, str) and hostname else path.stem
         done.append(Collected(node, store_document(out_dir, node, doc), None, str(path)))
     return done

@@ -27,37 +27,83 @@ class Rule:
 
 
 RULES: dict[str, Rule] = {
-    "fleet.firmware": Rule("NIC firmware", Severity.WARN,
-                           "update {subject} to firmware {majority} like the rest of the fleet (mlxfwmanager -u), then reset it (mlxfwreset)"),
-    "fleet.driver": Rule("driver module version", Severity.WARN, "install the {key} driver {majority} that the other nodes run"),
+    "fleet.firmware": Rule(
+        "NIC firmware",
+        Severity.WARN,
+        "update {subject} to firmware {majority} like the rest of the fleet (mlxfwmanager -u), then reset it (mlxfwreset)",
+    ),
+    "fleet.driver": Rule(
+        "driver module version", Severity.WARN, "install the {key} driver {majority} that the other nodes run"
+    ),
     "fleet.kernel": Rule("kernel", Severity.WARN, "boot kernel {majority} like the other nodes"),
     "fleet.rdma_core": Rule("rdma-core", Severity.WARN, "install rdma-core {majority} like the other nodes"),
-    "fleet.nccl_version": Rule("NCCL", Severity.WARN, "install NCCL {majority} (libnccl2) like the other nodes, or pin one NCCL in the job's container"),
-    "fleet.ports": Rule("RDMA port count", Severity.FAIL,
-                        "find the missing NIC or port: `lspci -d 15b3:`, `dmesg | grep mlx5`; reseat or replace it"),
-    "fleet.port_rate": Rule("port rate", Severity.FAIL,
-                            "check {subject}'s cable, transceiver and switch port speed (`mlxlink -d <dev> -m`): the others train at {majority}"),
-    "fleet.link_layer": Rule("link layer", Severity.FAIL,
-                             "set {subject}'s link type like the others ({majority}: `mlxconfig -d <dev> set LINK_TYPE_P1=...`, then reboot)"),
-    "fleet.mtu": Rule("MTU", Severity.WARN, "ip link set dev {subject} mtu {majority} (and persist it in the network configuration)"),
-    "fleet.pfc": Rule("PFC priorities", Severity.FAIL,
-                      "enable PFC on priority {majority} only, as the fleet and its switches do: mlnx_qos -i {subject} --pfc {flags} "
-                      "(or `dcb pfc set dev {subject} prio-pfc {majority}:on`)"),
+    "fleet.nccl_version": Rule(
+        "NCCL",
+        Severity.WARN,
+        "install NCCL {majority} (libnccl2) like the other nodes, or pin one NCCL in the job's container",
+    ),
+    "fleet.ports": Rule(
+        "RDMA port count",
+        Severity.FAIL,
+        "find the missing NIC or port: `lspci -d 15b3:`, `dmesg | grep mlx5`; reseat or replace it",
+    ),
+    "fleet.port_rate": Rule(
+        "port rate",
+        Severity.FAIL,
+        "check {subject}'s cable, transceiver and switch port speed (`mlxlink -d <dev> -m`): the others train at {majority}",
+    ),
+    "fleet.link_layer": Rule(
+        "link layer",
+        Severity.FAIL,
+        "set {subject}'s link type like the others ({majority}: `mlxconfig -d <dev> set LINK_TYPE_P1=...`, then reboot)",
+    ),
+    "fleet.mtu": Rule(
+        "MTU",
+        Severity.WARN,
+        "ip link set dev {subject} mtu {majority} (and persist it in the network configuration)",
+    ),
+    "fleet.pfc": Rule(
+        "PFC priorities",
+        Severity.FAIL,
+        "enable PFC on priority {majority} only, as the fleet and its switches do: mlnx_qos -i {subject} --pfc {flags} "
+        "(or `dcb pfc set dev {subject} prio-pfc {majority}:on`)",
+    ),
     "fleet.trust": Rule("QoS trust mode", Severity.WARN, "mlnx_qos -i {subject} --trust {majority}"),
-    "fleet.ecn": Rule("ECN (DCQCN) priorities", Severity.WARN,
-                      "enable ECN like the others: echo 1 > /sys/class/net/{subject}/ecn/roce_np/enable/<prio> and roce_rp/enable/<prio> "
-                      "for priorities {majority}"),
-    "fleet.gid_index": Rule("RoCE v2 IPv4 GID index", Severity.FAIL,
-                            "a pinned NCCL_IB_GID_INDEX={majority} breaks {subject}: give it its IPv4 address the way the other nodes "
-                            "do (the GID table follows the order addresses are added), or leave NCCL_IB_GID_INDEX unset (NCCL >= 2.21 finds the RoCE v2 IPv4 GID)"),
-    "fleet.pcie": Rule("PCIe link", Severity.FAIL,
-                       "reseat the card or riser and check the slot's BIOS settings; `lspci -vv -s {subject} | grep LnkSta` should say {majority}"),
-    "fleet.gpus": Rule("GPUs", Severity.FAIL, "find the missing or different GPU: `nvidia-smi`, `dmesg | grep -i xid`; the others have {majority}"),
-    "fleet.gpudirect": Rule("GPUDirect RDMA module", Severity.WARN,
-                            "modprobe {majority} and list it in /etc/modules-load.d/ like the other nodes"),
-    "fleet.sysctl": Rule("sysctl", Severity.WARN, "sysctl -w {key}='{majority}' (persist in /etc/sysctl.d/90-fabricscope.conf)"),
-    "fleet.nccl_conf": Rule("/etc/nccl.conf", Severity.WARN,
-                            "make /etc/nccl.conf the same on every node (configuration management); the others have: {majority}"),
+    "fleet.ecn": Rule(
+        "ECN (DCQCN) priorities",
+        Severity.WARN,
+        "enable ECN like the others: echo 1 > /sys/class/net/{subject}/ecn/roce_np/enable/<prio> and roce_rp/enable/<prio> "
+        "for priorities {majority}",
+    ),
+    "fleet.gid_index": Rule(
+        "RoCE v2 IPv4 GID index",
+        Severity.FAIL,
+        "a pinned NCCL_IB_GID_INDEX={majority} breaks {subject}: give it its IPv4 address the way the other nodes "
+        "do (the GID table follows the order addresses are added), or leave NCCL_IB_GID_INDEX unset (NCCL >= 2.21 finds the RoCE v2 IPv4 GID)",
+    ),
+    "fleet.pcie": Rule(
+        "PCIe link",
+        Severity.FAIL,
+        "reseat the card or riser and check the slot's BIOS settings; `lspci -vv -s {subject} | grep LnkSta` should say {majority}",
+    ),
+    "fleet.gpus": Rule(
+        "GPUs",
+        Severity.FAIL,
+        "find the missing or different GPU: `nvidia-smi`, `dmesg | grep -i xid`; the others have {majority}",
+    ),
+    "fleet.gpudirect": Rule(
+        "GPUDirect RDMA module",
+        Severity.WARN,
+        "modprobe {majority} and list it in /etc/modules-load.d/ like the other nodes",
+    ),
+    "fleet.sysctl": Rule(
+        "sysctl", Severity.WARN, "sysctl -w {key}='{majority}' (persist in /etc/sysctl.d/90-fabricscope.conf)"
+    ),
+    "fleet.nccl_conf": Rule(
+        "/etc/nccl.conf",
+        Severity.WARN,
+        "make /etc/nccl.conf the same on every node (configuration management); the others have: {majority}",
+    ),
 }
 
 Observation = tuple[str, str, str, str]  # check, key, value, subject
@@ -103,7 +149,9 @@ def _nccl_conf_text(conf: dict[str, Any] | None) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(settings.items())) or "(no NCCL settings)"
 
 
-def observe(facts: dict[str, Any], roles: dict[str, str], layout: tuple[str, ...] = ()) -> Iterator[Observation]:
+def observe(
+    facts: dict[str, Any], roles: dict[str, str], layout: tuple[str, ...] = ()
+) -> Iterator[Observation]:
     """Every comparable fact of one node; ``roles`` maps a NIC's PCI address to its fleet role and
     ``layout`` is the fleet's usual NIC roles (to name the ones a node lacks)."""
     yield "fleet.kernel", "kernel", facts.get("kernel"), "kernel"
@@ -120,7 +168,12 @@ def observe(facts: dict[str, Any], roles: dict[str, str], layout: tuple[str, ...
     nics = facts.get("nics") or []
     ports = sum(len(n.get("ports") or []) for n in nics)
     missing = [r for r in layout if r not in set(roles.values())]
-    yield "fleet.ports", "RDMA ports", str(ports), "RDMA ports" + (f" (no NIC at {', '.join(missing)})" if missing else "")
+    yield (
+        "fleet.ports",
+        "RDMA ports",
+        str(ports),
+        "RDMA ports" + (f" (no NIC at {', '.join(missing)})" if missing else ""),
+    )
     for nic in nics:
         role = roles.get(nic.get("pci") or "", f"NIC {nic.get('device')}")
         yield "fleet.firmware", str(nic.get("model")), nic.get("fw"), str(nic.get("device"))
@@ -136,14 +189,19 @@ def observe(facts: dict[str, Any], roles: dict[str, str], layout: tuple[str, ...
 def nic_roles(all_facts: list[dict[str, Any] | None]) -> tuple[list[dict[str, str]], tuple[str, ...]]:
     """Per node: NIC PCI address -> role label ``rail N (address)`` on the fleet's usual layout
     (the addresses more than half of the nodes with NICs have); and that layout's labels."""
-    per_node = [sorted(n.get("pci") or "" for n in (f.get("nics") or []) if n.get("pci")) if f else [] for f in all_facts]
+    per_node = [
+        sorted(n.get("pci") or "" for n in (f.get("nics") or []) if n.get("pci")) if f else []
+        for f in all_facts
+    ]
     with_nics = [addrs for addrs in per_node if addrs]
     counts = Counter(a for addrs in with_nics for a in addrs)
     layout = sorted(a for a, c in counts.items() if c * 2 > len(with_nics))
     result = []
     for addrs in per_node:
         if addrs and layout and not set(addrs) & set(layout):
-            mapped = {a: layout[i] if i < len(layout) else a for i, a in enumerate(addrs)}  # another board: rail by rail
+            mapped = {
+                a: layout[i] if i < len(layout) else a for i, a in enumerate(addrs)
+            }  # another board: rail by rail
         else:
             mapped = {a: a for a in addrs}
         result.append({a: _role_label(m, layout) for a, m in mapped.items()})
@@ -151,7 +209,9 @@ def nic_roles(all_facts: list[dict[str, Any] | None]) -> tuple[list[dict[str, st
 
 
 def _role_label(address: str, layout: list[str]) -> str:
-    return sys.intern(f"rail {layout.index(address)} ({address})" if address in layout else f"NIC at {address}")
+    return sys.intern(
+        f"rail {layout.index(address)} ({address})" if address in layout else f"NIC at {address}"
+    )
 
 
 @dataclass
@@ -173,7 +233,9 @@ class DriftItem:
     def fix_for(self, subject: str, key: str | None = None) -> str:
         prios = set(self.majority.split(","))
         flags = ",".join("1" if str(p) in prios else "0" for p in range(8))
-        return self.rule.fix.format(subject=subject, majority=self.majority, key=key or self.keys[0], flags=flags)
+        return self.rule.fix.format(
+            subject=subject, majority=self.majority, key=key or self.keys[0], flags=flags
+        )
 
     def to_dict(self) -> dict[str, Any]:
         _node, _value, subject, key = self.differing[0]
@@ -191,7 +253,9 @@ class DriftItem:
         }
 
 
-def find_drift(names: list[str], all_facts: list[dict[str, Any] | None]) -> tuple[list[DriftItem], list[set[str]]]:
+def find_drift(
+    names: list[str], all_facts: list[dict[str, Any] | None]
+) -> tuple[list[DriftItem], list[set[str]]]:
     """Drift items (merged where the same nodes differ the same way on several keys) and, per
     node, the fleet checks it was compared on."""
     roles, layout = nic_roles(all_facts)
@@ -219,8 +283,13 @@ def find_drift(names: list[str], all_facts: list[dict[str, Any] | None]) -> tupl
             holders_n = len({i for i, _s in holders})
             compared_n = len({i for members in by_value.values() for i, _s in members})
             merged[signature] = DriftItem(
-                check, [key], majority, holders_n, compared_n,
-                len(ranked[1][1]) == len(holders), [(names[i], v, s, key) for i, v, s in differing],
+                check,
+                [key],
+                majority,
+                holders_n,
+                compared_n,
+                len(ranked[1][1]) == len(holders),
+                [(names[i], v, s, key) for i, v, s in differing],
             )
         else:
             item.keys.append(key)
@@ -232,11 +301,24 @@ def find_drift(names: list[str], all_facts: list[dict[str, Any] | None]) -> tupl
 def drift_findings(item: DriftItem) -> Iterator[tuple[str, Finding]]:
     """The per-node findings of one drift item: ``(node, finding)``."""
     rule = item.rule
-    majority_text = f"{item.majority} on {item.majority_nodes} of {item.nodes_compared} nodes" + (" (a tie: no clear majority)" if item.tie else "")
+    majority_text = f"{item.majority} on {item.majority_nodes} of {item.nodes_compared} nodes" + (
+        " (a tie: no clear majority)" if item.tie else ""
+    )
     for node, value, subject, key in item.differing:
-        yield node, Finding(
-            item.check, rule.severity, subject, f"{rule.what} {value} here ({key}); {majority_text}",
-            {"key": key, "value": value, "majority": item.majority, "majority_nodes": item.majority_nodes,
-             "nodes_compared": item.nodes_compared},
-            item.fix_for(subject, key),
+        yield (
+            node,
+            Finding(
+                item.check,
+                rule.severity,
+                subject,
+                f"{rule.what} {value} here ({key}); {majority_text}",
+                {
+                    "key": key,
+                    "value": value,
+                    "majority": item.majority,
+                    "majority_nodes": item.majority_nodes,
+                    "nodes_compared": item.nodes_compared,
+                },
+                item.fix_for(subject, key),
+            ),
         )

@@ -113,13 +113,29 @@ def reduce_document(doc: Any, source: str) -> NodeDoc:
         if severity is not Severity.PASS:
             evidence = item.get("evidence")
             findings.append(
-                Finding(check_id, severity, str(item.get("subject", "")), str(item.get("message", "")),
-                        evidence if isinstance(evidence, dict) else {}, item.get("fix") if isinstance(item.get("fix"), str) else None)
+                Finding(
+                    check_id,
+                    severity,
+                    str(item.get("subject", "")),
+                    str(item.get("message", "")),
+                    evidence if isinstance(evidence, dict) else {},
+                    item.get("fix") if isinstance(item.get("fix"), str) else None,
+                )
             )
     host = doc.get("host") if isinstance(doc.get("host"), dict) else {}
-    hostname = host.get("hostname") if isinstance(host.get("hostname"), str) and host.get("hostname") else None
+    hostname = (
+        host.get("hostname") if isinstance(host.get("hostname"), str) and host.get("hostname") else None
+    )
     facts = doc.get("facts") if isinstance(doc.get("facts"), dict) else None
-    return NodeDoc(name=hostname or "", source=source, hostname=hostname, findings=findings, checks=checks, summary=counts, facts=facts)
+    return NodeDoc(
+        name=hostname or "",
+        source=source,
+        hostname=hostname,
+        findings=findings,
+        checks=checks,
+        summary=counts,
+        facts=facts,
+    )
 
 
 def _read_document(path: Path) -> NodeDoc:
@@ -150,11 +166,23 @@ def _judge_snapshot(path: Path) -> NodeDoc:
 
 def _unusable(path: Path | str, reason: str) -> NodeDoc:
     finding = Finding(
-        "fleet.input", Severity.FAIL, str(path), f"node not judged: {reason}", {"source": str(path)},
+        "fleet.input",
+        Severity.FAIL,
+        str(path),
+        f"node not judged: {reason}",
+        {"source": str(path)},
         "re-collect this node: `fabricscope doctor --json > NODE.json` (or `fabricscope snapshot -o NODE.tar.gz`) on it",
     )
-    return NodeDoc(name="", source=str(path), hostname=None, findings=[], checks={"fleet.input": "fail"},
-                   summary={"pass": 0, "info": 0, "warn": 0, "fail": 0}, facts=None, extra=[finding])
+    return NodeDoc(
+        name="",
+        source=str(path),
+        hostname=None,
+        findings=[],
+        checks={"fleet.input": "fail"},
+        summary={"pass": 0, "info": 0, "warn": 0, "fail": 0},
+        facts=None,
+        extra=[finding],
+    )
 
 
 def load_nodes(sources: list[Path], progress: Callable[[int, int], None] | None = None) -> list[NodeDoc]:
@@ -163,7 +191,11 @@ def load_nodes(sources: list[Path], progress: Callable[[int, int], None] | None 
     nodes = []
     for i, path in enumerate(sources):
         try:
-            node = _judge_snapshot(path) if (path.is_dir() or path.name.endswith(SNAPSHOT_SUFFIXES)) else _read_document(path)
+            node = (
+                _judge_snapshot(path)
+                if (path.is_dir() or path.name.endswith(SNAPSHOT_SUFFIXES))
+                else _read_document(path)
+            )
         except ValueError as exc:
             node = _unusable(path, str(exc))
         nodes.append(node)
@@ -197,13 +229,23 @@ def _check_usable(nodes: list[NodeDoc]) -> None:
     """Refuse a fleet without one usable node; flag documents without facts."""
     if all(n.facts is None and not n.checks.keys() - {"fleet.input"} for n in nodes):
         first = next((f for n in nodes for f in n.extra), None)
-        raise FabricscopeError(f"no usable node document: {first.subject}: {first.message}" if first else "no usable node document")
+        raise FabricscopeError(
+            f"no usable node document: {first.subject}: {first.message}"
+            if first
+            else "no usable node document"
+        )
     for node in nodes:
         if node.facts is None and "fleet.input" not in node.checks:
-            node.extra.append(Finding(
-                "fleet.input", Severity.WARN, node.name, "document carries no facts (written by an older fabricscope): drift not judged",
-                {"source": node.source}, "re-run `fabricscope doctor --json` on the node with this fabricscope",
-            ))
+            node.extra.append(
+                Finding(
+                    "fleet.input",
+                    Severity.WARN,
+                    node.name,
+                    "document carries no facts (written by an older fabricscope): drift not judged",
+                    {"source": node.source},
+                    "re-run `fabricscope doctor --json` on the node with this fabricscope",
+                )
+            )
             node.checks["fleet.input"] = "warn"
 
 
@@ -211,7 +253,10 @@ def _name_nodes(nodes: list[NodeDoc], sources: list[Path]) -> None:
     counts: dict[str, int] = {}
     for node in nodes:
         counts[node.hostname or ""] = counts.get(node.hostname or "", 0) + 1
-    names = [node.hostname if node.hostname and counts[node.hostname] == 1 else _stem(path) for node, path in zip(nodes, sources)]
+    names = [
+        node.hostname if node.hostname and counts[node.hostname] == 1 else _stem(path)
+        for node, path in zip(nodes, sources)
+    ]
     for node, name in zip(nodes, _unique(names)):
         node.name = name
 
@@ -234,4 +279,3 @@ def safe_file_name(name: str) -> str:
     if not _SAFE_NAME.fullmatch(name) or name in (".", ".."):
         raise FabricscopeError(f"node name {name[:80]!r} cannot be used as a file name")
     return name
-

@@ -29,16 +29,22 @@ _NODE = re.compile(_PREFIX)  # RFC 1123 subdomain
 
 def _check_key_value(key: str, value: str, what: str) -> None:
     if not _KEY.fullmatch(key) or len(key.split("/")[0]) > 253:
-        raise FabricscopeError(f"{what}: {key[:80]!r} is not a valid key (prefix/name, name of 1-63 letters, digits, '-', '_', '.')")
+        raise FabricscopeError(
+            f"{what}: {key[:80]!r} is not a valid key (prefix/name, name of 1-63 letters, digits, '-', '_', '.')"
+        )
     if not _VALUE.fullmatch(value):
-        raise FabricscopeError(f"{what}: {value[:80]!r} is not a valid value (up to 63 letters, digits, '-', '_', '.')")
+        raise FabricscopeError(
+            f"{what}: {value[:80]!r} is not a valid value (up to 63 letters, digits, '-', '_', '.')"
+        )
 
 
 def parse_taint(text: str) -> tuple[str, str, str]:
     """``KEY=VALUE:EFFECT`` (or ``KEY:EFFECT``) as kubectl taint reads it."""
     spec, sep, effect = text.rpartition(":")
     if not sep or effect not in EFFECTS:
-        raise FabricscopeError(f"--k8s-taint {text[:80]!r}: expected KEY=VALUE:EFFECT, EFFECT one of {', '.join(EFFECTS)}")
+        raise FabricscopeError(
+            f"--k8s-taint {text[:80]!r}: expected KEY=VALUE:EFFECT, EFFECT one of {', '.join(EFFECTS)}"
+        )
     key, _eq, value = spec.partition("=")
     _check_key_value(key, value, "--k8s-taint")
     return key, value, effect
@@ -54,7 +60,9 @@ def parse_label(text: str) -> tuple[str, str]:
 
 def check_node_name(name: str) -> str:
     if len(name) > 253 or not _NODE.fullmatch(name):
-        raise FabricscopeError(f"node name {name[:80]!r} is not a Kubernetes node name (RFC 1123: lower-case letters, digits, '-', '.')")
+        raise FabricscopeError(
+            f"node name {name[:80]!r} is not a Kubernetes node name (RFC 1123: lower-case letters, digits, '-', '.')"
+        )
     return name
 
 
@@ -87,8 +95,16 @@ def label_node(api: Any, node: str, key: str, value: str) -> None:
     api.patch_node(check_node_name(node), {"metadata": {"labels": {key: value}}})
 
 
-def k8s_actions(report: Any, threshold: Severity, *, taint: str | None, label: str | None, apply: bool, api: Any = None,
-                log: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+def k8s_actions(
+    report: Any,
+    threshold: Severity,
+    *,
+    taint: str | None,
+    label: str | None,
+    apply: bool,
+    api: Any = None,
+    log: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
     """Taint and/or label every node with a finding at or above ``threshold``."""
     parsed_taint = parse_taint(taint) if taint else None
     parsed_label = parse_label(label) if label else None
@@ -99,12 +115,30 @@ def k8s_actions(report: Any, threshold: Severity, *, taint: str | None, label: s
         if parsed_taint:
             key, value, effect = parsed_taint
             spec = f"{key}={value}:{effect}" if value else f"{key}:{effect}"
-            actions.append({"kind": "k8s.taint", "node": node, "command": shlex.join(["kubectl", "taint", "nodes", node, spec, "--overwrite"]),
-                            "applied": False, "ok": None, "detail": ""})
+            actions.append(
+                {
+                    "kind": "k8s.taint",
+                    "node": node,
+                    "command": shlex.join(["kubectl", "taint", "nodes", node, spec, "--overwrite"]),
+                    "applied": False,
+                    "ok": None,
+                    "detail": "",
+                }
+            )
         if parsed_label:
             key, value = parsed_label
-            actions.append({"kind": "k8s.label", "node": node, "command": shlex.join(["kubectl", "label", "nodes", node, f"{key}={value}", "--overwrite"]),
-                            "applied": False, "ok": None, "detail": ""})
+            actions.append(
+                {
+                    "kind": "k8s.label",
+                    "node": node,
+                    "command": shlex.join(
+                        ["kubectl", "label", "nodes", node, f"{key}={value}", "--overwrite"]
+                    ),
+                    "applied": False,
+                    "ok": None,
+                    "detail": "",
+                }
+            )
     if apply and actions:
         api = api if api is not None else default_api()
         for action in actions:
@@ -117,7 +151,11 @@ def k8s_actions(report: Any, threshold: Severity, *, taint: str | None, label: s
             except FabricscopeError:
                 raise
             except Exception as exc:  # the client raises ApiException, urllib3 errors, ...: one line per node
-                action.update(applied=True, ok=False, detail=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+                action.update(
+                    applied=True,
+                    ok=False,
+                    detail=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                )
             if log is not None:
                 log(action)
     return actions

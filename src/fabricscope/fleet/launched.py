@@ -91,11 +91,19 @@ def participates(env: DistEnv) -> bool:
 def store_limits(snapshot: bool) -> StoreLimits:
     """Room at rank 0 for every node's document (and snapshot, base64) and no more."""
     per_rank = MAX_DOCUMENT_BYTES + (MAX_SNAPSHOT_BYTES * 4 // 3 if snapshot else 0) + (1 << 20)
-    return StoreLimits(bytes_per_rank=per_rank, total_bytes=max(per_rank * 4, 4 << 30 if snapshot else 1 << 30))
+    return StoreLimits(
+        bytes_per_rank=per_rank, total_bytes=max(per_rank * 4, 4 << 30 if snapshot else 1 << 30)
+    )
 
 
-def run_ranks(env: DistEnv, root_template: str | None, timeout_s: float, *, snapshot: bool = False,
-              environ: Mapping[str, str] = os.environ) -> Gathering | None:
+def run_ranks(
+    env: DistEnv,
+    root_template: str | None,
+    timeout_s: float,
+    *,
+    snapshot: bool = False,
+    environ: Mapping[str, str] = os.environ,
+) -> Gathering | None:
     """Every rank calls this; rank 0 gets what each node sent, the others None."""
     node = node_label(env, environ)
     meeting = open_store(env, timeout_s, needs="a launched fleet run", node=node or "", environ=environ,
@@ -139,7 +147,9 @@ def _decode(got: Gathered) -> Received:
             raise ValueError("not a JSON object")
         snapshot = None
         if "snapshot" in got.items:
-            snapshot = base64.b64decode(parse_json(got.items["snapshot"], MAX_SNAPSHOT_BYTES * 2), validate=True)
+            snapshot = base64.b64decode(
+                parse_json(got.items["snapshot"], MAX_SNAPSHOT_BYTES * 2), validate=True
+            )
     except (KeyError, ValueError, TypeError, binascii.Error) as exc:
         return Received(got.rank, node, None, None, f"unreadable document: {exc}", trusted)
     return Received(got.rank, node, document, snapshot, None, trusted)
@@ -153,7 +163,9 @@ def _name(got: Received) -> str:
 
 def to_nodes(received: list[Received]) -> list[NodeDoc]:
     """The fleet as `fleet doctor --from` would read it, from what the ranks sent."""
-    return nodes_from_documents([(_name(r), r.source, r.document if r.error is None else r.error) for r in received])
+    return nodes_from_documents(
+        [(_name(r), r.source, r.document if r.error is None else r.error) for r in received]
+    )
 
 
 def keep(received: list[Received], out_dir: Path) -> tuple[list[tuple[str, Path, Path | None]], list[str]]:

@@ -89,7 +89,9 @@ def _key_lines(node: Any, prefix: tuple[str, ...], out: dict[tuple[str, ...], in
         for key_node, value_node in node.value:
             key = str(key_node.value)
             if key in seen:
-                raise FabricscopeError(f"{key_node.start_mark.line + 1}: {'.'.join((*prefix, key))} given twice")
+                raise FabricscopeError(
+                    f"{key_node.start_mark.line + 1}: {'.'.join((*prefix, key))} given twice"
+                )
             seen.add(key)
             out[(*prefix, key)] = key_node.start_mark.line + 1
             _key_lines(value_node, (*prefix, key), out)
@@ -123,8 +125,10 @@ def parse_manifest(text: str, path: str) -> Manifest:
         error = exc.errors()[0]
         loc = tuple(str(p) for p in error["loc"] if not isinstance(p, int))
         line = next((lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in lines), None)
-        hint = " (quote version numbers: \"16.35.2000\")" if loc[:1] == ("firmware",) else ""
-        raise FabricscopeError(f"{path}{':' + str(line) if line else ''}: {'.'.join(loc) or 'manifest'}: {error['msg']}{hint}") from None
+        hint = ' (quote version numbers: "16.35.2000")' if loc[:1] == ("firmware",) else ""
+        raise FabricscopeError(
+            f"{path}{':' + str(line) if line else ''}: {'.'.join(loc) or 'manifest'}: {error['msg']}{hint}"
+        ) from None
     return Manifest(path, spec, lines, dict(enumerate(text.splitlines(), start=1)))
 
 
@@ -136,5 +140,7 @@ def load_manifest(path: Path) -> Manifest:
     except FileNotFoundError:
         raise FabricscopeError(f"--expect {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise FabricscopeError(f"--expect {path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+        raise FabricscopeError(
+            f"--expect {path}: cannot read ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
     return parse_manifest(text, str(path))

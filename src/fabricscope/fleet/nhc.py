@@ -23,7 +23,10 @@ def one_line(text: str) -> str:
 
 def nhc_reason(findings: Sequence[Finding], threshold: Severity) -> str:
     """``fabricscope: <id> <subject>: <message> (+N more)`` for the worst finding at or above ``threshold``."""
-    bad = sorted((f for f in findings if f.severity.rank >= threshold.rank), key=lambda f: (-f.severity.rank, sort_key(f)))
+    bad = sorted(
+        (f for f in findings if f.severity.rank >= threshold.rank),
+        key=lambda f: (-f.severity.rank, sort_key(f)),
+    )
     if not bad:
         return ""
     first = bad[0]

@@ -48,7 +48,9 @@ def subprocess_runner(timeout_s: float = DEFAULT_TIMEOUT_S) -> Runner:
 
 def check_node_name(name: str) -> str:
     if not _NODE_NAME.fullmatch(name):
-        raise FabricscopeError(f"node name {name[:80]!r} is not a Slurm node name (letters, digits, '.', '_', '-')")
+        raise FabricscopeError(
+            f"node name {name[:80]!r} is not a Slurm node name (letters, digits, '.', '_', '-')"
+        )
     return name
 
 

@@ -24,7 +24,9 @@ class AerStats:
     correctable: int | None = None
     nonfatal: int | None = None
     fatal: int | None = None
-    details: dict[str, dict[str, int]] = field(default_factory=dict)  # severity -> {error name: count} (non-zero)
+    details: dict[str, dict[str, int]] = field(
+        default_factory=dict
+    )  # severity -> {error name: count} (non-zero)
 
     def totals(self) -> dict[str, int]:
         """The known totals by severity ("correctable", "nonfatal", "fatal")."""

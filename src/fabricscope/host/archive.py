@@ -134,8 +134,10 @@ class _Indexer:
         if self.count > self.limits.members:
             raise ArchiveError(f"more than {self.limits.members:,} members (limit on members)")
         if member.size > self.limits.member_bytes and member.isreg():
-            raise ArchiveError(f"member {member.name[:120]} holds {_size(member.size)}, more than "
-                               f"{_size(self.limits.member_bytes)} (limit on one member)")
+            raise ArchiveError(
+                f"member {member.name[:120]} holds {_size(member.size)}, more than "
+                f"{_size(self.limits.member_bytes)} (limit on one member)"
+            )
         parts = member_parts(member.name)
         if parts is None:
             return self.skip(member, "name leaves the archive (absolute or with ..): ignored")
@@ -150,7 +152,10 @@ class _Indexer:
                 self.store.data[parts] = data
             return None
         if member.issym():
-            if not member.linkname or len(member.linkname.encode("utf-8", "surrogateescape")) > MAX_LINK_TARGET:
+            if (
+                not member.linkname
+                or len(member.linkname.encode("utf-8", "surrogateescape")) > MAX_LINK_TARGET
+            ):
                 return self.skip(member, "symlink with an empty or over-long target: ignored")
             return self.put(member, parts, Entry(LINK, target=member.linkname))
         if member.islnk():
@@ -167,7 +172,10 @@ class _Indexer:
         target = member_parts(member.linkname)
         entry = self.store.entries.get(target) if target else None
         if entry is None or entry.kind != FILE:
-            return self.skip(member, f"hard link to {member.linkname[:120]!r}, not a regular file earlier in the archive: ignored")
+            return self.skip(
+                member,
+                f"hard link to {member.linkname[:120]!r}, not a regular file earlier in the archive: ignored",
+            )
         if self.put(member, parts, entry):
             self.store.data[parts] = self.store.data[target]
         return None
@@ -238,7 +246,10 @@ def open_archive(path: Path, limits: Limits | None = None) -> tuple[ArchiveStore
         raise ArchiveError("not a snapshot (no sys/, proc/, cmd/ or etc/ inside)")
     problems = indexer.problems
     if indexer.specials:
-        problems.append((f"archive member {indexer.specials[0]}", f"{len(indexer.specials)} device or FIFO member(s): "
-                         "kept as names, never read"))
+        problems.append(
+            (
+                f"archive member {indexer.specials[0]}",
+                f"{len(indexer.specials)} device or FIFO member(s): kept as names, never read",
+            )
+        )
     return indexer.store, problems
-

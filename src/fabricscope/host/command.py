@@ -363,7 +363,9 @@ def in_parallel(job: Callable[[K], R], keys: Iterable[K]) -> dict[K, Future[R]]:
         future: Future[R] = Future()
         future.set_running_or_notify_cancel()
         futures[key] = future
-        threading.Thread(target=_fill, args=(future, job, key), daemon=True, name="fabricscope-command").start()
+        threading.Thread(
+            target=_fill, args=(future, job, key), daemon=True, name="fabricscope-command"
+        ).start()
     return futures
 
 

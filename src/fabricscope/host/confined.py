@@ -79,8 +79,17 @@ def kind_of_mode(mode: int) -> tuple[str, str]:
         return FILE, ""
     if stat.S_ISLNK(mode):
         return LINK, ""
-    what = ("fifo" if stat.S_ISFIFO(mode) else "character device" if stat.S_ISCHR(mode)
-            else "block device" if stat.S_ISBLK(mode) else "socket" if stat.S_ISSOCK(mode) else "special file")
+    what = (
+        "fifo"
+        if stat.S_ISFIFO(mode)
+        else "character device"
+        if stat.S_ISCHR(mode)
+        else "block device"
+        if stat.S_ISBLK(mode)
+        else "socket"
+        if stat.S_ISSOCK(mode)
+        else "special file"
+    )
     return OTHER, what
 
 
@@ -112,8 +121,9 @@ class ConfinedFs:
             self._dirs[parent] = base
         return base, name
 
-    def _resolve(self, start: Parts, names: list[str], follow: bool, rel: str,
-                 met: list[tuple[str, str]] | None = None) -> tuple[Parts, Entry]:
+    def _resolve(
+        self, start: Parts, names: list[str], follow: bool, rel: str, met: list[tuple[str, str]] | None = None
+    ) -> tuple[Parts, Entry]:
         """Walk ``names`` from the resolved directory ``start``; follow a last link if ``follow``.
         Each link followed is added to ``met`` as (its path, its target)."""
         cur = list(start)

@@ -81,7 +81,9 @@ def parse_module(text: str) -> ModuleInfo | None:
             match = _TEMP.search(value)
             temp = float(match.group(1)) if match else None
     alarms = tuple(
-        key for key, value in fields.items() if ("alarm" in key.lower() or "warning" in key.lower()) and value.lower() == "on"
+        key
+        for key, value in fields.items()
+        if ("alarm" in key.lower() or "warning" in key.lower()) and value.lower() == "on"
     )
     return ModuleInfo(identifier=fields.get("Identifier"), temperature_c=temp, alarms=alarms, fields=fields)
 

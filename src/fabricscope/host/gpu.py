@@ -39,7 +39,9 @@ def parse_nvidia_smi(text: str) -> list[Gpu]:
         fields = [f.strip() for f in line.split(",")]
         if len(fields) < 3 or not (fields[0].isascii() and fields[0].isdigit()) or ":" not in fields[1]:
             continue
-        gpus.append(Gpu(index=int(fields[0]), pci_address=normalise_bus_id(fields[1]), name=",".join(fields[2:])))
+        gpus.append(
+            Gpu(index=int(fields[0]), pci_address=normalise_bus_id(fields[1]), name=",".join(fields[2:]))
+        )
     return gpus
 
 

@@ -23,14 +23,21 @@ DEFAULT_TIMEOUT_S = 300.0  # a sweep of tens of thousands of ports takes minutes
 
 # Gb/s per lane, as ibstat and /sys/class/infiniband/*/ports/*/rate report them
 LANE_GBPS = {
-    "SDR": 2.5, "DDR": 5.0, "QDR": 10.0, "FDR10": 10.0, "FDR": 14.0, "EDR": 25.0, "HDR": 50.0, "NDR": 100.0,
+    "SDR": 2.5,
+    "DDR": 5.0,
+    "QDR": 10.0,
+    "FDR10": 10.0,
+    "FDR": 14.0,
+    "EDR": 25.0,
+    "HDR": 50.0,
+    "NDR": 100.0,
     "XDR": 200.0,
 }
 NODE_KINDS = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
 
 _NODE = re.compile(r'^(Switch|Ca|Rt)\s+(\d+)\s+"([SHR?]-[^"]+)"\s*#\s*"(.*?)"(.*)\Z')
 _PORT = re.compile(
-    r'^\[(\d+)\](?:\[ext \d+\])?(?:\(([0-9A-Za-z<>x]+)\))?\s*'
+    r"^\[(\d+)\](?:\[ext \d+\])?(?:\(([0-9A-Za-z<>x]+)\))?\s*"
     r'"([SHR?]-[^"]+)"\[(\d+)\](?:\[ext \d+\])?(?:\s*\(([0-9A-Za-z<>x]+)\))?\s*#\s*(.*)\Z'
 )
 _LINK = re.compile(r"\b(\d+)x(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR|\?\?\?)\b")
@@ -116,7 +123,9 @@ def parse_ibnetdiscover(text: str) -> IbFabric:
             kind = NODE_KINDS[node.group(1)]
             lid = _LID.search(node.group(5))
             current = node.group(3)
-            nodes[current] = IbNode(current, kind, int(node.group(2)), node.group(4), int(lid.group(1)) if lid else None)
+            nodes[current] = IbNode(
+                current, kind, int(node.group(2)), node.group(4), int(lid.group(1)) if lid else None
+            )
             continue
         port = _PORT.match(line)
         if port and current is not None:
@@ -130,7 +139,9 @@ def parse_ibnetdiscover(text: str) -> IbFabric:
             elif speed is not None and (width, speed) != (old.width, old.speed):
                 # both ends of an active link report the same width and speed; when they do not,
                 # the link carries what the slower end says
-                slower = min((old.width, old.speed), (width, speed), key=lambda ws: link_rate_gbps(*ws) or 0.0)
+                slower = min(
+                    (old.width, old.speed), (width, speed), key=lambda ws: link_rate_gbps(*ws) or 0.0
+                )
                 problems.append(
                     f"line {number}: {local.guid}[{local.port}] reports {width}x{speed}, "
                     f"{remote.guid}[{remote.port}] reported {old.width}x{old.speed}; using {slower[0]}x{slower[1]}"

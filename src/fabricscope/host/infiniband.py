@@ -122,7 +122,9 @@ class RdmaPort:
     @property
     def phys_state_recognised(self) -> bool:
         """The physical state text is what the kernel writes for its code ("5: LinkUp")."""
-        return self.phys_state_id is not None and self.phys_state == kernel_phys_state_name(self.phys_state_id)
+        return self.phys_state_id is not None and self.phys_state == kernel_phys_state_name(
+            self.phys_state_id
+        )
 
     @property
     def is_active(self) -> bool:
@@ -199,7 +201,9 @@ def list_rdma_ports(root: Root) -> list[tuple[str, int]]:
     """``(device, port)`` of every RDMA port, devices in natural order (mlx5_2 before mlx5_10);
     at most MAX_RDMA_DEVICES devices and MAX_RDMA_PORTS ports in all."""
     ports: list[tuple[str, int]] = []
-    names = capped(root, "rdma devices", IB_CLASS, sorted(root.listdir(IB_CLASS), key=natural_key), MAX_RDMA_DEVICES)
+    names = capped(
+        root, "rdma devices", IB_CLASS, sorted(root.listdir(IB_CLASS), key=natural_key), MAX_RDMA_DEVICES
+    )
     for dev in names:
         numbers = [p for p in root.listdir(f"{IB_CLASS}/{dev}/ports") if p.isascii() and p.isdigit()]
         if not numbers:
@@ -208,7 +212,9 @@ def list_rdma_ports(root: Root) -> list[tuple[str, int]]:
     return capped(root, "rdma ports", IB_CLASS, ports, MAX_RDMA_PORTS)
 
 
-def read_port(root: Root, device: str, port: int, *, gids: bool = True, budget: Budget | None = None) -> RdmaPort | None:
+def read_port(
+    root: Root, device: str, port: int, *, gids: bool = True, budget: Budget | None = None
+) -> RdmaPort | None:
     """One RDMA port: the one reader for doctor, snapshots and every exporter scrape. ``gids``:
     also the GID table (hundreds of files: the inventory's, not a scrape's); ``budget`` caps the
     counter files read over many ports. None (and a problem) when the port is gone; a required
@@ -330,7 +336,9 @@ def read_port_counters(root: Root) -> dict[str, dict[str, int]]:
 
 
 def natural_key(name: str) -> tuple:
-    return tuple(int(part) if (part.isascii() and part.isdigit()) else part for part in re.split(r"(\d+)", name))
+    return tuple(
+        int(part) if (part.isascii() and part.isdigit()) else part for part in re.split(r"(\d+)", name)
+    )
 
 
 DEV_INFINIBAND = "dev/infiniband"

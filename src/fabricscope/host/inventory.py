@@ -68,8 +68,12 @@ class Inventory:
     kernel_log_problem: str | None = None  # why kernel_log is None
     mlxconfig: dict[str, dict[str, str]] | None = None  # RDMA device -> `mlxconfig q`; None: mlxconfig absent
     sminfo: SmQuery | None = None  # `sminfo`; None: no InfiniBand port
-    nvlink: NvlinkState | None = None  # nvidia-smi nvlink -s and -q (Fabric); None: no GPU found by nvidia-smi
-    gpu_pcie: dict[str, tuple[float, float]] | None = None  # nvidia-smi -q's PCI blocks: pci address -> (tx, rx) bytes/s
+    nvlink: NvlinkState | None = (
+        None  # nvidia-smi nvlink -s and -q (Fabric); None: no GPU found by nvidia-smi
+    )
+    gpu_pcie: dict[str, tuple[float, float]] | None = (
+        None  # nvidia-smi -q's PCI blocks: pci address -> (tx, rx) bytes/s
+    )
 
     # ----- lookups -----------------------------------------------------------------------
     @property
@@ -119,7 +123,9 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def gpu_affinity(gpus: list[Gpu], rdma: list[RdmaDevice], netdevs: list[NetDevice], pci: dict[str, PciDevice]) -> list[GpuAffinity]:
+def gpu_affinity(
+    gpus: list[Gpu], rdma: list[RdmaDevice], netdevs: list[NetDevice], pci: dict[str, PciDevice]
+) -> list[GpuAffinity]:
     """Each GPU's nearest NIC by PCIe distance (an RDMA device, else a physical netdev): the NIC
     NCCL picks for the GPU's rank on a rail-optimised node."""
     nics = [(d.name, d.pci_address) for d in rdma if d.pci_address]
@@ -178,8 +184,13 @@ def _commands_ahead(root: Root, rdma: list[RdmaDevice]) -> list[list[str]]:
     if any(p.is_ib for d in rdma for p in d.ports):
         commands.append(list(SMINFO))
     commands += [mlxconfig_argv(pci) for pci in sorted(_mlx5_pcis(rdma).values())]
-    commands += [list(c) for c in KERNEL_LOG_COMMANDS] + [list(NVLINK_STATUS), list(NVIDIA_SMI_QUERY_ALL)]  # also NVIDIA_SMI_PCI's
-    commands += [c for n in sorted(_ethtool_netdevs(rdma, physical_netdev_names(root))) for c in ethtool_commands(n)]
+    commands += [list(c) for c in KERNEL_LOG_COMMANDS] + [
+        list(NVLINK_STATUS),
+        list(NVIDIA_SMI_QUERY_ALL),
+    ]  # also NVIDIA_SMI_PCI's
+    commands += [
+        c for n in sorted(_ethtool_netdevs(rdma, physical_netdev_names(root))) for c in ethtool_commands(n)
+    ]
     return commands + [c for n in sorted(_roce_netdevs(rdma)) for c in qos_commands(n)]
 
 
@@ -204,7 +215,9 @@ def read_inventory(root: Root, command_timeout_s: float | None = None) -> Invent
                 qos[name] = cfg
         drivers = tuple(sorted({n.driver for n in netdevs if n.driver and n.is_physical}))
         versions = read_versions(root, drivers)
-        lldp = read_lldp(root, quiet=True)  # recorded by snapshots, read back by `topology discover lldp --root`
+        lldp = read_lldp(
+            root, quiet=True
+        )  # recorded by snapshots, read back by `topology discover lldp --root`
         verbs = read_verbs_ports(root) if rdma else None
         kernel_log, kernel_log_problem = read_kernel_log(root)
         nvlink = read_nvlink(root) if gpu_source == "nvidia-smi" else None
@@ -252,7 +265,9 @@ class CounterSample:
     aer: dict[str, dict[str, int]] = field(default_factory=dict)  # PCI address -> AER totals by severity
 
 
-def read_counter_sample(root: Root, netdevs: list[str] | None = None, pci_addresses: list[str] | None = None) -> CounterSample:
+def read_counter_sample(
+    root: Root, netdevs: list[str] | None = None, pci_addresses: list[str] | None = None
+) -> CounterSample:
     stats: dict[str, dict[str, int]] = {}
     with root.commands_ahead([ethtool_commands(name)[0] for name in netdevs or []]):
         for name in netdevs or []:
@@ -264,7 +279,11 @@ def read_counter_sample(root: Root, netdevs: list[str] | None = None, pci_addres
         ports=read_port_counters(root),
         ethtool=stats,
         netstat=read_netstat(root),
-        aer={a: stats.totals() for a in pci_addresses or [] if (stats := read_aer(root, f"{PCI_DEVICES}/{a}")) is not None},
+        aer={
+            a: stats.totals()
+            for a in pci_addresses or []
+            if (stats := read_aer(root, f"{PCI_DEVICES}/{a}")) is not None
+        },
     )
 
 

@@ -31,9 +31,13 @@ KERNEL_LOG_COMMANDS = (DMESG, JOURNAL)
 # "[ 1843.308145] msg" (dmesg), "[ 1843.308145] host kernel: msg" (journalctl -o short-monotonic),
 # with an optional "kernel: " (syslog) or "node: " (pdsh) prefix.
 _STAMP = re.compile(r"^(?:[\w.-]+: )?\s*\[\s*(\d+\.\d+)\]\s?(?:\S+ kernel: )?(.*)\Z")
-_COMMAND_TIMEOUT = re.compile(r"timeout\. Will cause a leak of a command resource|No done completion|failed to allocate command entry|cmd_work_handler")
+_COMMAND_TIMEOUT = re.compile(
+    r"timeout\. Will cause a leak of a command resource|No done completion|failed to allocate command entry|cmd_work_handler"
+)
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+),\s*(.*)$")
-_GPU_ADDR = re.compile(r"NVRM: (?:GPU (?:at )?(?:PCI:)?|The NVIDIA GPU )([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})")
+_GPU_ADDR = re.compile(
+    r"NVRM: (?:GPU (?:at )?(?:PCI:)?|The NVIDIA GPU )([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})"
+)
 _FALLEN_TEXT = "GPU has fallen off the bus (logged without an Xid line)"
 _MLX5 = re.compile(r"mlx5_core (\d{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)(?: ([^\s:]+))?: (.*)$")
 _IB_LINK = re.compile(r"Port: (\d+) Link (DOWN|INIT|ARM|ACTIVE|ACTIVE_DEFER)\b")
@@ -77,7 +81,11 @@ class KernelLog:
 
 
 def _nic_kind(message: str) -> str | None:
-    if "health compromised" in message or "unrecoverable hardware error" in message or "Fatal error" in message:
+    if (
+        "health compromised" in message
+        or "unrecoverable hardware error" in message
+        or "Fatal error" in message
+    ):
         return "health"
     if _COMMAND_TIMEOUT.search(message):
         return "command_timeout"
@@ -122,12 +130,18 @@ def parse_kernel_log(text: str, source: str = "dmesg") -> KernelLog:
             last = at if last is None else max(last, at)
         if (m := _XID.search(line)) is not None:
             event = XidEvent(at, m.group(1).lower(), int(m.group(2)), m.group(3).strip())
-            xids[:] = [x for x in xids if not (x.text == _FALLEN_TEXT and x.pci == event.pci and event.code == 79)]
+            xids[:] = [
+                x for x in xids if not (x.text == _FALLEN_TEXT and x.pci == event.pci and event.code == 79)
+            ]
             xids.append(event)
         elif "NVRM:" in line:
             gpu = _GPU_ADDR.search(line)
             gpu_pci = gpu.group(1).lower() if gpu else gpu_pci
-            if "fallen off the bus" in line and gpu_pci and not any(x.code == 79 and x.pci == gpu_pci for x in xids):
+            if (
+                "fallen off the bus" in line
+                and gpu_pci
+                and not any(x.code == 79 and x.pci == gpu_pci for x in xids)
+            ):
                 # Drivers without an Xid line for it (NVSentinel #155): the same fault as Xid 79.
                 xids.append(XidEvent(at, gpu_pci, 79, _FALLEN_TEXT))
         elif (m := _MLX5.search(line)) is not None:
@@ -145,6 +159,10 @@ def read_kernel_log(root: Root) -> tuple[KernelLog | None, str | None]:
         if log is not None and log.last_s is not None:
             return log, None
         # Both commands stamp every record "[seconds.micros]": without one, this is no kernel log.
-        why = "no timestamped kernel log line in the output" if result.ok else (result.reason or f"exit status {result.rc}")
+        why = (
+            "no timestamped kernel log line in the output"
+            if result.ok
+            else (result.reason or f"exit status {result.rc}")
+        )
         reasons.append(f"{argv[0]}: {why}")
     return None, "; ".join(reasons)

@@ -61,7 +61,11 @@ class LldpNeighbor:
         """
         if self.port_id and self.port_id_type in ("ifname", "ifalias"):
             return self.port_id
-        if self.port_id and self.port_id_type == "local" and not (self.port_id.isascii() and self.port_id.isdigit()):
+        if (
+            self.port_id
+            and self.port_id_type == "local"
+            and not (self.port_id.isascii() and self.port_id.isdigit())
+        ):
             return self.port_id
         return self.port_descr or self.port_id
 
@@ -117,7 +121,9 @@ def _enabled(flag: Any) -> bool:
 
 def _capabilities(raw: Any) -> tuple[str, ...]:
     items = raw if isinstance(raw, list) else [raw] if isinstance(raw, dict) else []
-    return tuple(str(c["type"]) for c in items if isinstance(c, dict) and c.get("type") and _enabled(c.get("enabled")))
+    return tuple(
+        str(c["type"]) for c in items if isinstance(c, dict) and c.get("type") and _enabled(c.get("enabled"))
+    )
 
 
 def _split_chassis(raw: Any) -> tuple[str | None, dict[str, Any]]:
@@ -269,7 +275,9 @@ def lldpctl_argv(socket: str | None = None) -> list[str]:
     return [LLDPCTL, *(["-u", socket] if socket else []), "-f", "json"]
 
 
-def read_lldp(root: Root, socket: str | None = None, *, quiet: bool = False) -> tuple[LldpNeighbor, ...] | None:
+def read_lldp(
+    root: Root, socket: str | None = None, *, quiet: bool = False
+) -> tuple[LldpNeighbor, ...] | None:
     """This node's LLDP neighbours from its lldpd (``socket``: a non-default control socket);
     None when lldpctl is absent, lldpd is not running, or the output is not understood.
     ``quiet``: a failing lldpctl is no problem worth recording (the inventory of a node that has

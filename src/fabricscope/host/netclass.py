@@ -79,7 +79,9 @@ def physical_netdev_names(root: Root) -> list[str]:
     return [name for name in root.listdir(NET_CLASS) if netdev_pci_address(root, name) is not None]
 
 
-def read_net_device(root: Root, name: str, *, identity: bool = True, addresses: tuple[list[str], list[str]] = ([], [])) -> NetDevice | None:
+def read_net_device(
+    root: Root, name: str, *, identity: bool = True, addresses: tuple[list[str], list[str]] = ([], [])
+) -> NetDevice | None:
     """One interface: the one reader for doctor, snapshots and every exporter scrape (which skips
     ``identity``: hardware address, type, PCI function and driver do not change while it runs).
     None (and a problem) when it is gone; ``mtu`` and ``operstate`` absent are problems."""

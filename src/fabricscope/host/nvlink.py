@@ -80,7 +80,13 @@ def parse_fabric(text: str, pci: str = "") -> list[GpuFabric]:
             continue
         key = f"{section}/{kv.group(2)}" if section and depth > indent + 4 else kv.group(2)
         values[key] = kv.group(3).strip()
-        out[-1] = GpuFabric(pci, values.get("State"), values.get("Status"), values.get("CliqueId"), values.get("Health/Summary"))
+        out[-1] = GpuFabric(
+            pci,
+            values.get("State"),
+            values.get("Status"),
+            values.get("CliqueId"),
+            values.get("Health/Summary"),
+        )
     return out
 
 

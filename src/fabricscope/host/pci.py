@@ -76,7 +76,11 @@ class PciDevice:
 
     @property
     def is_nvidia_gpu(self) -> bool:
-        return self.vendor_id == 0x10DE and self.class_id is not None and (self.class_id >> 8) in (0x0300, 0x0302)
+        return (
+            self.vendor_id == 0x10DE
+            and self.class_id is not None
+            and (self.class_id >> 8) in (0x0300, 0x0302)
+        )
 
     @property
     def link_degraded(self) -> bool:
@@ -187,9 +191,21 @@ def read_pci_device(root: Root, address: str, *, link_only: bool = False) -> Pci
         speeds.append(speed)
     width, max_width = d.integer("current_link_width"), d.integer("max_link_width")
     if link_only:
-        return PciDevice(address=address, vendor_id=None, device_id=None, class_id=None, numa_node=None,
-                         root_complex=None, upstream=(), port_type=None, acs=None, current_link_speed_gts=speeds[0],
-                         max_link_speed_gts=speeds[1], current_link_width=width, max_link_width=max_width)
+        return PciDevice(
+            address=address,
+            vendor_id=None,
+            device_id=None,
+            class_id=None,
+            numa_node=None,
+            root_complex=None,
+            upstream=(),
+            port_type=None,
+            acs=None,
+            current_link_speed_gts=speeds[0],
+            max_link_speed_gts=speeds[1],
+            current_link_width=width,
+            max_link_width=max_width,
+        )
     root_complex, upstream = _path_parts(d.real)
     numa = d.integer("numa_node")
     config = root.read_bytes(f"{base}/config")
@@ -216,7 +232,10 @@ def read_pci_device(root: Root, address: str, *, link_only: bool = False) -> Pci
 
 def read_pci_devices(root: Root) -> dict[str, PciDevice]:
     addresses = [addr for addr in root.listdir(PCI_DEVICES) if _BDF.match(addr)]
-    read = (read_pci_device(root, addr) for addr in capped(root, "pci devices", PCI_DEVICES, addresses, MAX_PCI_DEVICES))
+    read = (
+        read_pci_device(root, addr)
+        for addr in capped(root, "pci devices", PCI_DEVICES, addresses, MAX_PCI_DEVICES)
+    )
     return {device.address: device for device in read if device is not None}
 
 

@@ -50,7 +50,7 @@ def parse_mlnx_qos(text: str) -> QosConfig | None:
     for match in _PRIO_DSCP.finditer(text):
         prio = int(match.group(1))
         for value in match.group(2).replace(" ", "").split(","):
-            if (value.isascii() and value.isdigit()):
+            if value.isascii() and value.isdigit():
                 dscp_map[int(value)] = prio
     if trust_match is None and pfc is None:
         return None
@@ -98,14 +98,20 @@ def parse_dcb_app(text: str) -> dict[int, int] | None:
     for pair in data.get("dscp_prio") or []:
         if isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) for v in pair):
             mapping[pair[0]] = pair[1]
-        elif isinstance(pair, dict) and isinstance(pair.get("dscp"), int) and isinstance(pair.get("prio"), int):
+        elif (
+            isinstance(pair, dict) and isinstance(pair.get("dscp"), int) and isinstance(pair.get("prio"), int)
+        ):
             mapping[pair["dscp"]] = pair["prio"]
     return mapping
 
 
 def qos_commands(netdev: str) -> list[list[str]]:
     """What :func:`read_qos` may run for one netdev, in the order it asks."""
-    return [["mlnx_qos", "-i", netdev], ["dcb", "-j", "pfc", "show", "dev", netdev], ["dcb", "-j", "app", "show", "dev", netdev]]
+    return [
+        ["mlnx_qos", "-i", netdev],
+        ["dcb", "-j", "pfc", "show", "dev", netdev],
+        ["dcb", "-j", "app", "show", "dev", netdev],
+    ]
 
 
 def read_qos(root: Root, netdev: str) -> QosConfig | None:

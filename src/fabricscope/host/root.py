@@ -110,7 +110,10 @@ class LiveFs:
         return os.readlink("/" + rel.lstrip("/"))
 
     def read(self, rel: str, limit: int, follow: bool = True) -> bytes:
-        fd = os.open("/" + rel.lstrip("/"), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
+        fd = os.open(
+            "/" + rel.lstrip("/"),
+            os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW),
+        )
         try:
             kind, what = kind_of_mode(os.fstat(fd).st_mode)
             if kind != FILE:
@@ -148,7 +151,13 @@ class Root:
     # ----- construction -------------------------------------------------------------------
     @classmethod
     def live(cls) -> Root:
-        return cls(location=Path("/"), is_live=True, label="/", fs=LiveFs(), command_timeout_s=_command_timeout_from_env())
+        return cls(
+            location=Path("/"),
+            is_live=True,
+            label="/",
+            fs=LiveFs(),
+            command_timeout_s=_command_timeout_from_env(),
+        )
 
     @classmethod
     def at(cls, location: str | os.PathLike[str]) -> Root:
@@ -204,8 +213,15 @@ class Root:
             return None
         return text.rstrip("\n")
 
-    def read_bytes(self, rel: str, *, missing_ok: bool = True, follow: bool = True,
-                   limit: int = MAX_READ_BYTES, source: str | None = None) -> bytes | None:
+    def read_bytes(
+        self,
+        rel: str,
+        *,
+        missing_ok: bool = True,
+        follow: bool = True,
+        limit: int = MAX_READ_BYTES,
+        source: str | None = None,
+    ) -> bytes | None:
         """Contents of a regular file, at most ``limit`` bytes; None (and a problem unless absent
         and ``missing_ok``) otherwise. ``follow=False``: a link at the end is refused, as with
         O_NOFOLLOW. ``source`` names the file in problems and the recording (default ``rel``)."""
@@ -224,7 +240,10 @@ class Root:
                 self.note(source, f"unreadable: {exc.strerror or exc}")
             return None
         if len(data) > limit:
-            self.note(source, f"larger than {limit} bytes" + ("" if limit == MAX_READ_BYTES else ": not a sysfs attribute"))
+            self.note(
+                source,
+                f"larger than {limit} bytes" + ("" if limit == MAX_READ_BYTES else ": not a sysfs attribute"),
+            )
             return None
         if self.recording is not None:
             self.recording.files[source.lstrip("/")] = data
@@ -291,7 +310,9 @@ class Root:
             stdout_file, rc = captured
             text = self.read(f"cmd/{stdout_file}", missing_ok=False)
             if text is None:
-                return CommandResult(key, available=False, reason=f"captured output cmd/{stdout_file} unreadable")
+                return CommandResult(
+                    key, available=False, reason=f"captured output cmd/{stdout_file} unreadable"
+                )
             return CommandResult(key, available=True, rc=rc, stdout=text)
         ahead = self._ahead.pop(key, None)
         result = ahead.result() if ahead is not None else _run_live(key, time.monotonic() + timeout_s)
@@ -377,13 +398,19 @@ def _run_live(key: tuple[str, ...], deadline: float, cancel: threading.Event | N
     timeout_s = max(0.0, deadline - time.monotonic())
     try:
         outcome = command.run(
-            [exe, *key[1:]], timeout_s, env={**os.environ, "LC_ALL": "C"}, max_output_bytes=MAX_READ_BYTES, cancel=cancel,
+            [exe, *key[1:]],
+            timeout_s,
+            env={**os.environ, "LC_ALL": "C"},
+            max_output_bytes=MAX_READ_BYTES,
+            cancel=cancel,
             kill_leftovers=True,  # a probe leaves nothing running on purpose
         )
     except OSError as exc:
         return CommandResult(key, available=False, reason=f"cannot run: {exc.strerror or exc}")
     if outcome.timed_out:
-        return CommandResult(key, available=True, rc=None, reason=f"timed out after {round(timeout_s, 1):g} s")
+        return CommandResult(
+            key, available=True, rc=None, reason=f"timed out after {round(timeout_s, 1):g} s"
+        )
     if outcome.rc is None:
         return CommandResult(key, available=True, rc=None, reason=str(outcome.why_stopped))
     return CommandResult(key, available=True, rc=outcome.rc, stdout=outcome.stdout_text)

@@ -90,9 +90,20 @@ _GUID = r"(?<![0-9a-fA-F:])(?:[0-9a-fA-F]{4}:){3}[0-9a-fA-F]{4}(?![0-9a-fA-F:.])
 _UUID = r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 _IPV6 = r"(?<![0-9a-fA-F:])[0-9a-fA-F]{0,4}(?::[0-9a-fA-F]{0,4}){2,7}(?![0-9a-fA-F:])"
 _IPV4 = r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])"
-_TOKEN = re.compile("|".join(f"(?P<{n}>{p})" for n, p in (
-    ("gid", _GID), ("ipoib", _IPOIB_HW), ("mac", _MAC), ("guid", _GUID), ("uuid", _UUID), ("ipv6", _IPV6), ("ipv4", _IPV4),
-)))
+_TOKEN = re.compile(
+    "|".join(
+        f"(?P<{n}>{p})"
+        for n, p in (
+            ("gid", _GID),
+            ("ipoib", _IPOIB_HW),
+            ("mac", _MAC),
+            ("guid", _GUID),
+            ("uuid", _UUID),
+            ("ipv6", _IPV6),
+            ("ipv4", _IPV4),
+        )
+    )
+)
 _KEEP_V4 = {"127.0.0.1", "0.0.0.0", "255.255.255.255"}
 
 
@@ -123,7 +134,9 @@ class Scrubber:
     def mac(self, text: str) -> str:
         if text == "00:00:00:00:00:00":
             return text
-        return self._next("mac", text, lambda n: "02:00:" + ":".join(f"{(n >> s) & 255:02x}" for s in (24, 16, 8, 0)))
+        return self._next(
+            "mac", text, lambda n: "02:00:" + ":".join(f"{(n >> s) & 255:02x}" for s in (24, 16, 8, 0))
+        )
 
     def guid(self, text: str) -> str:
         return self._next("guid", text, lambda n: f"0200:0000:{(n >> 16) & 0xFFFF:04x}:{n & 0xFFFF:04x}")
@@ -141,7 +154,9 @@ class Scrubber:
         new_iid = int(self._next("iid", f"{iid:x}", lambda n: f"{0x0200_0000_0000_0000 | n:x}"), 16)
         new_prefix = prefix
         if not addr.is_link_local:
-            new_prefix = int(self._next("prefix", f"{prefix:x}", lambda n: f"{0xFD00_0000_0000_0000 | n:x}"), 16)
+            new_prefix = int(
+                self._next("prefix", f"{prefix:x}", lambda n: f"{0xFD00_0000_0000_0000 | n:x}"), 16
+            )
         return ipaddress.IPv6Address((new_prefix << 64) | new_iid)
 
     def gid(self, text: str) -> str:
@@ -197,5 +212,7 @@ class Scrubber:
     def command(self, argv: tuple[str, ...], stdout: str) -> str:
         """A captured command output: transceiver serial numbers, then the text rules."""
         if argv[:2] == ("ethtool", "-m"):
-            stdout = _VENDOR_SN.sub(lambda m: m.group(1) + self._next("sn", m.group(2), lambda n: f"SN{n:08d}"), stdout)
+            stdout = _VENDOR_SN.sub(
+                lambda m: m.group(1) + self._next("sn", m.group(2), lambda n: f"SN{n:08d}"), stdout
+            )
         return self.text(stdout)

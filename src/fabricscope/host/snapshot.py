@@ -92,7 +92,9 @@ def _device_placeholders(fs: ConfinedFs, rel: str) -> dict[str, bytes]:
     return out
 
 
-def _layout(root: Root, recording: Recording, scrubber: Scrubber | None) -> tuple[set[str], dict[str, bytes], dict[str, str]]:
+def _layout(
+    root: Root, recording: Recording, scrubber: Scrubber | None
+) -> tuple[set[str], dict[str, bytes], dict[str, str]]:
     """Directories, files (by resolved path) and symlinks of the snapshot to write."""
     fs = _source_fs(root)
     links: dict[str, str] = {}
@@ -129,7 +131,9 @@ def _is_dir(fs: ConfinedFs, rel: str) -> bool:
         return False
 
 
-def _write_tar(handle: BinaryIO, name: str, dirs: set[str], files: dict[str, bytes], links: dict[str, str]) -> None:
+def _write_tar(
+    handle: BinaryIO, name: str, dirs: set[str], files: dict[str, bytes], links: dict[str, str]
+) -> None:
     """The snapshot as a .tar.gz written from memory (never through a directory on disk), under
     one top directory; parents before children, a name taken once (directories, then files).
     Names and link targets that were not UTF-8 are written escaped (:func:`printable_name`), the
@@ -174,7 +178,9 @@ def write_snapshot(root: Root, recording: Recording, out: Path, scrub: bool | st
     since an unscrubbed snapshot names the node, its addresses and its kernel command line."""
     scrubber = None
     if scrub:
-        hostname = recording.files.get("proc/sys/kernel/hostname", b"").decode("utf-8", "replace").strip() or None
+        hostname = (
+            recording.files.get("proc/sys/kernel/hostname", b"").decode("utf-8", "replace").strip() or None
+        )
         scrubber = Scrubber(hostname=hostname, level=STRICT if scrub == STRICT else STANDARD)
     dirs, files, links = _layout(root, recording, scrubber)
     out.parent.mkdir(parents=True, exist_ok=True)

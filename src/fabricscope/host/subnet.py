@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from fabricscope.host.root import Root
 
 SMINFO = ("sminfo",)
-_LINE = re.compile(r"sminfo: sm lid (\d+) sm guid (0x[0-9a-fA-F]+), activity count (\d+) priority (\d+) state (\d+) (\S+)")
+_LINE = re.compile(
+    r"sminfo: sm lid (\d+) sm guid (0x[0-9a-fA-F]+), activity count (\d+) priority (\d+) state (\d+) (\S+)"
+)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,9 @@ def capped(root: Root, kind: str, source: str, names: Sequence[T], limit: int) -
     if len(names) <= limit:
         return names
     dropped = len(names) - limit
-    root.note(source, f"{dropped:,} {kind} beyond the cap of {limit:,} left unread", dropped=dropped, kind=kind)
+    root.note(
+        source, f"{dropped:,} {kind} beyond the cap of {limit:,} left unread", dropped=dropped, kind=kind
+    )
     return names[:limit]
 
 
@@ -49,8 +51,13 @@ class Budget:
 
     def report(self, root: Root, source: str) -> None:
         if self.dropped:
-            root.note(source, f"{self.dropped:,} {self.kind} beyond the cap of {self.limit:,} left unread",
-                      dropped=self.dropped, kind=self.kind)
+            root.note(
+                source,
+                f"{self.dropped:,} {self.kind} beyond the cap of {self.limit:,} left unread",
+                dropped=self.dropped,
+                kind=self.kind,
+            )
+
 
 _ID_NAME = re.compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")
 
@@ -146,7 +153,11 @@ class SysDir:
                 return None
             real = f"{current.real}/{part}" if current.real else part
             entry = current.root.lstat(real)
-            current = SysDir(current.root, f"{current.rel}/{part}", real) if entry is not None and entry.kind == "dir" else None
+            current = (
+                SysDir(current.root, f"{current.rel}/{part}", real)
+                if entry is not None and entry.kind == "dir"
+                else None
+            )
         return current
 
     def names(self) -> list[str]:
@@ -155,8 +166,9 @@ class SysDir:
     def read(self, name: str, *, required: bool = False) -> str | None:
         """Text of the file (trailing newlines stripped), or None as :meth:`Root.read` would."""
         rel = f"{self.rel}/{name}"
-        data = self.root.read_bytes(f"{self.real}/{name}", missing_ok=not required, follow=False,
-                                    limit=_MAX_ATTR_BYTES, source=rel)
+        data = self.root.read_bytes(
+            f"{self.real}/{name}", missing_ok=not required, follow=False, limit=_MAX_ATTR_BYTES, source=rel
+        )
         return None if data is None else self.root.text_of(rel, data)
 
     def required(self, name: str) -> str | None:

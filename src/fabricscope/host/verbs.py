@@ -54,7 +54,12 @@ def parse_ibv_devinfo(text: str) -> dict[str, VerbsPort]:
         if device is not None and port is not None:
             state = fields.get("state", "").split(" ", 1)[0] or None
             ports[f"{device}/{port}"] = VerbsPort(
-                device, port, state, _mtu(fields.get("max_mtu")), _mtu(fields.get("active_mtu")), fields.get("link_layer")
+                device,
+                port,
+                state,
+                _mtu(fields.get("max_mtu")),
+                _mtu(fields.get("active_mtu")),
+                fields.get("link_layer"),
             )
 
     for line in text.splitlines():

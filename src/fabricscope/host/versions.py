@@ -51,7 +51,11 @@ class SoftwareVersions:
 
     @property
     def rdma_core(self) -> str | None:
-        return self.packages.get("rdma-core") or self.packages.get("libibverbs1") or self.packages.get("libibverbs")
+        return (
+            self.packages.get("rdma-core")
+            or self.packages.get("libibverbs1")
+            or self.packages.get("libibverbs")
+        )
 
     @property
     def nccl(self) -> str | None:
@@ -96,5 +100,9 @@ def read_versions(root: Root, drivers: tuple[str, ...] = ()) -> SoftwareVersions
         if result.available and result.rc is not None:
             packages = parse_package_versions(result.stdout)
             break
-    flavour = parse_nvidia_flavour(root.read("proc/driver/nvidia/version"), root.read("sys/module/nvidia/taint"))
-    return SoftwareVersions(kernel=release.strip() if release else None, modules=modules, packages=packages, nvidia_open=flavour)
+    flavour = parse_nvidia_flavour(
+        root.read("proc/driver/nvidia/version"), root.read("sys/module/nvidia/taint")
+    )
+    return SoftwareVersions(
+        kernel=release.strip() if release else None, modules=modules, packages=packages, nvidia_open=flavour
+    )

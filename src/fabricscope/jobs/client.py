@@ -52,7 +52,9 @@ class StoreClient:
             except PeerError as exc:
                 last = str(exc)
             if time.monotonic() >= end:
-                raise StoreError(f"rank {rank}: cannot reach the job's store at {host}:{port} within {timeout_s:g} s: {last}")
+                raise StoreError(
+                    f"rank {rank}: cannot reach the job's store at {host}:{port} within {timeout_s:g} s: {last}"
+                )
             time.sleep(RETRY_S)
         try:
             return cls._hello(sock, host, port, rank, job, key, node, from_credential, timeout_s)
@@ -69,30 +71,49 @@ class StoreClient:
         deadline = time.monotonic() + HELLO_TIMEOUT_S * 3
         greeting = recv_frame(sock, deadline)
         if greeting.get("store") != STORE_MAGIC or greeting.get("job") != job:
-            raise StoreError(f"rank {rank}: {host}:{port} is not this job's store (job {greeting.get('job')!r}, not {job!r})")
+            raise StoreError(
+                f"rank {rank}: {host}:{port} is not this job's store (job {greeting.get('job')!r}, not {job!r})"
+            )
         server_nonce, nonce = str(greeting.get("nonce")), secrets.token_hex(16)
         if key is None and greeting.get("signed"):
             if from_credential is None:
-                raise StoreError(f"rank {rank}: rank 0 signs with a secret this rank does not have (set FABRICSCOPE_JOB_TOKEN alike on every rank)")
+                raise StoreError(
+                    f"rank {rank}: rank 0 signs with a secret this rank does not have (set FABRICSCOPE_JOB_TOKEN alike on every rank)"
+                )
             send_frame(sock, {"op": "munge", "nonce": nonce}, deadline)
             got = recv_frame(sock, deadline + 10.0)
             key = from_credential(str(got.get("credential", "")), nonce)
         if key is not None and not greeting.get("signed"):
-            raise StoreError(f"rank {rank}: rank 0 at {host}:{port} does not sign, though this rank has the job's secret")
+            raise StoreError(
+                f"rank {rank}: rank 0 at {host}:{port} does not sign, though this rank has the job's secret"
+            )
         check_text(node, "node name", 255)
         send_frame(sock, {"op": "hello", "rank": rank, "node": node, "nonce": nonce,
                           "mac": sign(key, [job, "hello", rank, node, server_nonce, nonce])}, deadline)  # fmt: skip
         value_bytes = greeting.get("value_bytes")
-        client = cls(sock, rank, job, key, server_nonce, nonce, value_bytes if isinstance(value_bytes, int) else 0, timeout_s)
+        client = cls(
+            sock,
+            rank,
+            job,
+            key,
+            server_nonce,
+            nonce,
+            value_bytes if isinstance(value_bytes, int) else 0,
+            timeout_s,
+        )
         client._answer(0, deadline)
         return client
 
     def _answer(self, seq: int, deadline: float) -> Any:
         reply = recv_frame(self.sock, deadline, self.value_bytes + FRAME_OVERHEAD)
         if reply.get("ok") is False and "seq" not in reply:  # an unsigned refusal can only end the run
-            raise StoreError(f"rank {self.rank}: rank 0 refused: {str(reply.get('error'))[:200]} (is FABRICSCOPE_JOB_TOKEN the same on every rank?)")
+            raise StoreError(
+                f"rank {self.rank}: rank 0 refused: {str(reply.get('error'))[:200]} (is FABRICSCOPE_JOB_TOKEN the same on every rank?)"
+            )
         body = {k: v for k, v in reply.items() if k not in ("seq", "mac")}
-        if reply.get("seq") != seq or not verify(self.key, [self.job, "reply", self.server_nonce, self.nonce, seq, body], reply.get("mac")):
+        if reply.get("seq") != seq or not verify(
+            self.key, [self.job, "reply", self.server_nonce, self.nonce, seq, body], reply.get("mac")
+        ):
             raise StoreError(f"rank {self.rank}: an answer not signed by the job's rank 0")
         if not reply.get("ok"):
             if reply.get("timeout"):

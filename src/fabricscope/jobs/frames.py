@@ -153,7 +153,9 @@ def recv_exact(sock: socket.socket, count: int, deadline: float) -> bytes:
     return bytes(chunks)
 
 
-def send_frame(sock: socket.socket, message: dict[str, Any], deadline: float, max_bytes: int = MAX_FRAME_BYTES) -> None:
+def send_frame(
+    sock: socket.socket, message: dict[str, Any], deadline: float, max_bytes: int = MAX_FRAME_BYTES
+) -> None:
     left = deadline - time.monotonic()
     if left <= 0:
         raise PeerError("timed out sending to the peer")

@@ -179,7 +179,9 @@ def toggle(name: str) -> Flag:
     return Flag(f"--{name}", negative=f"--no-{name}")
 
 
-Flags = Mapping[str, "Flag | str | None"]  # field -> Flag, an option taking str(value), or None: not an option
+Flags = Mapping[
+    str, "Flag | str | None"
+]  # field -> Flag, an option taking str(value), or None: not an option
 
 
 def child_argv(command: Sequence[str], params: Any, flags: Flags, extra: Sequence[str] = ()) -> list[str]:
@@ -193,7 +195,9 @@ def child_argv(command: Sequence[str], params: Any, flags: Flags, extra: Sequenc
     values = _fields(params)
     missing = sorted(set(values) - set(flags))
     if missing:
-        raise LaunchError(f"no launch option for {type(params).__name__}.{', '.join(missing)} (jobs/launch.py child_argv)")
+        raise LaunchError(
+            f"no launch option for {type(params).__name__}.{', '.join(missing)} (jobs/launch.py child_argv)"
+        )
     argv = list(command)
     for name, value in values.items():
         flag = flags[name]
@@ -253,6 +257,8 @@ def lab_specs(spec: LaunchSpec, args: Sequence[str], *, port: int | None = None)
     )
     job = {**launcher_environment(), NODELIST_ENV: ",".join(s.env.get("FABRICSCOPE_HOST", "") for s in specs)}
     return [
-        ProcSpec(s.label, s.argv, {**s.env, **job, "FABRICSCOPE_LAUNCHER": f"lab:{spec.lab}"}, s.passthrough_stdout)
+        ProcSpec(
+            s.label, s.argv, {**s.env, **job, "FABRICSCOPE_LAUNCHER": f"lab:{spec.lab}"}, s.passthrough_stdout
+        )
         for s in specs
     ]

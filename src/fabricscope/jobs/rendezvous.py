@@ -75,11 +75,17 @@ def open_store(env: DistEnv, timeout_s: float, *, needs: str, node: str = "", en
         secret, by_munge = job_secret(env, environ)
         server = None
         if env.rank == 0:
-            munge = (lambda nonce: munge_credential(secret.job, secret.key or b"", nonce, os.getuid(), environ)) if by_munge else None
+            munge = (
+                (lambda nonce: munge_credential(secret.job, secret.key or b"", nonce, os.getuid(), environ))
+                if by_munge
+                else None
+            )
             server = StoreServer(env.master_addr, env.master_port, env.world_size, secret.job, secret.key,
                                  limits=limits, idle_timeout_s=max(timeout_s, 60.0) * 4, munge=munge)  # fmt: skip
             server.start()
-        learned = (lambda cred, nonce: open_credential(cred, secret.job, nonce, environ)) if by_munge else None
+        learned = (
+            (lambda cred, nonce: open_credential(cred, secret.job, nonce, environ)) if by_munge else None
+        )
         try:
             client = StoreClient.open(env.master_addr, env.master_port, env.rank, secret.job, secret.key, timeout_s,
                                       node=node, from_credential=learned)  # fmt: skip
@@ -118,7 +124,9 @@ def _put(meeting: Meeting, items: dict[str, str]) -> None:
         for i, part in enumerate(parts):
             meeting.client.set(f"{base}/{name}/{i}", part)
         index[name] = len(parts)
-    meeting.client.set(base, json.dumps({"node": meeting.node, "items": index}))  # last: its items are all there
+    meeting.client.set(
+        base, json.dumps({"node": meeting.node, "items": index})
+    )  # last: its items are all there
 
 
 ItemName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
@@ -178,7 +186,9 @@ def gather(meeting: Meeting, items: dict[str, str], timeout_s: float) -> list[Ga
         out.append(_take(meeting, rank, text))
     if missing:
         names = ", ".join(f"rank {r}" for r in missing)
-        raise RendezvousError(f"{names} sent nothing within {timeout_s:g} s (died, hangs, or cannot reach rank 0)")
+        raise RendezvousError(
+            f"{names} sent nothing within {timeout_s:g} s (died, hangs, or cannot reach rank 0)"
+        )
     return out
 
 

@@ -96,7 +96,9 @@ def _socket_args(environ: Mapping[str, str]) -> list[str]:
     return [f"--socket={sock}"] if sock else []
 
 
-def munge_credential(job: str, key: bytes, nonce: str, uid: int, environ: Mapping[str, str] = os.environ) -> str:
+def munge_credential(
+    job: str, key: bytes, nonce: str, uid: int, environ: Mapping[str, str] = os.environ
+) -> str:
     """Rank 0's credential for one asking rank: only ``uid`` can decode it, once, within the TTL."""
     from fabricscope.host import command
 
@@ -119,7 +121,9 @@ def open_credential(credential: str, job: str, nonce: str, environ: Mapping[str,
     if not credential.startswith("MUNGE:") or len(credential) > 4096:
         raise SecretError("rank 0 sent no munge credential")
     try:
-        out = command.run(["unmunge", *_socket_args(environ)], MUNGE_TIMEOUT_S, input_bytes=credential.encode())
+        out = command.run(
+            ["unmunge", *_socket_args(environ)], MUNGE_TIMEOUT_S, input_bytes=credential.encode()
+        )
     except OSError as exc:
         raise SecretError(f"cannot run unmunge (is munge installed?): {one_line(exc)}") from None
     head, _, payload = out.stdout_text.partition("\n\n")
@@ -128,7 +132,9 @@ def open_credential(credential: str, job: str, nonce: str, environ: Mapping[str,
         raise SecretError(f"unmunge refused rank 0's credential: {one_line(status) or f'exit {out.rc}'}")
     uids = [int(m.group(1)) for m in map(_UID_LINE.match, head.splitlines()) if m]
     if uids[:1] != [os.getuid()]:
-        raise SecretError(f"rank 0's munge credential was made by uid {uids[:1] or '?'}, not this job's user ({os.getuid()})")
+        raise SecretError(
+            f"rank 0's munge credential was made by uid {uids[:1] or '?'}, not this job's user ({os.getuid()})"
+        )
     try:
         fields = json.loads(payload)
         if fields["job"] != job or fields["nonce"] != nonce:

@@ -221,9 +221,13 @@ class StoreServer:
         try:
             sock = listen(self.bind, self.port, 128)
         except (socket.gaierror, UnicodeError) as exc:
-            raise StoreError(f"cannot resolve the store's address {self.bind}: {getattr(exc, 'strerror', exc)}") from None
+            raise StoreError(
+                f"cannot resolve the store's address {self.bind}: {getattr(exc, 'strerror', exc)}"
+            ) from None
         except OSError as exc:
-            raise StoreError(describe_os_error(exc, f"the job's store cannot listen on {self.bind}:{self.port}")) from None
+            raise StoreError(
+                describe_os_error(exc, f"the job's store cannot listen on {self.bind}:{self.port}")
+            ) from None
         self._listener = sock
         host, self.port = sock.getsockname()[:2]
         log.addFilter(self.limiter)
@@ -298,15 +302,24 @@ class StoreServer:
         hello = recv_frame(conn.sock, deadline)
         if hello.get("op") == "munge" and self.munge is not None:
             nonce = check_nonce(hello.get("nonce"))
-            send_frame(conn.sock, {"ok": True, "credential": self.munge(nonce)}, time.monotonic() + HELLO_TIMEOUT_S)
+            send_frame(
+                conn.sock, {"ok": True, "credential": self.munge(nonce)}, time.monotonic() + HELLO_TIMEOUT_S
+            )
             hello = recv_frame(conn.sock, deadline + HELLO_TIMEOUT_S)
         rank, node = hello.get("rank"), hello.get("node", "")
-        if hello.get("op") != "hello" or not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < self.world_size:
+        if (
+            hello.get("op") != "hello"
+            or not isinstance(rank, int)
+            or isinstance(rank, bool)
+            or not 0 <= rank < self.world_size
+        ):
             self.refuse(conn.source, "hello", f"not a hello from a rank of 0..{self.world_size - 1}")
             return False
         conn.peer_nonce = check_nonce(hello.get("nonce"))
         check_text(node, "node name", MAX_NODE_CHARS)
-        if not verify(self.key, [self.job, "hello", rank, node, conn.nonce, conn.peer_nonce], hello.get("mac")):
+        if not verify(
+            self.key, [self.job, "hello", rank, node, conn.nonce, conn.peer_nonce], hello.get("mac")
+        ):
             self.refuse(conn.source, "hello", f"claims rank {rank} without the job's secret")
             send_frame(conn.sock, {"ok": False, "error": "not authenticated"}, deadline)
             return False
@@ -329,11 +342,24 @@ class StoreServer:
                 return  # gone, or idle past the deadline
             seq = msg.get("seq")
             if seq != conn.seq + 1:
-                self.refuse(conn.source, "request", f"rank {conn.rank}: sequence {seq!r} after {conn.seq} (a replay?)")
+                self.refuse(
+                    conn.source, "request", f"rank {conn.rank}: sequence {seq!r} after {conn.seq} (a replay?)"
+                )
                 return
-            fields = [self.job, conn.rank, conn.nonce, conn.peer_nonce, seq, msg.get("op"), msg.get("key"), msg.get("value")]
+            fields = [
+                self.job,
+                conn.rank,
+                conn.nonce,
+                conn.peer_nonce,
+                seq,
+                msg.get("op"),
+                msg.get("key"),
+                msg.get("value"),
+            ]
             if not verify(self.key, fields, msg.get("mac")):
-                self.refuse(conn.source, "request", f"rank {conn.rank}: a request without the job's signature")
+                self.refuse(
+                    conn.source, "request", f"rank {conn.rank}: a request without the job's signature"
+                )
                 return
             conn.seq = seq
             try:
@@ -361,5 +387,9 @@ class StoreServer:
             if not isinstance(value, int | float) or value < 0:
                 raise ProtocolError("get takes a timeout in seconds")
             got = self.data.get(key, float(value))
-            return {"ok": True, "value": got} if got is not None else {"ok": False, "error": "timeout", "timeout": True}
+            return (
+                {"ok": True, "value": got}
+                if got is not None
+                else {"ok": False, "error": "timeout", "timeout": True}
+            )
         raise ProtocolError(f"unknown operation {op!r}")

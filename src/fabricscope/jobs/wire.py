@@ -39,7 +39,9 @@ def verify(key: bytes | None, fields: list[Any], mac: Any) -> bool:
     if key is None:
         return True
     expected = sign(key, fields)
-    return isinstance(mac, str) and expected is not None and hmac.compare_digest(mac.encode(), expected.encode())
+    return (
+        isinstance(mac, str) and expected is not None and hmac.compare_digest(mac.encode(), expected.encode())
+    )
 
 
 def check_key(key: Any) -> str:

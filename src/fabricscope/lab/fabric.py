@@ -98,8 +98,13 @@ class LabState:
             for k, v in (doc.get("links") or {}).items()
         }
         recorded = doc.get("slurm_dir")
-        return cls(spec=spec, status=str(doc.get("status", "creating")), created=str(doc.get("created", "")), links=links,
-                   slurm_dir=recorded if isinstance(recorded, str) else None)
+        return cls(
+            spec=spec,
+            status=str(doc.get("status", "creating")),
+            created=str(doc.get("created", "")),
+            links=links,
+            slurm_dir=recorded if isinstance(recorded, str) else None,
+        )
 
 
 @dataclass
@@ -112,7 +117,9 @@ class UpResult:
 class Labs:
     """Operations on labs. ``runner`` runs every command; tests pass a recording runner."""
 
-    def __init__(self, runner: Runner | None = None, directory: Path | None = None, etc_netns: Path | None = None) -> None:
+    def __init__(
+        self, runner: Runner | None = None, directory: Path | None = None, etc_netns: Path | None = None
+    ) -> None:
         self.runner = runner or Runner()
         self.directory = directory or state_dir()
         # `ip netns exec NS` bind-mounts /etc/netns/NS/* over /etc: a hosts file there makes the
@@ -138,7 +145,9 @@ class Labs:
                     break
                 except BlockingIOError:
                     if time.monotonic() > deadline:
-                        raise LabError(f"lab {name} is being changed by another fabricscope process") from None
+                        raise LabError(
+                            f"lab {name} is being changed by another fabricscope process"
+                        ) from None
                     time.sleep(0.1)
             yield
         finally:
@@ -206,14 +215,24 @@ class Labs:
             missing_tools.append("nft")
         if missing_tools:
             pkgs = sorted({package_for(t) for t in missing_tools})
-            raise LabError(f"missing tools: {', '.join(missing_tools)} (install Debian package {' and '.join(pkgs)})")
+            raise LabError(
+                f"missing tools: {', '.join(missing_tools)} (install Debian package {' and '.join(pkgs)})"
+            )
         probe = probe_namespace(lab, os.getpid())
         steps: list[tuple[str, list[str], str | None]] = [
             ("network namespaces", ["ip", "netns", "add", probe], None),
-            ("veth pairs", ["ip", "-n", probe, "link", "add", "pa", "type", "veth", "peer", "name", "pb"], None),
+            (
+                "veth pairs",
+                ["ip", "-n", probe, "link", "add", "pa", "type", "veth", "peer", "name", "pb"],
+                None,
+            ),
             ("Linux bridges", ["ip", "-n", probe, "link", "add", "pbr", "type", "bridge"], None),
             ("bridge ports", ["ip", "-n", probe, "link", "set", "pa", "master", "pbr"], None),
-            ("tc tbf shaping (sch_tbf)", ["tc", "-n", probe, "qdisc", "add", "dev", "pa", "root", "tbf", *tbf_args(10**9)], None),
+            (
+                "tc tbf shaping (sch_tbf)",
+                ["tc", "-n", probe, "qdisc", "add", "dev", "pa", "root", "tbf", *tbf_args(10**9)],
+                None,
+            ),
         ]
         if need_nft:
             script = (
@@ -221,14 +240,20 @@ class Labs:
                 f'    iifname "pa" numgen random mod 100 < 1 drop\n  }}\n}}\n'
             )
             steps.append(
-                ("nftables bridge filtering with numgen (nf_tables, nft_numgen)", ["ip", "netns", "exec", probe, "nft", "-f", "-"], script)
+                (
+                    "nftables bridge filtering with numgen (nf_tables, nft_numgen)",
+                    ["ip", "netns", "exec", probe, "nft", "-f", "-"],
+                    script,
+                )
             )
         try:
             for what, argv, script in steps:
                 try:
                     self.runner.run(argv, input_text=script)
                 except CommandError as exc:
-                    first = next((ln.strip() for ln in exc.stderr.splitlines() if ln.strip()), f"exit {exc.rc}")
+                    first = next(
+                        (ln.strip() for ln in exc.stderr.splitlines() if ln.strip()), f"exit {exc.rc}"
+                    )
                     raise LabError(f"this kernel or machine lacks {what}: {first}") from None
         finally:
             self.runner.run(["ip", "netns", "del", probe], check=False)
@@ -246,7 +271,9 @@ class Labs:
                 if set(live) == set(existing.plan.namespaces):
                     self.apply_links(existing)  # re-assert shaping, cheap and idempotent
                     started = lldp.ensure(existing.plan, self.runner) if spec.lldp else []
-                    if spec.slurm and not slurm.answering(existing.plan, self.runner, Path(existing.slurm_dir or "/nonexistent")):
+                    if spec.slurm and not slurm.answering(
+                        existing.plan, self.runner, Path(existing.slurm_dir or "/nonexistent")
+                    ):
                         self._start_slurm(existing)
                         started.append("slurm")
                     return UpResult(existing, bool(started), time.monotonic() - t0)
@@ -303,10 +330,37 @@ class Labs:
             run(["ip", "-n", fab, "link", "set", sw, "mtu", mtu, "up"])
         for host in plan.hosts:
             for port in host.ports:
-                run(["ip", "-n", host.namespace, "link", "add", port.dev, "type", "veth", "peer", "name", port.port, "netns", fab])
+                run(
+                    [
+                        "ip",
+                        "-n",
+                        host.namespace,
+                        "link",
+                        "add",
+                        port.dev,
+                        "type",
+                        "veth",
+                        "peer",
+                        "name",
+                        port.port,
+                        "netns",
+                        fab,
+                    ]
+                )
                 run(["ip", "-n", host.namespace, "link", "set", port.dev, "addrgenmode", "none"])
                 run(["ip", "-n", host.namespace, "link", "set", port.dev, "mtu", mtu])
-                run(["ip", "-n", host.namespace, "addr", "add", f"{port.address}/{port.prefixlen}", "dev", port.dev])
+                run(
+                    [
+                        "ip",
+                        "-n",
+                        host.namespace,
+                        "addr",
+                        "add",
+                        f"{port.address}/{port.prefixlen}",
+                        "dev",
+                        port.dev,
+                    ]
+                )
                 run(["ip", "-n", host.namespace, "link", "set", port.dev, "up"])
                 run(["ip", "-n", fab, "link", "set", port.port, "addrgenmode", "none"])
                 run(["ip", "-n", fab, "link", "set", port.port, "mtu", mtu, "master", port.switch, "up"])
@@ -320,7 +374,11 @@ class Labs:
         lines = ["127.0.0.1\tlocalhost"]
         for host in plan.hosts:
             for port in host.ports:
-                names = f"{host.name}-{port.dev}" if port is not host.ports[0] else f"{host.name} {host.name}-{port.dev}"
+                names = (
+                    f"{host.name}-{port.dev}"
+                    if port is not host.ports[0]
+                    else f"{host.name} {host.name}-{port.dev}"
+                )
                 lines.append(f"{port.address}\t{names}")
                 # torch's store sees peers as IPv4-mapped IPv6 addresses and looks those up too
                 lines.append(f"::ffff:{port.address}\t{names}")
@@ -334,7 +392,9 @@ class Labs:
                 raise LabError(f"cannot write {folder}/hosts: {exc.strerror or exc}") from None
 
     # ----- shaping and loss ---------------------------------------------------------------
-    def _shape(self, ns: str, dev: str, rate_bps: int | None, queue_bytes: int | None = None, mtu: int = 1500) -> None:
+    def _shape(
+        self, ns: str, dev: str, rate_bps: int | None, queue_bytes: int | None = None, mtu: int = 1500
+    ) -> None:
         if rate_bps is None:
             self.runner.run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
         else:
@@ -408,8 +468,12 @@ class Labs:
                 if rate is None:
                     raise LabError(f"--queue needs a shaped link: give {target} a --link-rate too")
                 if new_queue < 2 * (state.spec.mtu + 14):
-                    raise LabError(f"--queue {new_queue}: at least two packets ({2 * (state.spec.mtu + 14)} bytes)")
-            state.links[target] = LinkSetting(rate, new_loss, None if isinstance(new_queue, str) else new_queue)
+                    raise LabError(
+                        f"--queue {new_queue}: at least two packets ({2 * (state.spec.mtu + 14)} bytes)"
+                    )
+            state.links[target] = LinkSetting(
+                rate, new_loss, None if isinstance(new_queue, str) else new_queue
+            )
             self.apply_links(state)
             self._save(state)
             return state
@@ -451,7 +515,7 @@ class Labs:
     def _remove_old_probes(self) -> None:
         """Probe namespaces of versions that named them ``fsl-_probe<pid>``, whose ``lab up`` is gone."""
         for ns in self.namespaces(f"{PREFIX}_probe"):
-            pid = ns[len(PREFIX) + len("_probe"):]
+            pid = ns[len(PREFIX) + len("_probe") :]
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():
                 self.runner.run(["ip", "netns", "del", ns], check=False)
 
@@ -498,9 +562,16 @@ class Labs:
                     ],
                 }
             )
-        uplinks = [self._uplink_doc(up, state.link(up.leaf), plan.fabric_namespace, plan.fabric_namespace in live) for up in plan.uplinks]
+        uplinks = [
+            self._uplink_doc(up, state.link(up.leaf), plan.fabric_namespace, plan.fabric_namespace in live)
+            for up in plan.uplinks
+        ]
         complete = live == set(plan.namespaces)
-        extra = {"slurm": slurm.status(self.runner, Path(state.slurm_dir))} if state.spec.slurm and state.slurm_dir else {}
+        extra = (
+            {"slurm": slurm.status(self.runner, Path(state.slurm_dir))}
+            if state.spec.slurm and state.slurm_dir
+            else {}
+        )
         return {
             "schema": STATUS_SCHEMA,
             "name": state.spec.name,
@@ -529,11 +600,15 @@ class Labs:
                 rate = opts.get("rate")
                 return {
                     "qdisc": q.get("kind"),
-                    "rate_gbps": (rate * 8 / 1e9) if isinstance(rate, (int, float)) and q.get("kind") == "tbf" else None,
+                    "rate_gbps": (rate * 8 / 1e9)
+                    if isinstance(rate, (int, float)) and q.get("kind") == "tbf"
+                    else None,
                 }
         return None
 
-    def _link_doc(self, host: HostPlan, port: Port, setting: LinkSetting, fab: str, present: bool) -> dict[str, Any]:
+    def _link_doc(
+        self, host: HostPlan, port: Port, setting: LinkSetting, fab: str, present: bool
+    ) -> dict[str, Any]:
         return {
             "dev": port.dev,
             "address": f"{port.address}/{port.prefixlen}",

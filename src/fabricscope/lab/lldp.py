@@ -74,7 +74,9 @@ def socket_template(lab: str) -> str:
 def _answers(runner: Runner, sock: Path) -> bool:
     if not sock.exists():
         return False
-    done = runner.run(["lldpctl", "-u", str(sock), "-f", "keyvalue", "show", "chassis"], check=False, timeout_s=5)
+    done = runner.run(
+        ["lldpctl", "-u", str(sock), "-f", "keyvalue", "show", "chassis"], check=False, timeout_s=5
+    )
     return done.rc == 0
 
 
@@ -83,14 +85,25 @@ def _start(runner: Runner, lab: str, inst: Instance) -> None:
     conf = base / f"{inst.name}.conf"
     # lldpd runs lldpcli on this file at start (-O): the name it announces, and a short interval
     conf.write_text(f"configure system hostname {inst.name}\nconfigure lldp tx-interval {TX_INTERVAL_S}\n")
-    runner.run([
-        "ip", "netns", "exec", inst.namespace, LLDPD,
-        "-u", str(socket_path(lab, inst.name)),
-        "-p", str(base / f"{inst.name}.pid"),
-        "-I", ",".join(inst.interfaces),
-        "-C", ",".join(inst.chassis_interfaces),
-        "-O", str(conf),
-    ])
+    runner.run(
+        [
+            "ip",
+            "netns",
+            "exec",
+            inst.namespace,
+            LLDPD,
+            "-u",
+            str(socket_path(lab, inst.name)),
+            "-p",
+            str(base / f"{inst.name}.pid"),
+            "-I",
+            ",".join(inst.interfaces),
+            "-C",
+            ",".join(inst.chassis_interfaces),
+            "-O",
+            str(conf),
+        ]
+    )
 
 
 def require(runner: Runner) -> None:
@@ -139,7 +152,13 @@ def _heard(runner: Runner, lab: str, inst: Instance) -> int:
     done = runner.run(["lldpctl", "-u", str(sock), "-f", "keyvalue"], check=False, timeout_s=5)
     if done.rc != 0:
         return 0
-    return len({line.split(".", 2)[1] for line in done.stdout.splitlines() if line.startswith("lldp.") and ".via=" in line})
+    return len(
+        {
+            line.split(".", 2)[1]
+            for line in done.stdout.splitlines()
+            if line.startswith("lldp.") and ".via=" in line
+        }
+    )
 
 
 def switch_tables(plan: Plan, runner: Runner) -> dict[str, str]:
@@ -151,7 +170,9 @@ def switch_tables(plan: Plan, runner: Runner) -> dict[str, str]:
         sock = socket_path(plan.spec.name, inst.name)
         done = runner.run(["lldpctl", "-u", str(sock), "-f", "json"], check=False, timeout_s=10)
         if done.rc != 0:
-            raise LabError(f"lldpd of switch {inst.name} does not answer ({sock}): is the lab up with --lldp?")
+            raise LabError(
+                f"lldpd of switch {inst.name} does not answer ({sock}): is the lab up with --lldp?"
+            )
         out[inst.name] = done.stdout
     return out
 

@@ -120,7 +120,13 @@ def build_plan(spec: LabSpec) -> Plan:
                 for r in range(spec.rails)
             )
         hosts.append(HostPlan(name=name, index=index, namespace=ns, ports=ports, leaf=leaf))
-    return Plan(spec=spec, fabric_namespace=fabric, hosts=tuple(hosts), switches=tuple(switches), uplinks=tuple(uplinks))
+    return Plan(
+        spec=spec,
+        fabric_namespace=fabric,
+        hosts=tuple(hosts),
+        switches=tuple(switches),
+        uplinks=tuple(uplinks),
+    )
 
 
 ETH_HEADER_BYTES = 14  # tc counts each packet with its Ethernet header

@@ -78,7 +78,9 @@ def run_group(
             try:
                 proc = command.Process(spec.argv, env={**os.environ, **spec.env})
             except OSError as exc:
-                raise RuntimeError(f"cannot start {spec.argv[0]} for {spec.label}: {exc.strerror or exc}") from None
+                raise RuntimeError(
+                    f"cannot start {spec.argv[0]} for {spec.label}: {exc.strerror or exc}"
+                ) from None
             procs[spec.label] = proc
             if on_start:
                 on_start(spec.label, proc.pid)

@@ -43,8 +43,15 @@ from fabricscope.lab.plan import SUBNET_PREFIXLEN, Plan, address
 from fabricscope.lab.runner import Runner
 from fabricscope.lab.spec import LabError
 
-TOOLS = {"munged": "munge", "slurmctld": "slurm-wlm", "slurmd": "slurm-wlm", "sinfo": "slurm-wlm",
-         "scontrol": "slurm-wlm", "nsenter": "util-linux", "unshare": "util-linux"}
+TOOLS = {
+    "munged": "munge",
+    "slurmctld": "slurm-wlm",
+    "slurmd": "slurm-wlm",
+    "sinfo": "slurm-wlm",
+    "scontrol": "slurm-wlm",
+    "nsenter": "util-linux",
+    "unshare": "util-linux",
+}
 CONTROLLER = "ctl"
 CONTROLLER_INDEX = 254  # 198.18.0.254: lab hosts are h1..h64
 LEG_IN_FABRIC = "ctl"
@@ -84,20 +91,43 @@ def conf_text(plan: Plan, directory: Path) -> str:
     lines = [
         f"ClusterName=fs{plan.spec.name}",
         f"SlurmctldHost={CONTROLLER}({controller_address()})",
-        "SlurmUser=root", "SlurmdUser=root",
-        "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={munge_socket(directory)}",
-        "SlurmctldPort=6817", "SlurmdPort=6818",
-        f"StateSaveLocation={d}/ctl/state", f"SlurmctldPidFile={d}/ctl/slurmctld.pid", f"SlurmctldLogFile={d}/ctl/slurmctld.log",
-        f"SlurmdSpoolDir={d}/nodes/%n/spool", f"SlurmdPidFile={d}/nodes/%n/slurmd.pid", f"SlurmdLogFile={d}/nodes/%n/slurmd.log",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        f"AuthInfo=socket={munge_socket(directory)}",
+        "SlurmctldPort=6817",
+        "SlurmdPort=6818",
+        f"StateSaveLocation={d}/ctl/state",
+        f"SlurmctldPidFile={d}/ctl/slurmctld.pid",
+        f"SlurmctldLogFile={d}/ctl/slurmctld.log",
+        f"SlurmdSpoolDir={d}/nodes/%n/spool",
+        f"SlurmdPidFile={d}/nodes/%n/slurmd.pid",
+        f"SlurmdLogFile={d}/nodes/%n/slurmd.log",
         # 22.05 has no CgroupPlugin=disabled: these need no cgroup.conf
-        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none", "SwitchType=switch/none",
-        "MpiDefault=none", "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU",
-        "ReturnToService=2", "SlurmdTimeout=60", "InactiveLimit=0", "MinJobAge=60", "KillWait=5", "Waittime=0",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "AccountingStorageType=accounting_storage/none",
+        "JobCompType=jobcomp/none",
+        "SwitchType=switch/none",
+        "MpiDefault=none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_CPU",
+        "ReturnToService=2",
+        "SlurmdTimeout=60",
+        "InactiveLimit=0",
+        "MinJobAge=60",
+        "KillWait=5",
+        "Waittime=0",
         "MailProg=/bin/true",
     ]
-    lines += [f"NodeName={h.name} NodeAddr={h.address} CPUs=1 RealMemory=1000 State=UNKNOWN" for h in plan.hosts]
-    lines.append(f"PartitionName=lab Nodes={','.join(h.name for h in plan.hosts)} Default=YES MaxTime=INFINITE State=UP")
+    lines += [
+        f"NodeName={h.name} NodeAddr={h.address} CPUs=1 RealMemory=1000 State=UNKNOWN" for h in plan.hosts
+    ]
+    lines.append(
+        f"PartitionName=lab Nodes={','.join(h.name for h in plan.hosts)} Default=YES MaxTime=INFINITE State=UP"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -105,7 +135,9 @@ def require(runner: Runner) -> None:
     missing = [tool for tool in TOOLS if not runner.which(tool)]
     if missing:
         packages = sorted({TOOLS[t] for t in missing})
-        raise LabError(f"--slurm needs {', '.join(missing)}: install the Debian package(s) {' '.join(packages)}")
+        raise LabError(
+            f"--slurm needs {', '.join(missing)}: install the Debian package(s) {' '.join(packages)}"
+        )
 
 
 def client_argv(directory: Path, *argv: str) -> list[str]:
@@ -125,7 +157,9 @@ def _check_leg_free(runner: Runner, lab: str) -> None:
     for line in runner.run(["ip", "-o", "link", "show"]).stdout.splitlines():
         name = line.split(":", 2)[1].strip().split("@", 1)[0] if line.count(":") >= 2 else ""
         if name.startswith("fsl") and name != leg_name(lab):
-            raise LabError(f"lab {name[3:]} already runs Slurm here; one Slurm lab at a time (`fabricscope lab down {name[3:]}`)")
+            raise LabError(
+                f"lab {name[3:]} already runs Slurm here; one Slurm lab at a time (`fabricscope lab down {name[3:]}`)"
+            )
 
 
 def check_leg_name_free(runner: Runner, lab: str) -> None:
@@ -133,8 +167,10 @@ def check_leg_name_free(runner: Runner, lab: str) -> None:
     (the lab's leg goes with its fabric namespace), and deleting it would cut whatever uses it."""
     leg = leg_name(lab)
     if runner.run(["ip", "-o", "link", "show", "dev", leg], check=False).rc == 0:
-        raise LabError(f"an interface named {leg} already exists here and is not lab {lab}'s; --slurm needs that name "
-                       f"for its leg: rename or remove {leg}, or give the lab another name")
+        raise LabError(
+            f"an interface named {leg} already exists here and is not lab {lab}'s; --slurm needs that name "
+            f"for its leg: rename or remove {leg}, or give the lab another name"
+        )
 
 
 def _add_leg(plan: Plan, runner: Runner) -> None:
@@ -170,16 +206,57 @@ def start(plan: Plan, runner: Runner, directory: Path, hosts_file: dict[str, Pat
     (directory / "ctl" / "state").mkdir(parents=True)
     atomic_write(directory / "munge.key", os.urandom(1024), mode=0o600)
     atomic_write(conf_path(directory), conf_text(plan, directory).encode())
-    runner.run(["munged", f"--socket={munge_socket(directory)}", f"--key-file={directory / 'munge.key'}",
-                f"--log-file={directory / 'munged.log'}", f"--pid-file={directory / 'munged.pid'}",
-                f"--seed-file={directory / 'munged.seed'}"])
+    runner.run(
+        [
+            "munged",
+            f"--socket={munge_socket(directory)}",
+            f"--key-file={directory / 'munge.key'}",
+            f"--log-file={directory / 'munged.log'}",
+            f"--pid-file={directory / 'munged.pid'}",
+            f"--seed-file={directory / 'munged.seed'}",
+        ]
+    )
     conf = str(conf_path(directory))
-    runner.run(["unshare", "--uts", "--", "sh", "-c", _AS_CONTROLLER, "fabricscope-slurm", CONTROLLER, "slurmctld", "-f", conf])
+    runner.run(
+        [
+            "unshare",
+            "--uts",
+            "--",
+            "sh",
+            "-c",
+            _AS_CONTROLLER,
+            "fabricscope-slurm",
+            CONTROLLER,
+            "slurmctld",
+            "-f",
+            conf,
+        ]
+    )
     for host in plan.hosts:
         (directory / "nodes" / host.name / "spool").mkdir(parents=True)
-        runner.run(["nsenter", f"--net=/run/netns/{host.namespace}", "unshare", "--uts", "--mount", "--propagation", "slave",
-                    "--", "sh", "-c", _AS_HOST, "fabricscope-slurm", str(hosts_file[host.name]), host.name,
-                    "slurmd", "-f", conf, "-N", host.name])
+        runner.run(
+            [
+                "nsenter",
+                f"--net=/run/netns/{host.namespace}",
+                "unshare",
+                "--uts",
+                "--mount",
+                "--propagation",
+                "slave",
+                "--",
+                "sh",
+                "-c",
+                _AS_HOST,
+                "fabricscope-slurm",
+                str(hosts_file[host.name]),
+                host.name,
+                "slurmd",
+                "-f",
+                conf,
+                "-N",
+                host.name,
+            ]
+        )
     _wait_idle(plan, runner, directory)
 
 
@@ -192,10 +269,14 @@ def _wait_idle(plan: Plan, runner: Runner, directory: Path) -> None:
             return
         time.sleep(0.2)
     if states is None:
-        raise LabError(f"slurmctld did not answer within {START_DEADLINE_S:g} s: {_log_tail(directory / 'ctl' / 'slurmctld.log')}")
+        raise LabError(
+            f"slurmctld did not answer within {START_DEADLINE_S:g} s: {_log_tail(directory / 'ctl' / 'slurmctld.log')}"
+        )
     late = sorted(h.name for h in plan.hosts if states.get(h.name) != "idle")
-    raise LabError(f"Slurm nodes {', '.join(late)} not idle within {START_DEADLINE_S:g} s "
-                   f"({', '.join(f'{n}={states.get(n)}' for n in late)}): {_log_tail(directory / 'nodes' / late[0] / 'slurmd.log')}")
+    raise LabError(
+        f"Slurm nodes {', '.join(late)} not idle within {START_DEADLINE_S:g} s "
+        f"({', '.join(f'{n}={states.get(n)}' for n in late)}): {_log_tail(directory / 'nodes' / late[0] / 'slurmd.log')}"
+    )
 
 
 def _log_tail(path: Path) -> str:

@@ -120,8 +120,14 @@ class LabSpec(BaseModel):
             if self.oversubscription is not None and self.link_rate_bps is None:
                 raise ValueError("--oversubscription needs --link-rate (the uplink rate is derived from it)")
         else:
-            if self.hosts_per_leaf is not None or self.uplink_rate_bps is not None or self.oversubscription is not None:
-                raise ValueError("--hosts-per-leaf, --uplink-rate and --oversubscription apply to leaf-spine only")
+            if (
+                self.hosts_per_leaf is not None
+                or self.uplink_rate_bps is not None
+                or self.oversubscription is not None
+            ):
+                raise ValueError(
+                    "--hosts-per-leaf, --uplink-rate and --oversubscription apply to leaf-spine only"
+                )
         if self.topology != "rail" and self.rails != 2:
             raise ValueError("--rails applies to the rail topology only")
         for host in self.loss_on:
@@ -152,7 +158,9 @@ class LabSpec(BaseModel):
         if self.uplink_rate_bps is not None:
             return self.uplink_rate_bps
         if self.oversubscription is not None and self.link_rate_bps is not None and self.hosts_per_leaf:
-            return max(MIN_RATE_BPS, int(round(self.hosts_per_leaf * self.link_rate_bps / self.oversubscription)))
+            return max(
+                MIN_RATE_BPS, int(round(self.hosts_per_leaf * self.link_rate_bps / self.oversubscription))
+            )
         return None
 
     def loss_for(self, host: str) -> float:
@@ -163,5 +171,7 @@ class LabSpec(BaseModel):
 
 def check_name(name: str) -> str:
     if not NAME_RE.fullmatch(name or ""):
-        raise LabError(f"lab name {name!r}: 1-12 characters, lower-case letters and digits, starting with a letter")
+        raise LabError(
+            f"lab name {name!r}: 1-12 characters, lower-case letters and digits, starting with a letter"
+        )
     return name

@@ -104,14 +104,22 @@ def _first_rows() -> list[Row]:
                 Panel(
                     "Link errors (per interval)",
                     [
-                        Query(f"increase(fabricscope_rdma_port_symbol_errors_total{{{D}}}[$__rate_interval])",
-                              "{{device}}/{{port}} symbol errors"),
-                        Query(f"increase(fabricscope_rdma_port_link_downed_total{{{D}}}[$__rate_interval])",
-                              "{{device}}/{{port}} link downed"),
-                        Query(f"increase(fabricscope_rdma_port_link_error_recoveries_total{{{D}}}[$__rate_interval])",
-                              "{{device}}/{{port}} error recoveries"),
-                        Query(f"increase(fabricscope_rdma_port_receive_errors_total{{{D}}}[$__rate_interval])",
-                              "{{device}}/{{port}} receive errors"),
+                        Query(
+                            f"increase(fabricscope_rdma_port_symbol_errors_total{{{D}}}[$__rate_interval])",
+                            "{{device}}/{{port}} symbol errors",
+                        ),
+                        Query(
+                            f"increase(fabricscope_rdma_port_link_downed_total{{{D}}}[$__rate_interval])",
+                            "{{device}}/{{port}} link downed",
+                        ),
+                        Query(
+                            f"increase(fabricscope_rdma_port_link_error_recoveries_total{{{D}}}[$__rate_interval])",
+                            "{{device}}/{{port}} error recoveries",
+                        ),
+                        Query(
+                            f"increase(fabricscope_rdma_port_receive_errors_total{{{D}}}[$__rate_interval])",
+                            "{{device}}/{{port}} receive errors",
+                        ),
                     ],
                     width=8,
                 ),
@@ -123,20 +131,28 @@ def _first_rows() -> list[Row]:
                 Panel(
                     "NCCL fallbacks and WARNs (per interval)",
                     [
-                        Query(f"increase(fabricscope_nccl_socket_fallbacks_total{{{I}}}[$__rate_interval])",
-                              "{{instance}} socket fallbacks"),
-                        Query(f"sum by (instance, kind) (increase(fabricscope_nccl_warnings_total{{{I}}}[$__rate_interval]))",
-                              "{{instance}} {{kind}}"),
+                        Query(
+                            f"increase(fabricscope_nccl_socket_fallbacks_total{{{I}}}[$__rate_interval])",
+                            "{{instance}} socket fallbacks",
+                        ),
+                        Query(
+                            f"sum by (instance, kind) (increase(fabricscope_nccl_warnings_total{{{I}}}[$__rate_interval]))",
+                            "{{instance}} {{kind}}",
+                        ),
                     ],
                     width=6,
                 ),
                 Panel(
                     "PFC pause (share of time)",
                     [
-                        Query(f"rate(fabricscope_pfc_pause_duration_received_seconds_total{{{N}}}[$__rate_interval])",
-                              "{{netdev}} prio {{priority}} paused by peer"),
-                        Query(f"rate(fabricscope_pfc_pause_duration_transmitted_seconds_total{{{N}}}[$__rate_interval])",
-                              "{{netdev}} prio {{priority}} pausing peer"),
+                        Query(
+                            f"rate(fabricscope_pfc_pause_duration_received_seconds_total{{{N}}}[$__rate_interval])",
+                            "{{netdev}} prio {{priority}} paused by peer",
+                        ),
+                        Query(
+                            f"rate(fabricscope_pfc_pause_duration_transmitted_seconds_total{{{N}}}[$__rate_interval])",
+                            "{{netdev}} prio {{priority}} pausing peer",
+                        ),
                     ],
                     unit="percentunit",
                     width=6,
@@ -144,22 +160,36 @@ def _first_rows() -> list[Row]:
                 Panel(
                     "ECN marks and CNPs (per second)",
                     [
-                        Query(f"rate(fabricscope_roce_ecn_marked_packets_received_total{{{D}}}[$__rate_interval])",
-                              "{{device}} ECN marked"),
-                        Query(f"rate(fabricscope_roce_cnp_handled_total{{{D}}}[$__rate_interval])", "{{device}} CNP handled"),
-                        Query(f"rate(fabricscope_roce_cnp_sent_total{{{D}}}[$__rate_interval])", "{{device}} CNP sent"),
+                        Query(
+                            f"rate(fabricscope_roce_ecn_marked_packets_received_total{{{D}}}[$__rate_interval])",
+                            "{{device}} ECN marked",
+                        ),
+                        Query(
+                            f"rate(fabricscope_roce_cnp_handled_total{{{D}}}[$__rate_interval])",
+                            "{{device}} CNP handled",
+                        ),
+                        Query(
+                            f"rate(fabricscope_roce_cnp_sent_total{{{D}}}[$__rate_interval])",
+                            "{{device}} CNP sent",
+                        ),
                     ],
                     width=6,
                 ),
                 Panel(
                     "Port errors and discards (per interval)",
                     [
-                        Query(f"increase(fabricscope_rdma_port_transmit_discards_total{{{D}}}[$__rate_interval])",
-                              "{{device}} transmit discards"),
-                        Query(f"increase(fabricscope_rdma_port_receive_errors_total{{{D}}}[$__rate_interval])",
-                              "{{device}} receive errors"),
-                        Query(f"increase(fabricscope_rdma_out_of_sequence_packets_received_total{{{D}}}[$__rate_interval])",
-                              "{{device}} out of sequence"),
+                        Query(
+                            f"increase(fabricscope_rdma_port_transmit_discards_total{{{D}}}[$__rate_interval])",
+                            "{{device}} transmit discards",
+                        ),
+                        Query(
+                            f"increase(fabricscope_rdma_port_receive_errors_total{{{D}}}[$__rate_interval])",
+                            "{{device}} receive errors",
+                        ),
+                        Query(
+                            f"increase(fabricscope_rdma_out_of_sequence_packets_received_total{{{D}}}[$__rate_interval])",
+                            "{{device}} out of sequence",
+                        ),
                     ],
                     width=6,
                 ),

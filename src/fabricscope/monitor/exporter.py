@@ -170,8 +170,14 @@ class Exporter:
     def tasks(self) -> list[Periodic]:
         return [
             t
-            for t in (self.topology_task, self.ethtool_task, self.gpu_pcie_task, self.doctor_task, self.nccl_task,
-                      self.inspector_task)
+            for t in (
+                self.topology_task,
+                self.ethtool_task,
+                self.gpu_pcie_task,
+                self.doctor_task,
+                self.nccl_task,
+                self.inspector_task,
+            )
             if t is not None
         ]
 
@@ -185,7 +191,8 @@ class Exporter:
             fabric = (topology.nics, topology.nic_rate_gbps, topology.roce)
             reset, self._inspector_fabric = fabric != self._inspector_fabric, fabric
             self.inspector.update_expected(
-                lambda op, size, ranks, nodes: self.expected(shape_of(op, size, ranks, nodes, topology)), reset=reset
+                lambda op, size, ranks, nodes: self.expected(shape_of(op, size, ranks, nodes, topology)),
+                reset=reset,
             )
         return counts
 
@@ -221,7 +228,9 @@ class Exporter:
         families.extend(self._meta(health, dropped_by_kind(topology.problems)))
         return families, raw
 
-    def _run(self, collector: Collector, topology: Topology) -> tuple[list[Metric], CollectorHealth, list[str]]:
+    def _run(
+        self, collector: Collector, topology: Topology
+    ) -> tuple[list[Metric], CollectorHealth, list[str]]:
         scoped = dataclasses.replace(self.root, problems=[])
         out = Families()
         started = time.perf_counter()

@@ -53,7 +53,9 @@ class _Tracked:
     ino: int
     offset: int
     partial: bytes = b""
-    overlong: bool = False  # inside a line that is already too long (or cut by a skip): drop until its newline
+    overlong: bool = (
+        False  # inside a line that is already too long (or cut by a skip): drop until its newline
+    )
 
 
 LineSink = Callable[[str, list[bytes]], None]  # (path, complete lines without their newline)
@@ -127,7 +129,9 @@ class FileFollower:
             found.update(glob.glob(pattern, recursive=True))
         paths = sorted(found)
         if len(paths) > self.max_files:
-            problems.append((self.patterns[0], f"{len(paths)} files match; following the first {self.max_files}"))
+            problems.append(
+                (self.patterns[0], f"{len(paths)} files match; following the first {self.max_files}")
+            )
             paths = paths[: self.max_files]
         return paths
 

@@ -105,7 +105,9 @@ class KeyStats:
 class RankStats:
     hostname: str = ""
     last_s: float = 0.0  # wall time of its last completed collective (dump time, else read time)
-    recent: deque[tuple[KeyStats, float]] = field(default_factory=lambda: deque(maxlen=RECENT))  # (its key, busbw)
+    recent: deque[tuple[KeyStats, float]] = field(
+        default_factory=lambda: deque(maxlen=RECENT)
+    )  # (its key, busbw)
     gpu: int | None = None  # from the textfile's gpu label; else inferred from the rank
 
 
@@ -161,8 +163,13 @@ class InspectorFollower:
     ) -> None:
         self.dirs = [os.path.expanduser(d) for d in dirs]
         self.clock = clock
-        self.follower = FileFollower([os.path.join(d, "*.log") for d in self.dirs], self._feed,
-                                     from_start=from_start, max_files=max_files, **caps)
+        self.follower = FileFollower(
+            [os.path.join(d, "*.log") for d in self.dirs],
+            self._feed,
+            from_start=from_start,
+            max_files=max_files,
+            **caps,
+        )
         self._lock = threading.Lock()
         self._comms: dict[str, CommStats] = {}
         self._records = self._bad = self._dropped = 0
@@ -213,7 +220,9 @@ class InspectorFollower:
         stats = comm.keys.get(key)
         if stats is None:
             ops = {o for o, _b in comm.keys}
-            if (key[0] not in ops and len(ops) >= MAX_OPS) or sum(1 for o, _b in comm.keys if o == key[0]) >= MAX_BUCKETS:
+            if (key[0] not in ops and len(ops) >= MAX_OPS) or sum(
+                1 for o, _b in comm.keys if o == key[0]
+            ) >= MAX_BUCKETS:
                 return None
             stats = comm.keys[key] = KeyStats()
         return stats
@@ -324,13 +333,20 @@ class InspectorFollower:
         with self._lock:
             yield self._comms
 
-    def update_expected(self, expected: Callable[[str, float, int, int], float | None], *, reset: bool = False) -> int:
+    def update_expected(
+        self, expected: Callable[[str, float, int, int], float | None], *, reset: bool = False
+    ) -> int:
         """Give each key without one (or whose mean size moved by 10%) its expected bus bandwidth;
         ``expected`` runs outside the lock (a simulation takes milliseconds). Returns keys updated."""
         with self._lock:
-            todo = [(comm.n_ranks, comm.n_nodes, op, stats.mean_size, stats)
-                    for comm in self._comms.values() for (op, _bucket), stats in comm.keys.items()
-                    if reset or not stats.expected_size or abs(stats.mean_size - stats.expected_size) > 0.1 * stats.expected_size]
+            todo = [
+                (comm.n_ranks, comm.n_nodes, op, stats.mean_size, stats)
+                for comm in self._comms.values()
+                for (op, _bucket), stats in comm.keys.items()
+                if reset
+                or not stats.expected_size
+                or abs(stats.mean_size - stats.expected_size) > 0.1 * stats.expected_size
+            ]
         values = [(stats, size, expected(op, size, ranks, nodes)) for ranks, nodes, op, size, stats in todo]
         with self._lock:
             for stats, size, value in values:

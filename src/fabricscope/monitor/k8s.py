@@ -32,7 +32,9 @@ def exporter_daemonset(namespace: str, image: str) -> dict[str, Any]:
         "image": image,
         "command": ["fabricscope"],
         "args": ["exporter", "--listen", f":{EXPORTER_PORT}", "--doctor-interval", "300"],
-        "ports": [{"name": "metrics", "containerPort": EXPORTER_PORT, "hostPort": EXPORTER_PORT, "protocol": "TCP"}],
+        "ports": [
+            {"name": "metrics", "containerPort": EXPORTER_PORT, "hostPort": EXPORTER_PORT, "protocol": "TCP"}
+        ],
         "securityContext": {
             "runAsUser": 0,  # capabilities reach the process only as root (no ambient capabilities in Kubernetes)
             "allowPrivilegeEscalation": False,
@@ -42,8 +44,12 @@ def exporter_daemonset(namespace: str, image: str) -> dict[str, Any]:
         },
         "volumeMounts": [{"name": "sys", "mountPath": "/sys", "readOnly": True}],
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-        "livenessProbe": {"httpGet": {"path": "/metrics", "port": EXPORTER_PORT}, "initialDelaySeconds": 30, "periodSeconds": 60,
-                          "timeoutSeconds": 10},
+        "livenessProbe": {
+            "httpGet": {"path": "/metrics", "port": EXPORTER_PORT},
+            "initialDelaySeconds": 30,
+            "periodSeconds": 60,
+            "timeoutSeconds": 10,
+        },
     }
     return {
         "apiVersion": "apps/v1",
@@ -82,7 +88,11 @@ def npd_plugin_config(fabricscope_path: str, interval_s: int = 300, timeout_s: i
         "source": "fabricscope",
         "metricsReporting": True,
         "conditions": [
-            {"type": NPD_CONDITION, "reason": "FabricHealthy", "message": "fabricscope doctor found nothing at --fail-on"},
+            {
+                "type": NPD_CONDITION,
+                "reason": "FabricHealthy",
+                "message": "fabricscope doctor found nothing at --fail-on",
+            },
         ],
         "rules": [
             {
@@ -101,17 +111,28 @@ def npd_configmap(namespace: str, config: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": "fabricscope-npd-plugin", "namespace": namespace, "labels": {"app.kubernetes.io/name": "fabricscope"}},
+        "metadata": {
+            "name": "fabricscope-npd-plugin",
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": "fabricscope"},
+        },
         "data": {"fabricscope-plugin.json": json.dumps(config, indent=2) + "\n"},
     }
 
 
-def manifests(namespace: str = "monitoring", npd_namespace: str = "kube-system", image: str | None = None,
-              fabricscope_path: str = "/usr/local/bin/fabricscope") -> dict[str, tuple[str, Any]]:
+def manifests(
+    namespace: str = "monitoring",
+    npd_namespace: str = "kube-system",
+    image: str | None = None,
+    fabricscope_path: str = "/usr/local/bin/fabricscope",
+) -> dict[str, tuple[str, Any]]:
     """File name -> (kind of file, content) for `monitoring k8s -o DIR`."""
     config = npd_plugin_config(fabricscope_path)
     return {
-        "fabricscope-exporter-daemonset.yaml": ("yaml", exporter_daemonset(namespace, image or f"fabricscope:{__version__}")),
+        "fabricscope-exporter-daemonset.yaml": (
+            "yaml",
+            exporter_daemonset(namespace, image or f"fabricscope:{__version__}"),
+        ),
         "fabricscope-npd-plugin.json": ("json", config),
         "fabricscope-npd-configmap.yaml": ("yaml", npd_configmap(npd_namespace, config)),
     }

@@ -238,8 +238,12 @@ PRIO_STATS: dict[tuple[str, str], CounterName] = {
 
 # ethtool -S port-level statistics (labels: netdev).
 PORT_STATS: dict[str, CounterName] = {
-    "tx_pause_storm_warning_events": CounterName("pfc_pause_storm_warning_events_total", LINK_ERROR_STATS["tx_pause_storm_warning_events"]),
-    "tx_pause_storm_error_events": CounterName("pfc_pause_storm_error_events_total", LINK_ERROR_STATS["tx_pause_storm_error_events"]),
+    "tx_pause_storm_warning_events": CounterName(
+        "pfc_pause_storm_warning_events_total", LINK_ERROR_STATS["tx_pause_storm_warning_events"]
+    ),
+    "tx_pause_storm_error_events": CounterName(
+        "pfc_pause_storm_error_events_total", LINK_ERROR_STATS["tx_pause_storm_error_events"]
+    ),
     "rx_discards_phy": CounterName("nic_phy_received_discards_total", LINK_ERROR_STATS["rx_discards_phy"]),
     "tx_discards_phy": CounterName(
         "nic_phy_transmitted_discards_total", "Transmitted packets dropped on the physical port."
@@ -255,7 +259,9 @@ PORT_STATS: dict[str, CounterName] = {
     "rx_corrected_bits_phy": CounterName(
         "nic_phy_fec_corrected_errors_total", "Bit errors corrected by FEC (rx_corrected_bits_phy)."
     ),
-    "link_down_events_phy": CounterName("nic_phy_link_down_events_total", LINK_ERROR_STATS["link_down_events_phy"]),
+    "link_down_events_phy": CounterName(
+        "nic_phy_link_down_events_total", LINK_ERROR_STATS["link_down_events_phy"]
+    ),
     "rx_out_of_buffer": CounterName("nic_rx_out_of_buffer_drops_total", LINK_ERROR_STATS["rx_out_of_buffer"]),
     "rx_buffer_passed_thres_phy": CounterName(
         "nic_phy_receive_buffer_threshold_events_total",
@@ -374,8 +380,12 @@ WC_STATUS_NAMES: dict[int, str] = {
 PORT_GAUGES: dict[str, CounterName] = {
     "outbound_pci_stalled_rd": CounterName(
         "nic_pcie_outbound_stalled_read_ratio",
-        "Share of the last second the NIC's outbound PCIe reads were stalled for lack of credits (0-1).", 0.01),
+        "Share of the last second the NIC's outbound PCIe reads were stalled for lack of credits (0-1).",
+        0.01,
+    ),
     "outbound_pci_stalled_wr": CounterName(
         "nic_pcie_outbound_stalled_write_ratio",
-        "Share of the last second the NIC's outbound PCIe writes were stalled for lack of credits (0-1).", 0.01),
+        "Share of the last second the NIC's outbound PCIe writes were stalled for lack of credits (0-1).",
+        0.01,
+    ),
 }

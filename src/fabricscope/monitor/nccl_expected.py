@@ -46,7 +46,9 @@ def shape_of(op: str, size_bytes: float, n_ranks: int, n_nodes: int, topo: Topol
         return None
     digits = max(0, int(math.floor(math.log10(size_bytes))) - 1)
     size = int(round(size_bytes / 10**digits) * 10**digits)
-    return Shape(row.name, size, n_ranks, n_nodes, len(topo.nics) or 1, topo.nic_rate_gbps or 400.0, topo.roce)
+    return Shape(
+        row.name, size, n_ranks, n_nodes, len(topo.nics) or 1, topo.nic_rate_gbps or 400.0, topo.roce
+    )
 
 
 class ExpectedBusbw:

@@ -50,7 +50,9 @@ class Topology:
     nics: tuple[str, ...] = ()
     nic_rate_gbps: float | None = None
     roce: bool = False
-    gpu_nic: dict[int, str] = field(default_factory=dict)  # GPU index -> nearest NIC (rail = its index in nics)
+    gpu_nic: dict[int, str] = field(
+        default_factory=dict
+    )  # GPU index -> nearest NIC (rail = its index in nics)
     gpus: int = 0
 
     def netdev_of(self, device: str, port: int) -> str:

@@ -108,7 +108,9 @@ class GidPolicy:
         family_text = env.get("NCCL_IB_ADDR_FAMILY") or ""
         family = AF_INET6 if family_text == "AF_INET6" else AF_INET
         if family_text and family_text not in (AF_INET, AF_INET6):
-            notes.append(f"NCCL_IB_ADDR_FAMILY={family_text!r} is neither AF_INET nor AF_INET6 (case-sensitive): NCCL uses AF_INET")
+            notes.append(
+                f"NCCL_IB_ADDR_FAMILY={family_text!r} is neither AF_INET nor AF_INET6 (case-sensitive): NCCL uses AF_INET"
+            )
         prefix, prefixlen, range_notes = _parse_range(env.get("NCCL_IB_ADDR_RANGE") or "", family)
         return cls(
             gid_index=nccl_param(env, "NCCL_IB_GID_INDEX", -1),
@@ -141,10 +143,18 @@ def _parse_range(text: str, family: str) -> tuple[bytes | None, int, list[str]]:
             raise ValueError(addr)
         packed = (ipaddress.IPv4Address(addr) if family == AF_INET else ipaddress.IPv6Address(addr)).packed
     except ValueError:
-        return None, 0, [f"NCCL_IB_ADDR_RANGE address {addr!r} is not an {family} address: NCCL ignores the range"]
+        return (
+            None,
+            0,
+            [f"NCCL_IB_ADDR_RANGE address {addr!r} is not an {family} address: NCCL ignores the range"],
+        )
     mask, _ = c_strtol(mask_text, 10)
     if mask > (32 if family == AF_INET else 128):
-        return None, 0, [f"NCCL_IB_ADDR_RANGE prefix length {mask} is too long for {family}: NCCL ignores the range"]
+        return (
+            None,
+            0,
+            [f"NCCL_IB_ADDR_RANGE prefix length {mask} is too long for {family}: NCCL ignores the range"],
+        )
     notes = [f"NCCL_IB_ADDR_RANGE prefix length {mask} is negative: no GID matches"] if mask < 0 else []
     return packed, mask, notes
 
@@ -224,7 +234,9 @@ class GidChoice:
         family and RoCE version, inside the range. When no entry fits, ncclIbGetGidIndex keeps
         whatever its walk ended on (index 0 at worst) and queue pairs use that."""
         return (
-            self.valid and self.roce_version == policy.roce_version and self.family == policy.family
+            self.valid
+            and self.roce_version == policy.roce_version
+            and self.family == policy.family
             and _in_range(policy, _raw(self.gid))
         )
 
@@ -247,7 +259,9 @@ def select_gid(
     def choice(i: int, forced: bool = False) -> GidChoice:
         entry = by_index.get(i)
         data = raw(i)
-        return GidChoice(i, entry.gid if entry else None, gid_family(data), version(i), gid_valid(data), forced)
+        return GidChoice(
+            i, entry.gid if entry else None, gid_family(data), version(i), gid_valid(data), forced
+        )
 
     if link_layer == "InfiniBand":
         flid_index = policy.routable_flid_index
@@ -278,12 +292,20 @@ def gid_table_empty(gids: Iterable[Any]) -> bool:
 
 
 def explain_choice(
-    gids: Iterable[ExplainedGid], netdev: str | None, choice: GidChoice, policy: GidPolicy, where: str = "the environment"
+    gids: Iterable[ExplainedGid],
+    netdev: str | None,
+    choice: GidChoice,
+    policy: GidPolicy,
+    where: str = "the environment",
 ) -> tuple[str, str]:
     """Why the entry NCCL uses does not fit (message, fix), from what the table holds. Shared by
     doctor's roce.gid, lint's NCCL036 and `nccl env`'s left-out ports."""
     gids = list(gids)
-    at = "an empty entry" if choice.gid is None else f"{choice.gid}" + (", link-local" if not choice.valid else "")
+    at = (
+        "an empty entry"
+        if choice.gid is None
+        else f"{choice.gid}" + (", link-local" if not choice.valid else "")
+    )
     kind = f"RoCE v{choice.roce_version}" if choice.roce_version else "type unknown"
     picked = f"NCCL (2.21+, {policy.describe()}) uses GID index {choice.index} ({at}, {kind})"
     dev = netdev or "<netdev>"

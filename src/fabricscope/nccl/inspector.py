@@ -246,7 +246,7 @@ def _labels(text: str) -> dict[str, str]:
     while pos < len(text):
         match = _LABEL.match(text, pos)
         if match is None:
-            raise InspectorFormatError(f"bad label set near {text[pos:pos + 40]!r}")
+            raise InspectorFormatError(f"bad label set near {text[pos : pos + 40]!r}")
         out[match.group(1)] = match.group(2).replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
         pos = match.end()
     return out

@@ -40,7 +40,11 @@ class JobSources:
 
     @property
     def labels(self) -> list[str]:
-        return [p for p, _ in self.env_files] + [p for p, _ in self.scripts] + (["the environment"] if self.environ is not None else [])
+        return (
+            [p for p, _ in self.env_files]
+            + [p for p, _ in self.scripts]
+            + (["the environment"] if self.environ is not None else [])
+        )
 
 
 def collect(sources: JobSources, root: Root | None = None, inventory: Inventory | None = None) -> SettingSet:
@@ -96,12 +100,23 @@ def lint_job(
     return settings, lint(settings, inventory, nccl_version=nccl_version, production=production)
 
 
-def relabel(findings: Sequence[Finding], finding_id: str, subject: Callable[[Finding], str] | None = None) -> list[Finding]:
+def relabel(
+    findings: Sequence[Finding], finding_id: str, subject: Callable[[Finding], str] | None = None
+) -> list[Finding]:
     """Lint findings under another report's id: the code moves into ``evidence.code`` and leads
     the message (doctor's ``nccl.conf``, the log reader's ``nccl_log.env``)."""
     out = []
     for f in findings:
         evidence = dict(f.evidence)
         evidence["code"] = f.id
-        out.append(Finding(finding_id, f.severity, subject(f) if subject else f.subject, f"{f.id}: {f.message}", evidence, f.fix))
+        out.append(
+            Finding(
+                finding_id,
+                f.severity,
+                subject(f) if subject else f.subject,
+                f"{f.id}: {f.message}",
+                evidence,
+                f.fix,
+            )
+        )
     return out

@@ -48,7 +48,9 @@ class DeviceList:
         hit = any(self.token_matches(t, name, port) for t in self.tokens)
         return not hit if self.exclude else hit
 
-    def matched_by(self, token: ListToken, candidates: list[tuple[str, int | None]]) -> list[tuple[str, int | None]]:
+    def matched_by(
+        self, token: ListToken, candidates: list[tuple[str, int | None]]
+    ) -> list[tuple[str, int | None]]:
         return [(n, p) for n, p in candidates if self.token_matches(token, n, p)]
 
 

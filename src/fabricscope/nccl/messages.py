@@ -25,7 +25,9 @@ from typing import Any, NamedTuple
 NEXT_ACTIONS = ("returns_error", "falls_back", "goes_on", "aborts")
 _CONVERSION = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|L|z|j|t)?([diouxXeEfgGcspn%])")
 _FIRST_WORD = re.compile(r"[^\s%]+")
-_WORD = re.compile(r"[A-Za-z_]{4,}")  # the words a line is indexed by for entries that start with a conversion
+_WORD = re.compile(
+    r"[A-Za-z_]{4,}"
+)  # the words a line is indexed by for entries that start with a conversion
 
 
 class Message(NamedTuple):
@@ -91,8 +93,18 @@ class Catalogue:
         size: dict[str, int] = {}
         for raw in data["messages"]:
             msg = Message(
-                raw["id"], raw["project"], raw["level"], raw["format"], tuple(raw["subsystems"]), tuple(raw["args"]),
-                raw["file"], raw["line"], raw["next"], raw["why"], raw["since"], raw["until"],
+                raw["id"],
+                raw["project"],
+                raw["level"],
+                raw["format"],
+                tuple(raw["subsystems"]),
+                tuple(raw["args"]),
+                raw["file"],
+                raw["line"],
+                raw["next"],
+                raw["why"],
+                raw["since"],
+                raw["until"],
             )
             self.messages[msg.id] = msg
             size[msg.id] = literal_size(msg.format)
@@ -129,12 +141,20 @@ class Catalogue:
         word = _FIRST_WORD.match(text)
         if word is not None:
             for msg in self._by_word.get(word.group(0), ()):
-                if (projects is None or msg.project in projects) and self.anchor(msg) in text and self.regex(msg).match(text):
+                if (
+                    (projects is None or msg.project in projects)
+                    and self.anchor(msg) in text
+                    and self.regex(msg).match(text)
+                ):
                     return msg
         wild = self._wild
         candidates = [am for w in set(_WORD.findall(text)) if w in wild for am in wild[w]]
         for anchor, msg in sorted(candidates, key=lambda am: -self._size[am[1].id]):
-            if anchor in text and (projects is None or msg.project in projects) and self.regex(msg).search(text):
+            if (
+                anchor in text
+                and (projects is None or msg.project in projects)
+                and self.regex(msg).search(text)
+            ):
                 return msg
         return None
 

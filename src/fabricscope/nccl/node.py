@@ -16,9 +16,35 @@ from fabricscope.nccl.gid import AF_INET, GidPolicy, select_gid
 
 DEFAULT_GID_POLICY = GidPolicy()
 # Interfaces NCCL itself avoids by default, and that make poor bootstrap/socket interfaces.
-VIRTUAL_PREFIXES = ("lo", "docker", "virbr", "veth", "br-", "cni", "flannel", "cali", "tun", "tap", "vxlan", "kube", "weave")
+VIRTUAL_PREFIXES = (
+    "lo",
+    "docker",
+    "virbr",
+    "veth",
+    "br-",
+    "cni",
+    "flannel",
+    "cali",
+    "tun",
+    "tap",
+    "vxlan",
+    "kube",
+    "weave",
+)
 # NCCL's GDR level order; nvidia-smi's NODE is NCCL's PHB (same NUMA node, through the CPU).
-LEVEL_RANK = {"LOC": 0, "NVL": 0, "NVB": 0, "C2C": 0, "PIX": 1, "PXB": 2, "P2C": 2, "PXN": 2, "PHB": 3, "NODE": 3, "SYS": 4}
+LEVEL_RANK = {
+    "LOC": 0,
+    "NVL": 0,
+    "NVB": 0,
+    "C2C": 0,
+    "PIX": 1,
+    "PXB": 2,
+    "P2C": 2,
+    "PXN": 2,
+    "PHB": 3,
+    "NODE": 3,
+    "SYS": 4,
+}
 
 
 @dataclass(frozen=True)
@@ -42,7 +68,9 @@ def nic_ports(inv: Inventory) -> list[NicPort]:
     for dev in sorted(inv.rdma_devices, key=lambda d: natural_key(d.name)):
         for p in sorted(dev.ports, key=lambda p: p.port):
             link = "IB" if p.is_ib else "RoCE" if p.is_roce else None
-            out.append(NicPort(dev.name, p.port, link, p.is_active, p.state, inv.port_netdev(p), p.rate_gbps, p))
+            out.append(
+                NicPort(dev.name, p.port, link, p.is_active, p.state, inv.port_netdev(p), p.rate_gbps, p)
+            )
     return out
 
 
@@ -114,12 +142,28 @@ def gpudirect_without_module(inv: Inventory) -> tuple[bool | None, str]:
     if capable is None and versions.kernel_release is not None and versions.kernel_release < DMABUF_KERNEL:
         capable = False  # a 3.10 kernel has no DMA-BUF whichever GPU module runs
     if capable:
-        return True, f"DMA-BUF carries GPUDirect RDMA here (open GPU kernel module, kernel {kernel} >= 5.12; NCCL >= 2.13): nvidia-peermem is not needed"
+        return (
+            True,
+            f"DMA-BUF carries GPUDirect RDMA here (open GPU kernel module, kernel {kernel} >= 5.12; NCCL >= 2.13): nvidia-peermem is not needed",
+        )
     upstream = "ib_core" not in versions.modules
     if capable is False:
-        why = f"kernel {kernel} < 5.12" if versions.kernel_release is not None and versions.kernel_release < DMABUF_KERNEL else "the proprietary GPU kernel module"
+        why = (
+            f"kernel {kernel} < 5.12"
+            if versions.kernel_release is not None and versions.kernel_release < DMABUF_KERNEL
+            else "the proprietary GPU kernel module"
+        )
         fix = "switch to the open GPU kernel module (kernel >= 5.12) so NCCL >= 2.13 uses DMA-BUF"
         if upstream:
-            return False, f"no DMA-BUF ({why}) and nvidia-peermem cannot load on upstream ib_core: {fix}, or install MLNX_OFED/DOCA and load nvidia-peermem"
-        return False, f"no DMA-BUF ({why}): `modprobe nvidia-peermem` (and list it in /etc/modules-load.d/), or {fix}"
-    return None, "DMA-BUF (NCCL >= 2.13, kernel >= 5.12, open GPU kernel module) needs no module; otherwise `modprobe nvidia-peermem` (MLNX_OFED/DOCA ib_core only)"
+            return (
+                False,
+                f"no DMA-BUF ({why}) and nvidia-peermem cannot load on upstream ib_core: {fix}, or install MLNX_OFED/DOCA and load nvidia-peermem",
+            )
+        return (
+            False,
+            f"no DMA-BUF ({why}): `modprobe nvidia-peermem` (and list it in /etc/modules-load.d/), or {fix}",
+        )
+    return (
+        None,
+        "DMA-BUF (NCCL >= 2.13, kernel >= 5.12, open GPU kernel module) needs no module; otherwise `modprobe nvidia-peermem` (MLNX_OFED/DOCA ib_core only)",
+    )

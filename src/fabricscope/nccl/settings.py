@@ -18,12 +18,20 @@ PREFIXES = ("NCCL_", "FI_", "OFI_NCCL_")
 _NAME = r"(?:NCCL|FI|OFI_NCCL)_[A-Za-z0-9_]*"
 ORIGIN_RANK = {"environ": 0, "env-file": 0, "script": 0, "NCCL_CONF_FILE": 1, "/etc/nccl.conf": 2}
 
-_ARITH = r"""\$\(\([^()]*(?:\([^()]*\)[^()]*)*\)\)"""  # $((512 * 1024)): one word to the shell, blanks and all
-_ASSIGN = re.compile(r"""(?<![\w$])(""" + _NAME + r""")=(""" + _ARITH + r"""|"(?:[^"\\]|\\.)*"|'[^']*'|[^\s;&|)]*)""")
+_ARITH = (
+    r"""\$\(\([^()]*(?:\([^()]*\)[^()]*)*\)\)"""  # $((512 * 1024)): one word to the shell, blanks and all
+)
+_ASSIGN = re.compile(
+    r"""(?<![\w$])(""" + _NAME + r""")=(""" + _ARITH + r"""|"(?:[^"\\]|\\.)*"|'[^']*'|[^\s;&|)]*)"""
+)
 # In --export=A=B,C=D (sbatch, srun) a comma ends the value; anywhere else it is part of it
 # (export NCCL_IB_HCA==mlx5_0:1,mlx5_1:1 sets the whole list).
-_EXPORT_ASSIGN = re.compile(r"""(?<![\w$])(""" + _NAME + r""")=(""" + _ARITH + r"""|"(?:[^"\\]|\\.)*"|'[^']*'|[^\s;,&|)]*)""")
-_PY_ENVIRON = re.compile(r"""environ\[\s*["'](""" + _NAME + r""")["']\s*\]\s*=\s*(?:str\()?\s*["']?([^"')\n]*)""")
+_EXPORT_ASSIGN = re.compile(
+    r"""(?<![\w$])(""" + _NAME + r""")=(""" + _ARITH + r"""|"(?:[^"\\]|\\.)*"|'[^']*'|[^\s;,&|)]*)"""
+)
+_PY_ENVIRON = re.compile(
+    r"""environ\[\s*["'](""" + _NAME + r""")["']\s*\]\s*=\s*(?:str\()?\s*["']?([^"')\n]*)"""
+)
 _YAML_NAME = re.compile(r"""^\s*-?\s*name:\s*["']?(""" + _NAME + r""")["']?\s*$""")
 _YAML_VALUE = re.compile(r"""^\s*value:\s*(.*?)\s*$""")
 # A YAML map entry (Kubernetes/Compose env maps, Helm values): NCCL_X: "value".
@@ -33,7 +41,9 @@ _NEAR_PREFIX = re.compile(r"""(?<![\w$])((?:CCL|NCL|NCC|NCLL|NCCCL|NNCL|MCCL)_[A
 _UNSET = re.compile(r"^\s*unset\s+(.+)\Z")
 # A string assigned to a shell variable (CMD="NCCL_DEBUG=INFO python train.py"): the settings in it
 # apply only where the script expands the variable ($CMD, ${CMD}, eval "$CMD").
-_STRING_VAR = re.compile(r"""^\s*(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_]\w*)=(["'])(.*)""")
+_STRING_VAR = re.compile(
+    r"""^\s*(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_]\w*)=(["'])(.*)"""
+)
 _PRINTS = re.compile(r"^\s*(?:echo|printf)\b")
 _SOURCE = re.compile(r"""^\s*(?:source|\.)\s+(["']?)([^\s;&|"']+)\1""")
 _CONF_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
@@ -62,7 +72,9 @@ class SettingSet:
     shadowed: list[tuple[Setting, Setting]] = field(default_factory=list)  # (lost, winner)
     unparsed: list[tuple[str, int, str]] = field(default_factory=list)  # (path, line, text)
     missing: list[Setting] = field(default_factory=list)  # NCCL_CONF_FILE settings naming no file
-    misread: list[tuple[str, int, str, str]] = field(default_factory=list)  # (path, line, text, how NCCL reads it)
+    misread: list[tuple[str, int, str, str]] = field(
+        default_factory=list
+    )  # (path, line, text, how NCCL reads it)
     not_applied: list[tuple[str, int, str, str]] = field(default_factory=list)  # (path, line, name, why)
     sourced: list[tuple[str, int, str]] = field(default_factory=list)  # (script, line, file) not read
 
@@ -85,7 +97,9 @@ def _unquote(value: str) -> str:
     return value
 
 
-def parse_env_file(text: str, path: str, origin: str = "env-file") -> tuple[list[Setting], list[tuple[str, int, str]]]:
+def parse_env_file(
+    text: str, path: str, origin: str = "env-file"
+) -> tuple[list[Setting], list[tuple[str, int, str]]]:
     """``KEY=VALUE`` lines (``export`` optional, quotes, ``#`` comments): env files and nccl.conf."""
     settings, unparsed = [], []
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -107,7 +121,9 @@ def parse_env_file(text: str, path: str, origin: str = "env-file") -> tuple[list
 _CONF_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def parse_conf_file(text: str, path: str, origin: str) -> tuple[list[Setting], list[tuple[str, int, str]], list[tuple[str, int, str, str]]]:
+def parse_conf_file(
+    text: str, path: str, origin: str
+) -> tuple[list[Setting], list[tuple[str, int, str]], list[tuple[str, int, str, str]]]:
     """/etc/nccl.conf or the NCCL_CONF_FILE file as NCCL's ``setEnvFile`` reads it (NCCL v2.30.7-1
     src/misc/param.cc): a line starting with '#' is skipped, one without '=' too; otherwise the
     name is everything before the first '=' and the value everything after it, verbatim: no
@@ -127,12 +143,21 @@ def parse_conf_file(text: str, path: str, origin: str) -> tuple[list[Setting], l
         name, value = name[:1023], value[:1023]
         if not _CONF_NAME.fullmatch(name):
             if name.strip().removeprefix("export").strip().startswith(PREFIXES):
-                misread.append((path, number, line[:200], f"NCCL takes the name as {name!r} (no 'export', no blanks around '='), so the line sets no variable"))
+                misread.append(
+                    (
+                        path,
+                        number,
+                        line[:200],
+                        f"NCCL takes the name as {name!r} (no 'export', no blanks around '='), so the line sets no variable",
+                    )
+                )
             continue
         if not name.startswith(PREFIXES):
             continue
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            misread.append((path, number, line[:200], f"NCCL keeps the quotes: {name} is {value!r}, quotes included"))
+            misread.append(
+                (path, number, line[:200], f"NCCL keeps the quotes: {name} is {value!r}, quotes included")
+            )
         elif " #" in value or "\t#" in value:
             misread.append((path, number, line[:200], f"NCCL keeps the comment: {name} is {value!r}"))
         settings.append(Setting(name, value, origin, path, number))
@@ -197,12 +222,16 @@ def _not_applied(raw: str, text: str, number: int, path: str) -> tuple[list[tupl
     if not names:
         return [], False
     if _PRINTS.match(raw) and not re.search(r">>?\s*\S*nccl\.conf", raw):
-        return [(path, number, n, "inside text echo/printf prints, not a command that runs") for n in names], True
+        return [
+            (path, number, n, "inside text echo/printf prints, not a command that runs") for n in names
+        ], True
     var = _STRING_VAR.match(raw)
     if var is None or var.group(1).startswith(PREFIXES) or var.group(1) in ("export",):
         return [], False
     later = text.split("\n", number)[-1] if number < text.count("\n") + 1 else ""
-    if re.search(r"\$\{?" + re.escape(var.group(1)) + r"\b", later) or re.search(r"\$\{?" + re.escape(var.group(1)) + r"\b", raw[var.end(1) + 2 :]):
+    if re.search(r"\$\{?" + re.escape(var.group(1)) + r"\b", later) or re.search(
+        r"\$\{?" + re.escape(var.group(1)) + r"\b", raw[var.end(1) + 2 :]
+    ):
         return [], False  # expanded later: the string runs
     why = f"inside the string assigned to {var.group(1)}, which the script never expands (${var.group(1)})"
     return [(path, number, n, why) for n in names], True
@@ -235,8 +264,14 @@ def read_script(text: str, path: str) -> ScriptRead:
             continue
         for near in _NEAR_PREFIX.finditer(raw):  # kept so lint names it (NCCL001 with the real name)
             value = _ASSIGN.match("NCCL_X=" + raw[near.end() :])
-            settings.append(Setting(near.group(1), _unquote(value.group(2)) if value else "", "script", path, number))
-        if stripped.startswith("#") and not stripped.startswith("#SBATCH") and not stripped.startswith("#PBS"):
+            settings.append(
+                Setting(near.group(1), _unquote(value.group(2)) if value else "", "script", path, number)
+            )
+        if (
+            stripped.startswith("#")
+            and not stripped.startswith("#SBATCH")
+            and not stripped.startswith("#PBS")
+        ):
             continue
         sourced = _SOURCE.match(stripped)
         if sourced is not None:

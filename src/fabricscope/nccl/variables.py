@@ -68,7 +68,14 @@ _SPECS = [
     _v("NCCL_IB_RETRY_CNT", "int", lo=0, hi=7, default="7", since="2.1.15"),
     _v("NCCL_IB_GID_INDEX", "int", lo=-1, hi=255, default="-1", since="2.1.4"),
     # envIbAddrFamily (src/transport/net_ib/connect.cc): strcmp with "AF_INET6", anything else is AF_INET.
-    _v("NCCL_IB_ADDR_FAMILY", "enum", choices=("AF_INET", "AF_INET6"), default="AF_INET", since="2.21", exact=True),
+    _v(
+        "NCCL_IB_ADDR_FAMILY",
+        "enum",
+        choices=("AF_INET", "AF_INET6"),
+        default="AF_INET",
+        since="2.21",
+        exact=True,
+    ),
     _v("NCCL_IB_ADDR_RANGE", "string", since="2.21"),
     _v("NCCL_IB_ROCE_VERSION_NUM", "int", lo=1, hi=2, default="2", since="2.21"),
     _v("NCCL_IB_PKEY", "int", lo=0, default="0", since="2.1.4"),
@@ -112,7 +119,13 @@ _SPECS = [
     _v("NCCL_NTHREADS", "enum", choices=("64", "128", "256", "512"), debug=True),
     _v("NCCL_MAX_NCHANNELS", "int", lo=1, debug=True, since="2.5.0"),
     _v("NCCL_MIN_NCHANNELS", "int", lo=0, hi=32, debug=True, since="2.5.0"),
-    _v("NCCL_CHECK_MODE", "enum", choices=("DEFAULT", "DEBUG_LOCAL", "DEBUG_GLOBAL"), debug=True, since="2.29.7"),
+    _v(
+        "NCCL_CHECK_MODE",
+        "enum",
+        choices=("DEFAULT", "DEBUG_LOCAL", "DEBUG_GLOBAL"),
+        debug=True,
+        since="2.29.7",
+    ),
     _v("NCCL_LAUNCH_MODE", "enum", choices=("PARALLEL", "GROUP"), debug=True, since="2.1.0"),
     _v("NCCL_IB_DISABLE", "bool", debug=True),
     _v("NCCL_IB_AR_THRESHOLD", "size", lo=0, default="8192", debug=True, since="2.6"),
@@ -204,28 +217,76 @@ SPECS: dict[str, VarSpec] = {s.name: s for s in _SPECS}
 
 # Old name -> (what to use instead, severity, why)
 RENAMED: dict[str, tuple[str | None, str, str]] = {
-    "NCCL_IB_GDR_LEVEL": ("NCCL_NET_GDR_LEVEL", "warn", "renamed in NCCL 2.4.0; newer NCCL ignores the old name"),
+    "NCCL_IB_GDR_LEVEL": (
+        "NCCL_NET_GDR_LEVEL",
+        "warn",
+        "renamed in NCCL 2.4.0; newer NCCL ignores the old name",
+    ),
     "NCCL_IB_CUDA_SUPPORT": ("NCCL_NET_GDR_LEVEL", "warn", "removed in NCCL 2.4.0: it has no effect"),
-    "NCCL_MIN_NRINGS": ("NCCL_MIN_CTAS", "info", "NCCL 2.4 name, still read as an alias but ignored when NCCL_MIN_NCHANNELS is set; both are deprecated since 2.17"),
-    "NCCL_MAX_NRINGS": ("NCCL_MAX_CTAS", "info", "NCCL 2.4 name, still read as an alias but ignored when NCCL_MAX_NCHANNELS is set; both are deprecated since 2.17"),
-    "NCCL_MIN_NCHANNELS": ("NCCL_MIN_CTAS", "info", "deprecated since NCCL 2.17 (still read; the more restrictive of the two wins)"),
-    "NCCL_MAX_NCHANNELS": ("NCCL_MAX_CTAS", "info", "deprecated since NCCL 2.17 (still read; the more restrictive of the two wins)"),
-    "NCCL_LL_THRESHOLD": (None, "warn", "removed in NCCL 2.5: it has no effect (use NCCL_PROTO only to debug)"),
-    "NCCL_TREE_THRESHOLD": (None, "warn", "removed in NCCL 2.5: it has no effect (use NCCL_ALGO only to debug)"),
+    "NCCL_MIN_NRINGS": (
+        "NCCL_MIN_CTAS",
+        "info",
+        "NCCL 2.4 name, still read as an alias but ignored when NCCL_MIN_NCHANNELS is set; both are deprecated since 2.17",
+    ),
+    "NCCL_MAX_NRINGS": (
+        "NCCL_MAX_CTAS",
+        "info",
+        "NCCL 2.4 name, still read as an alias but ignored when NCCL_MAX_NCHANNELS is set; both are deprecated since 2.17",
+    ),
+    "NCCL_MIN_NCHANNELS": (
+        "NCCL_MIN_CTAS",
+        "info",
+        "deprecated since NCCL 2.17 (still read; the more restrictive of the two wins)",
+    ),
+    "NCCL_MAX_NCHANNELS": (
+        "NCCL_MAX_CTAS",
+        "info",
+        "deprecated since NCCL 2.17 (still read; the more restrictive of the two wins)",
+    ),
+    "NCCL_LL_THRESHOLD": (
+        None,
+        "warn",
+        "removed in NCCL 2.5: it has no effect (use NCCL_PROTO only to debug)",
+    ),
+    "NCCL_TREE_THRESHOLD": (
+        None,
+        "warn",
+        "removed in NCCL 2.5: it has no effect (use NCCL_ALGO only to debug)",
+    ),
     "NCCL_SINGLE_RING_THRESHOLD": (None, "warn", "removed in NCCL 2.3: it has no effect"),
     "NCCL_CHECKS_DISABLE": (None, "warn", "deprecated in NCCL 2.2.12: it has no effect"),
-    "NCCL_CHECK_POINTERS": ("NCCL_CHECK_MODE", "info", "deprecated in NCCL 2.29.7 (NCCL_CHECK_MODE=DEBUG_LOCAL replaces it)"),
+    "NCCL_CHECK_POINTERS": (
+        "NCCL_CHECK_MODE",
+        "info",
+        "deprecated in NCCL 2.29.7 (NCCL_CHECK_MODE=DEBUG_LOCAL replaces it)",
+    ),
     # Read by earlier releases, no longer by the catalogue's (last tag that reads each, from the source).
     "NCCL_SHM_USE_CUDA_MEMCPY": (None, "info", "read up to NCCL 2.30.4, no longer by 2.30.7"),
     "NCCL_SHM_MEMCPY_MODE": (None, "info", "read up to NCCL 2.30.4, no longer by 2.30.7"),
     "NCCL_CREATE_THREAD_CONTEXT": (None, "info", "read up to NCCL 2.30.4, no longer by 2.30.7"),
-    "NCCL_WORK_FIFO_DEPTH": ("NCCL_WORK_FIFO_BYTES", "info", "read up to NCCL 2.21.5; later releases size the work FIFO in bytes"),
+    "NCCL_WORK_FIFO_DEPTH": (
+        "NCCL_WORK_FIFO_BYTES",
+        "info",
+        "read up to NCCL 2.21.5; later releases size the work FIFO in bytes",
+    ),
     "NCCL_PROXY_PROFILE": (None, "info", "read up to NCCL 2.22.3 (the profiler plugin replaced it)"),
     "NCCL_CUDA_PATH": (None, "info", "read up to NCCL 2.20.5"),
     # PyTorch's own variables that carry an NCCL_ prefix
-    "NCCL_ASYNC_ERROR_HANDLING": ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "info", "a PyTorch variable, renamed TORCH_NCCL_ASYNC_ERROR_HANDLING in PyTorch 2.2"),
-    "NCCL_BLOCKING_WAIT": ("TORCH_NCCL_BLOCKING_WAIT", "info", "a PyTorch variable, renamed TORCH_NCCL_BLOCKING_WAIT in PyTorch 2.2"),
-    "NCCL_DESYNC_DEBUG": ("TORCH_NCCL_DESYNC_DEBUG", "info", "a PyTorch variable, renamed TORCH_NCCL_DESYNC_DEBUG in PyTorch 2.2"),
+    "NCCL_ASYNC_ERROR_HANDLING": (
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+        "info",
+        "a PyTorch variable, renamed TORCH_NCCL_ASYNC_ERROR_HANDLING in PyTorch 2.2",
+    ),
+    "NCCL_BLOCKING_WAIT": (
+        "TORCH_NCCL_BLOCKING_WAIT",
+        "info",
+        "a PyTorch variable, renamed TORCH_NCCL_BLOCKING_WAIT in PyTorch 2.2",
+    ),
+    "NCCL_DESYNC_DEBUG": (
+        "TORCH_NCCL_DESYNC_DEBUG",
+        "info",
+        "a PyTorch variable, renamed TORCH_NCCL_DESYNC_DEBUG in PyTorch 2.2",
+    ),
 }
 
 

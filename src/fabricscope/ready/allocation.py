@@ -19,7 +19,13 @@ from fabricscope.units import parse_rate
 def _ports(document: Any) -> list[dict[str, Any]]:
     facts = document.get("facts") if isinstance(document, dict) else None
     nics = facts.get("nics") if isinstance(facts, dict) else None
-    return [p for nic in nics or [] if isinstance(nic, dict) for p in nic.get("ports") or [] if isinstance(p, dict)]
+    return [
+        p
+        for nic in nics or []
+        if isinstance(nic, dict)
+        for p in nic.get("ports") or []
+        if isinstance(p, dict)
+    ]
 
 
 def _active(port: dict[str, Any]) -> bool:
@@ -28,7 +34,11 @@ def _active(port: dict[str, Any]) -> bool:
 
 def slowest_port_bps(document: Any) -> float | None:
     """A node's slowest ACTIVE RDMA port (a degraded port at its real rate), or None: none known."""
-    rates = [float(p["rate_gbps"]) * 1e9 for p in _ports(document) if _active(p) and isinstance(p.get("rate_gbps"), (int, float))]
+    rates = [
+        float(p["rate_gbps"]) * 1e9
+        for p in _ports(document)
+        if _active(p) and isinstance(p.get("rate_gbps"), (int, float))
+    ]
     return min(rates) if rates else None
 
 
@@ -66,7 +76,9 @@ def matrix_hosts(infos: Sequence[NodeInfo]) -> list[str]:
     return unique_labels([i.host for i in speaking], [i.rank for i in speaking])
 
 
-def allocation(params: ReadyParams, env: DistEnv, received: Sequence[Any], infos: Sequence[NodeInfo]) -> Allocation:
+def allocation(
+    params: ReadyParams, env: DistEnv, received: Sequence[Any], infos: Sequence[NodeInfo]
+) -> Allocation:
     """Rank 0: the allocation from the doctor documents (``received``) and every rank's names."""
     hosts = matrix_hosts(infos)
     if len(hosts) < 2:
@@ -82,11 +94,17 @@ def allocation(params: ReadyParams, env: DistEnv, received: Sequence[Any], infos
     if params.topology:
         from fabricscope.bench.matrix.fabric import load
 
-        readings = [i.lldp or {"error": "no LLDP reading"} for i in infos if i.speaks] if params.topology == "discover" else []
+        readings = (
+            [i.lldp or {"error": "no LLDP reading"} for i in infos if i.speaks]
+            if params.topology == "discover"
+            else []
+        )
         fabric = load(params.topology, hosts, readings, [])
         document, source, placed = fabric.document, fabric.source, dict(fabric.placed)
     nic = parse_rate(params.nic_rate) if params.nic_rate else None
-    return Allocation(hosts, [host_of_rank[r] for r in range(env.world_size)], document, source, placed, doctor, nic)
+    return Allocation(
+        hosts, [host_of_rank[r] for r in range(env.world_size)], document, source, placed, doctor, nic
+    )
 
 
 def collective_model(params: ReadyParams, received: Sequence[Any]) -> CollectiveModel:

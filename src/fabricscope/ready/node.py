@@ -39,7 +39,9 @@ class NodeInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def lint_here(sources: JobSources, root_location: str | None, nccl_version: str | None) -> list[Finding] | str:
+def lint_here(
+    sources: JobSources, root_location: str | None, nccl_version: str | None
+) -> list[Finding] | str:
     """The job's settings against this node (``--root``: a snapshot standing for it)."""
     from fabricscope.host import Root, RootError
     from fabricscope.host.inventory import read_inventory
@@ -100,7 +102,9 @@ def exchange(env: DistEnv, timeout_s: float, sources: JobSources | None, root_te
              nccl_version: str | None, lldp: str | None, environ: Mapping[str, str]) -> list[NodeInfo] | None:  # fmt: skip
     """Every rank calls this; rank 0 gets every rank's :class:`NodeInfo` in rank order."""
     host = env.host_label or socket.gethostname()
-    meeting = open_store(env, timeout_s, needs="fabricscope ready", node=node_label(env, environ) or host, environ=environ)
+    meeting = open_store(
+        env, timeout_s, needs="fabricscope ready", node=node_label(env, environ) or host, environ=environ
+    )
     try:
         got = gather(meeting, own_items(env, sources, root_template, nccl_version, lldp, environ), timeout_s)
     finally:

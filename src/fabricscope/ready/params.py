@@ -18,7 +18,9 @@ from fabricscope.bench.matrix.schedule import phases
 from fabricscope.collective_ops import MeasuredOp
 from fabricscope.errors import FabricscopeError
 
-NODE_STEP_S = 10.0  # doctor or lint on every node, gathered (each reads the node once: ~2-7 s measured in the lab)
+NODE_STEP_S = (
+    10.0  # doctor or lint on every node, gathered (each reads the node once: ~2-7 s measured in the lab)
+)
 STORE_SLACK_S = 3.0  # per step: joining the store, the gather
 MATRIX_WARMUP_S = 0.25
 MIN_FLOW_S, MAX_FLOW_S = 0.5, 2.0
@@ -84,7 +86,9 @@ def plan(params: ReadyParams, world_size: int) -> Plan:
     left = params.budget_s - fixed
     if left - matrix_seconds(hosts, MIN_FLOW_S) < MIN_COLLECTIVE_S:
         need = fixed + matrix_seconds(hosts, MIN_FLOW_S) + MIN_COLLECTIVE_S
-        raise ReadyError(f"a budget of {params.budget_s:g} s is too short for {world_size} rank(s): it needs at least {math.ceil(need)} s (--budget)")
+        raise ReadyError(
+            f"a budget of {params.budget_s:g} s is too short for {world_size} rank(s): it needs at least {math.ceil(need)} s (--budget)"
+        )
     flow_s = MAX_FLOW_S  # the longest flows that leave the collective half of what is left
     while flow_s > MIN_FLOW_S and left - matrix_seconds(hosts, flow_s) < max(MIN_COLLECTIVE_S, left / 2):
         flow_s = max(MIN_FLOW_S, flow_s / 2)

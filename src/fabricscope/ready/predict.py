@@ -45,8 +45,10 @@ class Degradation:
 
     def describe(self) -> str:
         what = "link" if self.kind == "host" else "cable"
-        return (f"{what} at {format_rate(self.rate_bps)}b/s where the fabric is built for "
-                f"{format_rate(self.nominal_bps)}b/s (from the {self.source})")
+        return (
+            f"{what} at {format_rate(self.rate_bps)}b/s where the fabric is built for "
+            f"{format_rate(self.nominal_bps)}b/s (from the {self.source})"
+        )
 
 
 @dataclass
@@ -210,11 +212,17 @@ def collective_busbw(alloc: Allocation, doc: dict[str, Any], framing: str, model
     per_node = Counter(alloc.rank_hosts)
     gpus = max(per_node.values())
     if min(per_node.values()) != gpus:
-        raise FabricscopeError("the ranks are spread unevenly over the nodes; the model needs the same number on each")
+        raise FabricscopeError(
+            "the ranks are spread unevenly over the nodes; the model needs the same number on each"
+        )
     sim = _simulator(doc, model.transport, framing, gpus, model.gpu)
     where = _node_index(Allocation(nodes, alloc.rank_hosts, doc, alloc.source, alloc.placed), doc)
-    groups = (np.array([where[h] for h in nodes], np.int64)[:, None] * gpus + np.arange(gpus)[None, :]).reshape(1, -1)
-    algo = "ring" if model.backend == "gloo" and model.op == "all_reduce" else None  # gloo's all_reduce is a ring
+    groups = (
+        np.array([where[h] for h in nodes], np.int64)[:, None] * gpus + np.arange(gpus)[None, :]
+    ).reshape(1, -1)
+    algo = (
+        "ring" if model.backend == "gloo" and model.op == "all_reduce" else None
+    )  # gloo's all_reduce is a ring
     report = None
     if calibration is not None:
         from fabricscope.sim.calibrate import calibrate, samples_from_result
@@ -222,4 +230,8 @@ def collective_busbw(alloc: Allocation, doc: dict[str, Any], framing: str, model
         sim, report = calibrate(sim, samples_from_result(calibration), algo=algo)
     results = [select.collective(sim, model.op, size, groups, algo=algo) for size in model.sizes]
     last = results[-1].to_dict()
-    return [r.busbw_GBps for r in results], [str(b.get("link")) for b in last.get("bottlenecks", []) if b.get("kind") != "transport"], report
+    return (
+        [r.busbw_GBps for r in results],
+        [str(b.get("link")) for b in last.get("bottlenecks", []) if b.get("kind") != "transport"],
+        report,
+    )

@@ -106,7 +106,9 @@ class Runner:
         from fabricscope.fleet.launched import run_ranks, to_nodes
 
         started = time.monotonic()
-        gathering = run_ranks(at(self.env, "doctor"), self.params.root, self.plan.node_timeout_s, environ=self.environ)
+        gathering = run_ranks(
+            at(self.env, "doctor"), self.params.root, self.plan.node_timeout_s, environ=self.environ
+        )
         if gathering is None:
             return None
         received = gathering.received
@@ -148,7 +150,9 @@ class Runner:
             return None
         pred = self.run.prediction
         suspects = got.tcp.suspects
-        step = judge_matrix(got.hosts, got.tcp.matrix_gbps, pred.matrix, pred.matrix_expected, pred.degradations, suspects)
+        step = judge_matrix(
+            got.hosts, got.tcp.matrix_gbps, pred.matrix, pred.matrix_expected, pred.degradations, suspects
+        )
         step.details.update(hosts=got.hosts, measured_gbps=got.tcp.matrix_gbps, rdma=got.rdma.status)
         self.done(step, started)
         return got
@@ -184,7 +188,12 @@ class Runner:
     # -- the whole
     def execute(self, predicted: Callable[[Prediction], None] | None = None) -> ReadyRun | None:
         """Every step in order; rank 0 returns the run (an error that ended it in ``error``)."""
-        steps = [("doctor", self.doctor), ("lint", self.lint), ("matrix", self.matrix), ("collective", self.collective)]
+        steps = [
+            ("doctor", self.doctor),
+            ("lint", self.lint),
+            ("matrix", self.matrix),
+            ("collective", self.collective),
+        ]
         received = infos = None
         for name, step in steps:
             try:
@@ -217,7 +226,9 @@ class Runner:
             pred.matrix = model.matrix_gbps(alloc, now, alloc.framing)
             pred.matrix_expected = model.matrix_gbps(alloc, built, alloc.framing)
             spec = collective_model(self.params, received)
-            pred.busbw, pred.bottlenecks, pred.calibration = self._busbw(alloc, now, spec, self.calibration, pred)
+            pred.busbw, pred.bottlenecks, pred.calibration = self._busbw(
+                alloc, now, spec, self.calibration, pred
+            )
             pred.busbw_expected = model.collective_busbw(alloc, built, alloc.framing, spec)[0]
         except FabricscopeError as exc:
             pred.notes.append(f"no prediction: {one_line(exc)}")

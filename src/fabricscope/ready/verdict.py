@@ -85,7 +85,13 @@ class Step:
 
 # ----- doctor -------------------------------------------------------------------------------------
 def node_culprit(node: str, finding: Finding) -> Culprit:
-    return Culprit("node", node, f"{finding.id} {finding.subject}: {finding.message}", finding.fix or "see fabricscope doctor on the node", finding.id)
+    return Culprit(
+        "node",
+        node,
+        f"{finding.id} {finding.subject}: {finding.message}",
+        finding.fix or "see fabricscope doctor on the node",
+        finding.id,
+    )
 
 
 def judge_doctor(nodes: Sequence[tuple[str, Sequence[Finding]]], threshold: Severity = Severity.FAIL) -> Step:
@@ -116,7 +122,14 @@ def judge_lint(per_node: Sequence[tuple[str, Sequence[Finding] | str]], sources:
     errors: list[Culprit] = []
     for node, got in per_node:
         if isinstance(got, str):
-            errors.append(Culprit("node", node, f"cannot lint the job's settings here: {got}", "check that the node is readable"))
+            errors.append(
+                Culprit(
+                    "node",
+                    node,
+                    f"cannot lint the job's settings here: {got}",
+                    "check that the node is readable",
+                )
+            )
             continue
         for f in got:
             if f.severity.rank >= Severity.WARN.rank:
@@ -126,7 +139,9 @@ def judge_lint(per_node: Sequence[tuple[str, Sequence[Finding] | str]], sources:
     culprits, failing = [], 0
     for key in sorted(by_code, key=lambda k: (-worst[k].severity.rank, k)):  # failures first
         f = worst[key]
-        culprits.append(Culprit("setting", f.subject, f"{f.id}: {f.message}", f.fix or "", f.id, tuple(by_code[key])))
+        culprits.append(
+            Culprit("setting", f.subject, f"{f.id}: {f.message}", f.fix or "", f.id, tuple(by_code[key]))
+        )
         failing += f.severity is Severity.FAIL
     status = "fail" if failing or errors else "warn" if culprits else "pass"
     where = ", ".join(sources)
@@ -146,17 +161,41 @@ def degradation_culprit(d: Degradation) -> Culprit:
     if d.kind == "host":
         return Culprit("node", d.name, d.describe(),
                        f"find why {d.name}'s link is slow (ethtool, the switch port, the cable, the NIC's PCIe link) or drain it", "ready.slow_host")  # fmt: skip
-    return Culprit("link", d.name, d.describe(), f"check the cable(s) {d.name} (speed, errors) and the switch ports at both ends", "ready.slow_link")
+    return Culprit(
+        "link",
+        d.name,
+        d.describe(),
+        f"check the cable(s) {d.name} (speed, errors) and the switch ports at both ends",
+        "ready.slow_link",
+    )
 
 
 def suspect_culprit(suspect: Any) -> Culprit:
     """A matrix suspect (``MatrixSuspect``) as a culprit."""
     if suspect.kind == "host":
-        return Culprit("node", suspect.host, suspect.reason, f"test {suspect.host} alone (fabricscope doctor on it) or drain it", "matrix.suspect")
-    name = "-".join(suspect.link) if suspect.link else f"{suspect.host}-{suspect.peer}" if suspect.peer else suspect.host
+        return Culprit(
+            "node",
+            suspect.host,
+            suspect.reason,
+            f"test {suspect.host} alone (fabricscope doctor on it) or drain it",
+            "matrix.suspect",
+        )
+    name = (
+        "-".join(suspect.link)
+        if suspect.link
+        else f"{suspect.host}-{suspect.peer}"
+        if suspect.peer
+        else suspect.host
+    )
     if suspect.alternatives:
         name = " or ".join(suspect.alternatives)
-    return Culprit("link", name, suspect.reason, "check this cable or switch: its counters, speed and errors", "matrix.suspect")
+    return Culprit(
+        "link",
+        name,
+        suspect.reason,
+        "check this cable or switch: its counters, speed and errors",
+        "matrix.suspect",
+    )
 
 
 def _merge(culprits: Iterable[Culprit]) -> list[Culprit]:
@@ -165,7 +204,9 @@ def _merge(culprits: Iterable[Culprit]) -> list[Culprit]:
         key = (c.kind, c.name)
         if key in out:
             first = out[key]
-            out[key] = Culprit(first.kind, first.name, f"{first.problem}; {c.problem}", first.fix, first.finding, first.nodes)
+            out[key] = Culprit(
+                first.kind, first.name, f"{first.problem}; {c.problem}", first.fix, first.finding, first.nodes
+            )
         else:
             out[key] = c
     return list(out.values())
@@ -227,7 +268,9 @@ def judge_matrix(hosts: Sequence[str], measured: Sequence[Sequence[float | None]
     i, j, v = worst
     slow = _ratio(v, expected[i][j] if expected else None)
     step = judge_measured("matrix", "Gbit/s", pred_med, med, exp_med, degradations, suspects, "median pair ")
-    pair = "fail" if slow is not None and slow < FAIL_BELOW else "pass"  # one pair's noise is no warning: the median's is
+    pair = (
+        "fail" if slow is not None and slow < FAIL_BELOW else "pass"
+    )  # one pair's noise is no warning: the median's is
     step.status = max(step.status, pair, key=STATUS_RANK.__getitem__)
     if step.status != "pass" and not step.culprits:
         step.culprits = [degradation_culprit(d) for d in degradations]
@@ -235,7 +278,9 @@ def judge_matrix(hosts: Sequence[str], measured: Sequence[Sequence[float | None]
         step.culprits = [Culprit("link", f"{hosts[i]}->{hosts[j]}", f"{v:.4g} Gbit/s, {slow:.0%} of what the fabric as built gives this pair",
                                  f"bench tcp between {hosts[i]} and {hosts[j]}; give --topology to place it on a cable", "ready.slow_pair")]  # fmt: skip
     if slow is not None and expected:
-        step.summary += f"; slowest {hosts[i]}->{hosts[j]} {v:.4g} Gbit/s ({slow:.0%} of its {expected[i][j] or 0:.4g})"
+        step.summary += (
+            f"; slowest {hosts[i]}->{hosts[j]} {v:.4g} Gbit/s ({slow:.0%} of its {expected[i][j] or 0:.4g})"
+        )
     med_error = median(errors)
     step.details = {"median_error_pct": med_error * 100 if med_error is not None else None,
                     "pairs_within_10pct": sum(abs(e) <= PREDICTION_HOLDS for e in errors), "pairs": len(got)}  # fmt: skip

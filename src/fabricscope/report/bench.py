@@ -153,11 +153,15 @@ def _collective_head(result: BenchResult) -> list[str]:
     source = f"imported from {p['source']}" if p.get("source") else f"{p.get('launcher', '?')}"
     lines = [f"# {p.get('op', '?')} over {p.get('backend', p.get('tool', '?'))}, {n or '?'} ranks ({source})"]
     if "iters" in p:
-        lines.append(f"# dtype {p.get('dtype')} warmup iters: {p.get('warmup')} iters: {p['iters']} validation: {int(bool(p.get('check')))}")
+        lines.append(
+            f"# dtype {p.get('dtype')} warmup iters: {p.get('warmup')} iters: {p['iters']} validation: {int(bool(p.get('check')))}"
+        )
     devices = [r for r in result.ranks or [] if r.pid is not None]
     if devices:
         lines += ["#", "# Using devices"]
-        lines += [f"#  Rank {r.rank:2d} Pid {r.pid:7d} on {r.host or '?':>10} device {r.device}" for r in devices]
+        lines += [
+            f"#  Rank {r.rank:2d} Pid {r.pid:7d} on {r.host or '?':>10} device {r.device}" for r in devices
+        ]
     lines.append("#")
     return lines + collective_columns(in_place=any(e.in_place is not None for e in result.entries or []))
 
@@ -195,20 +199,30 @@ def collective_lines(result: BenchResult) -> list[str]:
     entries = result.entries or []
     lines = _collective_head(result) + [collective_row(result, e) for e in entries]
     wrong = result.metrics.get("wrong_count")
-    lines.append(f"# {'Out of bounds values':<20} : {wrong if wrong is not None else 'N/A'} {'OK' if not wrong else 'FAILED'}")
+    lines.append(
+        f"# {'Out of bounds values':<20} : {wrong if wrong is not None else 'N/A'} {'OK' if not wrong else 'FAILED'}"
+    )
     if result.metrics.get("busbw_avg_GBps") is not None:
         lines.append(f"# {'Avg bus bandwidth':<20} : {result.metrics['busbw_avg_GBps']:g}")
     if result.metrics.get("file_avg_busbw_GBps") is not None:  # imported: what nccl-tests itself printed
-        lines.append(f"# {'Avg bus bandwidth':<20} : {result.metrics['file_avg_busbw_GBps']:g} (as the file says)")
-    slowest = [f"{e.size_bytes} B {e.max_rank_time_s * 1e6:.6g}" for e in entries if e.max_rank_time_s is not None]
+        lines.append(
+            f"# {'Avg bus bandwidth':<20} : {result.metrics['file_avg_busbw_GBps']:g} (as the file says)"
+        )
+    slowest = [
+        f"{e.size_bytes} B {e.max_rank_time_s * 1e6:.6g}" for e in entries if e.max_rank_time_s is not None
+    ]
     if slowest:
         lines.append(f"# {'Slowest rank (us)':<20} : {', '.join(slowest)}")
     lines += [f"# straggler at {e.size_bytes} B: {e.straggler_reason}" for e in entries if e.straggler_reason]
     for s in result.stragglers or []:
-        lines.append(f"# straggler: rank {s.rank} ({s.host or '?'}) at {', '.join(map(str, s.sizes_bytes))} B")
+        lines.append(
+            f"# straggler: rank {s.rank} ({s.host or '?'}) at {', '.join(map(str, s.sizes_bytes))} B"
+        )
     if result.skipped_sizes_bytes:
         n = result.params.get("world_size")
-        lines.append(f"# skipped sizes too small for {f'{n} ranks' if n else 'the rank count'}: {', '.join(map(str, result.skipped_sizes_bytes))}")
+        lines.append(
+            f"# skipped sizes too small for {f'{n} ranks' if n else 'the rank count'}: {', '.join(map(str, result.skipped_sizes_bytes))}"
+        )
     lines += [f"# note: {note}" for note in result.notes or []]
     return lines + ["#"]
 
@@ -233,13 +247,18 @@ def _matrix_rdma_lines(result: BenchResult) -> list[str]:
     if rdma.matrix_gbps is None:
         return [f"RDMA {rdma.status.value}: {rdma.reason or 'no reason recorded'}"]
     where = ", ".join(
-        f"{e.host} {e.device}/{e.port}" + (f" GID {e.gid_index}" if e.gid_index is not None else "") for e in rdma.endpoints
+        f"{e.host} {e.device}/{e.port}" + (f" GID {e.gid_index}" if e.gid_index is not None else "")
+        for e in rdma.endpoints
     )
-    lines = [f"pairwise RDMA bandwidth (ib_{rdma.test}), Gbit/s, {rdma.duration_s or 0:g} s per flow; {where}"]
+    lines = [
+        f"pairwise RDMA bandwidth (ib_{rdma.test}), Gbit/s, {rdma.duration_s or 0:g} s per flow; {where}"
+    ]
     lines += _matrix_lines(result.hosts or [], rdma.matrix_gbps)
     t = rdma.thresholds_gbps
     if t is not None and t.fleet_median is not None:
-        lines.append(f"fleet median {t.fleet_median:.3f} Gbit/s (pairs among the better hosts); low below {t.low:.3f}")
+        lines.append(
+            f"fleet median {t.fleet_median:.3f} Gbit/s (pairs among the better hosts); low below {t.low:.3f}"
+        )
     return lines
 
 
@@ -259,7 +278,9 @@ def _suspect_lines(result: BenchResult) -> list[str]:
     for f in (result.failures or []) + (result.rdma.failures if result.rdma is not None else []):
         lines.append(f"  failed: {f}")
     if result.kind == "matrix":
-        lines += [f"note: {n}" for n in result.notes or []]  # --topology: where each host sits, what nothing explains
+        lines += [
+            f"note: {n}" for n in result.notes or []
+        ]  # --topology: where each host sits, what nothing explains
     return lines
 
 
@@ -285,7 +306,9 @@ def matrix_lines(result: BenchResult) -> list[str]:
 # Each kind's renderer, by the name its record in bench/results/kinds.py gives.
 _DRAWERS = {f.__name__: f for f in (tcp_lines, udp_lines, latency_lines, connect_lines, rdma_lines, collective_lines,
                                     matrix_lines, incast_lines)}  # fmt: skip
-RENDERERS: dict[str, Callable[[BenchResult], list[str]]] = {kind.name: _DRAWERS[kind.renderer] for kind in KINDS.values()}
+RENDERERS: dict[str, Callable[[BenchResult], list[str]]] = {
+    kind.name: _DRAWERS[kind.renderer] for kind in KINDS.values()
+}
 
 
 def self_titled(result: BenchResult) -> bool:
@@ -473,4 +496,6 @@ def print_stored(run_id: int, result: BenchResult, out: Console) -> None:
     for line in counter_lines(r):
         out.print(f"  {escape(line)}")
     for check in r.thresholds.get("checks", []):
-        out.print(f"  threshold {escape(check['option'])} {check['limit']}: {'pass' if check['passed'] else 'FAIL'} ({check['value']})")
+        out.print(
+            f"  threshold {escape(check['option'])} {check['limit']}: {'pass' if check['passed'] else 'FAIL'} ({check['value']})"
+        )

@@ -69,7 +69,9 @@ def render_fleet(report: FleetReport, out: Console, *, all_nodes: bool = False) 
         out.print(table)
     hidden = len(nodes) - len(shown)
     if hidden:
-        out.print(Text(f"{hidden} more node(s) with nothing above info (--all-nodes lists them)", style="dim"))
+        out.print(
+            Text(f"{hidden} more node(s) with nothing above info (--all-nodes lists them)", style="dim")
+        )
     out.print()
     out.print(Text("Drift across nodes", style="bold underline"))
     if not report.drift:
@@ -79,19 +81,25 @@ def render_fleet(report: FleetReport, out: Console, *, all_nodes: bool = False) 
         line = Text()
         line.append(f" {label:<4} ", style=style)
         line.append(f"{item.rule.what} ", style="bold")
-        line.append(f"[{_keys_text(item.keys)}]: {item.majority} on {item.majority_nodes} of {item.nodes_compared} nodes")
+        line.append(
+            f"[{_keys_text(item.keys)}]: {item.majority} on {item.majority_nodes} of {item.nodes_compared} nodes"
+        )
         line.append(" (tie)" if item.tie else "")
         line.append(f"  [{item.check}]", style="dim")
         out.print(line)
         out.print(Text(f"       differ: {_differing_text(item)}"))
-        out.print(Text(f"       fix: {item.fix_for(item.differing[0][2], item.differing[0][3])}", style="dim"))
+        out.print(
+            Text(f"       fix: {item.fix_for(item.differing[0][2], item.differing[0][3])}", style="dim")
+        )
     _render_node_findings(report, out, shown)
     summary = report.summary()
     out.print()
-    out.print(Text(
-        f"{summary['nodes']} node(s), {summary['failing_nodes']} failing; {len(report.drift)} drift item(s); "
-        f"{summary['fail']} fail, {summary['warn']} warn, {summary['info']} info, {summary['pass']} pass"
-    ))
+    out.print(
+        Text(
+            f"{summary['nodes']} node(s), {summary['failing_nodes']} failing; {len(report.drift)} drift item(s); "
+            f"{summary['fail']} fail, {summary['warn']} warn, {summary['info']} info, {summary['pass']} pass"
+        )
+    )
 
 
 def _not_drift(finding: Finding) -> bool:
@@ -102,7 +110,10 @@ def _render_node_findings(report: FleetReport, out: Console, nodes: list[NodeDoc
     """Per node, its warn/fail findings that are not drift (the drift list already names them)."""
     printed_header = False
     for node in nodes:
-        own = sorted((f for f in node.all_findings if f.severity.rank >= Severity.WARN.rank and _not_drift(f)), key=sort_key)
+        own = sorted(
+            (f for f in node.all_findings if f.severity.rank >= Severity.WARN.rank and _not_drift(f)),
+            key=sort_key,
+        )
         if not own:
             continue
         if not printed_header:
@@ -118,7 +129,9 @@ def _render_node_findings(report: FleetReport, out: Console, nodes: list[NodeDoc
             line.append(f"  [{finding.id}]", style="dim")
             out.print(line)
         if len(own) > MAX_FINDINGS_PER_NODE:
-            out.print(Text(f"       ... {len(own) - MAX_FINDINGS_PER_NODE} more (--json has them all)", style="dim"))
+            out.print(
+                Text(f"       ... {len(own) - MAX_FINDINGS_PER_NODE} more (--json has them all)", style="dim")
+            )
 
 
 # ----- HTML -------------------------------------------------------------------------------------
@@ -136,8 +149,13 @@ code{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.9em}
 
 
 def _heat_map(report: FleetReport, nodes: list[NodeDoc]) -> str:
-    checks = sorted({c for n in report.nodes for c in n.checks}, key=lambda c: (AREA_ORDER.index(c.split(".")[0]) if c.split(".")[0] in AREA_ORDER else 99, c))
-    head = "<th>node</th>" + "".join(f"<th class='check' title='{escape(c)}'>{escape(c)}</th>" for c in checks)
+    checks = sorted(
+        {c for n in report.nodes for c in n.checks},
+        key=lambda c: (AREA_ORDER.index(c.split(".")[0]) if c.split(".")[0] in AREA_ORDER else 99, c),
+    )
+    head = "<th>node</th>" + "".join(
+        f"<th class='check' title='{escape(c)}'>{escape(c)}</th>" for c in checks
+    )
     rows = []
     for node in nodes:
         cells = "".join(
@@ -159,14 +177,19 @@ def _drift_html(report: FleetReport) -> str:
             f"<td>{escape(', '.join(item.keys))}</td><td>{escape(item.majority)} ({item.majority_nodes} of {item.nodes_compared})</td>"
             f"<td>{escape(_differing_text(item))}</td><td>{escape(item.fix_for(item.differing[0][2], item.differing[0][3]))}</td></tr>"
         )
-    head = "".join(f"<th>{h}</th>" for h in ("severity", "check", "what", "where", "majority", "nodes that differ", "fix"))
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("severity", "check", "what", "where", "majority", "nodes that differ", "fix")
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def _finding_row(node: str, f: Finding) -> str:
     sev = f.severity.value
-    return (f"<tr><td>{escape(node)}</td><td class='t-{sev}'>{sev}</td><td><code>{escape(f.id)}</code></td>"
-            f"<td>{escape(f.subject)}</td><td>{escape(f.message)}</td><td>{escape(f.fix or '')}</td></tr>")
+    return (
+        f"<tr><td>{escape(node)}</td><td class='t-{sev}'>{sev}</td><td><code>{escape(f.id)}</code></td>"
+        f"<td>{escape(f.subject)}</td><td>{escape(f.message)}</td><td>{escape(f.fix or '')}</td></tr>"
+    )
 
 
 def render_fleet_html(report: FleetReport, generated: datetime | None = None) -> str:
@@ -176,8 +199,17 @@ def render_fleet_html(report: FleetReport, generated: datetime | None = None) ->
     attention = [n for n in nodes if report.worst(n).rank >= Severity.WARN.rank]
     mapped = nodes if len(nodes) <= HTML_ALL_NODES_UP_TO else attention
     summary = report.summary()
-    note = "" if mapped is nodes else f"<p class='meta'>{len(nodes) - len(mapped)} node(s) with nothing above info are not drawn.</p>"
-    rows = [_finding_row(n.name, f) for n in attention for f in sorted(n.all_findings, key=sort_key) if f.severity.rank >= Severity.WARN.rank]
+    note = (
+        ""
+        if mapped is nodes
+        else f"<p class='meta'>{len(nodes) - len(mapped)} node(s) with nothing above info are not drawn.</p>"
+    )
+    rows = [
+        _finding_row(n.name, f)
+        for n in attention
+        for f in sorted(n.all_findings, key=sort_key)
+        if f.severity.rank >= Severity.WARN.rank
+    ]
     head = "".join(f"<th>{h}</th>" for h in ("node", "severity", "check", "subject", "message", "fix"))
     body = [
         f"<h1>fabricscope fleet doctor</h1><p class='meta'>{summary['nodes']} node(s), {summary['failing_nodes']} failing, "
@@ -188,12 +220,17 @@ def render_fleet_html(report: FleetReport, generated: datetime | None = None) ->
         "<span class='t-pass'>pass</span>; grey: not run there).</p>" + note + _heat_map(report, mapped),
         "<h2>Drift across nodes</h2>" + _drift_html(report),
         "<h2>Findings of the nodes that need attention</h2>"
-        + (f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>" if rows else "<p class='t-pass'>None.</p>"),
+        + (
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            if rows
+            else "<p class='t-pass'>None.</p>"
+        ),
     ]
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'\">"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>fabricscope fleet: {summary['nodes']} nodes</title><style>{FLEET_CSS}</style></head><body>"
-        + "\n".join(body) + "</body></html>\n"
+        + "\n".join(body)
+        + "</body></html>\n"
     )

@@ -40,7 +40,11 @@ def dot_source(view: FabricView, marked: set[frozenset[str]], caption: str, host
         '  edge [color="#5b7fa6"];',
     ]
     for t in tiers:
-        out.append("  { rank=same; " + " ".join(f"{_q(s)} [tooltip={_q(f'{s} (tier {t})')}];" for s in by_tier[t]) + " }")
+        out.append(
+            "  { rank=same; "
+            + " ".join(f"{_q(s)} [tooltip={_q(f'{s} (tier {t})')}];" for s in by_tier[t])
+            + " }"
+        )
     host_style = ('shape=point, width=0.08, fillcolor="#777777", color="#777777"' if host_points
                   else 'shape=box, fillcolor="#f4f4f4", color="#777777"')  # fmt: skip
     out.append("  { rank=same; " + " ".join(f"{_q('host:' + h)} [label={_q(h)}, tooltip={_q(h)}, {host_style}];"
@@ -48,7 +52,9 @@ def dot_source(view: FabricView, marked: set[frozenset[str]], caption: str, host
     for link in view.links:
         red = frozenset((link.a, link.b)) in marked
         width = 0.5 + 1.5 * (link.rate_bps * link.count) / top + (2.0 if red else 0.0)
-        upper, lower = sorted((link.a, link.b), key=lambda s: -view.tiers.get(s, 0))  # dot ranks an edge's tail first
+        upper, lower = sorted(
+            (link.a, link.b), key=lambda s: -view.tiers.get(s, 0)
+        )  # dot ranks an edge's tail first
         tip = f"{link.a} - {link.b}: {link.count} x {format_rate(link.rate_bps)}bit/s"
         colour = f', color={_q(HIGHLIGHT)}, class="cable suspect"' if red else ', class="cable"'
         out.append(f"  {_q(upper)} -- {_q(lower)} [penwidth={width:.2f}, tooltip={_q(tip)}{colour}];")
@@ -56,24 +62,32 @@ def dot_source(view: FabricView, marked: set[frozenset[str]], caption: str, host
         for host, nic in items:
             red = frozenset((host, leaf)) in marked
             tip = f"{host} NIC {nic} - {leaf}: {format_rate(view.host_rate(host))}bit/s"
-            style = f', color={_q(HIGHLIGHT)}, penwidth=3, class="nic suspect"' if red else ', color="#bbbbbb", class="nic"'
+            style = (
+                f', color={_q(HIGHLIGHT)}, penwidth=3, class="nic suspect"'
+                if red
+                else ', color="#bbbbbb", class="nic"'
+            )
             out.append(f"  {_q(leaf)} -- {_q('host:' + host)} [tooltip={_q(tip)}{style}];")
     out.append("}")
     return "\n".join(out) + "\n"
 
 
-def graphviz_svg(view: FabricView, marked: set[frozenset[str]], caption: str, host_points: bool) -> str | None:
+def graphviz_svg(
+    view: FabricView, marked: set[frozenset[str]], caption: str, host_points: bool
+) -> str | None:
     """``<svg class="topology">`` laid out by ``dot``, or None (no ``dot``, or it failed)."""
     dot = shutil.which("dot")
     if dot is None:
         return None
     try:
-        outcome = command.run([dot, "-Tsvg"], DOT_TIMEOUT_S, input_bytes=dot_source(view, marked, caption, host_points).encode())
+        outcome = command.run(
+            [dot, "-Tsvg"], DOT_TIMEOUT_S, input_bytes=dot_source(view, marked, caption, host_points).encode()
+        )
     except OSError:
         return None
     if outcome.rc != 0 or b"<svg" not in outcome.stdout:
         return None
     svg = outcome.stdout_text
-    svg = svg[svg.index("<svg"):]  # no XML prolog or DOCTYPE inside HTML
+    svg = svg[svg.index("<svg") :]  # no XML prolog or DOCTYPE inside HTML
     svg = re.sub(r"<!--.*?-->\s*", "", svg, flags=re.S)
     return svg.replace("<svg ", '<svg class="topology" role="img" ', 1)

@@ -108,16 +108,33 @@ def print_compare(cmp: Comparison, out: Console) -> None:
                        title="busbw by message size", title_justify="left")  # fmt: skip
         for s in cmp.sizes:
             c = s.change
-            table.add_row(str(s.size_bytes), plain_number(c.baseline), plain_number(c.spread), plain_number(c.value), _change(c), _verdict(c.verdict))
+            table.add_row(
+                str(s.size_bytes),
+                plain_number(c.baseline),
+                plain_number(c.spread),
+                plain_number(c.value),
+                _change(c),
+                _verdict(c.verdict),
+            )
         out.print(table)
     table = _table(("metric", "baseline", "MAD", "run", "change", "verdict"), right)
     for c in cmp.others:
-        table.add_row(escape(c.name), plain_number(c.baseline), plain_number(c.spread), plain_number(c.value), _change(c), _verdict(c.verdict))
+        table.add_row(
+            escape(c.name),
+            plain_number(c.baseline),
+            plain_number(c.spread),
+            plain_number(c.value),
+            _change(c),
+            _verdict(c.verdict),
+        )
     out.print(table)
     if cmp.result.kind == "matrix":
         _print_suspects(out, cmp.result.suspects is None, cmp.suspects)
     regressions = cmp.regressions
-    out.print(f"{len(regressions)} regression(s)" + (": " + ", ".join(escape(name) for name in regressions) if regressions else ""))
+    out.print(
+        f"{len(regressions)} regression(s)"
+        + (": " + ", ".join(escape(name) for name in regressions) if regressions else "")
+    )
 
 
 def _print_suspects(out: Console, not_recorded: bool, suspects: Sequence[SuspectChange]) -> None:
@@ -133,14 +150,27 @@ def _print_suspects(out: Console, not_recorded: bool, suspects: Sequence[Suspect
         status = "new" if s.status == "new" and not s.regression else s.status
         retest = {True: "confirmed", False: "cleared", None: "-"}[s.confirmed]
         style = SUSPECT_STYLES[status]
-        table.add_row(f"[{style}]{status}[/{style}]", s.transport, f"{s.kind} {escape(s.label)}", str(s.baseline_runs), retest, escape(s.reason or ""))
+        table.add_row(
+            f"[{style}]{status}[/{style}]",
+            s.transport,
+            f"{s.kind} {escape(s.label)}",
+            str(s.baseline_runs),
+            retest,
+            escape(s.reason or ""),
+        )
     out.print(table)
 
 
 # ----- baselines ----------------------------------------------------------------------------------
 def baseline_doc(b: Any) -> dict[str, Any]:
     """One named baseline (``store.Baseline``) as JSON."""
-    return {"name": b.name, "kind": b.kind, "run_ids": list(b.run_ids), "created": b.created.isoformat(), "note": b.note}
+    return {
+        "name": b.name,
+        "kind": b.kind,
+        "run_ids": list(b.run_ids),
+        "created": b.created.isoformat(),
+        "note": b.note,
+    }
 
 
 def baseline_stats_doc(saved: Any, stats: dict[str, MetricStat]) -> dict[str, Any]:
@@ -150,7 +180,9 @@ def baseline_stats_doc(saved: Any, stats: dict[str, MetricStat]) -> dict[str, An
 
 
 def print_baseline(saved: Any, stats: dict[str, MetricStat], out: Console) -> None:
-    out.print(f"[bold]baseline {escape(saved.name)}[/bold]: {saved.kind}, runs {', '.join(map(str, saved.run_ids))}")
+    out.print(
+        f"[bold]baseline {escape(saved.name)}[/bold]: {saved.kind}, runs {', '.join(map(str, saved.run_ids))}"
+    )
     table = _table(("metric", "median", "MAD", "runs"), ("median", "MAD", "runs"))
     for n, s in sorted(stats.items()):
         table.add_row(escape(n), plain_number(s.median), plain_number(s.mad), str(s.n))

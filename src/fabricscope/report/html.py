@@ -159,7 +159,9 @@ def rdma_plot(run: StoredRun) -> str:
 
 
 def _busbw_points(result: BenchResult) -> list[tuple[float, float]]:
-    return sorted((float(e.size_bytes), float(e.busbw_GBps)) for e in result.entries or [] if e.size_bytes > 0)
+    return sorted(
+        (float(e.size_bytes), float(e.busbw_GBps)) for e in result.entries or [] if e.size_bytes > 0
+    )
 
 
 def collective_plot(run: StoredRun, base: tuple[str, dict[str, MetricStat]] | None = None) -> str:
@@ -193,7 +195,10 @@ def collectives_overview(runs: Sequence[StoredRun]) -> str:
     members = [r for r in runs if r.result.kind == "collective" and r.result.entries]
     if len(members) < 2:
         return ""
-    series = [Series(f"run {r.id} {r.result.params.get('op', '')}".strip(), _busbw_points(r.result)) for r in members]
+    series = [
+        Series(f"run {r.id} {r.result.params.get('op', '')}".strip(), _busbw_points(r.result))
+        for r in members
+    ]
     return line_chart(
         series, "Collective busbw by message size", "message size (bytes)", "GB/s",
         name="collective-overview", log_x=True,
@@ -252,27 +257,40 @@ def _matrix_html(run: StoredRun) -> str:
     if r.matrix_gbps is not None:
         parts.append(
             "<h4>Pairwise TCP bandwidth</h4><div class='matrix'>"
-            + heatmap_svg(hosts, r.matrix_gbps, title=f"TCP Gbit/s, rows send to columns, run {run.id}", name="matrix-tcp",
-                          reference_gbps=r.thresholds_gbps.fleet_median if r.thresholds_gbps else None)
+            + heatmap_svg(
+                hosts,
+                r.matrix_gbps,
+                title=f"TCP Gbit/s, rows send to columns, run {run.id}",
+                name="matrix-tcp",
+                reference_gbps=r.thresholds_gbps.fleet_median if r.thresholds_gbps else None,
+            )
             + "</div>"
         )
     rdma = r.rdma
     if rdma is not None and rdma.matrix_gbps is not None:
         where = "; ".join(
-            f"{e.host}: {e.device}/{e.port}" + (f" GID {e.gid_index} ({e.gid_ip})" if e.gid_index is not None else "")
+            f"{e.host}: {e.device}/{e.port}"
+            + (f" GID {e.gid_index} ({e.gid_ip})" if e.gid_index is not None else "")
             for e in rdma.endpoints
         )
         parts.append(
             f"<h4>Pairwise RDMA bandwidth (perftest ib_{escape(rdma.test or '?')}, {rdma.duration_s or 0:g} s per flow)</h4>"
             f"<p class='meta'>{escape(where)}</p><div class='matrix'>"
-            + heatmap_svg(hosts, rdma.matrix_gbps, title=f"RDMA Gbit/s, rows send to columns, run {run.id}", name="matrix-rdma",
-                          reference_gbps=rdma.thresholds_gbps.fleet_median if rdma.thresholds_gbps else None)
+            + heatmap_svg(
+                hosts,
+                rdma.matrix_gbps,
+                title=f"RDMA Gbit/s, rows send to columns, run {run.id}",
+                name="matrix-rdma",
+                reference_gbps=rdma.thresholds_gbps.fleet_median if rdma.thresholds_gbps else None,
+            )
             + "</div>"
         )
     if rdma is not None and (rdma.status.value != "ok" or rdma.reason):
         parts.append(f"<p><b>RDMA {escape(rdma.status.value)}:</b> {escape(rdma.reason or '')}</p>")
     if r.suspects is None:
-        parts.append("<p class='meta'>Suspects were not recorded for this run (stored before fabricscope kept them).</p>")
+        parts.append(
+            "<p class='meta'>Suspects were not recorded for this run (stored before fabricscope kept them).</p>"
+        )
     elif r.suspects:
         rows = [
             (s.transport, s.kind, f"one of: {', '.join(s.alternatives)}" if s.alternatives else s.label,
@@ -282,18 +300,37 @@ def _matrix_html(run: StoredRun) -> str:
         ]  # fmt: skip
         parts.append(
             "<h4>Suspects</h4>"
-            + _table(["transport", "kind", "suspect", "retest", "score (Gbit/s)", "retest (Gbit/s)", "retransmits (%)", "reason"], rows)
+            + _table(
+                [
+                    "transport",
+                    "kind",
+                    "suspect",
+                    "retest",
+                    "score (Gbit/s)",
+                    "retest (Gbit/s)",
+                    "retransmits (%)",
+                    "reason",
+                ],
+                rows,
+            )
         )
     else:
         parts.append("<p>No suspect: every host and link is within the fleet's spread.</p>")
     if r.cleared:
         rows = [(s.transport, s.label, s.retest_gbps, s.reason) for s in r.cleared]
-        parts.append("<h4>Cleared on retest</h4>" + _table(["transport", "suspect", "retest (Gbit/s)", "first reason"], rows))
+        parts.append(
+            "<h4>Cleared on retest</h4>"
+            + _table(["transport", "suspect", "retest (Gbit/s)", "first reason"], rows)
+        )
     if r.topology is not None:
         parts.append(_matrix_topology_html(r))
     failures = (r.failures or []) + (rdma.failures if rdma is not None else [])
     if failures:
-        parts.append("<h4>Pairs that could not be measured</h4><ul>" + "".join(f"<li>{escape(f)}</li>" for f in failures) + "</ul>")
+        parts.append(
+            "<h4>Pairs that could not be measured</h4><ul>"
+            + "".join(f"<li>{escape(f)}</li>" for f in failures)
+            + "</ul>"
+        )
     return "".join(parts)
 
 
@@ -321,13 +358,20 @@ def _matrix_topology_html(r: BenchResult) -> str:
             if e[0] == "link":
                 marked.append((e[1], e[2]))
             elif e[0] == "host":
-                marked += [(e[1], sw) for sw, items in view.nics_of.items() if any(h == e[1] for h, _ in items)]
+                marked += [
+                    (e[1], sw) for sw, items in view.nics_of.items() if any(h == e[1] for h, _ in items)
+                ]
             elif e[0] == "switch":
                 marked += [(x.a, x.b) for x in view.links if e[1] in (x.a, x.b)]  # every cable of the switch
     notes = "".join(f"<li>{escape(n)}</li>" for n in r.notes or [])
-    caption = f"{view.name}: suspect links in red" + ("; a suspect marked 'one of' is drawn at every place it may be" if ambiguous else "")
-    return ("<h4>Fabric (suspects in red)</h4>" + topology_svg(view, marked, caption)
-            + (f"<ul class='meta'>{notes}</ul>" if notes else ""))
+    caption = f"{view.name}: suspect links in red" + (
+        "; a suspect marked 'one of' is drawn at every place it may be" if ambiguous else ""
+    )
+    return (
+        "<h4>Fabric (suspects in red)</h4>"
+        + topology_svg(view, marked, caption)
+        + (f"<ul class='meta'>{notes}</ul>" if notes else "")
+    )
 
 
 def _mark_verdicts(table: str) -> str:
@@ -449,10 +493,14 @@ def _run_section(run: StoredRun, baselines: Baselines) -> str:
                         c.verdict if c else "-",
                     ]
                 )
-            table = _mark_verdicts(_table(["metric", "value", f"baseline ({base[0]})", "change", "verdict"], rows))
+            table = _mark_verdicts(
+                _table(["metric", "value", f"baseline ({base[0]})", "change", "verdict"], rows)
+            )
             parts.append("<h4>Metrics</h4>" + table)
         else:
-            parts.append("<h4>Metrics</h4>" + _table(["metric", "value"], [(k, v) for k, v in metrics.items()]))
+            parts.append(
+                "<h4>Metrics</h4>" + _table(["metric", "value"], [(k, v) for k, v in metrics.items()])
+            )
         if len(metrics) > 16:  # long per-size tables: the rows table and the plot say it better
             parts[-1] = f"<details><summary>all {len(metrics)} metrics</summary>{parts[-1]}</details>"
     if r.thresholds.get("checks"):
@@ -492,10 +540,28 @@ def _incast_html(run: StoredRun) -> str:
     if not points:
         return ""
     said = collapse_verdict(points)
-    rows = [(p.senders, p.goodput_gbps, p.round_p50_ms, p.round_p99_ms, p.round_max_ms, p.retransmits, p.timeouts) for p in points]
-    table = _table(["senders", "goodput (Gb/s)", "p50 round (ms)", "p99 round (ms)", "max round (ms)", "retransmits", "timeouts"], rows)
-    return ((f"<p class='verdict'><b>{escape(said)}</b></p>" if said else "") + "<h4>Sender counts</h4>" + table
-            + incast_svg(r, name=f"incast-{run.id}"))
+    rows = [
+        (p.senders, p.goodput_gbps, p.round_p50_ms, p.round_p99_ms, p.round_max_ms, p.retransmits, p.timeouts)
+        for p in points
+    ]
+    table = _table(
+        [
+            "senders",
+            "goodput (Gb/s)",
+            "p50 round (ms)",
+            "p99 round (ms)",
+            "max round (ms)",
+            "retransmits",
+            "timeouts",
+        ],
+        rows,
+    )
+    return (
+        (f"<p class='verdict'><b>{escape(said)}</b></p>" if said else "")
+        + "<h4>Sender counts</h4>"
+        + table
+        + incast_svg(r, name=f"incast-{run.id}")
+    )
 
 
 def _regression(run: StoredRun, baselines: Baselines) -> str:
@@ -506,7 +572,9 @@ def _regression(run: StoredRun, baselines: Baselines) -> str:
     worse = [c for c in compare(run.result, base[1]) if c.verdict == "regression"]
     if not worse:
         return "none"
-    shown = ", ".join(f"{c.name} {c.change_pct:+.1f} %" if c.change_pct is not None else c.name for c in worse[:3])
+    shown = ", ".join(
+        f"{c.name} {c.change_pct:+.1f} %" if c.change_pct is not None else c.name for c in worse[:3]
+    )
     return f"regression: {shown}" + (f" (+{len(worse) - 3} more)" if len(worse) > 3 else "")
 
 
@@ -533,12 +601,17 @@ def render_report(
                 _regression(run, baselines),
             ]
         )
-    summary = _table(["run", "kind", "status", "verdict", "started", "peer", "result", "baseline", "regression"], summary_rows)
+    summary = _table(
+        ["run", "kind", "status", "verdict", "started", "peer", "result", "baseline", "regression"],
+        summary_rows,
+    )
     for status in ("ok", "failed", "skipped"):
         summary = summary.replace(f"<td>{status}</td>", f'<td class="{status}">{status}</td>')
     summary = re.sub(r"<td>(pass|FAIL|no verdict|skipped)( \(exit)", _verdict_cell, summary)
     summary = re.sub(r"<td>regression: ", '<td class="regression">regression: ', summary)
-    overview = [c for c in [throughput_plot(runs), collectives_overview(runs), *baseline_plots(runs, baselines)] if c]
+    overview = [
+        c for c in [throughput_plot(runs), collectives_overview(runs), *baseline_plots(runs, baselines)] if c
+    ]
     body = [
         f"<h1>fabricscope bench report</h1><p class='meta'>{len(runs)} run(s); generated {escape(generated.isoformat(timespec='seconds'))} "
         f"by fabricscope {escape(__version__)}</p>",

@@ -42,7 +42,9 @@ def collapse_verdict(points: list[Any]) -> str:
     if not later:
         return f"no collapse: goodput stays within half of its best ({best.goodput_gbps:.3f} Gb/s at {best.senders} senders)"
     first = later[0]
-    cause = f"{first.timeouts} retransmission timeouts" if first.timeouts else f"{first.retransmits} retransmits"
+    cause = (
+        f"{first.timeouts} retransmission timeouts" if first.timeouts else f"{first.retransmits} retransmits"
+    )
     return (
         f"incast collapse from {first.senders} senders: goodput {first.goodput_gbps:.3f} Gb/s against "
         f"{best.goodput_gbps:.3f} at {best.senders}, p99 round {first.round_p99_ms:.1f} ms ({cause}); "
@@ -63,7 +65,10 @@ def incast_svg(result: BenchResult, name: str = "incast") -> str:
         name=f"{name}-goodput",
     )
     p99 = line_chart(
-        [Series("p99 round", [(p.senders, p.round_p99_ms) for p in points]), Series("p50 round", [(p.senders, p.round_p50_ms) for p in points])],
+        [
+            Series("p99 round", [(p.senders, p.round_p99_ms) for p in points]),
+            Series("p50 round", [(p.senders, p.round_p50_ms) for p in points]),
+        ],
         "Round completion time",
         "senders",
         "milliseconds",

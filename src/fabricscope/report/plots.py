@@ -94,8 +94,10 @@ def _tick_label(x: float, y: float, label: str, room: float) -> str:
         return f'<text x="{x:.1f}" y="{y}" text-anchor="middle" class="tick">{escape(label)}</text>'
     cut = max(range(1, len(words)), key=lambda i: -abs(len(" ".join(words[:i])) - len(" ".join(words[i:]))))
     first, second = " ".join(words[:cut]), " ".join(words[cut:])
-    return (f'<text x="{x:.1f}" y="{y}" text-anchor="middle" class="tick">{escape(first)}'
-            f'<tspan x="{x:.1f}" dy="13">{escape(second)}</tspan></text>')
+    return (
+        f'<text x="{x:.1f}" y="{y}" text-anchor="middle" class="tick">{escape(first)}'
+        f'<tspan x="{x:.1f}" dy="13">{escape(second)}</tspan></text>'
+    )
 
 
 class _Axes:
@@ -309,7 +311,9 @@ def heatmap_svg(
               "red = far below it, green = at or above it") if med is not None else ""  # fmt: skip
     # Wide enough for the title (13 px) and the legend (11 px) whatever the host count: two hosts
     # used to give 236 px and cut them to "rows s" and "gre" (issue 26).
-    slant = 0.5 * 6.6 * max((len(h) for h in hosts), default=0)  # the last column's label leans right (-60 deg)
+    slant = (
+        0.5 * 6.6 * max((len(h) for h in hosts), default=0)
+    )  # the last column's label leans right (-60 deg)
     width = int(max(label_w + n * cell + 20 + slant, 7.6 * len(title) + 12, 6.6 * len(legend) + 12))
     height = top + n * cell + 40
     marker = f' class="plot" data-plot="{escape(name)}" role="img"' if name else ""
@@ -321,7 +325,9 @@ def heatmap_svg(
     ]
     for j, h in enumerate(hosts):
         x = label_w + j * cell + cell / 2
-        out.append(f'<text x="{x:.0f}" y="{top - 6}" text-anchor="start" transform="rotate(-60 {x:.0f} {top - 6})">{escape(h)}</text>')
+        out.append(
+            f'<text x="{x:.0f}" y="{top - 6}" text-anchor="start" transform="rotate(-60 {x:.0f} {top - 6})">{escape(h)}</text>'
+        )
     for i, h in enumerate(hosts):
         y = top + i * cell
         out.append(f'<text x="{label_w - 6}" y="{y + cell / 2 + 4:.0f}" text-anchor="end">{escape(h)}</text>')
@@ -334,7 +340,14 @@ def heatmap_svg(
 
 
 def _heat_cell(
-    hosts: Sequence[str], matrix: Sequence[Sequence[float | None]], i: int, j: int, med: float | None, x: int, y: int, cell: int
+    hosts: Sequence[str],
+    matrix: Sequence[Sequence[float | None]],
+    i: int,
+    j: int,
+    med: float | None,
+    x: int,
+    y: int,
+    cell: int,
 ) -> list[str]:
     v = matrix[i][j] if i != j else None
     fill = "#ffffff" if i == j else _heat_colour((v / med) if (v is not None and med) else None)
@@ -344,5 +357,7 @@ def _heat_cell(
         f"<title>{escape(tip)}</title></rect>"
     ]
     if v is not None:
-        out.append(f'<text x="{x + cell / 2 - 1:.0f}" y="{y + cell / 2 + 4:.0f}" text-anchor="middle">{v:.3g}</text>')
+        out.append(
+            f'<text x="{x + cell / 2 - 1:.0f}" y="{y + cell / 2 + 4:.0f}" text-anchor="middle">{v:.3g}</text>'
+        )
     return out

@@ -51,8 +51,13 @@ def prediction_lines(pred: Prediction, hosts: list[str]) -> list[str]:
 def summary_lines(run: ReadyRun) -> list[str]:
     """The ten-second summary."""
     v = run.verdict
-    lines = ["", f"fabricscope ready: {v.word.upper()}  ({run.world_size} rank(s), {len(run.hosts)} node(s), {run.duration_s:.0f} s of a {run.params.budget_s:g} s budget)"]
-    lines.append(f"  {'step':<11} {'status':<6} {'predicted':>10} {'measured':>10} {'unit':<7} {'error':>7}  culprit")
+    lines = [
+        "",
+        f"fabricscope ready: {v.word.upper()}  ({run.world_size} rank(s), {len(run.hosts)} node(s), {run.duration_s:.0f} s of a {run.params.budget_s:g} s budget)",
+    ]
+    lines.append(
+        f"  {'step':<11} {'status':<6} {'predicted':>10} {'measured':>10} {'unit':<7} {'error':>7}  culprit"
+    )
     by_name = {s.name: s for s in v.steps}
     for name in STEPS:
         s = by_name.get(name)
@@ -61,7 +66,9 @@ def summary_lines(run: ReadyRun) -> list[str]:
             continue
         err = f"{s.error_pct:+.1f}%" if s.error_pct is not None else ""
         culprit = ", ".join(f"{c.kind} {c.name}" for c in s.culprits[:3]) or "-"
-        lines.append(f"  {name:<11} {MARK[s.status]:<6} {_num(s.predicted):>10} {_num(s.measured):>10} {s.unit or '':<7} {err:>7}  {culprit}")
+        lines.append(
+            f"  {name:<11} {MARK[s.status]:<6} {_num(s.predicted):>10} {_num(s.measured):>10} {s.unit or '':<7} {err:>7}  {culprit}"
+        )
     if run.error:
         lines.append(f"  the run ended early: {run.error}")
     if v.drain:

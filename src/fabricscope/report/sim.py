@@ -60,7 +60,11 @@ def assumption_lines(doc: dict[str, Any], explain: bool = False) -> list[str]:
     rows = [a for a in doc.get("assumptions") or [] if explain or a.get("changed")]
     if not rows:
         return []
-    head = "assumptions (* changed this answer):" if explain else "assumptions that changed this answer (--explain: all):"
+    head = (
+        "assumptions (* changed this answer):"
+        if explain
+        else "assumptions that changed this answer (--explain: all):"
+    )
     out = [head]
     for a in rows:
         mark = "*" if explain and a.get("changed") else " "
@@ -69,8 +73,12 @@ def assumption_lines(doc: dict[str, Any], explain: bool = False) -> list[str]:
 
 
 def collective_lines(doc: dict[str, Any], summary: str, explain: bool) -> list[str]:
-    out = [summary, *calibration_lines(doc.get("calibration")), f"{doc['op']}, {doc['ranks']} ranks",
-           f"{'size':>10}  {'algorithm':>16}  {'time':>11}  {'algbw GB/s':>11}  {'busbw GB/s':>11}  limited by"]
+    out = [
+        summary,
+        *calibration_lines(doc.get("calibration")),
+        f"{doc['op']}, {doc['ranks']} ranks",
+        f"{'size':>10}  {'algorithm':>16}  {'time':>11}  {'algbw GB/s':>11}  {'busbw GB/s':>11}  limited by",
+    ]
     for r in doc["results"]:
         pair = f"{r['algo']}/{r['proto']}"
         out.append(
@@ -118,9 +126,11 @@ def train_lines(doc: dict[str, Any], explain: bool = False) -> list[str]:
             f"{fmt_time(c['overlapped_s'])} overlapped; {c.get('algo', '')}/{c.get('proto', '')} "
             f"busbw {c['busbw_GBps']:.1f} GB/s, limited by {c['limited_by']}"
         )
-    out.append(f"per GPU           {doc['tflops_per_gpu']:.1f} TFLOP/s model ({doc['mfu'] * 100:.1f}% MFU), "
-               f"{doc['hardware_tflops_per_gpu']:.1f} with recomputation ({doc['hfu'] * 100:.1f}% HFU) "
-               f"of {w['gpu_peak_tflops']:g} peak")
+    out.append(
+        f"per GPU           {doc['tflops_per_gpu']:.1f} TFLOP/s model ({doc['mfu'] * 100:.1f}% MFU), "
+        f"{doc['hardware_tflops_per_gpu']:.1f} with recomputation ({doc['hfu'] * 100:.1f}% HFU) "
+        f"of {w['gpu_peak_tflops']:g} peak"
+    )
     out.append(f"tokens per second {doc['tokens_per_s']:,.0f}")
     out.extend(bottleneck_lines(doc["bottlenecks"]))
     out.extend(assumption_lines(doc, explain))
@@ -141,8 +151,10 @@ def infer_lines(doc: dict[str, Any], explain: bool = False) -> list[str]:
     for key, name in (("tensor_parallel", "TP all-reduce"), ("expert_parallel", "EP alltoall")):
         call = (doc.get(key) or {}).get("per_call")
         if call:
-            out.append(f"  {name}: {format_size(call['size_bytes'])} per call, {call['algo']}/{call['proto']}, "
-                       f"{fmt_time(call['time_s'])}, limited by {call['limited_by']}")
+            out.append(
+                f"  {name}: {format_size(call['size_bytes'])} per call, {call['algo']}/{call['proto']}, "
+                f"{fmt_time(call['time_s'])}, limited by {call['limited_by']}"
+            )
     out.append("KV-cache transfer prefill -> decode instance, and time to first token:")
     for mode, m in doc["kv_transfer"].items():
         out.append(
@@ -153,8 +165,10 @@ def infer_lines(doc: dict[str, Any], explain: bool = False) -> list[str]:
     if target:
         out.append(f"TPOT target {target['target_ms']:g} ms:")
         for r in target["options"]:
-            out.append(f"  {r['transport']:<5} {r['nic_rate']:>5}  TPOT {fmt_time(r['tpot_s']):>11}  "
-                       f"{'meets' if r['meets'] else 'misses'}")
+            out.append(
+                f"  {r['transport']:<5} {r['nic_rate']:>5}  TPOT {fmt_time(r['tpot_s']):>11}  "
+                f"{'meets' if r['meets'] else 'misses'}"
+            )
         for t, rate in target["slowest_rate_that_meets"].items():
             out.append(f"  {t}: {'from ' + rate if rate else 'no rate up to 800G'} meets it")
     out.extend(assumption_lines(doc, explain))
@@ -194,6 +208,7 @@ def write_compare_plot(doc: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     rows = [r for r in doc["rows"] if "metrics" in r]
+
     def label(r: dict[str, Any]) -> str:
         return ", ".join(f"{k}={v}" for k, v in r["point"].items())
 
@@ -232,8 +247,10 @@ def network_lines(doc: dict[str, Any]) -> list[str]:
     out = [f"which network for this {doc['workload']} workload ({unit}, ratio to the best):"]
     for r in doc["rows"]:
         nics = f"{r['nics_per_node']}x{r['nic_gbps']:g}G"
-        out.append(f"  {r['candidate']:<14} {r['transport']:<6} {nics:>9}  {r['tokens_per_s']:>14,.0f}  "
-                   f"{r['ratio']:>5.2f}  {r['reason']}")
+        out.append(
+            f"  {r['candidate']:<14} {r['transport']:<6} {nics:>9}  {r['tokens_per_s']:>14,.0f}  "
+            f"{r['ratio']:>5.2f}  {r['reason']}"
+        )
         for note in r["unvalidated"]:
             out.append(f"  {'':<14} note: {note}")
     return out

@@ -75,7 +75,9 @@ def topology_svg(view: FabricView, highlight: Iterable[tuple[str, str]] | None =
         from fabricscope.report.graphviz import graphviz_svg
 
         caption = title or f"{view.name}: {len(view.hosts)} hosts, {len(view.switches)} switches"
-        laid_out = graphviz_svg(view, marked, caption + ("; red: highlighted" if marked else ""), len(view.hosts) > MANY_HOSTS)
+        laid_out = graphviz_svg(
+            view, marked, caption + ("; red: highlighted" if marked else ""), len(view.hosts) > MANY_HOSTS
+        )
         if laid_out is not None:
             return laid_out
     by_tier = view.by_tier()
@@ -104,7 +106,9 @@ def topology_svg(view: FabricView, highlight: Iterable[tuple[str, str]] | None =
         suspect = frozenset((link.a, link.b)) in marked
         stroke = 1.0 + 4.0 * (link.rate_bps * link.count) / top + (2.0 if suspect else 0.0)
         cls = "cable suspect" if suspect else "cable"
-        tip = f"{link.a} - {link.b}: {link.count} x {format_rate(link.rate_bps)}bit/s" + (" (highlighted)" if suspect else "")
+        tip = f"{link.a} - {link.b}: {link.count} x {format_rate(link.rate_bps)}bit/s" + (
+            " (highlighted)" if suspect else ""
+        )
         parts.append(
             f'<line class="{cls}" x1="{xs[link.a]:.1f}" y1="{y_of[link.a]:.1f}" x2="{xs[link.b]:.1f}" y2="{y_of[link.b]:.1f}" '
             f'stroke-width="{stroke:.2f}"><title>{escape(tip)}</title></line>'
@@ -121,13 +125,15 @@ def topology_svg(view: FabricView, highlight: Iterable[tuple[str, str]] | None =
     for s, x in xs.items():
         y = y_of[s]
         parts.append(
-            f'<g><title>{escape(s)} (tier {view.tiers.get(s, 0)})</title>'
+            f"<g><title>{escape(s)} (tier {view.tiers.get(s, 0)})</title>"
             f'<rect class="sw" x="{x - switch_w / 2:.1f}" y="{y - SWITCH_H / 2:.1f}" width="{switch_w:.0f}" height="{SWITCH_H}" rx="4"/>'
             f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle">{escape(s)}</text></g>'
         )
     for h, x in hx.items():
         if many:
-            parts.append(f'<rect class="host" x="{x - 4:.1f}" y="{host_y - 8:.1f}" width="8" height="16"><title>{escape(h)}</title></rect>')
+            parts.append(
+                f'<rect class="host" x="{x - 4:.1f}" y="{host_y - 8:.1f}" width="8" height="16"><title>{escape(h)}</title></rect>'
+            )
         else:
             parts.append(
                 f'<g><title>{escape(h)}</title><rect class="host" x="{x - host_w / 2:.1f}" y="{host_y - HOST_H / 2:.1f}" '
@@ -146,7 +152,9 @@ def topology_svg(view: FabricView, highlight: Iterable[tuple[str, str]] | None =
     )
 
 
-def topology_html(view: FabricView, highlight: Iterable[tuple[str, str]] | None = None, title: str | None = None) -> str:
+def topology_html(
+    view: FabricView, highlight: Iterable[tuple[str, str]] | None = None, title: str | None = None
+) -> str:
     """The embed hook for the HTML report: a section with the drawing of ``view``."""
     heading = title or f"Topology: {view.name}"
     return f'<section class="topology"><h2>{escape(heading)}</h2>{topology_svg(view, highlight, title)}</section>'

@@ -59,7 +59,11 @@ def build(topo: Topology, groups: np.ndarray, layout: tuple[int, int], pxn: bool
                 legs[(int(s), int(d))] = legs.get((int(s), int(d)), 0.0) + 1.0
         # to the GPU of the NIC it leaves by, for every remote node: the destination's rail (PXN)
         # or its own NIC (without PXN)
-        outs = [(r, (nn - 1) * per_rail[r]) for r in np.flatnonzero(per_rail)] if pxn else [(rail[i], (nn - 1) * gpn)]
+        outs = (
+            [(r, (nn - 1) * per_rail[r]) for r in np.flatnonzero(per_rail)]
+            if pxn
+            else [(rail[i], (nn - 1) * gpn)]
+        )
         for r, m in outs:
             o = int(topo.local_gpu_of_nic[r])
             if o != s:
@@ -68,16 +72,28 @@ def build(topo: Topology, groups: np.ndarray, layout: tuple[int, int], pxn: bool
         o = int(owner[j])
         if o != d:
             legs[(o, int(d))] = legs.get((o, int(d)), 0.0) + (nn - 1) * gpn
-    pre = any(int(topo.local_gpu_of_nic[r]) != s for s in local for r in (np.flatnonzero(per_rail) if pxn else
-                                                                          [topo.local_nic_of_gpu[s]]))
+    pre = any(
+        int(topo.local_gpu_of_nic[r]) != s
+        for s in local
+        for r in (np.flatnonzero(per_rail) if pxn else [topo.local_nic_of_gpu[s]])
+    )
     post = bool(np.any(owner != local))
     pairs = np.array(list(legs.keys()), np.int64).reshape(-1, 2)
     mult = np.array(list(legs.values()))
     base = nodes.ravel() * G
     src = (base[:, None] + pairs[None, :, 0]).ravel()
     dst = (base[:, None] + pairs[None, :, 1]).ravel()
-    return AggregatePattern("alltoall-agg" if pxn else "alltoall-agg-nopxn", nodes, local, src, dst,
-                            np.tile(mult, len(base)), ng * p * (p - 1), pxn, int(pre) + int(post))
+    return AggregatePattern(
+        "alltoall-agg" if pxn else "alltoall-agg-nopxn",
+        nodes,
+        local,
+        src,
+        dst,
+        np.tile(mult, len(base)),
+        ng * p * (p - 1),
+        pxn,
+        int(pre) + int(post),
+    )
 
 
 def network_legs(topo: Topology, ap: AggregatePattern) -> Iterator[tuple[np.ndarray, ...]]:
@@ -105,18 +121,37 @@ def network_legs(topo: Topology, ap: AggregatePattern) -> Iterator[tuple[np.ndar
             pairs = int(keep.sum())
             A = np.repeat(nodes[ai[keep]], k)
             B = np.repeat(nodes[bi[keep]], k)
-            yield (A * G + np.tile(oa, pairs), B * G + np.tile(ob, pairs), A * N + np.tile(ra, pairs),
-                   B * N + np.tile(rb, pairs), np.tile(m, pairs))
+            yield (
+                A * G + np.tile(oa, pairs),
+                B * G + np.tile(ob, pairs),
+                A * N + np.tile(ra, pairs),
+                B * N + np.tile(rb, pairs),
+                np.tile(m, pairs),
+            )
 
 
-def solve(topo: Topology, tr: Transport, ap: AggregatePattern, base_cap: np.ndarray, adaptive: bool, seed: int,
-          intra_alpha_s: float) -> PatternResult:
+def solve(
+    topo: Topology,
+    tr: Transport,
+    ap: AggregatePattern,
+    base_cap: np.ndarray,
+    adaptive: bool,
+    seed: int,
+    intra_alpha_s: float,
+) -> PatternResult:
     """Per-link transfer counts -> the slowest transfer's rate, its bottleneck and the latency.
     The transport's effects are sim/effects.py's, as for every other pattern."""
     n_links = topo.n_links
     w = np.zeros(n_links)  # transfers per link, times coefficient (and retransmission inflation)
-    intra = topo.route(ap.intra_src, ap.intra_dst, np.full(len(ap.intra_src), -1), np.full(len(ap.intra_src), -1),
-                       np.zeros(len(ap.intra_src), np.int64), adaptive, seed)
+    intra = topo.route(
+        ap.intra_src,
+        ap.intra_dst,
+        np.full(len(ap.intra_src), -1),
+        np.full(len(ap.intra_src), -1),
+        np.zeros(len(ap.intra_src), np.int64),
+        adaptive,
+        seed,
+    )
     w += np.bincount(intra.link, weights=intra.coef * ap.intra_mult[intra.flow], minlength=n_links)
     lat_intra = _max_path(topo, intra, len(ap.intra_src))
     notes: list[str] = []
@@ -126,8 +161,15 @@ def solve(topo: Topology, tr: Transport, ap: AggregatePattern, base_cap: np.ndar
         r = topo.route(src, dst, sn, dn, np.zeros(len(src), np.int64), adaptive, seed)
         path = np.bincount(r.flow, weights=r.coef * topo.lat_s[r.link], minlength=len(src))
         if tr.loss > 0 or np.isfinite(tr.per_flow_cap_Bps):  # the transport changes the legs (sim/effects.py)
-            fx = effects.apply(topo, tr, r, r.coef, np.ones(len(src), bool), 2 * (tr.alpha_s + path + hops),
-                               per_connection=True)
+            fx = effects.apply(
+                topo,
+                tr,
+                r,
+                r.coef,
+                np.ones(len(src), bool),
+                2 * (tr.alpha_s + path + hops),
+                per_connection=True,
+            )
             coef = fx.coef
             flow_cap = min(flow_cap, float(fx.flow_cap.min()))
             notes = notes or fx.notes
@@ -140,7 +182,10 @@ def solve(topo: Topology, tr: Transport, ap: AggregatePattern, base_cap: np.ndar
     lat = max(lat_net + hops + tr.alpha_s if legs else 0.0, lat_intra + intra_alpha_s)
     cap = base_cap
     rate, link = _first_level(cap, w)
-    adjustments = [f"alltoall by per-link aggregation: {legs:,} network legs for {ap.transfers:,} transfers", *notes]
+    adjustments = [
+        f"alltoall by per-link aggregation: {legs:,} network legs for {ap.transfers:,} transfers",
+        *notes,
+    ]
     if tr.name == "roce" and tr.lossless and not tr.ecn:
         adjustments.append("PFC head-of-line blocking is not modelled for an aggregated alltoall")
     if legs and effects.dcqcn_active(tr):
@@ -150,7 +195,7 @@ def solve(topo: Topology, tr: Transport, ap: AggregatePattern, base_cap: np.ndar
         if np.all((w[nic_out] == 0) | (w[nic_out] * rate >= cap[nic_out] * (1 - 1e-9))):
             # every sending NIC is full at the same level: the senders pace the receivers' ports, where
             # no queue builds (symmetric all-to-all); queues can still build inside the fabric
-            sat[o + E:o + 2 * E] = False
+            sat[o + E : o + 2 * E] = False
         cap, note = effects.congestion(tr, cap, sat)
         if note:
             rate, link = _first_level(cap, w)
@@ -159,14 +204,29 @@ def solve(topo: Topology, tr: Transport, ap: AggregatePattern, base_cap: np.ndar
     if flow_cap < rate:
         rate, link = flow_cap, -1
     load = w * rate
-    sol = Solution(rate=np.array([rate]), bottleneck=np.array([link]), load=load,
-                   saturated=(w > 0) & (load >= cap * (1 - 1e-9)), iterations=1)
+    sol = Solution(
+        rate=np.array([rate]),
+        bottleneck=np.array([link]),
+        load=load,
+        saturated=(w > 0) & (load >= cap * (1 - 1e-9)),
+        iterations=1,
+    )
     one = np.array([0], np.int64)
-    rep = Pattern(ap.key, one, one + 1, one if legs else -one - 1, one + 1 if legs else -one - 1, one * 0, one * 0)
+    rep = Pattern(
+        ap.key, one, one + 1, one if legs else -one - 1, one + 1 if legs else -one - 1, one * 0, one * 0
+    )
     rto = np.array([tr.rto(rtt) if tr.loss > 0 else 0.0])
-    res = PatternResult(rep, intra, sol, np.array([lat - (tr.alpha_s if legs else intra_alpha_s)]),
-                        np.array([tr.alpha_s if legs else intra_alpha_s]), np.array([legs > 0]), rto, cap,
-                        adjustments)
+    res = PatternResult(
+        rep,
+        intra,
+        sol,
+        np.array([lat - (tr.alpha_s if legs else intra_alpha_s)]),
+        np.array([tr.alpha_s if legs else intra_alpha_s]),
+        np.array([legs > 0]),
+        rto,
+        cap,
+        adjustments,
+    )
     res.n_transfers = ap.transfers
     res.link_flows = w
     res.network_transfers = int(round(net_transfers))

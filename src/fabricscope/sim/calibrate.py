@@ -65,7 +65,9 @@ def fit_alpha_beta(sizes: list[int] | np.ndarray, times: list[float] | np.ndarra
         a = 0.0
         b = float(np.sum(w * n * t) / np.sum(w * n * n))
     if b <= 0:
-        raise FabricscopeError("calibration: time does not grow with size in these samples; cannot fit a bandwidth")
+        raise FabricscopeError(
+            "calibration: time does not grow with size in these samples; cannot fit a bandwidth"
+        )
     pred = a + b * n
     ss_res = float(np.sum(w * (t - pred) ** 2))
     mean = float(np.sum(w * t) / np.sum(w))
@@ -94,7 +96,9 @@ def samples_from_result(result: Any) -> Samples:
         )
     status = getattr(result, "status", None)
     if str(getattr(status, "value", status)) != "ok":
-        raise FabricscopeError(f"run {result.run_id} did not complete (status {status}); pick a completed run")
+        raise FabricscopeError(
+            f"run {result.run_id} did not complete (status {status}); pick a completed run"
+        )
     pairs = []
     for key, value in (result.metrics or {}).items():
         m = _SIZE_KEY.match(key)
@@ -105,11 +109,19 @@ def samples_from_result(result: Any) -> Samples:
     pairs.sort()
     params = result.params or {}
     ranks = params.get("world_size") or (result.metrics or {}).get("ranks_count")
-    return Samples(result.run_id, str(params.get("op", "all_reduce")), int(ranks) if ranks else None,
-                   [p[0] for p in pairs], [p[1] for p in pairs], "store")
+    return Samples(
+        result.run_id,
+        str(params.get("op", "all_reduce")),
+        int(ranks) if ranks else None,
+        [p[0] for p in pairs],
+        [p[1] for p in pairs],
+        "store",
+    )
 
 
-def calibrate(sim: Any, samples: Samples, algo: str | None = None, rounds: int = 3) -> tuple[Any, dict[str, Any]]:
+def calibrate(
+    sim: Any, samples: Samples, algo: str | None = None, rounds: int = 3
+) -> tuple[Any, dict[str, Any]]:
     """A copy of ``sim`` whose transport alpha and efficiency (or per-flow cap) reproduce the
     samples' fitted line. Returns (calibrated simulator, report)."""
     from fabricscope.sim import select
@@ -124,8 +136,15 @@ def calibrate(sim: Any, samples: Samples, algo: str | None = None, rounds: int =
     tr = replace(sim.transport, notes=list(sim.transport.notes))
 
     def model(t: Any) -> tuple[Simulator, list[float], Any]:
-        s = Simulator(sim.topo, t, routing=sim.routing, seed=sim.seed, nvlink_efficiency=sim.nvlink_efficiency,
-                      intra_alpha_s=sim.intra_alpha_s, slice_bytes=sim.slice_bytes)
+        s = Simulator(
+            sim.topo,
+            t,
+            routing=sim.routing,
+            seed=sim.seed,
+            nvlink_efficiency=sim.nvlink_efficiency,
+            intra_alpha_s=sim.intra_alpha_s,
+            slice_bytes=sim.slice_bytes,
+        )
         res = [select.collective(s, samples.op, n, algo=algo) for n in samples.sizes]
         return s, [r.time_s for r in res], res
 
@@ -157,12 +176,23 @@ def calibrate(sim: Any, samples: Samples, algo: str | None = None, rounds: int =
         "run_id": samples.run_id,
         "op": samples.op,
         "ranks": samples.ranks,
-        "measured_fit": {"alpha_s": meas.alpha_s, "beta_s_per_byte": meas.beta_s_per_byte,
-                         "bandwidth_GBps": meas.bandwidth_GBps, "r2": meas.r2, "samples": meas.samples},
-        "transport_before": {"alpha_s": sim.transport.alpha_s, "efficiency": sim.transport.efficiency,
-                             "per_flow_cap_gbps": _gbps(sim.transport.per_flow_cap_Bps)},
-        "transport_after": {"alpha_s": tr.alpha_s, "efficiency": tr.efficiency,
-                            "per_flow_cap_gbps": _gbps(tr.per_flow_cap_Bps)},
+        "measured_fit": {
+            "alpha_s": meas.alpha_s,
+            "beta_s_per_byte": meas.beta_s_per_byte,
+            "bandwidth_GBps": meas.bandwidth_GBps,
+            "r2": meas.r2,
+            "samples": meas.samples,
+        },
+        "transport_before": {
+            "alpha_s": sim.transport.alpha_s,
+            "efficiency": sim.transport.efficiency,
+            "per_flow_cap_gbps": _gbps(sim.transport.per_flow_cap_Bps),
+        },
+        "transport_after": {
+            "alpha_s": tr.alpha_s,
+            "efficiency": tr.efficiency,
+            "per_flow_cap_gbps": _gbps(tr.per_flow_cap_Bps),
+        },
         "per_size": [
             {"size_bytes": n, "measured_s": tx, "model_before_s": t0, "model_after_s": tm, "error_after": e}
             for n, tx, t0, tm, e in zip(samples.sizes, samples.times, start, times, rel, strict=False)

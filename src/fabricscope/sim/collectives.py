@@ -30,8 +30,12 @@ from fabricscope.sim.topology import Topology
 
 ALGOS = ("ring", "tree", "hierarchical", "halving-doubling", "direct")
 DEFAULT_ALGO = {
-    "all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring",
-    "alltoall": "direct", "broadcast": "ring", "sendrecv": "direct",
+    "all_reduce": "ring",
+    "all_gather": "ring",
+    "reduce_scatter": "ring",
+    "alltoall": "direct",
+    "broadcast": "ring",
+    "sendrecv": "direct",
 }
 # Above this many transfers an alltoall is solved by per-link aggregation (sim/alltoall.py): the
 # same slowest rate and latency, without a flow per transfer.
@@ -48,12 +52,27 @@ def stripe(pattern: Pattern, sockets: int) -> Pattern:
     rows = np.concatenate([keep, np.repeat(net, sockets)])
     sock = np.concatenate([np.zeros(len(keep), np.int64), np.tile(np.arange(sockets), len(net))])
     share = np.where(np.arange(len(rows)) < len(keep), 1.0, 1.0 / sockets)
-    return Pattern(pattern.key + f"-x{sockets}", pattern.src_gpu[rows], pattern.dst_gpu[rows], pattern.src_nic[rows],
-                   pattern.dst_nic[rows], pattern.entropy[rows] * 64 + sock, pattern.chain[rows], share)
+    return Pattern(
+        pattern.key + f"-x{sockets}",
+        pattern.src_gpu[rows],
+        pattern.dst_gpu[rows],
+        pattern.src_nic[rows],
+        pattern.dst_nic[rows],
+        pattern.entropy[rows] * 64 + sock,
+        pattern.chain[rows],
+        share,
+    )
 
 
-def _direct(topo: Topology, src: np.ndarray, dst: np.ndarray, entropy: np.ndarray | int = 0,
-            chain: np.ndarray | int = 0, key: str = "", via_rail_of_dst: bool = False) -> Pattern:
+def _direct(
+    topo: Topology,
+    src: np.ndarray,
+    dst: np.ndarray,
+    entropy: np.ndarray | int = 0,
+    chain: np.ndarray | int = 0,
+    key: str = "",
+    via_rail_of_dst: bool = False,
+) -> Pattern:
     """Transfers over the nearest NICs (or, for alltoall with PXN, via the NIC on the
     destination's rail)."""
     G = topo.node.gpus_per_node
@@ -68,7 +87,11 @@ def _direct(topo: Topology, src: np.ndarray, dst: np.ndarray, entropy: np.ndarra
         sn = topo.nic_of_gpu(src)
     n = len(src)
     return Pattern(
-        key, src, dst, np.where(inter, sn, -1), np.where(inter, dn, -1),
+        key,
+        src,
+        dst,
+        np.where(inter, sn, -1),
+        np.where(inter, dn, -1),
         np.broadcast_to(np.asarray(entropy, np.int64), (n,)).copy(),
         np.broadcast_to(np.asarray(chain, np.int64), (n,)).copy(),
     )
@@ -91,7 +114,9 @@ def _layout(topo: Topology, groups: np.ndarray) -> tuple[int, int]:
     return nn, gpn
 
 
-def ring_pattern(topo: Topology, groups: np.ndarray, key: str, channels: int | None = None) -> tuple[Pattern, int]:
+def ring_pattern(
+    topo: Topology, groups: np.ndarray, key: str, channels: int | None = None
+) -> tuple[Pattern, int]:
     """NCCL-style rings over each group (all groups at once). Returns (pattern, channels)."""
     G, N = topo.node.gpus_per_node, topo.node.nics_per_node
     ng, m = groups.shape
@@ -215,7 +240,9 @@ def tree_phase(topo: Topology, groups: np.ndarray, size: float, key: str) -> Pha
                 child, par = child.ravel(), par.ravel()
                 chid = np.repeat(ch, len(kids))
                 for s_g, d_g, s_n, d_n in ((child, par, nic_c, nic_p), (par, child, nic_p, nic_c)):
-                    parts.append(Pattern(key, s_g, d_g, s_n, d_n, np.full(len(s_g), 2 * c + t, np.int64), chid))
+                    parts.append(
+                        Pattern(key, s_g, d_g, s_n, d_n, np.full(len(s_g), 2 * c + t, np.int64), chid)
+                    )
             depth = max(depth, _tree_depth(parents))
     pattern = Pattern.concat(key, parts)
     hops = 2 * (depth + gpn - 1)  # up the chain and tree, then down again
@@ -259,8 +286,15 @@ def halving_doubling_phases(topo: Topology, groups: np.ndarray, size: float, op:
     return phases
 
 
-def plan(topo: Topology, op: str, algo: str | None, size_bytes: int, groups: np.ndarray | None = None,
-         channels: int | None = None, pxn: bool = True) -> Plan:
+def plan(
+    topo: Topology,
+    op: str,
+    algo: str | None,
+    size_bytes: int,
+    groups: np.ndarray | None = None,
+    channels: int | None = None,
+    pxn: bool = True,
+) -> Plan:
     """The phases of one collective on ``groups`` (rows of global GPU ids, all run at once);
     default: one communicator of every GPU."""
     op = collective_ops.lookup(op, among=collective_ops.MEASURED).name
@@ -286,8 +320,15 @@ def plan(topo: Topology, op: str, algo: str | None, size_bytes: int, groups: np.
     if op == "sendrecv":
         if algo != "direct":
             raise FabricscopeError("sendrecv uses --algo direct")
-        pat = _direct(topo, groups.ravel(), np.roll(groups, -1, axis=1).ravel(), 0, 0, "p2p" if pxn else "p2p-nopxn",
-                      via_rail_of_dst=pxn)
+        pat = _direct(
+            topo,
+            groups.ravel(),
+            np.roll(groups, -1, axis=1).ravel(),
+            0,
+            0,
+            "p2p" if pxn else "p2p-nopxn",
+            via_rail_of_dst=pxn,
+        )
         pl.phases.append(Phase("send/recv to next rank", pat, "sync", 1, n))
         return pl
     if op == "alltoall":
@@ -298,15 +339,30 @@ def plan(topo: Topology, op: str, algo: str | None, size_bytes: int, groups: np.
     if algo == "ring":
         pat, C = ring_pattern(topo, groups, "ring", channels)
         if op == "all_reduce":
-            pl.phases.append(Phase(f"ring reduce-scatter + all-gather ({C} channel(s))", pat, "ring", 2 * (p - 1), n / (p * C)))
+            pl.phases.append(
+                Phase(
+                    f"ring reduce-scatter + all-gather ({C} channel(s))",
+                    pat,
+                    "ring",
+                    2 * (p - 1),
+                    n / (p * C),
+                )
+            )
         elif op in ("all_gather", "reduce_scatter"):
             pl.phases.append(Phase(f"ring {op} ({C} channel(s))", pat, "ring", p - 1, n / (p * C)))
         else:  # broadcast: a pipelined chain along the ring (the wrap-around hop carries nothing)
             keep = np.ones(len(pat), bool)
             # drop the hop back into the root (rank groups[:,0]) so the ring becomes a chain
             keep &= ~np.isin(pat.dst_gpu, groups[:, 0])
-            chain = Pattern(pat.key + "-chain", pat.src_gpu[keep], pat.dst_gpu[keep], pat.src_nic[keep],
-                            pat.dst_nic[keep], pat.entropy[keep], pat.chain[keep])
+            chain = Pattern(
+                pat.key + "-chain",
+                pat.src_gpu[keep],
+                pat.dst_gpu[keep],
+                pat.src_nic[keep],
+                pat.dst_nic[keep],
+                pat.entropy[keep],
+                pat.chain[keep],
+            )
             pl.phases.append(Phase(f"ring broadcast chain ({C} channel(s))", chain, "pipeline", p - 1, n / C))
         return pl
     if algo == "tree":
@@ -324,8 +380,12 @@ def plan(topo: Topology, op: str, algo: str | None, size_bytes: int, groups: np.
         intra, _ = ring_pattern(topo, loc, "hier-intra")
         inter_groups = groups.reshape(ng, nn, gpn).transpose(0, 2, 1).reshape(ng * gpn, nn)
         inter, _ = ring_pattern(topo, inter_groups, "hier-inter")
-        pl.phases.append(Phase("intra-node reduce-scatter + all-gather", intra, "ring", 2 * (gpn - 1), n / gpn))
-        pl.phases.append(Phase("inter-node all-reduce (one ring per rail)", inter, "ring", 2 * (nn - 1), n / (gpn * nn)))
+        pl.phases.append(
+            Phase("intra-node reduce-scatter + all-gather", intra, "ring", 2 * (gpn - 1), n / gpn)
+        )
+        pl.phases.append(
+            Phase("inter-node all-reduce (one ring per rail)", inter, "ring", 2 * (nn - 1), n / (gpn * nn))
+        )
         pl.overlap = True
         return pl
     if algo == "halving-doubling":
@@ -375,7 +435,9 @@ def nvlstree_phases(topo: Topology, groups: np.ndarray, size: float, efficiency:
     return [nvls_phase(topo, groups, size, "all_reduce", efficiency), tree]
 
 
-def collnet_phases(topo: Topology, groups: np.ndarray, size: float, op: str, nvls_efficiency: float) -> list[Phase]:
+def collnet_phases(
+    topo: Topology, groups: np.ndarray, size: float, op: str, nvls_efficiency: float
+) -> list[Phase]:
     """CollNet (SHARP): every NIC sends its 1/C share once into the switches, which reduce in the
     network, and receives the result once: n/C each way per NIC, half a ring's network bytes.
     The switch is not an endpoint here: each head exchanges with the next node's head on the same
@@ -408,19 +470,34 @@ def alltoall_phase(topo: Topology, groups: np.ndarray, n: float, pxn: bool = Tru
         agg = alltoall.build(topo, groups, _layout(topo, groups), pxn)
         return Phase("alltoall (all pairs at once, aggregated per link)", agg, "sync", 1, n / p)  # type: ignore[arg-type]
     i, j = np.nonzero(~np.eye(p, dtype=bool))
-    pat = _direct(topo, groups[:, i].ravel(), groups[:, j].ravel(), 0, 0, "alltoall" if pxn else "alltoall-nopxn",
-                  via_rail_of_dst=pxn)
+    pat = _direct(
+        topo,
+        groups[:, i].ravel(),
+        groups[:, j].ravel(),
+        0,
+        0,
+        "alltoall" if pxn else "alltoall-nopxn",
+        via_rail_of_dst=pxn,
+    )
     return Phase("alltoall (all pairs at once)", pat, "sync", 1, n / p)
 
 
-def p2p_plan(topo: Topology, src: np.ndarray, dst: np.ndarray, size_bytes: float, key: str,
-             name: str = "point-to-point") -> Plan:
+def p2p_plan(
+    topo: Topology,
+    src: np.ndarray,
+    dst: np.ndarray,
+    size_bytes: float,
+    key: str,
+    name: str = "point-to-point",
+) -> Plan:
     """Concurrent point-to-point transfers (pipeline-stage sends, KV-cache moves): each ``src[i]``
     sends ``size_bytes`` to ``dst[i]`` at once. busbw = algbw (factor 1)."""
     src = np.asarray(src, np.int64).ravel()
     dst = np.asarray(dst, np.int64).ravel()
     if len(src) != len(dst) or not len(src):
-        raise FabricscopeError("point-to-point transfers need matching, non-empty source and destination lists")
+        raise FabricscopeError(
+            "point-to-point transfers need matching, non-empty source and destination lists"
+        )
     if src.min() < 0 or dst.min() < 0 or max(src.max(), dst.max()) >= topo.n_gpus:
         raise FabricscopeError("point-to-point transfer refers to a GPU outside the topology")
     pat = _direct(topo, src, dst, np.arange(len(src)) % 64, 0, key)

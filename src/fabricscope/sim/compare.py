@@ -12,8 +12,9 @@ from fabricscope.sim.scenario import MAX_SIZES
 from fabricscope.units import parse_sizes
 
 
-def run_grid(workload: str, base: dict[str, Any], vary: dict[str, list[str]],
-             tick: Callable[[Any], None] | None = None) -> dict[str, Any]:
+def run_grid(
+    workload: str, base: dict[str, Any], vary: dict[str, list[str]], tick: Callable[[Any], None] | None = None
+) -> dict[str, Any]:
     """Every combination of ``vary`` applied to ``base``. A combination that is invalid (say, a
     radix too small for the node count) becomes a row with its error, not a failed grid."""
     from fabricscope.sim.scenario import run_collective
@@ -26,7 +27,9 @@ def run_grid(workload: str, base: dict[str, Any], vary: dict[str, list[str]],
     known = set(DEFAULTS) | (set(TrainPlan.model_fields) if workload == "train" else set())
     for k in vary:
         if k not in known:
-            raise FabricscopeError(f"--vary {k}: not a parameter of {workload} (see fabricscope sim {'train' if workload == 'train' else 'collective'} --help)")
+            raise FabricscopeError(
+                f"--vary {k}: not a parameter of {workload} (see fabricscope sim {'train' if workload == 'train' else 'collective'} --help)"
+            )
     keys = list(vary)
     base = dict(base)
     if "transport" in vary and "routing" not in vary and not base.get("routing"):
@@ -36,7 +39,9 @@ def run_grid(workload: str, base: dict[str, Any], vary: dict[str, list[str]],
 
         base["routing"] = make_transport(str(vary["transport"][0])).default_routing
     rows: list[dict[str, Any]] = []
-    sweep = workload == "collective" and len(parse_sizes(str(base.get("size", "1G")), max_count=MAX_SIZES)) > 1
+    sweep = (
+        workload == "collective" and len(parse_sizes(str(base.get("size", "1G")), max_count=MAX_SIZES)) > 1
+    )
     if workload == "collective":
         columns = ["time_s", "algbw_GBps", "busbw_GBps"]
     else:
@@ -56,16 +61,25 @@ def run_grid(workload: str, base: dict[str, Any], vary: dict[str, list[str]],
         row["metrics"] = {c: doc.get(c) for c in columns}
         row["limited_by"] = doc.get("limited_by") or _train_limit(doc)
         if sweep:
-            row["curve"] = [{"size_bytes": r["size_bytes"], "busbw_GBps": r["busbw_GBps"], "time_s": r["time_s"]}
-                            for r in doc["results"]]
+            row["curve"] = [
+                {"size_bytes": r["size_bytes"], "busbw_GBps": r["busbw_GBps"], "time_s": r["time_s"]}
+                for r in doc["results"]
+            ]
         rows.append(row)
         if tick:
             tick(1)
     ok = [r for r in rows if "metrics" in r]
     if not ok:
         raise FabricscopeError(f"every combination failed; first error: {rows[0]['error']}")
-    return {"schema": SCHEMA, "kind": "compare", "workload": workload, "base": _jsonable(base), "vary": vary,
-            "columns": columns, "rows": rows}
+    return {
+        "schema": SCHEMA,
+        "kind": "compare",
+        "workload": workload,
+        "base": _jsonable(base),
+        "vary": vary,
+        "columns": columns,
+        "rows": rows,
+    }
 
 
 def _train_limit(doc: dict[str, Any]) -> str:

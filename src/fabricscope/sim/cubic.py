@@ -19,7 +19,9 @@ from dataclasses import dataclass
 BETA = 717  # tcp_cubic.c: beta = 717, over BICTCP_BETA_SCALE 1024 (RFC 8312's 0.7)
 BICTCP_HZ = 10  # tcp_cubic.c: time in 1/1024 s for the curve
 CUBE_RTT_SCALE = 41 * 10  # tcp_cubic.c: bic_scale * 10 (C = 0.4)
-CUBE_FACTOR = (1 << (10 + 3 * BICTCP_HZ)) // CUBE_RTT_SCALE  # tcp_cubic.c: 2^(10+3*BICTCP_HZ) / (bic_scale * 10)
+CUBE_FACTOR = (
+    1 << (10 + 3 * BICTCP_HZ)
+) // CUBE_RTT_SCALE  # tcp_cubic.c: 2^(10+3*BICTCP_HZ) / (bic_scale * 10)
 BETA_SCALE = 8 * (1024 + 717) // 3 // (1024 - 717)  # tcp_cubic.c: beta_scale, Reno-friendly estimate
 HYSTART_LOW_WINDOW = 16  # tcp_cubic.c: hystart_low_window
 HYSTART_ACK_DELTA_S = 2e-3  # tcp_cubic.c: hystart_ack_delta_us = 2000
@@ -82,7 +84,9 @@ class Cubic:
         if self.sample_cnt < HYSTART_MIN_SAMPLES:
             self.curr_rtt = min(self.curr_rtt, rtt)
             self.sample_cnt += 1
-        elif self.curr_rtt > self.delay_min + min(max(self.delay_min / 8, HYSTART_DELAY_MIN_S), HYSTART_DELAY_MAX_S):
+        elif self.curr_rtt > self.delay_min + min(
+            max(self.delay_min / 8, HYSTART_DELAY_MIN_S), HYSTART_DELAY_MAX_S
+        ):
             self.found, self.ssthresh = True, self.cwnd
 
     def on_acked(self, now: float, acked: int) -> None:

@@ -98,8 +98,11 @@ class GraphFabric(Fabric):
         while len(frontier):
             level += 1
             starts, ends = self.out_ptr[frontier], self.out_ptr[frontier + 1]
-            idx = np.concatenate([self.out_links[s:e] for s, e in zip(starts, ends, strict=False)]) if len(
-                frontier) else np.zeros(0, np.int64)
+            idx = (
+                np.concatenate([self.out_links[s:e] for s, e in zip(starts, ends, strict=False)])
+                if len(frontier)
+                else np.zeros(0, np.int64)
+            )
             nb = np.unique(self.l_dst[idx])
             nb = nb[dist[nb] < 0]
             dist[nb] = level
@@ -146,7 +149,9 @@ class GraphFabric(Fabric):
                     f, cur, hh = f[more], cur[more], hh[more]
         return Routes.concat(parts)
 
-    def _spray(self, flows: np.ndarray, start: np.ndarray, d: int, links: np.ndarray, ptr: np.ndarray) -> Routes:
+    def _spray(
+        self, flows: np.ndarray, start: np.ndarray, d: int, links: np.ndarray, ptr: np.ndarray
+    ) -> Routes:
         f, node, mass = flows.copy(), start.copy(), np.ones(len(flows))
         out = []
         hop = 0
@@ -182,13 +187,44 @@ class GraphFabric(Fabric):
 
 
 _FAMILY_KEYS = {
-    "nodes", "gpus_per_node", "nics_per_node", "nic_rate", "gpu", "nvlink_GBps", "pcie_GBps", "oversubscription",
-    "hosts_per_leaf", "spines", "uplink_rate", "radix", "tiers", "hosts_per_router", "routers_per_group",
-    "global_links_per_router", "global_rate", "link_latency_us", "node_nic_rate", "name", "kind",
+    "nodes",
+    "gpus_per_node",
+    "nics_per_node",
+    "nic_rate",
+    "gpu",
+    "nvlink_GBps",
+    "pcie_GBps",
+    "oversubscription",
+    "hosts_per_leaf",
+    "spines",
+    "uplink_rate",
+    "radix",
+    "tiers",
+    "hosts_per_router",
+    "routers_per_group",
+    "global_links_per_router",
+    "global_rate",
+    "link_latency_us",
+    "node_nic_rate",
+    "name",
+    "kind",
 }
 _GRAPH_KEYS = {
-    "name", "kind", "nodes", "gpus_per_node", "nics_per_node", "nic_rate", "gpu", "nvlink_GBps", "pcie_GBps",
-    "switches", "links", "attach", "node_nic_rate", "link_latency_us", "hosts",
+    "name",
+    "kind",
+    "nodes",
+    "gpus_per_node",
+    "nics_per_node",
+    "nic_rate",
+    "gpu",
+    "nvlink_GBps",
+    "pcie_GBps",
+    "switches",
+    "links",
+    "attach",
+    "node_nic_rate",
+    "link_latency_us",
+    "hosts",
 }
 
 
@@ -230,7 +266,9 @@ def load_document(path: str | Path) -> dict[str, Any]:
 
         from fabricscope.untrusted import yaml_load
     except ImportError:  # pragma: no cover - the sim extra brings pyyaml
-        raise FabricscopeError("reading topology files needs pyyaml: pip install 'fabricscope[sim]'") from None
+        raise FabricscopeError(
+            "reading topology files needs pyyaml: pip install 'fabricscope[sim]'"
+        ) from None
     p = Path(path)
     try:
         text = p.read_text()
@@ -244,7 +282,9 @@ def load_document(path: str | Path) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None)
-        raise FabricscopeError(f"topology file {path} is not valid YAML{where}{': ' + problem if problem else ''}") from None
+        raise FabricscopeError(
+            f"topology file {path} is not valid YAML{where}{': ' + problem if problem else ''}"
+        ) from None
     if not isinstance(doc, dict):
         raise FabricscopeError(f"topology file {path} must be a YAML mapping")
     return doc
@@ -264,7 +304,9 @@ def topology_from_document(doc: dict[str, Any]) -> Topology:
     if kind == "custom" or "switches" in doc:
         return _graph_topology(doc)
     if kind not in TOPOLOGY_KINDS:
-        raise FabricscopeError(f"topology file: unknown kind {kind!r} (custom or {', '.join(TOPOLOGY_KINDS)})")
+        raise FabricscopeError(
+            f"topology file: unknown kind {kind!r} (custom or {', '.join(TOPOLOGY_KINDS)})"
+        )
     unknown = set(doc) - _FAMILY_KEYS
     if unknown:
         raise FabricscopeError(f"topology file: unknown key(s) {', '.join(sorted(unknown))}")
@@ -308,8 +350,11 @@ def _graph_topology(doc: dict[str, Any]) -> Topology:
         raise FabricscopeError("topology file: nodes is required")
     G = _int(doc, "gpus_per_node", 8) or 8
     node = NodeSpec.preset(
-        str(doc.get("gpu", "h100")), G, _int(doc, "nics_per_node", None),
-        nvlink_GBps=_float(doc, "nvlink_GBps", None), pcie_GBps=_float(doc, "pcie_GBps", None),
+        str(doc.get("gpu", "h100")),
+        G,
+        _int(doc, "nics_per_node", None),
+        nvlink_GBps=_float(doc, "nvlink_GBps", None),
+        pcie_GBps=_float(doc, "pcie_GBps", None),
     )
     N = node.nics_per_node
     nic_bps = parse_rate(str(doc.get("nic_rate", "400G")))
@@ -333,7 +378,9 @@ def _graph_topology(doc: dict[str, Any]) -> Topology:
             raise FabricscopeError(f"topology file: links[{i}] needs a and b (switch names)")
         a, b = item["a"], item["b"]
         if a not in index or b not in index or a == b:
-            raise FabricscopeError(f"topology file: links[{i}] joins unknown or identical switches ({a!r}, {b!r})")
+            raise FabricscopeError(
+                f"topology file: links[{i}] joins unknown or identical switches ({a!r}, {b!r})"
+            )
         rate = parse_rate(str(item.get("rate", doc.get("nic_rate", "400G")))) / 8
         lat = _float(item, "latency_us", lat_s * 1e6) or 0.0
         count = _int(item, "count", 1) or 1
@@ -349,10 +396,16 @@ def _graph_topology(doc: dict[str, Any]) -> Topology:
     access = np.full(nodes * N, nic_bps / 8)
     for n_, r in _node_rates(doc).items():
         if not 0 <= n_ < nodes:
-            raise FabricscopeError(f"topology file: node_nic_rate names node {n_}, but nodes are 0..{nodes - 1}")
+            raise FabricscopeError(
+                f"topology file: node_nic_rate names node {n_}, but nodes are 0..{nodes - 1}"
+            )
         access[n_ * N : (n_ + 1) * N] = r / 8
     fabric = GraphFabric(
-        switch_names=list(switches), edges=edges, switch_of_nic=sw_of_nic, access_Bps=access, access_latency_s=lat_s
+        switch_names=list(switches),
+        edges=edges,
+        switch_of_nic=sw_of_nic,
+        access_Bps=access,
+        access_latency_s=lat_s,
     )
     params: dict[str, Any] = {"name": str(doc.get("name", "custom"))}
     hosts = _host_names(doc, nodes)
@@ -399,5 +452,7 @@ def _host_names(doc: dict[str, Any], nodes: int) -> list[str] | None:
     if not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts):
         raise FabricscopeError("topology file: hosts must be a list of host names, one per node")
     if len(hosts) != nodes or len(set(hosts)) != len(hosts):
-        raise FabricscopeError(f"topology file: hosts must name each of the {nodes} node(s) once, got {len(hosts)} name(s)")
+        raise FabricscopeError(
+            f"topology file: hosts must name each of the {nodes} node(s) once, got {len(hosts)} name(s)"
+        )
     return list(hosts)

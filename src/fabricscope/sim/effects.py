@@ -35,8 +35,15 @@ class Effects:
     notes: list[str] = field(default_factory=list)
 
 
-def apply(topo: Topology, tr: Transport, routes: Routes, coef: np.ndarray, network: np.ndarray, rtt: np.ndarray,
-          per_connection: bool = False) -> Effects:
+def apply(
+    topo: Topology,
+    tr: Transport,
+    routes: Routes,
+    coef: np.ndarray,
+    network: np.ndarray,
+    rtt: np.ndarray,
+    per_connection: bool = False,
+) -> Effects:
     """Loss inflation, per-flow caps and timeouts of the flows ``network`` marks (per flow, with
     their round-trip times ``rtt``). ``per_connection``: a flow is one whole connection striped over
     the transport's sockets (alltoall legs), not one socket (the engine's striped rows)."""
@@ -53,7 +60,9 @@ def apply(topo: Topology, tr: Transport, routes: Routes, coef: np.ndarray, netwo
         infl = np.array([tr.inflation(w) for w in uniq])[np.searchsorted(uniq, window)]
         on_net = network[routes.flow] & (topo.link_kind[routes.link] != KIND_NVLINK)
         coef[on_net] *= infl[routes.flow[on_net]]
-        notes.append(f"loss {tr.loss:g}: links carry {float(infl[network].mean()):.3g}x the goodput ({tr.retransmission})")
+        notes.append(
+            f"loss {tr.loss:g}: links carry {float(infl[network].mean()):.3g}x the goodput ({tr.retransmission})"
+        )
         rto[network] = [tr.rto(r) for r in rtt[network]]
     if np.isfinite(tr.per_flow_cap_Bps) or tr.loss > 0:
         scale = tr.sockets if per_connection else 1
@@ -66,7 +75,7 @@ def switch_egress(topo: Topology) -> np.ndarray:
     nic->switch) queues in the NIC, which paces itself: no switch queue, no ECN mark."""
     k = topo.link_kind
     out: np.ndarray = (k == KIND_ACCESS) | (k == KIND_FABRIC)
-    out[topo.o_fabric:topo.o_fabric + topo.n_nics] = False
+    out[topo.o_fabric : topo.o_fabric + topo.n_nics] = False
     return out
 
 

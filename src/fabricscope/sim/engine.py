@@ -137,16 +137,30 @@ class Simulator:
         t0 = time.perf_counter()
         tr = self.transport
         if isinstance(pattern, AggregatePattern):
-            res = alltoall.solve(self.topo, tr, pattern, self.base_cap, self.routing == "adaptive", self.seed,
-                                 self.intra_alpha_s)
+            res = alltoall.solve(
+                self.topo,
+                tr,
+                pattern,
+                self.base_cap,
+                self.routing == "adaptive",
+                self.seed,
+                self.intra_alpha_s,
+            )
             res.wall_s = time.perf_counter() - t0
             self._cache[pid] = res
             return res
         topo = self.topo
         pattern = collectives.stripe(pattern, tr.stripes)
         n = len(pattern)
-        routes = topo.route(pattern.src_gpu, pattern.dst_gpu, pattern.src_nic, pattern.dst_nic,
-                            pattern.entropy, self.routing == "adaptive", self.seed)
+        routes = topo.route(
+            pattern.src_gpu,
+            pattern.dst_gpu,
+            pattern.src_nic,
+            pattern.dst_nic,
+            pattern.entropy,
+            self.routing == "adaptive",
+            self.seed,
+        )
         if len(routes) > MAX_ENTRIES:
             raise FabricscopeError(
                 f"pattern needs {len(routes):,} link entries (limit {MAX_ENTRIES:,}); use ECMP routing or fewer ranks"
@@ -260,12 +274,21 @@ class Simulator:
         lat = res.path_lat_s + res.alpha_s
         moving = res.pattern.src_gpu != res.pattern.dst_gpu
         if not moving.any() or b == 0:
-            return {"name": phase.name, "time_s": 0.0, "steps": phase.steps, "bytes_per_transfer": b,
-                    "transfers": res.n_transfers or len(res.pattern), "min_rate_GBps": None, "latency_s": 0.0,
-                    "stall_s": 0.0}
+            return {
+                "name": phase.name,
+                "time_s": 0.0,
+                "steps": phase.steps,
+                "bytes_per_transfer": b,
+                "transfers": res.n_transfers or len(res.pattern),
+                "min_rate_GBps": None,
+                "latency_s": 0.0,
+                "stall_s": 0.0,
+            }
         r_min = float(rate[moving].min())
         if r_min <= 0:
-            raise FabricscopeError(f"phase {phase.name!r}: a transfer gets no bandwidth (a zero-capacity link?)")
+            raise FabricscopeError(
+                f"phase {phase.name!r}: a transfer gets no bandwidth (a zero-capacity link?)"
+            )
         if phase.timing == "pipeline":
             # The first slice crosses every hop paying latency and serialisation; the others
             # follow at the bottleneck's pace, their latency hidden by the slices in flight.
@@ -302,7 +325,11 @@ class Simulator:
         stall = 0.0
         if tr.loss > 0 and res.network.any():
             q = tr.message_timeout_probability(packets)
-            n_net = res.network_transfers if res.network_transfers is not None else int((res.network & moving).sum())
+            n_net = (
+                res.network_transfers
+                if res.network_transfers is not None
+                else int((res.network & moving).sum())
+            )
             p_any = 1.0 - (1.0 - q) ** n_net
             stall = p_any * float(res.rto_s[res.network].max())
         total = n_steps * (step_s + stall)
@@ -336,21 +363,30 @@ class Simulator:
             order = np.argsort(-counts, kind="stable")[:top]
             for i, c in zip(ids[order], counts[order], strict=False):
                 i = int(i)
-                out.append({
-                    "link": self.topo.link_name(i),
-                    "kind": KIND_NAMES[int(self.topo.link_kind[i])],
-                    "capacity_gbps": float(self.topo.cap_Bps[i]) * 8 / 1e9,
-                    "usable_GBps": float(res.eff_cap[i]) / 1e9,
-                    "utilization": float(sol.load[i] / res.eff_cap[i]) if res.eff_cap[i] > 0 else None,
-                    "flows": int(np.sum(res.routes.link == i)) if res.link_flows is None else int(round(res.link_flows[i])),
-                    "slowest_flows_bottlenecked": int(c),
-                })
+                out.append(
+                    {
+                        "link": self.topo.link_name(i),
+                        "kind": KIND_NAMES[int(self.topo.link_kind[i])],
+                        "capacity_gbps": float(self.topo.cap_Bps[i]) * 8 / 1e9,
+                        "usable_GBps": float(res.eff_cap[i]) / 1e9,
+                        "utilization": float(sol.load[i] / res.eff_cap[i]) if res.eff_cap[i] > 0 else None,
+                        "flows": int(np.sum(res.routes.link == i))
+                        if res.link_flows is None
+                        else int(round(res.link_flows[i])),
+                        "slowest_flows_bottlenecked": int(c),
+                    }
+                )
             if len(ids) > top:
                 out.append({"link": f"... and {len(ids) - top} more link(s) of the same kind", "kind": None})
         if capped:
-            out.append({"link": "per-flow cap", "kind": "transport",
-                        "detail": f"{capped} slowest flow(s) limited by the transport's per-flow cap",
-                        "cap_GBps": r_min / 1e9})
+            out.append(
+                {
+                    "link": "per-flow cap",
+                    "kind": "transport",
+                    "detail": f"{capped} slowest flow(s) limited by the transport's per-flow cap",
+                    "cap_GBps": r_min / 1e9,
+                }
+            )
         return out
 
     # ----------------------------------------------------------------------------- collectives
@@ -369,7 +405,8 @@ class Simulator:
         if pl.overlap and phases:
             # pipelined phases: every phase's latency, but only the slowest phase's bandwidth time
             total = sum(p["time_s"] - p.get("bandwidth_s", 0.0) for p in phases) + max(
-                p.get("bandwidth_s", 0.0) for p in phases)
+                p.get("bandwidth_s", 0.0) for p in phases
+            )
         algbw = pl.size_bytes / total / 1e9 if total > 0 else math.inf
         busbw = algbw * bus_factor(pl.op, pl.ranks)
         bott = self.bottlenecks(worst[1]) if worst[1] is not None else []
@@ -396,10 +433,18 @@ class Simulator:
             "routing": self.routing,
             "seed": self.seed,
         }
-        return CollectiveResult(pl.op, pl.algo, pl.size_bytes, pl.ranks, total, algbw, busbw, phases, bott, limited, stats)
+        return CollectiveResult(
+            pl.op, pl.algo, pl.size_bytes, pl.ranks, total, algbw, busbw, phases, bott, limited, stats
+        )
 
-    def collective(self, op: str, algo: str | None, size_bytes: int, groups: np.ndarray | None = None,
-                   channels: int | None = None) -> CollectiveResult:
+    def collective(
+        self,
+        op: str,
+        algo: str | None,
+        size_bytes: int,
+        groups: np.ndarray | None = None,
+        channels: int | None = None,
+    ) -> CollectiveResult:
         pl = collectives.plan(self.topo, op, algo, size_bytes, groups, channels)
         return self.run_plan(pl)
 

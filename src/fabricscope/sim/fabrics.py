@@ -143,12 +143,19 @@ class ClosFabric(Fabric):
         self.o_agg_cup = self.o_agg_down + self.L
         self.o_agg_cdown = self.o_agg_cup + self.P
         n_agg = 2 * self.L + 2 * self.P
-        self.cap_Bps = np.concatenate([
-            cap, np.full(2 * n_ls, uplink_Bps), np.full(2 * n_sc, core_Bps),
-            np.full(2 * self.L, uplink_Bps * self.S), np.full(2 * self.P, core_Bps * self.S * max(self.K, 1)),
-        ])
+        self.cap_Bps = np.concatenate(
+            [
+                cap,
+                np.full(2 * n_ls, uplink_Bps),
+                np.full(2 * n_sc, core_Bps),
+                np.full(2 * self.L, uplink_Bps * self.S),
+                np.full(2 * self.P, core_Bps * self.S * max(self.K, 1)),
+            ]
+        )
         self.lat_s = np.concatenate([lat, np.full(2 * (n_ls + n_sc) + n_agg, link_latency_s)])
-        self.link_kind = np.concatenate([kind, np.full(2 * (n_ls + n_sc) + n_agg, KIND_FABRIC, dtype=np.int8)])
+        self.link_kind = np.concatenate(
+            [kind, np.full(2 * (n_ls + n_sc) + n_agg, KIND_FABRIC, dtype=np.int8)]
+        )
         self.uplink_Bps, self.core_Bps = uplink_Bps, core_Bps
 
     def describe(self) -> dict[str, Any]:
@@ -269,7 +276,9 @@ class DragonflyFabric(Fabric):
         n_pairs = self.G * (self.G - 1) // 2
         n_global = 2 * n_pairs * self.m
         self.cap_Bps = np.concatenate([cap, np.full(n_local, local_Bps), np.full(n_global, global_Bps)])
-        self.lat_s = np.concatenate([lat, np.full(n_local, link_latency_s), np.full(n_global, global_latency_s)])
+        self.lat_s = np.concatenate(
+            [lat, np.full(n_local, link_latency_s), np.full(n_global, global_latency_s)]
+        )
         self.link_kind = np.concatenate([kind, np.full(n_local + n_global, KIND_FABRIC, dtype=np.int8)])
         self.local_Bps, self.global_Bps = local_Bps, global_Bps
 

@@ -101,7 +101,9 @@ class IncastPoint:
 
 
 # ----- TCP: a packet-level simulation (sim/incast_tcp.py) -------------------------------------
-def simulate_tcp(fabric: IncastFabric, senders: int, response_bytes: int, rounds: int, *, seed: int = 1) -> IncastPoint:
+def simulate_tcp(
+    fabric: IncastFabric, senders: int, response_bytes: int, rounds: int, *, seed: int = 1
+) -> IncastPoint:
     """TCP incast: ``rounds`` synchronized rounds of ``senders`` x ``response_bytes``."""
     times, retransmits, timeouts, drops = run_rounds(fabric, senders, response_bytes, rounds, seed)
     return IncastPoint(senders, response_bytes, rounds, times, retransmits, timeouts, drops)
@@ -121,7 +123,9 @@ def simulate_roce_pfc(fabric: IncastFabric, senders: int, response_bytes: int, r
     return IncastPoint(senders, response_bytes, rounds, [round_s] * rounds)
 
 
-def simulate_roce_ecn(fabric: IncastFabric, senders: int, response_bytes: int, rounds: int, *, step_s: float = 1e-6) -> IncastPoint:
+def simulate_roce_ecn(
+    fabric: IncastFabric, senders: int, response_bytes: int, rounds: int, *, step_s: float = 1e-6
+) -> IncastPoint:
     """DCQCN fluid model: senders start at line rate; the queue marks, CNPs cut, timers recover."""
     c = fabric.link_bps / 8  # bytes/s
     need = _roce_wire_bytes(fabric, response_bytes)
@@ -166,7 +170,9 @@ def simulate_roce_ecn(fabric: IncastFabric, senders: int, response_bytes: int, r
     return IncastPoint(senders, response_bytes, rounds, [round_s] * rounds)
 
 
-def simulate(transport: str, fabric: IncastFabric, senders: int, response_bytes: int, rounds: int, *, seed: int = 1) -> IncastPoint:
+def simulate(
+    transport: str, fabric: IncastFabric, senders: int, response_bytes: int, rounds: int, *, seed: int = 1
+) -> IncastPoint:
     if transport == "tcp":
         return simulate_tcp(fabric, senders, response_bytes, rounds, seed=seed)
     if transport == "roce-pfc":

@@ -150,7 +150,9 @@ class TcpRound:
 
     def _tso_segs(self, flow: _Flow) -> int:
         """tcp_tso_autosize: segments per skb, about 1/1024 s of the pacing rate, at least 2."""
-        return max(TSO_MIN_SEGS, int(min(self._pacing_Bps(flow) / (1 << PACING_SHIFT), GSO_MAX_BYTES) // self.mss))
+        return max(
+            TSO_MIN_SEGS, int(min(self._pacing_Bps(flow) / (1 << PACING_SHIFT), GSO_MAX_BYTES) // self.mss)
+        )
 
     def _send(self, now: float, flow: _Flow, skb: tuple[int, ...]) -> None:
         """Hand one skb to the host's egress: a token bucket of ``sender_bucket_bytes`` at the link rate."""
@@ -326,7 +328,9 @@ class TcpRound:
         if delta < 0:
             sndcnt = (ssthresh * flow.prr_delivered + flow.prior_cwnd - 1) // flow.prior_cwnd - flow.prr_out
         else:
-            sndcnt = max(flow.prr_delivered - flow.prr_out, delivered) + (1 if una_advanced and not lost else 0)
+            sndcnt = max(flow.prr_delivered - flow.prr_out, delivered) + (
+                1 if una_advanced and not lost else 0
+            )
             sndcnt = min(delta, sndcnt)
         sndcnt = max(sndcnt, 0 if flow.prr_out else 1)
         cc.cwnd = pipe + sndcnt
@@ -368,7 +372,9 @@ class TcpRound:
         self._arm(now, flow)
 
 
-def run_rounds(fabric: Fabric, senders: int, response_bytes: int, rounds: int, seed: int) -> tuple[list[float], int, int, int]:
+def run_rounds(
+    fabric: Fabric, senders: int, response_bytes: int, rounds: int, seed: int
+) -> tuple[list[float], int, int, int]:
     """Round times (each plus the request's way there), retransmits, timeouts and drops."""
     rng = random.Random(seed)
     flows = [_Flow(index=i) for i in range(senders)]
@@ -377,5 +383,9 @@ def run_rounds(fabric: Fabric, senders: int, response_bytes: int, rounds: int, s
     for _ in range(rounds):
         sim = TcpRound(fabric, flows, response_bytes, rng)
         times.append(sim.run() + fabric.base_rtt_s / 2)
-        retransmits, timeouts, drops = retransmits + sim.retransmits, timeouts + sim.timeouts, drops + sim.drops
+        retransmits, timeouts, drops = (
+            retransmits + sim.retransmits,
+            timeouts + sim.timeouts,
+            drops + sim.drops,
+        )
     return times, retransmits, timeouts, drops

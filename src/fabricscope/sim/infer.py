@@ -59,7 +59,9 @@ def _workload(raw: dict[str, Any]) -> dict[str, Any]:
     w["weight_bytes"] = WEIGHT_BYTES[w["weight_precision"]] if prec else _num(raw, "weight_bytes", 0.5)
     w["act_bytes"] = _num(raw, "act_bytes", 1)
     w["ep_mode"] = str(raw.get("ep_mode") or "nccl").lower()
-    w["active_params"] = _num(raw, "active_params", 1e3) if raw.get("active_params") is not None else w["params"]
+    w["active_params"] = (
+        _num(raw, "active_params", 1e3) if raw.get("active_params") is not None else w["params"]
+    )
     if w["active_params"] > w["params"]:
         raise FabricscopeError("--active-params cannot exceed --params")
     if w["experts"] == 0 and w["ep"] > 1:
@@ -69,15 +71,21 @@ def _workload(raw: dict[str, Any]) -> dict[str, Any]:
     if w["pp"] > 1 and w["ep"] > 1:
         raise FabricscopeError("--pp with --ep is not modelled (pipeline stages of an expert-parallel group)")
     if w["batch"] % w["ep"]:
-        raise FabricscopeError(f"--batch {w['batch']} must be a multiple of --ep {w['ep']} (each EP rank serves a share)")
-    w["layers"], w["hidden"] = shape_of(w["params"] if not w["experts"] else w["active_params"], raw.get("layers"),
-                                        raw.get("hidden"), w["pp"])
+        raise FabricscopeError(
+            f"--batch {w['batch']} must be a multiple of --ep {w['ep']} (each EP rank serves a share)"
+        )
+    w["layers"], w["hidden"] = shape_of(
+        w["params"] if not w["experts"] else w["active_params"], raw.get("layers"), raw.get("hidden"), w["pp"]
+    )
     kv = raw.get("kv_bytes_per_token")
     L, h = w["layers"], w["hidden"]
     heads = int(raw.get("heads") or max(1, h // 128))
     kv_heads = int(raw.get("kv_heads") or max(1, heads // 8))
-    w["kv_bytes_per_token"] = (float(parse_size(kv, minimum=0)) if kv is not None
-                               else 2 * L * kv_heads * (h / heads) * w["act_bytes"])
+    w["kv_bytes_per_token"] = (
+        float(parse_size(kv, minimum=0))
+        if kv is not None
+        else 2 * L * kv_heads * (h / heads) * w["act_bytes"]
+    )
     return w
 
 
@@ -111,7 +119,9 @@ def _fabric(raw: dict[str, Any], w: dict[str, Any]) -> tuple[dict[str, Any], Any
             sp["topology"] = "star"
     topo = build_topology(sp)
     if topo.nodes < 2 * per:
-        raise FabricscopeError(f"the fabric has {topo.nodes} node(s); a prefill and a decode instance need {2 * per}")
+        raise FabricscopeError(
+            f"the fabric has {topo.nodes} node(s); a prefill and a decode instance need {2 * per}"
+        )
     return sp, topo, build_simulator(sp, topo), per
 
 
@@ -120,41 +130,82 @@ def _comm(sim: Simulator, w: dict[str, Any]) -> dict[str, Any]:
     all-reduces of the prefill."""
     tp, ep, L, h, ab = w["tp"], w["ep"], w["layers"], w["hidden"], w["act_bytes"]
     ranks = np.arange(tp * ep, dtype=np.int64).reshape(ep, tp)
-    out: dict[str, Any] = {"tp_token_s": 0.0, "tp_prefill_s": 0.0, "tp_prefill_batch_s": 0.0, "ep_token_s": 0.0,
-                           "pp_token_s": 0.0}
+    out: dict[str, Any] = {
+        "tp_token_s": 0.0,
+        "tp_prefill_s": 0.0,
+        "tp_prefill_batch_s": 0.0,
+        "ep_token_s": 0.0,
+        "pp_token_s": 0.0,
+    }
     local = w["batch"] // ep
     if tp > 1:
         r = select.collective(sim, "all_reduce", int(local * h * ab), ranks)
-        rp = select.collective(sim, "all_reduce", int(w["prompt_tokens"] * h * ab), ranks)  # one request's prefill
-        rb = select.collective(sim, "all_reduce", int(local * w["prompt_tokens"] * h * ab), ranks)  # the batch's
+        rp = select.collective(
+            sim, "all_reduce", int(w["prompt_tokens"] * h * ab), ranks
+        )  # one request's prefill
+        rb = select.collective(
+            sim, "all_reduce", int(local * w["prompt_tokens"] * h * ab), ranks
+        )  # the batch's
         out["tp_token_s"], out["tp_prefill_s"] = 2 * L * r.time_s, 2 * L * rp.time_s
         out["tp_prefill_batch_s"] = 2 * L * rb.time_s
-        out["tensor_parallel"] = {"calls_per_token": 2 * L, "per_call": _call(r), "per_token_s": out["tp_token_s"],
-                                  "prefill_s": out["tp_prefill_s"]}
+        out["tensor_parallel"] = {
+            "calls_per_token": 2 * L,
+            "per_call": _call(r),
+            "per_token_s": out["tp_token_s"],
+            "prefill_s": out["tp_prefill_s"],
+        }
     if w["experts"] and ep > 1:
         G = sim.topo.node.gpus_per_node
-        mr = moe.alltoall(sim, local, w["active_experts"], h, ab, ep, mode=w["ep_mode"], per_node=max(1, G // tp))
+        mr = moe.alltoall(
+            sim, local, w["active_experts"], h, ab, ep, mode=w["ep_mode"], per_node=max(1, G // tp)
+        )
         out["ep_token_s"] = 2 * L * mr.time_s
-        call = {"time_s": mr.time_s, "size_bytes": int(local * w["active_experts"] * h * ab), "algo": f"moe-{mr.mode}",
-                "proto": "Simple", "limited_by": ("network bandwidth" if mr.limited_by == "rdma" else "nvlink bandwidth")
-                if mr.time_s > 2 * moe.MOE_ALPHA_S else
-                "latency", "busbw_GBps": mr.bandwidth_GBps(), "nic_efficiency": mr.nic_efficiency, "bottlenecks": []}
-        out["expert_parallel"] = {"calls_per_token": 2 * L, "per_call": call, "per_token_s": out["ep_token_s"],
-                                  "mode": mr.mode, "detail": mr.to_dict()}
+        call = {
+            "time_s": mr.time_s,
+            "size_bytes": int(local * w["active_experts"] * h * ab),
+            "algo": f"moe-{mr.mode}",
+            "proto": "Simple",
+            "limited_by": ("network bandwidth" if mr.limited_by == "rdma" else "nvlink bandwidth")
+            if mr.time_s > 2 * moe.MOE_ALPHA_S
+            else "latency",
+            "busbw_GBps": mr.bandwidth_GBps(),
+            "nic_efficiency": mr.nic_efficiency,
+            "bottlenecks": [],
+        }
+        out["expert_parallel"] = {
+            "calls_per_token": 2 * L,
+            "per_call": call,
+            "per_token_s": out["ep_token_s"],
+            "mode": mr.mode,
+            "detail": mr.to_dict(),
+        }
     if w["pp"] > 1:  # a token's activations cross every stage boundary once
         G = sim.topo.node.gpus_per_node
         src = np.arange(tp)
         dst = src + max(tp, G if tp >= G else tp)
-        res = sim.run_plan(collectives.p2p_plan(sim.topo, src, dst, max(1.0, local * h * ab), "pp-send", "stage send"))
+        res = sim.run_plan(
+            collectives.p2p_plan(sim.topo, src, dst, max(1.0, local * h * ab), "pp-send", "stage send")
+        )
         out["pp_token_s"] = (w["pp"] - 1) * res.time_s
-        out["pipeline_parallel"] = {"sends_per_token": w["pp"] - 1, "per_send_s": res.time_s,
-                                    "limited_by": res.limited_by}
+        out["pipeline_parallel"] = {
+            "sends_per_token": w["pp"] - 1,
+            "per_send_s": res.time_s,
+            "limited_by": res.limited_by,
+        }
     return out
 
 
 def _call(r: Any) -> dict[str, Any]:
-    return {"time_s": r.time_s, "busbw_GBps": r.busbw_GBps, "algbw_GBps": r.algbw_GBps, "size_bytes": r.size_bytes,
-            "algo": r.algo, "proto": r.proto, "limited_by": r.limited_by, "bottlenecks": r.bottlenecks[:3]}
+    return {
+        "time_s": r.time_s,
+        "busbw_GBps": r.busbw_GBps,
+        "algbw_GBps": r.algbw_GBps,
+        "size_bytes": r.size_bytes,
+        "algo": r.algo,
+        "proto": r.proto,
+        "limited_by": r.limited_by,
+        "bottlenecks": r.bottlenecks[:3],
+    }
 
 
 def _kv_modes(sp: dict[str, Any], topo: Any, sim: Simulator, w: dict[str, Any], per: int) -> dict[str, Any]:
@@ -210,10 +261,29 @@ def run_infer(params: dict[str, Any]) -> dict[str, Any]:
     doc = {
         "schema": SCHEMA,
         "kind": "infer",
-        "workload": {k: w[k] for k in ("params", "tp", "pp", "ep", "batch", "prompt_tokens", "output_tokens", "layers",
-                                       "hidden", "kv_bytes_per_token", "gpu_tflops", "hbm_GBps", "experts",
-                                       "active_experts", "active_params", "weight_bytes", "weight_precision",
-                                       "ep_mode")},
+        "workload": {
+            k: w[k]
+            for k in (
+                "params",
+                "tp",
+                "pp",
+                "ep",
+                "batch",
+                "prompt_tokens",
+                "output_tokens",
+                "layers",
+                "hidden",
+                "kv_bytes_per_token",
+                "gpu_tflops",
+                "hbm_GBps",
+                "experts",
+                "active_experts",
+                "active_params",
+                "weight_bytes",
+                "weight_precision",
+                "ep_mode",
+            )
+        },
         "time_s": tpot,
         "decode_step_s": decode_s,
         "decode_bound": "memory" if mem_s >= cmp_s else "compute",
@@ -251,14 +321,25 @@ def run_infer(params: dict[str, Any]) -> dict[str, Any]:
 def tpot_target(params: dict[str, Any], target_ms: float) -> dict[str, Any]:
     """Which transport and NIC rate meet a time-per-output-token target on this fabric: each
     (transport, rate) in turn, everything else as given; per transport the slowest rate that meets it."""
-    base = {k: v for k, v in params.items() if k.replace("-", "_") not in ("tpot_target_ms", "transport", "nic_rate")}
+    base = {
+        k: v
+        for k, v in params.items()
+        if k.replace("-", "_") not in ("tpot_target_ms", "transport", "nic_rate")
+    }
     rows = []
     for tname in TARGET_TRANSPORTS:
         for rate in TARGET_RATES:
             d = run_infer({**base, "transport": tname, "nic_rate": rate})
             t = d["time_per_output_token_s"]
-            rows.append({"transport": tname, "nic_rate": rate, "tpot_s": t, "meets": t * 1e3 <= target_ms,
-                         "ttft_s": min(d["time_to_first_token_s"].values())})
+            rows.append(
+                {
+                    "transport": tname,
+                    "nic_rate": rate,
+                    "tpot_s": t,
+                    "meets": t * 1e3 <= target_ms,
+                    "ttft_s": min(d["time_to_first_token_s"].values()),
+                }
+            )
     slowest = {}
     for tname in TARGET_TRANSPORTS:
         ok = [r for r in rows if r["transport"] == tname and r["meets"]]

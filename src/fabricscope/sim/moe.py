@@ -60,15 +60,27 @@ def message_efficiency(m: float) -> float:
     return m / (m + MSG_OVERHEAD_BYTES) if m > 0 else 1.0
 
 
-def alltoall(sim: Simulator, tokens: float, topk: int, hidden: int, elem_bytes: float, ep: int,
-             mode: str = "nccl", groups: int | None = None, ll: bool = False, per_node: int | None = None) -> MoeTime:
+def alltoall(
+    sim: Simulator,
+    tokens: float,
+    topk: int,
+    hidden: int,
+    elem_bytes: float,
+    ep: int,
+    mode: str = "nccl",
+    groups: int | None = None,
+    ll: bool = False,
+    per_node: int | None = None,
+) -> MoeTime:
     """One dispatch (or combine) of an MoE layer across an EP group of ``ep`` ranks, ``per_node`` of
     them on each node (default: as many as the node has GPUs)."""
     if mode not in MODES:
         raise FabricscopeError(f"--ep-mode is {' or '.join(MODES)}")
     if mode == "deepep" and sim.transport.name not in ("ib", "roce", "roce-lossy"):
-        raise FabricscopeError(f"--ep-mode deepep needs RDMA with GPU-initiated sends (ib or roce), not "
-                               f"{sim.transport.name}: use --ep-mode nccl")
+        raise FabricscopeError(
+            f"--ep-mode deepep needs RDMA with GPU-initiated sends (ib or roce), not "
+            f"{sim.transport.name}: use --ep-mode nccl"
+        )
     topo = sim.topo
     gpn = max(1, min(ep, per_node or topo.node.gpus_per_node))
     nodes = math.ceil(ep / gpn)
@@ -76,10 +88,16 @@ def alltoall(sim: Simulator, tokens: float, topk: int, hidden: int, elem_bytes: 
     copies = tokens * topk
     nvl_rate = topo.node.nvlink_GBps * 1e9 * sim.nvlink_efficiency
     nic_share = topo.node.nics_per_node / topo.node.gpus_per_node  # NICs per GPU (<= 1 as NCCL uses them)
-    nic_rate = min(topo.nic_rate_Bps * sim.transport.efficiency, sim.transport.host_cap_Bps(topo.node.nics_per_node))
-    nic_rate *= min(1.0, nic_share)  # the NIC's rate, and for sockets the host's staging copies (sim/transport.py)
+    nic_rate = min(
+        topo.nic_rate_Bps * sim.transport.efficiency, sim.transport.host_cap_Bps(topo.node.nics_per_node)
+    )
+    nic_rate *= min(
+        1.0, nic_share
+    )  # the NIC's rate, and for sockets the host's staging copies (sim/transport.py)
     if nodes > 1 and sim.transport.name in ("tcp", "udp"):  # kernel sockets: the per-flow cap binds first
-        nic_rate = min(nic_rate, sim.transport.flow_cap_Bps(1e-4) * max(1, sim.transport.sockets) * (ep - gpn))
+        nic_rate = min(
+            nic_rate, sim.transport.flow_cap_Bps(1e-4) * max(1, sim.transport.sockets) * (ep - gpn)
+        )
     if mode == "deepep" and nodes > 1 and not ll:  # low-latency kernels send each (token, expert) directly
         k = min(topk, groups or topk)
         remote = (nodes - 1) * (1 - (1 - 1 / nodes) ** k)
@@ -96,5 +114,14 @@ def alltoall(sim: Simulator, tokens: float, topk: int, hidden: int, elem_bytes: 
     hop = sim.transport.alpha_s if sim.transport.nccl_hop_s is None else sim.transport.nccl_hop_s
     latency = MOE_ALPHA_S + (hop if nodes > 1 else 0.0)
     t = latency + max(rdma_s, nvlink_s)
-    return MoeTime(mode, t, rdma_bytes, nvlink_bytes, rdma_s, nvlink_s, msg, eff,
-                   "rdma" if rdma_s >= nvlink_s and rdma_bytes else "nvlink")
+    return MoeTime(
+        mode,
+        t,
+        rdma_bytes,
+        nvlink_bytes,
+        rdma_s,
+        nvlink_s,
+        msg,
+        eff,
+        "rdma" if rdma_s >= nvlink_s and rdma_bytes else "nvlink",
+    )

@@ -31,8 +31,10 @@ UNVALIDATED = {
 def parse_candidate(spec: str) -> dict[str, Any]:
     m = SPEC.match(str(spec).strip().lower())
     if not m or m["t"] not in TRANSPORTS:
-        raise FabricscopeError(f"--candidate {spec!r}: TRANSPORT[:NxRATE], e.g. ib, roce:8x400G, tcp:2x200G "
-                               f"(transports: {', '.join(TRANSPORTS)})")
+        raise FabricscopeError(
+            f"--candidate {spec!r}: TRANSPORT[:NxRATE], e.g. ib, roce:8x400G, tcp:2x200G "
+            f"(transports: {', '.join(TRANSPORTS)})"
+        )
     out: dict[str, Any] = {"transport": m["t"]}
     if m["n"]:
         out.update(nics_per_node=int(m["n"]), nic_rate=m["r"].upper())
@@ -47,10 +49,16 @@ def _reason(doc: dict[str, Any], workload: str, best: dict[str, Any] | None = No
         if not comm or doc["exposed_comm_s"] <= 0:
             return "compute-bound: the network is hidden"
         ref = (best or {}).get("comm") or {}
-        name, c = max(comm.items(), key=lambda kv: kv[1].get("exposed_s", 0.0) - ref.get(kv[0], {}).get("exposed_s", 0.0))
+        name, c = max(
+            comm.items(),
+            key=lambda kv: kv[1].get("exposed_s", 0.0) - ref.get(kv[0], {}).get("exposed_s", 0.0),
+        )
         extra = c.get("exposed_s", 0.0) - ref.get(name, {}).get("exposed_s", 0.0)
-        lead = f"{name} exposes {extra:.3g} s more per step than on the best" if best is not None and extra > 0 else \
-            f"{name} exposes {c['exposed_s']:.3g} s of {doc['step_time_s']:.3g} s per step"
+        lead = (
+            f"{name} exposes {extra:.3g} s more per step than on the best"
+            if best is not None and extra > 0
+            else f"{name} exposes {c['exposed_s']:.3g} s of {doc['step_time_s']:.3g} s per step"
+        )
         return f"{lead}, {c.get('algo', '')}/{c.get('proto', '')} limited by {c.get('limited_by')}"
     parts = [(k, doc.get(f"{k}_comm_per_token_s", 0.0)) for k in ("tp", "ep", "pp")]
     name, t = max(parts, key=lambda kv: kv[1])
@@ -58,8 +66,10 @@ def _reason(doc: dict[str, Any], workload: str, best: dict[str, Any] | None = No
         return "decode-bound: no communication per token"
     key = {"tp": "tensor_parallel", "ep": "expert_parallel", "pp": "pipeline_parallel"}[name]
     lim = (doc.get(key) or {}).get("per_call", {}).get("limited_by") or (doc.get(key) or {}).get("limited_by")
-    return f"{name.upper()} communication {t * 1e3:.3g} ms of {doc['time_per_output_token_s'] * 1e3:.3g} ms per token, " \
-           f"limited by {lim}"
+    return (
+        f"{name.upper()} communication {t * 1e3:.3g} ms of {doc['time_per_output_token_s'] * 1e3:.3g} ms per token, "
+        f"limited by {lim}"
+    )
 
 
 def compare(workload: str, params: dict[str, Any], candidates: list[str] | None = None) -> dict[str, Any]:
@@ -77,20 +87,35 @@ def compare(workload: str, params: dict[str, Any], candidates: list[str] | None 
         cand = parse_candidate(spec)
         p = {**base, **cand}
         socket = cand["transport"] in ("tcp", "tcpx", "udp")
-        for key in ("host_mem_GBps", "per_core_gbps", "nsocks_perthread", "socket_nthreads") if not socket else ():
+        for key in (
+            ("host_mem_GBps", "per_core_gbps", "nsocks_perthread", "socket_nthreads") if not socket else ()
+        ):
             p.pop(key, None)  # options of the socket transports apply to their rows only
         if cand["transport"] not in ("ib", "roce", "roce-lossy"):
             p.pop("qps_per_connection", None)
         unvalidated = [UNVALIDATED[cand["transport"]]] if cand["transport"] in UNVALIDATED else []
-        if str(p.get("ep_mode", "")).lower() == "deepep" and cand["transport"] not in ("ib", "roce", "roce-lossy"):
+        if str(p.get("ep_mode", "")).lower() == "deepep" and cand["transport"] not in (
+            "ib",
+            "roce",
+            "roce-lossy",
+        ):
             p["ep_mode"] = "nccl"  # DeepEP needs RDMA: this network runs NCCL's all-to-all instead
             unvalidated.append("DeepEP needs RDMA: this row runs NCCL's all-to-all")
         doc = run_train(p) if workload == "train" else run_infer(p)
         metric = doc["tokens_per_s"]
-        rows.append({"candidate": spec, "transport": cand["transport"], "nics_per_node": doc["model"]["topology"]
-                     ["nics_per_node"], "nic_gbps": doc["model"]["topology"]["nic_gbps"], "tokens_per_s": metric,
-                     "time_s": doc["time_s"], "unvalidated": unvalidated, "_doc": doc,
-                     "assumptions": [a for a in doc.get("assumptions", []) if a.get("changed")]})
+        rows.append(
+            {
+                "candidate": spec,
+                "transport": cand["transport"],
+                "nics_per_node": doc["model"]["topology"]["nics_per_node"],
+                "nic_gbps": doc["model"]["topology"]["nic_gbps"],
+                "tokens_per_s": metric,
+                "time_s": doc["time_s"],
+                "unvalidated": unvalidated,
+                "_doc": doc,
+                "assumptions": [a for a in doc.get("assumptions", []) if a.get("changed")],
+            }
+        )
     rows.sort(key=lambda r: -r["tokens_per_s"])
     best = rows[0]["tokens_per_s"]
     for i, r in enumerate(rows):
@@ -98,5 +123,11 @@ def compare(workload: str, params: dict[str, Any], candidates: list[str] | None 
         r["reason"] = _reason(r["_doc"], workload, None if i == 0 else rows[0]["_doc"])
     for r in rows:
         r.pop("_doc")
-    return {"schema": SCHEMA, "kind": "network", "workload": workload, "base": base, "rows": rows,
-            "best": rows[0]["candidate"]}
+    return {
+        "schema": SCHEMA,
+        "kind": "network",
+        "workload": workload,
+        "base": base,
+        "rows": rows,
+        "best": rows[0]["candidate"],
+    }

@@ -41,8 +41,10 @@ class Pattern:
     def concat(key: str, parts: list[Pattern]) -> Pattern:
         return Pattern(
             key,
-            *(np.concatenate([getattr(p, a) for p in parts]) for a in
-              ("src_gpu", "dst_gpu", "src_nic", "dst_nic", "entropy", "chain")),
+            *(
+                np.concatenate([getattr(p, a) for p in parts])
+                for a in ("src_gpu", "dst_gpu", "src_nic", "dst_nic", "entropy", "chain")
+            ),
         )
 
 
@@ -65,7 +67,6 @@ class Plan:
     # Phases that run at once, sliced and pipelined (the intra- and inter-node parts of a
     # hierarchical algorithm): the plan takes the slowest phase's bandwidth time, not the sum.
     overlap: bool = False
-
 
 
 @dataclass
@@ -91,7 +92,6 @@ class AggregatePattern:
         for a in (self.nodes, self.local):
             h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
         return f"{self.key}:{self.transfers}:{h.hexdigest()}"
-
 
 
 @dataclass

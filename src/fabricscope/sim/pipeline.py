@@ -40,7 +40,6 @@ THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
 THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
 
 
-
 @dataclass(frozen=True)
 class Ramp:
     """What NCCL's estimate leaves out for one (algorithm, protocol) at one size."""
@@ -118,13 +117,26 @@ def stages(algo: str, op: str, ranks: int, nodes: int, ppn: float) -> int:
         return 2 + 2 * net
     if algo == "collnet":
         return 4
-    if algo == "nvls":  # all_reduce.h's thread groups: scatter into the NVLS buffer, reduce + multicast, gather out
+    if (
+        algo == "nvls"
+    ):  # all_reduce.h's thread groups: scatter into the NVLS buffer, reduce + multicast, gather out
         return 3 if op == "all_reduce" else 2
     return 1  # pat: its log steps are in NCCL's latency
 
 
-def ramp(algo: str, proto: str, op: str, size: float, bandwidth_s: float, *, channels: int, ranks: int, nodes: int,
-         heads: int, nvls_channels: int) -> Ramp:
+def ramp(
+    algo: str,
+    proto: str,
+    op: str,
+    size: float,
+    bandwidth_s: float,
+    *,
+    channels: int,
+    ranks: int,
+    nodes: int,
+    heads: int,
+    nvls_channels: int,
+) -> Ramp:
     """The pipeline ramp and the channel drop NCCL's estimate leaves out, for a message whose
     bandwidth time (at full bandwidth on every channel NCCL's graph has) is ``bandwidth_s``."""
     ppn = ranks / max(1, nodes)
@@ -134,10 +146,16 @@ def ramp(algo: str, proto: str, op: str, size: float, bandwidth_s: float, *, cha
     full = nvls_channels if algo in ("nvls", "nvlstree") else channels
     bw_s = bandwidth_s * full / nc  # fewer channels carry the same bytes
     if proto != "Simple":
-        bw_s = bandwidth_s  # LL/LL128: NCCL's per-protocol caps already bound these (llMaxBws, per-channel caps)
-    if algo == "ring":  # each step moves one piece of n / (channels x ranks): the steps ARE the bandwidth term
+        bw_s = (
+            bandwidth_s  # LL/LL128: NCCL's per-protocol caps already bound these (llMaxBws, per-channel caps)
+        )
+    if (
+        algo == "ring"
+    ):  # each step moves one piece of n / (channels x ranks): the steps ARE the bandwidth term
         piece = min(chunk, math.ceil(size / (nc * ranks)))
-        return Ramp(nc, int(piece), max(1, math.ceil(size / (nc * ranks * piece))), s, 0.0, bw_s - bandwidth_s)
+        return Ramp(
+            nc, int(piece), max(1, math.ceil(size / (nc * ranks * piece))), s, 0.0, bw_s - bandwidth_s
+        )
     if proto != "Simple":  # LL and LL128 forward line by line (flags in the data): no store-and-forward ramp
         return Ramp(nc, int(chunk), 1, s, 0.0, bw_s - bandwidth_s)
     lanes = nc * (heads if algo in ("nvls", "nvlstree") else 1)  # NVLS runs channels x heads chunks at once

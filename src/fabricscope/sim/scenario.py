@@ -64,9 +64,15 @@ def fold_trays(p: dict[str, Any], domain: int, tray_nics: Any = None) -> dict[st
     if total % domain:
         raise FabricscopeError(
             f"{total} GPUs in trays of {gpn} do not fill whole NVLink domains of {domain} GPUs "
-            f"(--nvlink-domain N partitions the rack into smaller domains)")
+            f"(--nvlink-domain N partitions the rack into smaller domains)"
+        )
     per_gpu_nics = int(tray_nics) / gpn if tray_nics else int(p.get("nics_per_node") or domain) / domain
-    out = {**p, "nodes": total // domain, "gpus_per_node": domain, "nics_per_node": max(1, round(per_gpu_nics * domain))}
+    out = {
+        **p,
+        "nodes": total // domain,
+        "gpus_per_node": domain,
+        "nics_per_node": max(1, round(per_gpu_nics * domain)),
+    }
     if out["nodes"] == 1 and out.get("topology") not in (None, "single-node"):
         out["topology"] = "single-node"
     return out
@@ -122,8 +128,15 @@ def build_topology(p: dict[str, Any]) -> Topology:
         intra_link=str(p["intra_link"]),
         nvswitch=bool(p["nvswitch"]),
     )
-    for key in ("hosts_per_leaf", "spines", "radix", "tiers", "hosts_per_router", "routers_per_group",
-                "global_links_per_router"):
+    for key in (
+        "hosts_per_leaf",
+        "spines",
+        "radix",
+        "tiers",
+        "hosts_per_router",
+        "routers_per_group",
+        "global_links_per_router",
+    ):
         v = getattr(opts, key)
         if v is not None and v < 1:
             raise FabricscopeError(f"--{key.replace('_', '-')} must be >= 1")
@@ -154,8 +167,13 @@ def build_simulator(p: dict[str, Any], topo: Topology | None = None) -> Simulato
         host_mem_GBps=p.get("host_mem_GBps"),
         qps_per_connection=_opt_int(p, "qps_per_connection"),
     )
-    return Simulator(topo, transport, routing=p.get("routing"), seed=int(p["seed"]),
-                     nvlink_efficiency=float(p["nvlink_efficiency"]))
+    return Simulator(
+        topo,
+        transport,
+        routing=p.get("routing"),
+        seed=int(p["seed"]),
+        nvlink_efficiency=float(p["nvlink_efficiency"]),
+    )
 
 
 def parse_node_order(text: str | None, nodes: int) -> list[int] | None:
@@ -171,7 +189,9 @@ def parse_node_order(text: str | None, nodes: int) -> list[int] | None:
         try:
             idx = int(item[1:]) - 1 if item[:1].lower() == "h" else int(item)
         except ValueError:
-            raise FabricscopeError(f"--node-order: {item!r} is neither a node index nor a host name like h3") from None
+            raise FabricscopeError(
+                f"--node-order: {item!r} is neither a node index nor a host name like h3"
+            ) from None
         if not 0 <= idx < nodes:
             raise FabricscopeError(f"--node-order: {item!r} is outside the {nodes} node(s)")
         out.append(idx)
@@ -202,10 +222,21 @@ def run_collective(params: dict[str, Any], sim: Simulator | None = None) -> dict
     groups = communicator(sim.topo, p.get("node_order"))
     from fabricscope.sim import select
 
-    results = [select.collective(sim, p["op"], s, groups, algo=p.get("algo"), proto=p.get("proto"),
-                                 channels=_opt_int(p, "channels"), sharp=bool(p["sharp"]), explain=bool(p["explain"]),
-                                 pxn=bool(p["pxn"]))
-               for s in sizes]
+    results = [
+        select.collective(
+            sim,
+            p["op"],
+            s,
+            groups,
+            algo=p.get("algo"),
+            proto=p.get("proto"),
+            channels=_opt_int(p, "channels"),
+            sharp=bool(p["sharp"]),
+            explain=bool(p["explain"]),
+            pxn=bool(p["pxn"]),
+        )
+        for s in sizes
+    ]
     last = results[-1].to_dict()
     doc: dict[str, Any] = {
         "schema": SCHEMA,

@@ -64,10 +64,15 @@ def comm_shape(sim: Simulator, op: str, groups: np.ndarray | None, sharp: bool) 
         ranks = groups.shape[1]
     intra = topo.node.intra_link
     return tuning.CommShape(
-        op=op, ranks=ranks, nodes=nn, arch=arch, intra_hw=intra,
+        op=op,
+        ranks=ranks,
+        nodes=nn,
+        arch=arch,
+        intra_hw=intra,
         nvswitch=intra == "nvlink" and tuning.NVLS_EFFICIENCY[arch] > 0 and topo.node.nvswitch,
         channels=tuning.channels_for(nn, topo.node.nics_per_node, gpn),
-        nics_per_node=topo.node.nics_per_node, sharp=sharp,
+        nics_per_node=topo.node.nics_per_node,
+        sharp=sharp,
         net_extra_us=max(0.0, _hop_s(sim.transport) - RDMA_ALPHA_S) * 1e6,
     )
 
@@ -76,8 +81,15 @@ def _hop_s(tr: Transport) -> float:
     return tr.alpha_s if tr.nccl_hop_s is None else tr.nccl_hop_s
 
 
-def flow_plan(sim: Simulator, op: str, algo: str, size: int, groups: np.ndarray | None,
-              channels: int | None, shape: tuning.CommShape | None) -> Plan:
+def flow_plan(
+    sim: Simulator,
+    op: str,
+    algo: str,
+    size: int,
+    groups: np.ndarray | None,
+    channels: int | None,
+    shape: tuning.CommShape | None,
+) -> Plan:
     """The traffic of ``algo`` as phases the flow model solves."""
     topo = sim.topo
     if algo in ("ring", "pat"):
@@ -125,9 +137,18 @@ def _limited(res: CollectiveResult, latency_s: float, bandwidth_s: float) -> str
     return res.limited_by
 
 
-def collective(sim: Simulator, op: str, size: int, groups: np.ndarray | None = None, algo: str | None = None,
-               proto: str | None = None, channels: int | None = None, sharp: bool = False,
-               explain: bool = False, pxn: bool = True) -> CollectiveResult:
+def collective(
+    sim: Simulator,
+    op: str,
+    size: int,
+    groups: np.ndarray | None = None,
+    algo: str | None = None,
+    proto: str | None = None,
+    channels: int | None = None,
+    sharp: bool = False,
+    explain: bool = False,
+    pxn: bool = True,
+) -> CollectiveResult:
     """One collective at one size: the chosen (or forced) algorithm and protocol."""
     algo = (algo or AUTO).lower()
     proto = (proto or AUTO).lower()
@@ -169,11 +190,22 @@ def collective(sim: Simulator, op: str, size: int, groups: np.ndarray | None = N
     rp = ramp_of(shape, best, size)  # ... and the kernel then runs its chunks through the pipeline
     time_s = best.time_s + rp.extra_s
     algbw = size / time_s / 1e9
-    out = replace(res, algo=best.algo, proto=best.proto, time_s=time_s, algbw_GBps=algbw,
-                  busbw_GBps=algbw * bus_factor(op, res.ranks),
-                  limited_by=_limited(res, best.latency_s + rp.extra_s, best.bandwidth_s))
-    out.stats = {**res.stats, "nccl_latency_s": best.latency_s, "nccl_channels": shape.channels,
-                 "nccl_estimate_s": best.time_s, "pipeline": {**asdict(rp), "extra_s": rp.extra_s}}
+    out = replace(
+        res,
+        algo=best.algo,
+        proto=best.proto,
+        time_s=time_s,
+        algbw_GBps=algbw,
+        busbw_GBps=algbw * bus_factor(op, res.ranks),
+        limited_by=_limited(res, best.latency_s + rp.extra_s, best.bandwidth_s),
+    )
+    out.stats = {
+        **res.stats,
+        "nccl_latency_s": best.latency_s,
+        "nccl_channels": shape.channels,
+        "nccl_estimate_s": best.time_s,
+        "pipeline": {**asdict(rp), "extra_s": rp.extra_s},
+    }
     if explain:
         out.alternatives = [asdict(x) for x in alts]
         out.excluded = excluded
@@ -183,12 +215,23 @@ def collective(sim: Simulator, op: str, size: int, groups: np.ndarray | None = N
 def ramp_of(shape: tuning.CommShape, alt: Alternative, size: int) -> pipeline.Ramp:
     """What NCCL's estimate of ``alt`` leaves out at this size (sim/pipeline.py)."""
     heads = shape.nics_per_node if shape.nodes > 1 else max(1, int(shape.ppn))
-    return pipeline.ramp(alt.algo, alt.proto, shape.op, size, alt.bandwidth_s, channels=shape.channels,
-                         ranks=shape.ranks, nodes=shape.nodes, heads=heads, nvls_channels=tuning.NVLS_CHANNELS)
+    return pipeline.ramp(
+        alt.algo,
+        alt.proto,
+        shape.op,
+        size,
+        alt.bandwidth_s,
+        channels=shape.channels,
+        ranks=shape.ranks,
+        nodes=shape.nodes,
+        heads=heads,
+        nvls_channels=tuning.NVLS_CHANNELS,
+    )
 
 
-def _alternatives(shape: tuning.CommShape, algo: str, protos: list[str], res: CollectiveResult, size: int,
-                  op: str) -> list[Alternative]:
+def _alternatives(
+    shape: tuning.CommShape, algo: str, protos: list[str], res: CollectiveResult, size: int, op: str
+) -> list[Alternative]:
     bw_s, stall = _split(res, overlap=algo in ("nvls", "nvlstree", "collnet"))
     factor = bus_factor(op, res.ranks)
     flow_busbw = size / bw_s / 1e9 * factor if bw_s > 0 else math.inf
@@ -202,8 +245,17 @@ def _alternatives(shape: tuning.CommShape, algo: str, protos: list[str], res: Co
     return out
 
 
-def _flow_only(sim: Simulator, op: str, size: int, groups: np.ndarray | None, algo: str, proto: str,
-               channels: int | None, cpu: bool, pxn: bool = True) -> CollectiveResult:
+def _flow_only(
+    sim: Simulator,
+    op: str,
+    size: int,
+    groups: np.ndarray | None,
+    algo: str,
+    proto: str,
+    channels: int | None,
+    cpu: bool,
+    pxn: bool = True,
+) -> CollectiveResult:
     """Algorithms and hosts NCCL's model does not cover: the flow model's own timing."""
     if proto not in (AUTO, "simple") or (cpu and proto != AUTO):
         why = "CPU hosts (--gpu none) run gloo, not NCCL" if cpu else f"{op}/{algo} runs Simple"

@@ -48,7 +48,9 @@ def _checked(
     link = np.asarray(link, np.int64)
     coef = np.asarray(coef, np.float64)
     capacity = np.asarray(capacity, np.float64)
-    if len(flow) and (link.min() < 0 or link.max() >= len(capacity) or flow.min() < 0 or flow.max() >= n_flows):
+    if len(flow) and (
+        link.min() < 0 or link.max() >= len(capacity) or flow.min() < 0 or flow.max() >= n_flows
+    ):
         raise ValueError("incidence refers to a link or flow that does not exist")
     if np.any(capacity < 0) or np.any(coef < 0):
         raise ValueError("capacities and coefficients must be non-negative")
@@ -73,7 +75,9 @@ def max_min(
     ``multiplicity``: optional count of identical flows folded into one row (they share one rate
     by symmetry of max-min fairness, and each loads the links).
     """
-    flow, link, coef, capacity, mult, fcap = _checked(n_flows, flow, link, coef, capacity, flow_cap, multiplicity)
+    flow, link, coef, capacity, mult, fcap = _checked(
+        n_flows, flow, link, coef, capacity, flow_cap, multiplicity
+    )
     n_links = len(capacity)
 
     # Entries on infinite links or with zero coefficient never constrain anything.
@@ -131,7 +135,9 @@ def max_min(
         act_e = act_e[active[e_flow[act_e]]]
 
     finite = np.isfinite(rate[e_flow])
-    load = np.bincount(e_link[finite], weights=(e_w * np.where(finite, rate[e_flow], 0.0))[finite], minlength=n_links)
+    load = np.bincount(
+        e_link[finite], weights=(e_w * np.where(finite, rate[e_flow], 0.0))[finite], minlength=n_links
+    )
     saturated = np.isfinite(capacity) & (load >= capacity - tol) & (capacity > 0)
     saturated |= capacity == 0
     return Solution(rate=rate, bottleneck=bottleneck, load=load, saturated=saturated, iterations=iterations)

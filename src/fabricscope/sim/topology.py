@@ -37,6 +37,7 @@ from fabricscope.sim.fabrics import (  # noqa: F401  (re-exported: the link kind
 
 TOPOLOGY_KINDS = ("single-node", "star", "leaf-spine", "fat-tree", "rail-optimized", "dragonfly")
 
+
 @dataclass(frozen=True)
 class NodeSpec:
     """One server: GPUs in an NVLink/NVSwitch domain and NICs on PCIe."""
@@ -52,7 +53,9 @@ class NodeSpec:
     nvswitch: bool = True  # GPUs on an NVSwitch (NVLS possible from Hopper on)
 
     @classmethod
-    def preset(cls, gpu: str, gpus_per_node: int, nics_per_node: int | None = None, **overrides: Any) -> NodeSpec:
+    def preset(
+        cls, gpu: str, gpus_per_node: int, nics_per_node: int | None = None, **overrides: Any
+    ) -> NodeSpec:
         key = gpu.lower()
         values: dict[str, Any] = dict(gpus.node_bandwidths(key))
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -250,8 +253,13 @@ def build(opts: TopologyOptions) -> Topology:
     if opts.tiers is not None and opts.tiers not in (2, 3):
         raise FabricscopeError("--tiers must be 2 or 3")
     node = NodeSpec.preset(
-        opts.gpu, opts.gpus_per_node, opts.nics_per_node, nvlink_GBps=opts.nvlink_GBps, pcie_GBps=opts.pcie_GBps,
-        intra_link=opts.intra_link, nvswitch=opts.nvswitch and opts.intra_link == "nvlink",
+        opts.gpu,
+        opts.gpus_per_node,
+        opts.nics_per_node,
+        nvlink_GBps=opts.nvlink_GBps,
+        pcie_GBps=opts.pcie_GBps,
+        intra_link=opts.intra_link,
+        nvswitch=opts.nvswitch and opts.intra_link == "nvlink",
     )
     if kind == "single-node":
         if opts.nodes != 1:
@@ -270,8 +278,15 @@ def build(opts: TopologyOptions) -> Topology:
     params: dict[str, Any] = {"oversubscription": X}
     if kind == "star":
         fabric: Fabric = ClosFabric(
-            leaf_of_nic=np.zeros(E, np.int64), n_leaves=1, leaves_per_pod=1, spines_per_pod=0, cores_per_plane=0,
-            access_Bps=access, uplink_Bps=nic_Bps, core_Bps=nic_Bps, link_latency_s=lat,
+            leaf_of_nic=np.zeros(E, np.int64),
+            n_leaves=1,
+            leaves_per_pod=1,
+            spines_per_pod=0,
+            cores_per_plane=0,
+            access_Bps=access,
+            uplink_Bps=nic_Bps,
+            core_Bps=nic_Bps,
+            link_latency_s=lat,
             leaf_label=lambda leaf: "switch",
         )
         params = {}
@@ -281,8 +296,15 @@ def build(opts: TopologyOptions) -> Topology:
         S = opts.spines or max(1, round(h / X))
         up = opts.uplink_rate_bps / 8 if opts.uplink_rate_bps else h * nic_Bps / (X * S)
         fabric = ClosFabric(
-            leaf_of_nic=np.arange(E) // h, n_leaves=leaves, leaves_per_pod=leaves, spines_per_pod=S,
-            cores_per_plane=0, access_Bps=access, uplink_Bps=up, core_Bps=up, link_latency_s=lat,
+            leaf_of_nic=np.arange(E) // h,
+            n_leaves=leaves,
+            leaves_per_pod=leaves,
+            spines_per_pod=S,
+            cores_per_plane=0,
+            access_Bps=access,
+            uplink_Bps=up,
+            core_Bps=up,
+            link_latency_s=lat,
         )
         params = {"hosts_per_leaf": h, "oversubscription": h * nic_Bps / (S * up)}
     elif kind in ("fat-tree", "rail-optimized"):
@@ -331,11 +353,20 @@ def _fat_tree(
         leaf_of_nic = np.arange(E) // down
         label = None  # type: ignore[assignment]
     S = up_ports if tiers >= 2 else 0
-    up_Bps = opts.uplink_rate_bps / 8 if opts.uplink_rate_bps else (down * nic_Bps / (X * S) if S else nic_Bps)
+    up_Bps = (
+        opts.uplink_rate_bps / 8 if opts.uplink_rate_bps else (down * nic_Bps / (X * S) if S else nic_Bps)
+    )
     K = k // 2 if tiers == 3 else 0
     fabric = ClosFabric(
-        leaf_of_nic=leaf_of_nic, n_leaves=leaves, leaves_per_pod=lpp, spines_per_pod=S, cores_per_plane=K,
-        access_Bps=access, uplink_Bps=up_Bps, core_Bps=up_Bps, link_latency_s=opts.link_latency_s,
+        leaf_of_nic=leaf_of_nic,
+        n_leaves=leaves,
+        leaves_per_pod=lpp,
+        spines_per_pod=S,
+        cores_per_plane=K,
+        access_Bps=access,
+        uplink_Bps=up_Bps,
+        core_Bps=up_Bps,
+        link_latency_s=opts.link_latency_s,
         leaf_label=label,
     )
     params: dict[str, Any] = {
@@ -349,7 +380,9 @@ def _fat_tree(
     return fabric, params
 
 
-def _dragonfly(opts: TopologyOptions, E: int, access: np.ndarray, nic_Bps: float) -> tuple[Fabric, dict[str, Any]]:
+def _dragonfly(
+    opts: TopologyOptions, E: int, access: np.ndarray, nic_Bps: float
+) -> tuple[Fabric, dict[str, Any]]:
     p, a, h = opts.hosts_per_router, opts.routers_per_group, opts.global_links_per_router
     if p is None or a is None or h is None:
         for pp in (2, 4, 8, 16, 32, 64):
@@ -359,11 +392,19 @@ def _dragonfly(opts: TopologyOptions, E: int, access: np.ndarray, nic_Bps: float
                 p, a, h = pp2, ap, hp
                 break
         else:
-            raise FabricscopeError("dragonfly too large for the automatic sizes; give --hosts-per-router etc.")
+            raise FabricscopeError(
+                "dragonfly too large for the automatic sizes; give --hosts-per-router etc."
+            )
     glob = (opts.global_rate_bps or opts.nic_rate_bps) / 8
     fabric = DragonflyFabric(
-        n_nics=E, hosts_per_router=p, routers_per_group=a, global_per_router=h, access_Bps=access,
-        local_Bps=nic_Bps, global_Bps=glob, link_latency_s=opts.link_latency_s,
+        n_nics=E,
+        hosts_per_router=p,
+        routers_per_group=a,
+        global_per_router=h,
+        access_Bps=access,
+        local_Bps=nic_Bps,
+        global_Bps=glob,
+        link_latency_s=opts.link_latency_s,
         global_latency_s=opts.global_latency_s,
     )
     return fabric, {}

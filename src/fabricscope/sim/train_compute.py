@@ -130,8 +130,11 @@ def layer_times(gpu: Gpu, ly: Layer) -> LayerTimes:
     qkv = h + 2 * (ly.kv_heads or ly.heads) * d  # Q, and K, V for the KV heads (GQA)
     up = (2 if ly.gated_mlp else 1) * ly.ffn
     f8 = ly.fp8
-    gemm = (gemm_time(gpu, tokens, qkv / t, h, fp8=f8) + gemm_time(gpu, tokens, h, h / t, fp8=f8)
-            + k * (gemm_time(gpu, tokens, up / t, h, fp8=f8) + gemm_time(gpu, tokens, h, ly.ffn / t, fp8=f8)))
+    gemm = (
+        gemm_time(gpu, tokens, qkv / t, h, fp8=f8)
+        + gemm_time(gpu, tokens, h, h / t, fp8=f8)
+        + k * (gemm_time(gpu, tokens, up / t, h, fp8=f8) + gemm_time(gpu, tokens, h, ly.ffn / t, fp8=f8))
+    )
     heads = b * ly.heads / t
     attn = gemm_time(gpu, s, ly.seq_kv, d, heads) + gemm_time(gpu, s, d, ly.seq_kv, heads)
     replicated = 11.0 * tokens * h / (t if ly.sequence_parallel else 1)

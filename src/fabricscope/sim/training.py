@@ -64,8 +64,10 @@ def _layout(raw: dict[str, Any]) -> dict[str, int]:
         dp = gpus // (tp * pp * cp)
     dp = _int({"dp": dp}, "dp")
     if tp * pp * dp * cp != gpus:
-        raise FabricscopeError(f"tp*pp*dp = {tp}*{pp}*{dp}{f'*cp {cp}' if cp > 1 else ''} = {tp * pp * dp * cp} "
-                               f"but --gpus is {gpus}")
+        raise FabricscopeError(
+            f"tp*pp*dp = {tp}*{pp}*{dp}{f'*cp {cp}' if cp > 1 else ''} = {tp * pp * dp * cp} "
+            f"but --gpus is {gpus}"
+        )
     if dp % ep:
         raise FabricscopeError(f"--ep {ep} must divide the data-parallel size {dp}")
     return {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "gpus": gpus}
@@ -118,15 +120,33 @@ def _model(raw: dict[str, Any], lay: dict[str, int]) -> dict[str, Any]:
     gated = bool(raw.get("gated_mlp")) and str(raw.get("gated_mlp")).lower() not in _OFF
     mlp = (3 if gated else 2) * h * ffn * (experts or 1)
     attn = 2 * h * h + 2 * h * kv * (h // heads)
-    params = L * (attn + mlp + 13 * h) + (V + seq) * h if raw.get("layers") and raw.get("hidden") else \
-        _num(raw, "params", 1e3)
+    params = (
+        L * (attn + mlp + 13 * h) + (V + seq) * h
+        if raw.get("layers") and raw.get("hidden")
+        else _num(raw, "params", 1e3)
+    )
     sp_raw = raw.get("sequence_parallel")
     spar = lay["tp"] > 1 if sp_raw is None else str(sp_raw).lower() not in _OFF
-    return {"layers": L, "hidden": h, "heads": heads, "kv_heads": kv, "ffn": ffn, "vocab": V, "seq": seq, "v": v,
-            "experts": experts, "topk": topk if experts else 1, "recompute": recompute, "params": float(params),
-            "sequence_parallel": spar, "mb": _int(raw, "micro_batch"), "gated_mlp": gated, "fp8": precision == "fp8",
-            "stage_layers": math.ceil(L / pp),
-            "flash": str(raw.get("flash_attention", True)).lower() not in _OFF}  # uneven stages: the fullest one sets the pace
+    return {
+        "layers": L,
+        "hidden": h,
+        "heads": heads,
+        "kv_heads": kv,
+        "ffn": ffn,
+        "vocab": V,
+        "seq": seq,
+        "v": v,
+        "experts": experts,
+        "topk": topk if experts else 1,
+        "recompute": recompute,
+        "params": float(params),
+        "sequence_parallel": spar,
+        "mb": _int(raw, "micro_batch"),
+        "gated_mlp": gated,
+        "fp8": precision == "fp8",
+        "stage_layers": math.ceil(L / pp),
+        "flash": str(raw.get("flash_attention", True)).lower() not in _OFF,
+    }  # uneven stages: the fullest one sets the pace
 
 
 def _default_heads(h: int, tp: int) -> int:
@@ -139,12 +159,26 @@ def _default_heads(h: int, tp: int) -> int:
 
 def _time(sim: Simulator, op: str, size: float, groups: np.ndarray) -> dict[str, Any]:
     r = select.collective(sim, op, max(1, int(size)), groups)
-    return {"time_s": r.time_s, "busbw_GBps": r.busbw_GBps, "algbw_GBps": r.algbw_GBps, "size_bytes": r.size_bytes,
-            "algo": r.algo, "proto": r.proto, "limited_by": r.limited_by, "bottlenecks": r.bottlenecks[:3]}
+    return {
+        "time_s": r.time_s,
+        "busbw_GBps": r.busbw_GBps,
+        "algbw_GBps": r.algbw_GBps,
+        "size_bytes": r.size_bytes,
+        "algo": r.algo,
+        "proto": r.proto,
+        "limited_by": r.limited_by,
+        "bottlenecks": r.bottlenecks[:3],
+    }
 
 
 def _entry(r: dict[str, Any], calls: float, total: float, exposed: float) -> dict[str, Any]:
-    return {**r, "calls": calls, "total_s": total, "exposed_s": exposed, "overlapped_s": max(0.0, total - exposed)}
+    return {
+        **r,
+        "calls": calls,
+        "total_s": total,
+        "exposed_s": exposed,
+        "overlapped_s": max(0.0, total - exposed),
+    }
 
 
 def run_train(params: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +191,9 @@ def run_train(params: dict[str, Any]) -> dict[str, Any]:
     md = _model(raw, lay)
     sp, topo, sim = _fabric(raw, lay["gpus"])
     if md["fp8"] and not gpus.lookup(topo.node.gpu).fp8_tflops:
-        raise FabricscopeError(f"--precision fp8 needs FP8 tensor cores (Hopper or later), not {topo.node.gpu}")
+        raise FabricscopeError(
+            f"--precision fp8 needs FP8 tensor cores (Hopper or later), not {topo.node.gpu}"
+        )
     gpu = train_compute.gpu_spec(topo.node.gpu, raw.get("gpu_tflops") and _num(raw, "gpu_tflops", 1e-3))
     tp, pp, dp, cp = lay["tp"], lay["pp"], lay["dp"], lay["cp"]
     m = max(1, math.ceil(_num(raw, "tokens_per_step", 1) / (dp * md["mb"] * md["seq"])))
@@ -167,8 +203,12 @@ def run_train(params: dict[str, Any]) -> dict[str, Any]:
     comm: dict[str, Any] = {}
     per_mb = _model_parallel_comm(sim, md, lay, ranks, st, comm)
     for c in comm.values():  # per micro-batch so far: a step runs m of them
-        c.update(calls=c["calls"] * m, total_s=c["total_s"] * m, exposed_s=c["exposed_s"] * m,
-                 overlapped_s=c["overlapped_s"] * m)
+        c.update(
+            calls=c["calls"] * m,
+            total_s=c["total_s"] * m,
+            exposed_s=c["exposed_s"] * m,
+            overlapped_s=c["overlapped_s"] * m,
+        )
     t_slot = st["t_mb"] + per_mb
     bubble = (pp - 1) / md["v"] * t_slot
     exposed = m * per_mb
@@ -185,8 +225,21 @@ def _stage(gpu: Gpu, md: dict[str, Any], lay: dict[str, int]) -> dict[str, float
     the logit layer), and the model FLOPs of one micro-batch on one GPU."""
     tp, cp = lay["tp"], lay["cp"]
     seq_local = md["seq"] // cp
-    ly = Layer(md["hidden"], md["heads"], md["ffn"], seq_local, md["seq"], md["mb"], tp, md["sequence_parallel"],
-               md["topk"], md["kv_heads"], md["gated_mlp"], md["fp8"], md["flash"])
+    ly = Layer(
+        md["hidden"],
+        md["heads"],
+        md["ffn"],
+        seq_local,
+        md["seq"],
+        md["mb"],
+        tp,
+        md["sequence_parallel"],
+        md["topk"],
+        md["kv_heads"],
+        md["gated_mlp"],
+        md["fp8"],
+        md["flash"],
+    )
     lt = train_compute.layer_times(gpu, ly)
     per_stage = md["stage_layers"]
     rc = md["recompute"]
@@ -194,13 +247,27 @@ def _stage(gpu: Gpu, md: dict[str, Any], lay: dict[str, int]) -> dict[str, float
     t_log, f_log = train_compute.logits_time(gpu, md["mb"] * seq_local, md["hidden"], md["vocab"], tp)
     layers_flops = md["layers"] * 3 * lt.flops_fwd / lay["pp"]
     hw_flops = md["layers"] * lt.hardware_flops(rc) / lay["pp"]
-    return {"t_f": t_f, "t_b": t_b, "t_mb": t_f + t_b + t_log, "logits_s": t_log, "per_stage": per_stage,
-            "attn_core_s": lt.attn_core_fwd_s, "model_flops": layers_flops + f_log / lay["pp"],
-            "hardware_flops": hw_flops + f_log / lay["pp"], "memory_s": per_stage * lt.memory_fwd_s * 3}
+    return {
+        "t_f": t_f,
+        "t_b": t_b,
+        "t_mb": t_f + t_b + t_log,
+        "logits_s": t_log,
+        "per_stage": per_stage,
+        "attn_core_s": lt.attn_core_fwd_s,
+        "model_flops": layers_flops + f_log / lay["pp"],
+        "hardware_flops": hw_flops + f_log / lay["pp"],
+        "memory_s": per_stage * lt.memory_fwd_s * 3,
+    }
 
 
-def _model_parallel_comm(sim: Simulator, md: dict[str, Any], lay: dict[str, int], ranks: np.ndarray,
-                         st: dict[str, float], comm: dict[str, Any]) -> float:
+def _model_parallel_comm(
+    sim: Simulator,
+    md: dict[str, Any],
+    lay: dict[str, int],
+    ranks: np.ndarray,
+    st: dict[str, float],
+    comm: dict[str, Any],
+) -> float:
     """Exposed seconds per micro-batch of TP, EP and CP collectives (on the critical path)."""
     tp, cp, ep = lay["tp"], lay["cp"], lay["ep"]
     act = md["mb"] * md["seq"] / cp * md["hidden"] * train_compute.BYTES
@@ -211,8 +278,12 @@ def _model_parallel_comm(sim: Simulator, md: dict[str, Any], lay: dict[str, int]
         groups = ranks.reshape(-1, tp)
         if md["sequence_parallel"]:
             rs, ag = _time(sim, "reduce_scatter", act, groups), _time(sim, "all_gather", act, groups)
-            r = {**rs, "collective": "reduce_scatter + all_gather", "time_s": rs["time_s"] + ag["time_s"],
-                 "all_gather": ag}
+            r = {
+                **rs,
+                "collective": "reduce_scatter + all_gather",
+                "time_s": rs["time_s"] + ag["time_s"],
+                "all_gather": ag,
+            }
         else:
             r = {**_time(sim, "all_reduce", act, groups), "collective": "all_reduce"}
         calls = 2 * passes * L
@@ -221,14 +292,24 @@ def _model_parallel_comm(sim: Simulator, md: dict[str, Any], lay: dict[str, int]
     if md["experts"] and ep > 1:
         groups = ranks.transpose(0, 2, 3, 1).reshape(-1, ep)
         tokens = md["mb"] * md["seq"] / cp / (tp if md["sequence_parallel"] else 1)
-        r = {**_time(sim, "alltoall", tokens * md["topk"] * md["hidden"] * train_compute.BYTES, groups),
-             "collective": "alltoall (dispatch + combine)"}
+        r = {
+            **_time(sim, "alltoall", tokens * md["topk"] * md["hidden"] * train_compute.BYTES, groups),
+            "collective": "alltoall (dispatch + combine)",
+        }
         calls = 2 * passes * L
         comm["expert_parallel"] = _entry(r, calls, calls * r["time_s"], calls * r["time_s"])
         out += calls * r["time_s"]
     if cp > 1:
         groups = ranks.transpose(0, 1, 3, 2).reshape(-1, cp)
-        kv = 2 * md["mb"] * md["seq"] * md["kv_heads"] * (md["hidden"] // md["heads"]) / tp * train_compute.BYTES
+        kv = (
+            2
+            * md["mb"]
+            * md["seq"]
+            * md["kv_heads"]
+            * (md["hidden"] // md["heads"])
+            / tp
+            * train_compute.BYTES
+        )
         r = {**_time(sim, "all_gather", kv, groups), "collective": "all_gather of K and V (ring attention)"}
         calls = passes * L  # forward gathers; backward reduce-scatters the K/V gradients (same bytes)
         hidden = passes * L * st["attn_core_s"]
@@ -238,16 +319,25 @@ def _model_parallel_comm(sim: Simulator, md: dict[str, Any], lay: dict[str, int]
     return out
 
 
-def _pipeline_comm(sim: Simulator, md: dict[str, Any], lay: dict[str, int], ranks: np.ndarray, m: int,
-                   comm: dict[str, Any]) -> float:
+def _pipeline_comm(
+    sim: Simulator, md: dict[str, Any], lay: dict[str, int], ranks: np.ndarray, m: int, comm: dict[str, Any]
+) -> float:
     pp, v = lay["pp"], md["v"]
     if pp == 1:
         return 0.0
     src, dst = _pp_pairs(ranks, v)
     size = md["mb"] * md["seq"] / lay["cp"] * md["hidden"] * train_compute.BYTES / lay["tp"]
     res = sim.run_plan(collectives.p2p_plan(sim.topo, src, dst, size, "pp-send", "pipeline stage sends"))
-    r = {"time_s": res.time_s, "busbw_GBps": res.busbw_GBps, "algbw_GBps": res.algbw_GBps, "size_bytes": int(size),
-         "algo": "p2p", "proto": res.proto, "limited_by": res.limited_by, "bottlenecks": res.bottlenecks[:3]}
+    r = {
+        "time_s": res.time_s,
+        "busbw_GBps": res.busbw_GBps,
+        "algbw_GBps": res.algbw_GBps,
+        "size_bytes": int(size),
+        "algo": "p2p",
+        "proto": res.proto,
+        "limited_by": res.limited_by,
+        "bottlenecks": res.bottlenecks[:3],
+    }
     crit = 2 * (v * m + pp - 2)
     calls = 2 * m * v * (pp - 1)
     # a GPU's own sends are 2 v m; the fill and drain add the others' on the critical path
@@ -262,8 +352,15 @@ def _pp_pairs(ranks: np.ndarray, v: int) -> tuple[np.ndarray, np.ndarray]:
     return src, dst
 
 
-def _data_comm(sim: Simulator, raw: dict[str, Any], md: dict[str, Any], lay: dict[str, int], ranks: np.ndarray,
-               st: dict[str, float], comm: dict[str, Any]) -> float:
+def _data_comm(
+    sim: Simulator,
+    raw: dict[str, Any],
+    md: dict[str, Any],
+    lay: dict[str, int],
+    ranks: np.ndarray,
+    st: dict[str, float],
+    comm: dict[str, Any],
+) -> float:
     """Exposed seconds of the gradient collective, overlapped with the last backward pass, slowed
     by the pipeline and tensor-parallel traffic it shares links with."""
     dp, cp, tp, pp = lay["dp"], lay["cp"], lay["tp"], lay["pp"]
@@ -290,14 +387,24 @@ def _data_comm(sim: Simulator, raw: dict[str, Any], md: dict[str, Any], lay: dic
         ag, rs = _time(sim, "all_gather", weights, groups), _time(sim, "reduce_scatter", grad, groups)
         t_ag, t_rs = ag["time_s"], rs["time_s"] * slow
         m = max(1, int(md.get("micro_batches", 1)))
-        r = {**rs, "collective": "all_gather x 2 + reduce_scatter per micro-batch (FSDP)", "reduce_scatter": rs,
-             "all_gather": ag, "time_s": m * (2 * t_ag + t_rs)}
+        r = {
+            **rs,
+            "collective": "all_gather x 2 + reduce_scatter per micro-batch (FSDP)",
+            "reduce_scatter": rs,
+            "all_gather": ag,
+            "time_s": m * (2 * t_ag + t_rs),
+        }
         exposed = m * (max(0.0, t_ag - w_f) + max(0.0, t_ag + t_rs - w_b))
     elif kind in ("zero", "rs-ag", "distributed"):
         rs, ag = _time(sim, "reduce_scatter", grad, groups), _time(sim, "all_gather", grad, groups)
         t_rs, t_ag = rs["time_s"] * slow, ag["time_s"]
-        r = {**rs, "collective": "reduce_scatter + all_gather", "reduce_scatter": rs, "all_gather": ag,
-             "time_s": t_rs + t_ag}
+        r = {
+            **rs,
+            "collective": "reduce_scatter + all_gather",
+            "reduce_scatter": rs,
+            "all_gather": ag,
+            "time_s": t_rs + t_ag,
+        }
         exposed = max(0.0, t_rs - w_b) + max(0.0, t_ag - w_f)
     else:
         raise FabricscopeError("--dp-collective is allreduce, zero (distributed optimizer) or fsdp (ZeRO-3)")
@@ -306,8 +413,9 @@ def _data_comm(sim: Simulator, raw: dict[str, Any], md: dict[str, Any], lay: dic
     return exposed
 
 
-def _shared_slowdown(sim: Simulator, groups: np.ndarray, ranks: np.ndarray, md: dict[str, Any],
-                     lay: dict[str, int]) -> float:
+def _shared_slowdown(
+    sim: Simulator, groups: np.ndarray, ranks: np.ndarray, md: dict[str, Any], lay: dict[str, int]
+) -> float:
     """How much slower the gradient ring's flows run when the pipeline sends and tensor-parallel
     rings of the same moment are solved with them on the same links (>= 1)."""
     topo = sim.topo
@@ -321,8 +429,9 @@ def _shared_slowdown(sim: Simulator, groups: np.ndarray, ranks: np.ndarray, md: 
     if not others:
         return 1.0
     mark = 1 << 40  # chain ids of the other traffic, to tell the gradient flows apart after solving
-    parts = [dp_pat] + [Pattern(p.key, p.src_gpu, p.dst_gpu, p.src_nic, p.dst_nic, p.entropy,
-                                            p.chain + mark) for p in others]
+    parts = [dp_pat] + [
+        Pattern(p.key, p.src_gpu, p.dst_gpu, p.src_nic, p.dst_nic, p.entropy, p.chain + mark) for p in others
+    ]
     both = sim.solve_pattern(Pattern.concat("train-shared", parts))
     alone = sim.solve_pattern(dp_pat)
     mine = (both.pattern.chain < mark) & (both.pattern.src_gpu != both.pattern.dst_gpu)
@@ -332,9 +441,21 @@ def _shared_slowdown(sim: Simulator, groups: np.ndarray, ranks: np.ndarray, md: 
     return max(1.0, float(alone.solution.rate[solo].min()) / float(both.solution.rate[mine].min()))
 
 
-def _document(raw: dict[str, Any], md: dict[str, Any], lay: dict[str, int], gpu: Gpu, sim: Simulator, m: int,
-              tokens: int, st: dict[str, float], compute: float, bubble: float, exposed: float, step: float,
-              comm: dict[str, Any]) -> dict[str, Any]:
+def _document(
+    raw: dict[str, Any],
+    md: dict[str, Any],
+    lay: dict[str, int],
+    gpu: Gpu,
+    sim: Simulator,
+    m: int,
+    tokens: int,
+    st: dict[str, float],
+    compute: float,
+    bubble: float,
+    exposed: float,
+    step: float,
+    comm: dict[str, Any],
+) -> dict[str, Any]:
     n = lay["gpus"]
     # st's FLOPs are one micro-batch on one GPU (averaged over the stages); every GPU runs m of them
     model_tf = m * st["model_flops"] / step / 1e12 if step > 0 else 0.0
@@ -343,15 +464,37 @@ def _document(raw: dict[str, Any], md: dict[str, Any], lay: dict[str, int], gpu:
         "schema": SCHEMA,
         "kind": "train",
         "workload": {
-            "params": md["params"], "gpus": n, "tp": lay["tp"], "pp": lay["pp"], "dp": lay["dp"], "cp": lay["cp"],
-            "ep": lay["ep"], "layers": md["layers"], "hidden": md["hidden"], "heads": md["heads"], "ffn": md["ffn"],
-            "vocab": md["vocab"], "seq_len": md["seq"], "micro_batch": md["mb"], "micro_batches": m,
-            "virtual_stages": md["v"], "recompute": md["recompute"], "sequence_parallel": md["sequence_parallel"],
-            "experts": md["experts"], "active_experts": md["topk"] if md["experts"] else 0,
-            "tokens_per_step": tokens, "gpu": gpu.name, "gpu_peak_tflops": gpu.peak_tflops,
-            "gemm_efficiency": train_compute.FP8_GEMM_EFFICIENCY if md["fp8"] else train_compute.GEMM_EFFICIENCY,
-            "dp_collective": str(raw["dp_collective"]), "kv_heads": md["kv_heads"], "gated_mlp": md["gated_mlp"],
-            "precision": "fp8" if md["fp8"] else "bf16", "stage_layers": md["stage_layers"],
+            "params": md["params"],
+            "gpus": n,
+            "tp": lay["tp"],
+            "pp": lay["pp"],
+            "dp": lay["dp"],
+            "cp": lay["cp"],
+            "ep": lay["ep"],
+            "layers": md["layers"],
+            "hidden": md["hidden"],
+            "heads": md["heads"],
+            "ffn": md["ffn"],
+            "vocab": md["vocab"],
+            "seq_len": md["seq"],
+            "micro_batch": md["mb"],
+            "micro_batches": m,
+            "virtual_stages": md["v"],
+            "recompute": md["recompute"],
+            "sequence_parallel": md["sequence_parallel"],
+            "experts": md["experts"],
+            "active_experts": md["topk"] if md["experts"] else 0,
+            "tokens_per_step": tokens,
+            "gpu": gpu.name,
+            "gpu_peak_tflops": gpu.peak_tflops,
+            "gemm_efficiency": train_compute.FP8_GEMM_EFFICIENCY
+            if md["fp8"]
+            else train_compute.GEMM_EFFICIENCY,
+            "dp_collective": str(raw["dp_collective"]),
+            "kv_heads": md["kv_heads"],
+            "gated_mlp": md["gated_mlp"],
+            "precision": "fp8" if md["fp8"] else "bf16",
+            "stage_layers": md["stage_layers"],
         },
         "step_time_s": step,
         "time_s": step,
@@ -373,9 +516,15 @@ def _document(raw: dict[str, Any], md: dict[str, Any], lay: dict[str, int], gpu:
     }
 
 
-def _breakdown(st: dict[str, float], m: int, compute: float, bubble: float, comm: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"compute_s": compute, "memory_bound_ops_s": m * st["memory_s"],
-                           "logits_s": m * st["logits_s"], "bubble_s": bubble}
+def _breakdown(
+    st: dict[str, float], m: int, compute: float, bubble: float, comm: dict[str, Any]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "compute_s": compute,
+        "memory_bound_ops_s": m * st["memory_s"],
+        "logits_s": m * st["logits_s"],
+        "bubble_s": bubble,
+    }
     for name, c in comm.items():
         out[name] = {"total_s": c["total_s"], "exposed_s": c["exposed_s"], "overlapped_s": c["overlapped_s"]}
     return out

@@ -53,7 +53,9 @@ class Transport:
     rto_s: float | None = None  # None = derived from RTT (adaptive retransmission)
     min_rto_s: float = 0.0
     dcqcn_efficiency: float = 1.0  # bandwidth utilisation of a contended link under DCQCN
-    sockets: int = 1  # TCP sockets one NCCL connection stripes over (NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS)
+    sockets: int = (
+        1  # TCP sockets one NCCL connection stripes over (NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS)
+    )
     threads: int = 1  # helper threads (cores) that serve them; the proxy thread alone when 0 were asked
     # Host side of NCCL's socket transport: every byte is staged through host memory (the GPU writes
     # it to a pinned bounce buffer, the kernel copies it into the socket, the NIC reads it: 4 memory
@@ -68,6 +70,7 @@ class Transport:
     def stripes(self) -> int:
         """Flows one connection is cut into on the wire: sockets (TCP) or queue pairs (RDMA)."""
         return max(self.sockets, self.qps)
+
     notes: list[str] = field(default_factory=list)
 
     def host_cap_Bps(self, nics_per_node: int) -> float:
@@ -83,7 +86,9 @@ class Transport:
     def describe(self) -> dict[str, Any]:
         d = asdict(self)
         d["efficiency"] = self.efficiency
-        d["per_flow_cap_gbps"] = None if math.isinf(self.per_flow_cap_Bps) else self.per_flow_cap_Bps * 8 / 1e9
+        d["per_flow_cap_gbps"] = (
+            None if math.isinf(self.per_flow_cap_Bps) else self.per_flow_cap_Bps * 8 / 1e9
+        )
         d.pop("per_flow_cap_Bps")
         d["host_mem_GBps"] = None if math.isinf(self.host_mem_GBps) else self.host_mem_GBps
         return d
@@ -163,7 +168,9 @@ def padhye_Bps(mss_bytes: float, rtt_s: float, p: float, rto_s: float, b: int = 
 
     B = MSS / (RTT sqrt(2bp/3) + T0 min(1, 3 sqrt(3bp/8)) p (1 + 32 p^2)).
     """
-    denom = rtt_s * math.sqrt(2 * b * p / 3) + rto_s * min(1.0, 3 * math.sqrt(3 * b * p / 8)) * p * (1 + 32 * p * p)
+    denom = rtt_s * math.sqrt(2 * b * p / 3) + rto_s * min(1.0, 3 * math.sqrt(3 * b * p / 8)) * p * (
+        1 + 32 * p * p
+    )
     return mss_bytes / denom
 
 
@@ -218,9 +225,19 @@ def make_transport(
     elif key == "ib":
         mtu = mtu_bytes or 4096
         t = Transport(
-            name=key, wire_efficiency=mtu / (mtu + IB_OVERHEAD_BYTES), endpoint_efficiency=0.96, alpha_s=3.0e-6,
-            mtu_bytes=mtu, payload_bytes=mtu, default_routing="adaptive", lossless=True, ecn=True,
-            retransmission="go-back-n", loss=loss, rto_s=rto_s, min_rto_s=4e-6,
+            name=key,
+            wire_efficiency=mtu / (mtu + IB_OVERHEAD_BYTES),
+            endpoint_efficiency=0.96,
+            alpha_s=3.0e-6,
+            mtu_bytes=mtu,
+            payload_bytes=mtu,
+            default_routing="adaptive",
+            lossless=True,
+            ecn=True,
+            retransmission="go-back-n",
+            loss=loss,
+            rto_s=rto_s,
+            min_rto_s=4e-6,
             notes=["credit-based lossless links; adaptive routing by default; RC go-back-N if --loss is set"],
         )
     elif key in ("roce", "roce-lossy"):
@@ -230,12 +247,16 @@ def make_transport(
     _override(t, per_core_gbps, alpha_s, efficiency, nsocks_perthread, socket_nthreads)
     if qps_per_connection is not None:
         if key not in ("ib", "roce", "roce-lossy") or not 1 <= int(qps_per_connection) <= 128:
-            raise FabricscopeError("--qps-per-connection applies to ib and roce, 1 to 128 (NCCL_IB_QPS_PER_CONNECTION)")
+            raise FabricscopeError(
+                "--qps-per-connection applies to ib and roce, 1 to 128 (NCCL_IB_QPS_PER_CONNECTION)"
+            )
         t.qps = int(qps_per_connection)
         t.notes.append(f"{t.qps} queue pair(s) per connection, each hashed by ECMP on its own")
     if host_mem_GBps is not None:
         if key != "tcp":
-            raise FabricscopeError("--host-mem-GBps applies to tcp (NCCL's socket transport stages through host memory)")
+            raise FabricscopeError(
+                "--host-mem-GBps applies to tcp (NCCL's socket transport stages through host memory)"
+            )
         t.host_mem_GBps = float(host_mem_GBps)
     return t
 
@@ -244,42 +265,82 @@ def _roce(key: str, mtu_bytes: int | None, ecn: bool, loss: float, rto_s: float 
     mtu = mtu_bytes or 4096
     lossless = key == "roce"
     return Transport(
-        name=key, wire_efficiency=mtu / (mtu + ROCE_OVERHEAD_BYTES), endpoint_efficiency=0.96,
-        alpha_s=3.5e-6, mtu_bytes=mtu, payload_bytes=mtu, default_routing="ecmp", lossless=lossless,
-        ecn=ecn, retransmission="go-back-n", loss=loss, rto_s=rto_s, min_rto_s=4e-6,
+        name=key,
+        wire_efficiency=mtu / (mtu + ROCE_OVERHEAD_BYTES),
+        endpoint_efficiency=0.96,
+        alpha_s=3.5e-6,
+        mtu_bytes=mtu,
+        payload_bytes=mtu,
+        default_routing="ecmp",
+        lossless=lossless,
+        ecn=ecn,
+        retransmission="go-back-n",
+        loss=loss,
+        rto_s=rto_s,
+        min_rto_s=4e-6,
         dcqcn_efficiency=0.87 if ecn else 1.0,
         notes=[
-            "PFC lossless, DCQCN on ECN" if lossless and ecn else
-            "PFC only (no ECN): head-of-line blocking under incast" if lossless else
-            "no PFC: losses recovered by go-back-N"
+            "PFC lossless, DCQCN on ECN"
+            if lossless and ecn
+            else "PFC only (no ECN): head-of-line blocking under incast"
+            if lossless
+            else "no PFC: losses recovered by go-back-N"
         ],
     )
 
 
-def _socket(key: str, mtu_bytes: int | None, eth: int, loss: float, rto_s: float | None,
-            per_core_gbps: float | None) -> Transport:
+def _socket(
+    key: str, mtu_bytes: int | None, eth: int, loss: float, rto_s: float | None, per_core_gbps: float | None
+) -> Transport:
     """Kernel TCP (NCCL's socket transport) or UDP with application-level recovery."""
     mtu = mtu_bytes or 1500
     if key == "tcp":
         mss = mtu - 52  # IPv4 20 + TCP 20 + timestamps option 12
         return Transport(
-            name=key, wire_efficiency=mss / (mtu + eth), endpoint_efficiency=1.0, alpha_s=TCP_ALPHA_S,
-            mtu_bytes=mtu, payload_bytes=mss, default_routing="ecmp", lossless=False, ecn=False,
-            retransmission="tcp", loss=loss, per_flow_cap_Bps=(per_core_gbps or 40.0) * 1e9 / 8,
-            rto_s=rto_s, min_rto_s=0.2, upper_bound=True, nccl_hop_s=TCP_NCCL_HOP_S, host_mem_GBps=TCP_HOST_MEM_GBPS,
-            notes=["kernel TCP: per-flow cap = one core's copy rate; Padhye bound under loss (RTOmin 200 ms)"],
+            name=key,
+            wire_efficiency=mss / (mtu + eth),
+            endpoint_efficiency=1.0,
+            alpha_s=TCP_ALPHA_S,
+            mtu_bytes=mtu,
+            payload_bytes=mss,
+            default_routing="ecmp",
+            lossless=False,
+            ecn=False,
+            retransmission="tcp",
+            loss=loss,
+            per_flow_cap_Bps=(per_core_gbps or 40.0) * 1e9 / 8,
+            rto_s=rto_s,
+            min_rto_s=0.2,
+            upper_bound=True,
+            nccl_hop_s=TCP_NCCL_HOP_S,
+            host_mem_GBps=TCP_HOST_MEM_GBPS,
+            notes=[
+                "kernel TCP: per-flow cap = one core's copy rate; Padhye bound under loss (RTOmin 200 ms)"
+            ],
         )
     payload = mtu - 28  # IPv4 20 + UDP 8
     return Transport(
-        name=key, wire_efficiency=payload / (mtu + eth), endpoint_efficiency=1.0, alpha_s=10e-6,
-        mtu_bytes=mtu, payload_bytes=payload, default_routing="ecmp", lossless=False, ecn=False,
-        retransmission="app", loss=loss, per_flow_cap_Bps=(per_core_gbps or 15.0) * 1e9 / 8,
-        rto_s=rto_s, min_rto_s=1e-3,
+        name=key,
+        wire_efficiency=payload / (mtu + eth),
+        endpoint_efficiency=1.0,
+        alpha_s=10e-6,
+        mtu_bytes=mtu,
+        payload_bytes=payload,
+        default_routing="ecmp",
+        lossless=False,
+        ecn=False,
+        retransmission="app",
+        loss=loss,
+        per_flow_cap_Bps=(per_core_gbps or 15.0) * 1e9 / 8,
+        rto_s=rto_s,
+        min_rto_s=1e-3,
         notes=["application-level loss recovery: resend lost datagrams after a timer (default 1 ms)"],
     )
 
 
-def _cloud(key: str, mtu_bytes: int | None, loss: float, rto_s: float | None, per_core_gbps: float | None) -> Transport:
+def _cloud(
+    key: str, mtu_bytes: int | None, loss: float, rto_s: float | None, per_core_gbps: float | None
+) -> Transport:
     mtu0, overhead, endpoint, alpha, cap = CLOUD[key]
     mtu = mtu_bytes or mtu0
     payload = mtu - (52 if key == "tcpx" else 0)
@@ -292,10 +353,21 @@ def _cloud(key: str, mtu_bytes: int | None, loss: float, rto_s: float | None, pe
         "tcpxo": "GPUDirect-TCPXO: the TCPX data path offloaded to the NIC",
     }[key]
     return Transport(
-        name=key, wire_efficiency=payload / (mtu + overhead), endpoint_efficiency=endpoint, alpha_s=alpha,
-        mtu_bytes=mtu, payload_bytes=payload, default_routing="adaptive" if key == "efa" else "ecmp",
-        lossless=False, ecn=False, retransmission="tcp" if key == "tcpx" else "app", loss=loss,
-        per_flow_cap_Bps=flow_cap, rto_s=rto_s, min_rto_s=0.2 if key == "tcpx" else 1e-4, notes=[notes],
+        name=key,
+        wire_efficiency=payload / (mtu + overhead),
+        endpoint_efficiency=endpoint,
+        alpha_s=alpha,
+        mtu_bytes=mtu,
+        payload_bytes=payload,
+        default_routing="adaptive" if key == "efa" else "ecmp",
+        lossless=False,
+        ecn=False,
+        retransmission="tcp" if key == "tcpx" else "app",
+        loss=loss,
+        per_flow_cap_Bps=flow_cap,
+        rto_s=rto_s,
+        min_rto_s=0.2 if key == "tcpx" else 1e-4,
+        notes=[notes],
     )
 
 
@@ -324,7 +396,9 @@ def _override(
             t.wire_efficiency = efficiency
     if nsocks_perthread is not None or socket_nthreads is not None:
         if key not in ("tcp", "tcpx"):
-            raise FabricscopeError("--nsocks-perthread and --socket-nthreads apply to tcp and tcpx (socket transports)")
+            raise FabricscopeError(
+                "--nsocks-perthread and --socket-nthreads apply to tcp and tcpx (socket transports)"
+            )
         t.sockets, t.threads = socket_striping(nsocks_perthread, socket_nthreads)
         t.notes.append(f"NCCL socket transport: {t.sockets} socket(s) per connection, {t.threads} thread(s)")
     if t.mtu_bytes < 256 or t.mtu_bytes > 65536:

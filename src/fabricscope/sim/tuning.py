@@ -28,44 +28,158 @@ _P = {p: i for i, p in enumerate(PROTOS)}
 
 # baseLatencies (us) per algorithm, (LL, LL128, Simple).
 BASE_LAT_US: dict[str, tuple[float, float, float]] = {
-    "tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "collnet": (0.0, 0.0, 0.0),
-    "nvls": (0.0, 0.0, 0.0), "nvlstree": (0.0, 0.0, 0.0), "pat": (8.0, 8.0, 8.0),
+    "tree": (6.8, 14.0, 8.4),
+    "ring": (6.6, 14.0, 8.4),
+    "collnet": (0.0, 0.0, 0.0),
+    "nvls": (0.0, 0.0, 0.0),
+    "nvlstree": (0.0, 0.0, 0.0),
+    "pat": (8.0, 8.0, 8.0),
 }
 # hwLatencies (us) per link type of a hop, per algorithm, (LL, LL128, Simple). collnet is
 # NCCL's CollNetDirect (the variant on NVSwitch systems).
 HW_LAT_US: dict[str, dict[str, tuple[float, float, float]]] = {
-    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "collnet": (0.0, 0.0, 3.7),
-               "nvls": (0.0, 0.0, 25.0), "nvlstree": (0.0, 0.0, 25.0), "pat": (0.0, 0.0, 4.0)},
-    "pci": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "collnet": (0.0, 0.0, 3.7),
-            "nvls": (0.0, 0.0, 0.0), "nvlstree": (0.0, 0.0, 0.0), "pat": (0.0, 0.0, 4.0)},
-    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "collnet": (0.0, 0.0, 31.0),
-            "nvls": (0.0, 0.0, 18.0), "nvlstree": (0.0, 0.0, 20.9), "pat": (0.0, 0.0, 14.0)},
+    "nvlink": {
+        "tree": (0.6, 1.25, 4.0),
+        "ring": (0.6, 1.9, 3.4),
+        "collnet": (0.0, 0.0, 3.7),
+        "nvls": (0.0, 0.0, 25.0),
+        "nvlstree": (0.0, 0.0, 25.0),
+        "pat": (0.0, 0.0, 4.0),
+    },
+    "pci": {
+        "tree": (1.0, 1.9, 4.0),
+        "ring": (1.0, 2.5, 5.7),
+        "collnet": (0.0, 0.0, 3.7),
+        "nvls": (0.0, 0.0, 0.0),
+        "nvlstree": (0.0, 0.0, 0.0),
+        "pat": (0.0, 0.0, 4.0),
+    },
+    "net": {
+        "tree": (5.0, 8.5, 14.0),
+        "ring": (2.7, 4.0, 14.0),
+        "collnet": (0.0, 0.0, 31.0),
+        "nvls": (0.0, 0.0, 18.0),
+        "nvlstree": (0.0, 0.0, 20.9),
+        "pat": (0.0, 0.0, 14.0),
+    },
 }
 ARCHS = gpus.ARCHS
 # llMaxBws (GB/s busbw): row = GPU generation for one node, or the CPU for several (row 0 Intel,
 # row 1 AMD); column = 1, 2, >2 nodes.
 LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
 # Per-channel caps (GB/s), per generation, per 1 / 2 / >2 nodes.
-PER_CH_MAX_RING_LL128 = {"volta": (20.0, 20.0, 20.0), "ampere": (20.0, 20.0, 20.0),
-                         "hopper": (36.7, 36.7, 36.7), "blackwell": (40.0, 40.0, 40.0)}
-PER_CH_MAX_TREE_LL128 = {"volta": (20.0, 20.0, 20.0), "ampere": (20.0, 20.0, 20.0),
-                         "hopper": (36.7, 36.7, 29.0), "blackwell": (55.6, 31.67, 20.0)}
-PER_CH_MAX_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8),
-                   "hopper": (38.7, 41.4, 36.0), "blackwell": (70.0, 42.8, 24.0)}
-PER_CH_MAX_NVLSTREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8),
-                       "hopper": (0.0, 57.7, 45.5), "blackwell": (0.0, 96.0, 80.0)}
+PER_CH_MAX_RING_LL128 = {
+    "volta": (20.0, 20.0, 20.0),
+    "ampere": (20.0, 20.0, 20.0),
+    "hopper": (36.7, 36.7, 36.7),
+    "blackwell": (40.0, 40.0, 40.0),
+}
+PER_CH_MAX_TREE_LL128 = {
+    "volta": (20.0, 20.0, 20.0),
+    "ampere": (20.0, 20.0, 20.0),
+    "hopper": (36.7, 36.7, 29.0),
+    "blackwell": (55.6, 31.67, 20.0),
+}
+PER_CH_MAX_TREE = {
+    "volta": (26.5, 18.5, 10.0),
+    "ampere": (24.0, 23.6, 17.8),
+    "hopper": (38.7, 41.4, 36.0),
+    "blackwell": (70.0, 42.8, 24.0),
+}
+PER_CH_MAX_NVLSTREE = {
+    "volta": (26.5, 18.5, 10.0),
+    "ampere": (24.0, 23.6, 17.8),
+    "hopper": (0.0, 57.7, 45.5),
+    "blackwell": (0.0, 96.0, 80.0),
+}
 # nvlsEfficiency: NVLink SHARP's share of the NVLink bandwidth (0 = no NVLS before Hopper).
 NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.74}
 # treeCorrectionFactor[proto][log2(bytes / 64)] for 64 B .. 256 MiB (tree all_reduce only).
 TREE_CORRECTION = (
-    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0),
-    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0),
-    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9),
+    (
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        0.9,
+        0.8,
+        0.7,
+        0.7,
+        0.7,
+        0.7,
+        0.6,
+        0.5,
+        0.4,
+        0.4,
+        0.5,
+        0.6,
+        0.7,
+        0.8,
+        0.9,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+    ),
+    (
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        0.9,
+        0.8,
+        0.8,
+        0.8,
+        0.7,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.8,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        1.0,
+        1.0,
+        1.0,
+    ),
+    (
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.8,
+        0.7,
+        0.6,
+        0.6,
+        0.5,
+        0.5,
+        0.5,
+        0.5,
+        0.6,
+        0.7,
+        0.8,
+        0.7,
+        0.7,
+        0.8,
+        0.9,
+        0.9,
+        0.9,
+    ),
 )
 NET_OVERHEAD_US = 1.0  # getNetOverhead on an Intel x86 host (2.0 on AMD); x3 for Simple
 RING_PLATEAU = {"volta": 1.9}  # ring Simple all_reduce latency factor on several nodes; 1.4 from Ampere
 MAXCHANNELS = 64  # src/include/device.h
 NVLS_CHANNELS = 16  # NCCL_NVLS_NCHANNELS default (src/transport/nvls.cc)
+
 
 @dataclass(frozen=True)
 class CommShape:
@@ -164,7 +278,12 @@ def latency_s(shape: CommShape, algo: str, proto: str, size_bytes: float) -> flo
             overhead = (NET_OVERHEAD_US * (3 if proto == "Simple" else 1)) if nn > 1 else 0.0
             inter_steps = 0 if nn == 1 else 2 * (nn - 1) if op == "all_reduce" else nn - 1
             lat += (steps - inter_steps) * max(intra, overhead) + inter_steps * inter
-            if proto == "Simple" and nn > 1 and op == "all_reduce" and size_bytes / (shape.channels * n) >= 64:
+            if (
+                proto == "Simple"
+                and nn > 1
+                and op == "all_reduce"
+                and size_bytes / (shape.channels * n) >= 64
+            ):
                 lat *= RING_PLATEAU.get(shape.arch, 1.4)
     elif algo == "tree":
         lat += 2 * ((shape.ppn - 1) * intra + _log2i(nn) * inter)
@@ -196,7 +315,9 @@ def protocol_busbw(shape: CommShape, algo: str, proto: str, busbw: float, size_b
         if proto == "LL":
             bw = min(bw / 3.8, ll_max)
         elif proto == "LL128":
-            bw = min(bw * (7.0 / 9.0 if shape.nodes == 1 else 120.0 / 128.0), nch * PER_CH_MAX_TREE_LL128[a][col])
+            bw = min(
+                bw * (7.0 / 9.0 if shape.nodes == 1 else 120.0 / 128.0), nch * PER_CH_MAX_TREE_LL128[a][col]
+            )
         bw *= tree_correction(proto, size_bytes)
     elif algo == "nvlstree":
         cap = NVLS_CHANNELS * PER_CH_MAX_NVLSTREE[a][col]

@@ -46,7 +46,9 @@ def shape_of(params: float, layers: int | None, hidden: int | None, multiple: in
     return int(layers), max(64, int(round(math.sqrt(params / (12 * layers)) / 64) * 64))
 
 
-def tcp_transfer_s(nbytes: float, rate_Bps: float, rtt_s: float, mss: int, fresh: bool, init_cwnd: int = 10) -> float:
+def tcp_transfer_s(
+    nbytes: float, rate_Bps: float, rtt_s: float, mss: int, fresh: bool, init_cwnd: int = 10
+) -> float:
     """Time to move ``nbytes`` over TCP: a fresh connection pays the handshake (1 RTT before the
     first byte) and slow start from ``init_cwnd`` segments (RFC 6928), doubling per RTT until
     the window covers the bandwidth-delay product; a pooled (warm) connection sends at rate."""

@@ -94,7 +94,12 @@ def structure_legacy_runs(cur: sqlite3.Cursor) -> None:
                 doc["entries"] = entries
                 changed = True
             hosts = (doc.get("params") or {}).get("hosts")
-            if doc.get("ranks") is None and isinstance(hosts, list) and hosts and all(isinstance(h, str) for h in hosts):
+            if (
+                doc.get("ranks") is None
+                and isinstance(hosts, list)
+                and hosts
+                and all(isinstance(h, str) for h in hosts)
+            ):
                 doc["ranks"] = [{"rank": r, "host": h} for r, h in enumerate(hosts)]
                 changed = True
         elif kind == "matrix" and doc.get("matrix_gbps") is None:
@@ -103,7 +108,9 @@ def structure_legacy_runs(cur: sqlite3.Cursor) -> None:
                 doc["hosts"], doc["matrix_gbps"] = found
                 changed = True
         if changed:
-            cur.execute("UPDATE runs SET doc = ? WHERE id = ?", (json.dumps(doc, separators=(",", ":")), run_id))
+            cur.execute(
+                "UPDATE runs SET doc = ? WHERE id = ?", (json.dumps(doc, separators=(",", ":")), run_id)
+            )
 
 
 MIGRATIONS: tuple[Migration, ...] = (

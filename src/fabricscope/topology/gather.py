@@ -31,14 +31,16 @@ def local_reading(root: Root, host: str, socket_path: str | None = None) -> Node
         why = "; ".join(f"{p.source}: {p.reason}" for p in root.problems[-1:]) or "lldpctl is not installed"
         raise TopologyError(f"{host}: no LLDP reading ({why})")
     wanted = {n.interface for n in neighbors}
-    speeds = {
-        d.name: d.speed_mbps * 1e6 for d in read_net_devices(root) if d.name in wanted and d.speed_mbps
-    }
+    speeds = {d.name: d.speed_mbps * 1e6 for d in read_net_devices(root) if d.name in wanted and d.speed_mbps}
     return NodeLldp(host, neighbors, speeds)
 
 
 def to_wire(node: NodeLldp) -> dict[str, Any]:
-    return {"host": node.host, "neighbors": [asdict(n) for n in node.neighbors], "speeds": dict(node.nic_speeds_bps)}
+    return {
+        "host": node.host,
+        "neighbors": [asdict(n) for n in node.neighbors],
+        "speeds": dict(node.nic_speeds_bps),
+    }
 
 
 def from_wire(doc: Any) -> NodeLldp:
@@ -83,7 +85,11 @@ def gather(env: DistEnv, reading: NodeLldp | None, timeout_s: float) -> list[Nod
     if refused:
         raise TopologyError(f"gathering LLDP readings: {refused}")
     try:
-        return [from_wire(rendezvous.parse_json(g.items["lldp"], MAX_READING_BYTES)) for g in got if "lldp" in g.items]
+        return [
+            from_wire(rendezvous.parse_json(g.items["lldp"], MAX_READING_BYTES))
+            for g in got
+            if "lldp" in g.items
+        ]
     except ValueError as exc:
         raise TopologyError(f"an LLDP reading that is not JSON: {exc}") from None
 

@@ -18,8 +18,12 @@ from fabricscope.host.ibnetdiscover import IbFabric, IbNode
 from fabricscope.topology.model import Attachment, Cable, Discovery
 
 _MANAGED_SWITCH = re.compile(r"^MF0;([^:]+):")
-_HOST_DEVICE = re.compile(r"^(\S+)\s+((?:mlx\d+_\d+|HCA-\d+|hfi\d+_\d+|qib\d+|ibp\S+|bnxt_re\d+|irdma\d+|[a-z]+\d*_\d+))\Z")
-_VENDOR_DEFAULT = re.compile(r"Mellanox Technologies|ConnectX|InfiniHost|NVIDIA Technologies|Intel|QLogic", re.IGNORECASE)
+_HOST_DEVICE = re.compile(
+    r"^(\S+)\s+((?:mlx\d+_\d+|HCA-\d+|hfi\d+_\d+|qib\d+|ibp\S+|bnxt_re\d+|irdma\d+|[a-z]+\d*_\d+))\Z"
+)
+_VENDOR_DEFAULT = re.compile(
+    r"Mellanox Technologies|ConnectX|InfiniHost|NVIDIA Technologies|Intel|QLogic", re.IGNORECASE
+)
 _AGGREGATION = re.compile(r"Aggregation Node", re.IGNORECASE)
 
 
@@ -78,10 +82,14 @@ def from_ibnetdiscover(fabric: IbFabric, name: str = "infiniband") -> Discovery:
         label = f"{link.width}x{link.speed}" if link.width and link.speed else "unknown speed"
         if a.kind == "switch" and b.kind == "switch":
             disc.cables.append(Cable(sw[a.guid], sw[b.guid], str(link.a.port), str(link.b.port), rate))
-            switch_links.append((f"{sw[a.guid]}[{link.a.port}] - {sw[b.guid]}[{link.b.port}]", link.rate_gbps, label))
+            switch_links.append(
+                (f"{sw[a.guid]}[{link.a.port}] - {sw[b.guid]}[{link.b.port}]", link.rate_gbps, label)
+            )
             continue
         if a.kind == "switch" or b.kind == "switch":
-            switch, swport, ca, caport = (a, link.a.port, b, link.b.port) if a.kind == "switch" else (b, link.b.port, a, link.a.port)
+            switch, swport, ca, caport = (
+                (a, link.a.port, b, link.b.port) if a.kind == "switch" else (b, link.b.port, a, link.a.port)
+            )
             if ca.kind == "router":
                 ignored["router port(s)"] += 1
                 continue
@@ -91,7 +99,13 @@ def from_ibnetdiscover(fabric: IbFabric, name: str = "infiniband") -> Discovery:
             host, device, named = host_of(ca)
             if not named:
                 unnamed.add(ca.guid)
-            nic = device if device and ca.ports <= 1 else f"{device or 'port'}/{caport}" if device else f"port{caport}"
+            nic = (
+                device
+                if device and ca.ports <= 1
+                else f"{device or 'port'}/{caport}"
+                if device
+                else f"port{caport}"
+            )
             disc.attachments.append(Attachment(host, nic, sw[switch.guid], str(swport), rate))
             host_links.append((f"{host} {nic} - {sw[switch.guid]}[{swport}]", link.rate_gbps, label))
             continue

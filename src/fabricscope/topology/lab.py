@@ -17,11 +17,15 @@ def from_lab(state: LabState) -> Discovery:
     for host in plan.hosts:
         rate = state.link(host.name).rate_bps
         unshaped |= rate is None
-        disc.attachments += [Attachment(host.name, p.dev, p.switch, p.port, rate or VETH_BPS) for p in host.ports]
+        disc.attachments += [
+            Attachment(host.name, p.dev, p.switch, p.port, rate or VETH_BPS) for p in host.ports
+        ]
     for up in plan.uplinks:
         rate = state.link(up.leaf).rate_bps
         unshaped |= rate is None
         disc.cables.append(Cable(up.leaf, up.spine, up.leaf_port, up.spine_port, rate or VETH_BPS))
     if unshaped:
-        disc.warnings.append("unshaped lab links are written at 10G, the speed veth reports; they run as fast as the CPU copies")
+        disc.warnings.append(
+            "unshaped lab links are written at 10G, the speed veth reports; they run as fast as the CPU copies"
+        )
     return disc

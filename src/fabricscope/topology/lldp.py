@@ -39,7 +39,9 @@ def _attachments(nodes: Sequence[NodeLldp], disc: Discovery) -> list[Attachment]
     out = []
     for node in nodes:
         if not node.neighbors:
-            disc.warnings.append(f"{node.host}: no LLDP neighbour (is lldpd running there, and on its switches?)")
+            disc.warnings.append(
+                f"{node.host}: no LLDP neighbour (is lldpd running there, and on its switches?)"
+            )
         for interface, heard in sorted(_switch_neighbors(node.neighbors, hosts).items()):
             if len(heard) > 1:
                 disc.warnings.append(
@@ -55,7 +57,9 @@ def _attachments(nodes: Sequence[NodeLldp], disc: Discovery) -> list[Attachment]
     return out
 
 
-def _cables(tables: Mapping[str, Sequence[LldpNeighbor]], switches: set[str], hosts: set[str], disc: Discovery) -> list[Cable]:
+def _cables(
+    tables: Mapping[str, Sequence[LldpNeighbor]], switches: set[str], hosts: set[str], disc: Discovery
+) -> list[Cable]:
     """Each switch pair's cables, from whichever of its two ends lists more of them (each cable is
     listed by both ends when both tables were read)."""
     sides: dict[tuple[str, str], list[tuple[str, str | None, float | None]]] = defaultdict(list)

@@ -153,12 +153,19 @@ def _rail_only(pieces: list[set[str]], reach: dict[str, set[str]], disc: Discove
     rail-only network: NIC i of a node reaches NIC i of the others, and nothing else)."""
     if len(pieces) < 2 or len(pieces) > nics or not all(all(r & p for p in pieces) for r in reach.values()):
         return False
-    disc.warnings.append(f"{len(pieces)} separate rails, no cable between them: a NIC reaches only the same rail of other hosts")
+    disc.warnings.append(
+        f"{len(pieces)} separate rails, no cable between them: a NIC reaches only the same rail of other hosts"
+    )
     return True
 
 
-def _core_cables(disc: Discovery, hosts: list[str], by_host: dict[str, list[Attachment]],
-                 opts: BuildOptions, nic_bps: float) -> list[Cable]:
+def _core_cables(
+    disc: Discovery,
+    hosts: list[str],
+    by_host: dict[str, list[Attachment]],
+    opts: BuildOptions,
+    nic_bps: float,
+) -> list[Cable]:
     """No switch-to-switch cable seen (LLDP from hosts only): join the leaves by one core switch,
     non-blocking unless told otherwise, and say so."""
     down: dict[str, float] = defaultdict(float)
@@ -175,7 +182,12 @@ def _core_cables(disc: Discovery, hosts: list[str], by_host: dict[str, list[Atta
 
 
 def _switches(
-    disc: Discovery, hosts: list[str], by_host: dict[str, list[Attachment]], nics: int, opts: BuildOptions, nic_bps: float
+    disc: Discovery,
+    hosts: list[str],
+    by_host: dict[str, list[Attachment]],
+    nics: int,
+    opts: BuildOptions,
+    nic_bps: float,
 ) -> tuple[list[str], list[Cable]]:
     """The switches and cables to write: the kept hosts' leaves and what joins them (the core
     cables, or a core made up when none were seen); refuses a fabric in unconnected pieces."""
@@ -204,7 +216,11 @@ def _switches(
 
 
 def _attachments(
-    disc: Discovery, hosts: list[str], by_host: dict[str, list[Attachment]], opts: BuildOptions, nic_bps: float
+    disc: Discovery,
+    hosts: list[str],
+    by_host: dict[str, list[Attachment]],
+    opts: BuildOptions,
+    nic_bps: float,
 ) -> tuple[dict[str, set[tuple[int, int]]], dict[int, str]]:
     """(node, NIC) pairs per switch, and the NIC rate of each node slower than ``nic_bps`` (its
     slowest NIC: the simulator gives a node one rate)."""
@@ -217,7 +233,9 @@ def _attachments(
         if not opts.nic_rate_bps and not math.isclose(slowest, nic_bps):
             node_rate[index] = format_rate(slowest)
             if len({a.rate_bps for a in by_host[host]}) > 1:
-                disc.warnings.append(f"{host}: NICs at different rates; the simulator gives the node its slowest, {node_rate[index]}")
+                disc.warnings.append(
+                    f"{host}: NICs at different rates; the simulator gives the node its slowest, {node_rate[index]}"
+                )
     return attach, node_rate
 
 
@@ -243,7 +261,9 @@ def build_document(disc: Discovery, opts: BuildOptions | None = None) -> dict[st
         "switches": switches,
         "links": [
             {"a": a, "b": b, "rate": format_rate(rate), **({"count": n} if n > 1 else {})}
-            for (a, b, rate), n in sorted(links.items(), key=lambda kv: (natural_key(kv[0][0]), natural_key(kv[0][1]), kv[0][2]))
+            for (a, b, rate), n in sorted(
+                links.items(), key=lambda kv: (natural_key(kv[0][0]), natural_key(kv[0][1]), kv[0][2])
+            )
         ],
         "attach": {s: _attach_entries(attach[s], nics) for s in switches if s in attach},
     }

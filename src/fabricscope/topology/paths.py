@@ -153,5 +153,7 @@ def match_hosts(names: Iterable[str], view: FabricView, where: str) -> dict[str,
             missing.append(name)
     if missing:
         listed = ", ".join(sorted(view.hosts, key=natural_key)[:8]) + (" ..." if len(view.hosts) > 8 else "")
-        raise TopologyError(f"host(s) {', '.join(missing)} of the matrix are not in the topology {where} (it has {listed})")
+        raise TopologyError(
+            f"host(s) {', '.join(missing)} of the matrix are not in the topology {where} (it has {listed})"
+        )
     return out

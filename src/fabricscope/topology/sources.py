@@ -86,9 +86,13 @@ def lldp_from_snapshots(locations: Sequence[str]) -> list[NodeLldp]:
         host = (root.read("proc/sys/kernel/hostname") or Path(loc).name.split(".")[0]).strip()
         neighbors = read_lldp(root)
         if neighbors is None:
-            raise TopologyError(f"{loc}: the snapshot holds no lldpctl output (was lldpd running when it was taken?)")
+            raise TopologyError(
+                f"{loc}: the snapshot holds no lldpctl output (was lldpd running when it was taken?)"
+            )
         wanted = {n.interface for n in neighbors}
-        speeds = {d.name: d.speed_mbps * 1e6 for d in read_net_devices(root) if d.name in wanted and d.speed_mbps}
+        speeds = {
+            d.name: d.speed_mbps * 1e6 for d in read_net_devices(root) if d.name in wanted and d.speed_mbps
+        }
         nodes.append(NodeLldp(host, neighbors, speeds))
     return nodes
 

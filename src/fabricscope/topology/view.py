@@ -37,7 +37,9 @@ class FabricView:
     switches: list[str]
     links: list[LinkView]
     nics_of: dict[str, list[tuple[str, int]]]  # switch -> [(host, nic index)]
-    node_rate_bps: dict[str, float] = field(default_factory=dict)  # host -> its NICs' rate, where not nic_rate
+    node_rate_bps: dict[str, float] = field(
+        default_factory=dict
+    )  # host -> its NICs' rate, where not nic_rate
     tiers: dict[str, int] = field(default_factory=dict)
 
     def host_rate(self, host: str) -> float:
@@ -81,7 +83,9 @@ def _attach_items(entry: Any, nodes: int, nics: int) -> list[tuple[int, int]]:
 def view_from_document(doc: dict[str, Any]) -> FabricView:
     """The explicit-graph document (already checked by the simulator's loader) as a view."""
     if "switches" not in doc:
-        raise TopologyError(f"topology file describes the family {doc.get('kind')!r}, not cabling: nothing to show")
+        raise TopologyError(
+            f"topology file describes the family {doc.get('kind')!r}, not cabling: nothing to show"
+        )
     nodes = int(doc["nodes"])
     nics = int(doc.get("nics_per_node") or doc.get("gpus_per_node") or 8)
     hosts = [str(h) for h in doc.get("hosts") or [f"node{i}" for i in range(nodes)]]
@@ -90,15 +94,23 @@ def view_from_document(doc: dict[str, Any]) -> FabricView:
     for item in doc.get("links") or []:
         if isinstance(item, list):
             item = {"a": item[0], "b": item[1], **({"rate": item[2]} if len(item) > 2 else {})}
-        links.append(LinkView(str(item["a"]), str(item["b"]), parse_rate(str(item.get("rate", doc.get("nic_rate", "400G")))),
-                              int(item.get("count", 1))))
+        links.append(
+            LinkView(
+                str(item["a"]),
+                str(item["b"]),
+                parse_rate(str(item.get("rate", doc.get("nic_rate", "400G")))),
+                int(item.get("count", 1)),
+            )
+        )
     nics_of: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for switch, entries in (doc.get("attach") or {}).items():
         for entry in entries if isinstance(entries, list) else [entries]:
             nics_of[str(switch)] += [(hosts[n], k) for n, k in _attach_items(entry, nodes, nics)]
     rates = {hosts[int(n)]: parse_rate(str(r)) for n, r in (doc.get("node_nic_rate") or {}).items()}
     switches = [str(s) for s in doc["switches"]]
-    view = FabricView(str(doc.get("name", "custom")), hosts, nics, nic_bps, switches, links, dict(nics_of), rates)
+    view = FabricView(
+        str(doc.get("name", "custom")), hosts, nics, nic_bps, switches, links, dict(nics_of), rates
+    )
     view.tiers = _tiers(switches, links, {s for s in nics_of if nics_of[s]})
     return view
 
@@ -145,8 +157,15 @@ def switch_loads(view: FabricView) -> list[SwitchLoad]:
         cables[low] += link.count
         down[high] += link.rate_bps * link.count
     return [
-        SwitchLoad(s, view.tiers.get(s, 0), len({h for h, _ in view.nics_of.get(s, [])}), len(view.nics_of.get(s, [])),
-                   down[s], up[s], cables[s])
+        SwitchLoad(
+            s,
+            view.tiers.get(s, 0),
+            len({h for h, _ in view.nics_of.get(s, [])}),
+            len(view.nics_of.get(s, [])),
+            down[s],
+            up[s],
+            cables[s],
+        )
         for s in sorted(view.switches, key=lambda s: (view.tiers.get(s, 0), natural_key(s)))
     ]
 
@@ -163,7 +182,8 @@ def uneven_uplinks(view: FabricView) -> list[str]:
             continue  # no majority: a design, not a missing cable
         notes += [
             f"{load.switch} has {load.up_cables} uplink cable(s) where {seen} of the {len(row)} tier-{tier} switches have {usual}"
-            for load in row if load.up_cables < usual
+            for load in row
+            if load.up_cables < usual
         ]
     return notes
 

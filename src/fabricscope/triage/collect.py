@@ -59,7 +59,9 @@ def _files(root: Path) -> list[tuple[Path, Path]]:
         for name in sorted(names):
             found.append((Path(folder) / name, root))
             if len(found) > MAX_FILES:
-                raise FabricscopeError(f"{root}: more than {MAX_FILES} files; point at the job's dump directory")
+                raise FabricscopeError(
+                    f"{root}: more than {MAX_FILES} files; point at the job's dump directory"
+                )
     return found
 
 
@@ -124,7 +126,11 @@ def collect(paths: list[Path], host_map: dict[int, str] | None = None) -> JobInp
     seen: dict[int, RankDump] = {}
     for dump in sorted(inputs.dumps, key=lambda d: (d.rank, -(d.mtime or 0))):
         if dump.rank in seen:
-            inputs.skipped.append(Skipped(dump.path, f"a second dump for rank {dump.rank} (kept the newer {seen[dump.rank].path})"))
+            inputs.skipped.append(
+                Skipped(
+                    dump.path, f"a second dump for rank {dump.rank} (kept the newer {seen[dump.rank].path})"
+                )
+            )
         else:
             seen[dump.rank] = dump
     inputs.dumps = read_entries(list(seen.values()), inputs)
@@ -149,7 +155,7 @@ def read_entries(dumps: list[RankDump], inputs: JobInputs) -> list[RankDump]:
             common.setdefault(_counters(d), []).append(d.rank)
         majority = max(common.values(), key=len)
         outliers = [d.rank for d in dumps if d.rank not in set(majority)]
-        wanted = set(outliers[:MAX_FULL_READS - SAMPLE_RANKS]) | set(majority[:SAMPLE_RANKS])
+        wanted = set(outliers[: MAX_FULL_READS - SAMPLE_RANKS]) | set(majority[:SAMPLE_RANKS])
     out = []
     for d in dumps:
         if d.rank in wanted and d.header_only:

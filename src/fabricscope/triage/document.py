@@ -38,8 +38,10 @@ def inspector_evidence(records: list) -> list[str]:
         return [f"Inspector: {len(records)} collective record(s)"] if records else []
     medians = {r: statistics.median(v) for r, v in by_rank.items()}
     low = min(medians, key=medians.__getitem__)
-    return [f"Inspector: {len(records)} records from {len(by_rank)} ranks; lowest median busbw rank {low} "
-            f"({medians[low]:.1f} GB/s, median of ranks {statistics.median(medians.values()):.1f} GB/s)"]
+    return [
+        f"Inspector: {len(records)} records from {len(by_rank)} ranks; lowest median busbw rank {low} "
+        f"({medians[low]:.1f} GB/s, median of ranks {statistics.median(medians.values()):.1f} GB/s)"
+    ]
 
 
 def _flow_hosts(line: str) -> list[str]:
@@ -77,7 +79,8 @@ def next_action(verdict: Verdict) -> dict[str, Any]:
             "kind": "retest_link",
             "hosts": peers,
             "elements": verdict.elements,
-            "text": "retest " + (", ".join(verdict.elements) if verdict.elements else "the links between " + ", ".join(peers))
+            "text": "retest "
+            + (", ".join(verdict.elements) if verdict.elements else "the links between " + ", ".join(peers))
             + " with bench matrix limited to the hosts involved (--topology to place the cables); drain what it confirms",
             "commands": [
                 f"srun --nodelist={','.join(peers)} --ntasks-per-node=1 fabricscope bench matrix --json"
@@ -170,8 +173,14 @@ def build(inputs: JobInputs, *, stall_s: float = STALL_S, topology: str | None =
             f"RAS names rank {', '.join(map(str, ras_suspects))} while the dumps show no stall"
         )
     logs = inputs.logs
-    verdict.evidence += [f"log: rank {r}: PyTorch's watchdog timed out in {what}" for r, what in sorted(logs.timeouts.items())[:8]]
-    verdict.evidence += [f"log: a peer at {addr} closed its connections ({n} line(s))" for addr, n in sorted(logs.lost_peers.items())[:8]]
+    verdict.evidence += [
+        f"log: rank {r}: PyTorch's watchdog timed out in {what}"
+        for r, what in sorted(logs.timeouts.items())[:8]
+    ]
+    verdict.evidence += [
+        f"log: a peer at {addr} closed its connections ({n} line(s))"
+        for addr, n in sorted(logs.lost_peers.items())[:8]
+    ]
     verdict.evidence += [f"log: {line}" for line in logs.errors[:8]]
     verdict.evidence += inspector_evidence(inputs.inspector)
     written = [d.mtime for d in inputs.dumps if d.mtime]
@@ -199,7 +208,7 @@ def build(inputs: JobInputs, *, stall_s: float = STALL_S, topology: str | None =
             "ras_polls": len(inputs.ras),
             "logs": inputs.logs.files[:64],
             "hidden_files": inputs.hidden,
-                     "dumps_read_whole": inputs.entries_read,
+            "dumps_read_whole": inputs.entries_read,
             "stall_after_s": stall_s,
         },
         "ranks": _rank_rows(inputs, verdict.group, max(written) if written else None),

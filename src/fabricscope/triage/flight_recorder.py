@@ -23,8 +23,17 @@ MAX_DUMP_BYTES = 256 * 2**20  # a 20,000-entry dump with stack frames is a few M
 MAX_ENTRIES = 100_000  # per dump; PyTorch's default ring buffer holds 2,000 (TORCH_FR_BUFFER_SIZE)
 PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
 
-_FIELDS = ("collective_seq_id", "profiling_name", "input_sizes", "output_sizes", "input_dtypes", "state",
-           "time_created_ns", "time_discovered_started_ns", "time_discovered_completed_ns")
+_FIELDS = (
+    "collective_seq_id",
+    "profiling_name",
+    "input_sizes",
+    "output_sizes",
+    "input_dtypes",
+    "state",
+    "time_created_ns",
+    "time_discovered_started_ns",
+    "time_discovered_completed_ns",
+)
 _ALL = itemgetter(*_FIELDS)
 _RANK_WORD = re.compile(r".*rank[_\-.]?(\d{1,7})(?:\D.*)?\Z", re.IGNORECASE | re.DOTALL)
 _TRAILING = re.compile(r".*?(\d{1,7})\Z", re.DOTALL)
@@ -44,11 +53,17 @@ def looks_like_dump(head: bytes) -> bool:
     if head.startswith(PICKLE_MAGIC):
         return True
     text = head.lstrip()[:4096]
-    return text.startswith(b"{") and (b'"entries"' in text or b'"pg_config"' in text or b'"pg_status"' in text
-                                       or b'"comm_lib_version"' in text)
+    return text.startswith(b"{") and (
+        b'"entries"' in text
+        or b'"pg_config"' in text
+        or b'"pg_status"' in text
+        or b'"comm_lib_version"' in text
+    )
 
 
-def read_dump(path: Path, rank: int | None = None, host: str | None = None, *, header_only: bool = False) -> RankDump | Skipped:
+def read_dump(
+    path: Path, rank: int | None = None, host: str | None = None, *, header_only: bool = False
+) -> RankDump | Skipped:
     """One rank's dump, or the reason it is left out; never raises for bad content. With
     ``header_only`` the entries are not read when the counters can be had without them."""
     try:
@@ -65,7 +80,9 @@ def read_dump(path: Path, rank: int | None = None, host: str | None = None, *, h
         rank = rank_from_name(path.name)
     if rank is None:
         return Skipped(str(path), "no rank in the file name (PyTorch names dumps <prefix><rank>)")
-    dump = (parse_header(data, rank, str(path)) if header_only else None) or parse_bytes(data, rank, str(path))
+    dump = (parse_header(data, rank, str(path)) if header_only else None) or parse_bytes(
+        data, rank, str(path)
+    )
     if isinstance(dump, RankDump):
         dump.host, dump.mtime = host, mtime
     return dump
@@ -137,8 +154,13 @@ def from_object(obj: Any, rank: int, path: str, fmt: str) -> RankDump | Skipped:
     """Check the shape PyTorch documents and keep what the verdict needs."""
     if not isinstance(obj, dict) or not isinstance(obj.get("entries", []), list) or "version" not in obj:
         return Skipped(path, "not a Flight Recorder dump (no version/entries)")
-    dump = RankDump(rank=rank, path=path, fmt=fmt, version=str(obj.get("version")),
-                    comm_lib_version=str(obj.get("comm_lib_version") or ""))
+    dump = RankDump(
+        rank=rank,
+        path=path,
+        fmt=fmt,
+        version=str(obj.get("version")),
+        comm_lib_version=str(obj.get("comm_lib_version") or ""),
+    )
     try:
         _groups(dump, obj.get("pg_config") or {}, obj.get("pg_status") or {})
         entries = obj.get("entries") or []
@@ -178,9 +200,11 @@ def _members(ranks: Any) -> tuple[int, ...] | None:
 
 def _groups(dump: RankDump, config: dict, status: dict) -> None:
     for name, cfg in config.items():
-        group = GroupStatus(name=str(cfg.get("name", name)) if isinstance(cfg, dict) else str(name),
-                            desc=str(cfg.get("desc", "")) if isinstance(cfg, dict) else "",
-                            ranks=_members(cfg.get("ranks")) if isinstance(cfg, dict) else None)
+        group = GroupStatus(
+            name=str(cfg.get("name", name)) if isinstance(cfg, dict) else str(name),
+            desc=str(cfg.get("desc", "")) if isinstance(cfg, dict) else "",
+            ranks=_members(cfg.get("ranks")) if isinstance(cfg, dict) else None,
+        )
         dump.groups[group.name] = group
     for name, st in status.items():
         group = dump.groups.get(str(name))
@@ -206,7 +230,9 @@ def _entries(dump: RankDump, entries: list) -> None:
         name = str(pg[0]) if isinstance(pg, list | tuple) and pg else str(raw.get("pg_id", "0"))
         group = dump.groups.get(name)
         if group is None:
-            group = dump.groups[name] = GroupStatus(name=name, desc=str(pg[1]) if isinstance(pg, list | tuple) and len(pg) > 1 else "")
+            group = dump.groups[name] = GroupStatus(
+                name=name, desc=str(pg[1]) if isinstance(pg, list | tuple) and len(pg) > 1 else ""
+            )
         try:
             seq, op, ins, outs, dtypes, state, created, started, completed = _ALL(raw)
         except KeyError:
@@ -214,8 +240,20 @@ def _entries(dump: RankDump, entries: list) -> None:
             seq, op, ins, outs, dtypes, state, created, started, completed = (get(k) for k in _FIELDS)
         if type(seq) is not int:
             raise TypeError(f"collective_seq_id is {type(seq).__name__}")
-        group.entries.append(Entry(seq, str(op), ins, outs, dtypes, str(state), created, started or None,
-                                   completed or None, raw.get("duration_ms")))
+        group.entries.append(
+            Entry(
+                seq,
+                str(op),
+                ins,
+                outs,
+                dtypes,
+                str(state),
+                created,
+                started or None,
+                completed or None,
+                raw.get("duration_ms"),
+            )
+        )
     for group in dump.groups.values():
         group.entries.sort(key=itemgetter(0))
         if group.last_enqueued is None and group.entries:  # no pg_status: what the entries show

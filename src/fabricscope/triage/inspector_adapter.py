@@ -39,5 +39,7 @@ def read_records(lines: Iterable[str]) -> list[CollRecord]:
     for rec in read_dump(itertools.islice(lines, MAX_RECORDS)).records:
         if rec.p2p:
             continue
-        out.append(CollRecord(rec.comm_id, rec.rank, rec.hostname, rec.op, rec.seq, rec.exec_time_us, rec.busbw_gbs))
+        out.append(
+            CollRecord(rec.comm_id, rec.rank, rec.hostname, rec.op, rec.seq, rec.exec_time_us, rec.busbw_gbs)
+        )
     return out

@@ -27,12 +27,18 @@ _HOST_PREFIX = re.compile(r"^\[([A-Za-z0-9][\w.\-]{0,62})\] ")
 _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: Work\w*\(SeqNum=(\d+), OpType=(\w+)")
 _PEER_CLOSED = re.compile(r"Connection (?:closed|reset) by peer \[([0-9a-fA-F:.]+)\]:(\d+)")
 _LAB_EXIT = re.compile(r"non-zero exit on ((?:[\w.\-]+=-?\d+(?:, )?)+)")
-_SRUN_TASK = re.compile(r"srun: error: ([\w.\-]+): tasks? (\d+)(?:-(\d+))?: (Killed|Segmentation fault|Aborted|Exited with exit code \d+)")
+_SRUN_TASK = re.compile(
+    r"srun: error: ([\w.\-]+): tasks? (\d+)(?:-(\d+))?: (Killed|Segmentation fault|Aborted|Exited with exit code \d+)"
+)
 _TR_HOST = re.compile(r"^\s*host\s*:\s*(\S+)\s*\Z")
 _TR_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
 _TR_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
-_FAILURE = re.compile(r"^(?:\[rank\d+\]: )?(?:Traceback \(most recent call last\)|\w+(?:Error|Exception): )|terminate called after throwing")
-_ERROR_WORDS = re.compile(r"DistBackendError|NCCL error|ncclRemoteError|ncclSystemError|ncclInternalError|Last error:")
+_FAILURE = re.compile(
+    r"^(?:\[rank\d+\]: )?(?:Traceback \(most recent call last\)|\w+(?:Error|Exception): )|terminate called after throwing"
+)
+_ERROR_WORDS = re.compile(
+    r"DistBackendError|NCCL error|ncclRemoteError|ncclSystemError|ncclInternalError|Last error:"
+)
 
 
 @dataclass
@@ -80,7 +86,7 @@ def read_log(lines: Iterable[str], name: str = "<log>") -> LogEvidence:
         line = raw[:MAX_LINE].rstrip("\n")
         host_match = _HOST_PREFIX.match(line)
         host = host_match.group(1) if host_match else None
-        body = line[host_match.end():] if host_match else line
+        body = line[host_match.end() :] if host_match else line
         rank_match = _RANK.match(body)
         rank = int(rank_match.group(1)) if rank_match else None
         if rank is not None and host:
@@ -128,6 +134,8 @@ def _torchrun(ev: LogEvidence, block: dict[str, str], body: str) -> None:
         code = int(m.group(1))
         if (sig := _signal_text(code)) is not None or code > 0:
             rank = int(block["rank"])
-            ev.dead_ranks[rank] = f"torchrun: rank {rank} on {block['host']} exited {code}" + (f" ({sig})" if sig else "")
+            ev.dead_ranks[rank] = f"torchrun: rank {rank} on {block['host']} exited {code}" + (
+                f" ({sig})" if sig else ""
+            )
             ev.rank_hosts.setdefault(rank, block["host"])
         block.clear()

@@ -75,7 +75,9 @@ def parse_text(text: str, source: str = "<ras>") -> RasSnapshot:
 
 def parse_json(obj: Any, source: str = "<ras>") -> RasSnapshot:
     """NCCL 2.28+'s ``SET FORMAT json`` answer."""
-    snap = RasSnapshot(source=source, nccl_version=str(obj.get("nccl_version")) if obj.get("nccl_version") else None)
+    snap = RasSnapshot(
+        source=source, nccl_version=str(obj.get("nccl_version")) if obj.get("nccl_version") else None
+    )
     for comm in obj.get("communicators") or []:
         for rank in comm.get("ranks") or []:
             r = int(rank["rank"])
@@ -93,14 +95,19 @@ def parse_json(obj: Any, source: str = "<ras>") -> RasSnapshot:
             status = rank.get("status") or {}
             if status.get("considered_dead"):
                 snap.dead_ranks.add(r)
-                snap.dead.append(f"rank {r}: process {rank.get('pid')} on node {rank.get('host')} (GPU {rank.get('cuda_dev')})")
+                snap.dead.append(
+                    f"rank {r}: process {rank.get('pid')} on node {rank.get('host')} (GPU {rank.get('cuda_dev')})"
+                )
         if comm.get("missing_ranks_count"):
             snap.errors.add("INCOMPLETE")
     return snap
 
 
-_RAS_MARKS = re.compile(r"Job summary|Communicators|Group\s+Comms\s+Nodes|^#\d+-\d+ \(|\bconsidered dead \(unreachable via the RAS network\)"
-                        r'|"communicators"', re.MULTILINE)
+_RAS_MARKS = re.compile(
+    r"Job summary|Communicators|Group\s+Comms\s+Nodes|^#\d+-\d+ \(|\bconsidered dead \(unreachable via the RAS network\)"
+    r'|"communicators"',
+    re.MULTILINE,
+)
 
 
 def looks_like_ras(text: str) -> bool:
@@ -125,7 +132,9 @@ def parse(data: bytes | str, source: str = "<ras>") -> RasSnapshot | None:
     return None
 
 
-def query(host: str = "127.0.0.1", port: int = RAS_PORT, *, json_format: bool = True, timeout_s: float = 30.0) -> bytes:
+def query(
+    host: str = "127.0.0.1", port: int = RAS_PORT, *, json_format: bool = True, timeout_s: float = 30.0
+) -> bytes:
     """One STATUS query over RAS's text protocol (``echo status | nc localhost 28028``); bounded."""
     deadline = time.monotonic() + timeout_s
     out = bytearray()
@@ -168,7 +177,9 @@ def ras_verdict(polls: list[RasSnapshot]) -> tuple[list[int], list[str]]:
     if common and not moved and first.most == last.most and any(c < most for c in last.counts.values()):
         low = min(last.counts.values())
         laggards = sorted(r for r, c in last.counts.items() if c == low)
-        evidence.append(f"RAS: counts unchanged across two polls; rank {', '.join(map(str, laggards))} launched {low}, "
-                        f"others up to {most}")
+        evidence.append(
+            f"RAS: counts unchanged across two polls; rank {', '.join(map(str, laggards))} launched {low}, "
+            f"others up to {most}"
+        )
         suspects = sorted(set(suspects) | set(laggards))
     return suspects, evidence

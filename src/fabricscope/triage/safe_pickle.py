@@ -27,8 +27,16 @@ class PlainDataUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         if module in ("builtins", "__builtin__") and name in PLAIN_TYPES:
-            return {"dict": dict, "list": list, "tuple": tuple, "str": str, "int": int, "float": float,
-                    "bool": bool, "bytes": bytes}[name]
+            return {
+                "dict": dict,
+                "list": list,
+                "tuple": tuple,
+                "str": str,
+                "int": int,
+                "float": float,
+                "bool": bool,
+                "bytes": bytes,
+            }[name]
         raise HostilePickle(f"refused: the pickle asks for {module}.{name} (only plain data is read)")
 
     def persistent_load(self, pid: Any) -> Any:

@@ -53,7 +53,9 @@ def groups(dumps: list[RankDump]) -> list[GroupView]:
         for name, status in dump.groups.items():
             view = views.get(name)
             if view is None:
-                view = views[name] = GroupView(name=name, desc=status.desc, members=list(status.ranks or []), status={})
+                view = views[name] = GroupView(
+                    name=name, desc=status.desc, members=list(status.ranks or []), status={}
+                )
             view.status[dump.rank] = status
             if not view.members and status.ranks:
                 view.members = list(status.ranks)
@@ -69,7 +71,7 @@ def _window(entries: list[Entry], lo: int, hi: int) -> list[Entry]:
         return []
     first = entries[0].seq
     if entries[-1].seq - first + 1 == len(entries):
-        return entries[max(lo - first, 0): max(hi - first + 1, 0)]
+        return entries[max(lo - first, 0) : max(hi - first + 1, 0)]
     return [e for e in entries if lo <= e.seq <= hi]
 
 
@@ -121,7 +123,15 @@ def first_divergence(view: GroupView) -> Divergence | None:
     period = loop_period(view.status[majority[0]].entries, ours.seq)
     expected_next = _predicted(view.status[majority[0]].entries, ours.seq + 1, period)
     skipped = expected_next is not None and _SIG(expected_next) == _SIG(ours)
-    return Divergence(seq=ours.seq, ranks=culprits, reference=majority[0], field=field, theirs=theirs, ours=ours, skipped=skipped)
+    return Divergence(
+        seq=ours.seq,
+        ranks=culprits,
+        reference=majority[0],
+        field=field,
+        theirs=theirs,
+        ours=ours,
+        skipped=skipped,
+    )
 
 
 def _at(entries: list[Entry], seq: int) -> Entry | None:
@@ -135,7 +145,7 @@ def _first_difference(a: list[tuple], b: list[tuple]) -> int | None:
 
 def loop_period(entries: list[Entry], before: int) -> int | None:
     """The smallest P for which the collectives before ``before`` repeat every P (the training loop)."""
-    sigs = _sigs([e for e in entries if e.seq < before][-4 * MAX_PERIOD:])
+    sigs = _sigs([e for e in entries if e.seq < before][-4 * MAX_PERIOD :])
     for period in range(1, min(MAX_PERIOD, len(sigs) // 2) + 1):
         if all(sigs[i] == sigs[i - period] for i in range(period, len(sigs))):
             return period

@@ -49,9 +49,13 @@ def topology_crossing(spec: str, hosts: list[str]) -> Crossing:
     return crossing
 
 
-def find_slow_link(view: GroupView, late: Lateness, hosts: dict[int, str | None], crossing: Crossing | None = None) -> SlowLink | None:
+def find_slow_link(
+    view: GroupView, late: Lateness, hosts: dict[int, str | None], crossing: Crossing | None = None
+) -> SlowLink | None:
     """Two or more late ranks of a gloo job: their ring sends are the bad flows."""
-    if len(late.late) < 2 or not all(e.op.startswith("gloo:") for st in view.status.values() for e in st.entries[-8:]):
+    if len(late.late) < 2 or not all(
+        e.op.startswith("gloo:") for st in view.status.values() for e in st.entries[-8:]
+    ):
         return None
     ring = sorted(late.medians)
     if any(hosts.get(r) is None for r in ring):
@@ -65,10 +69,20 @@ def find_slow_link(view: GroupView, late: Lateness, hosts: dict[int, str | None]
         a, b = hosts[r], hosts[ring[(i + 1) % len(ring)]]
         if a == b:
             continue
-        must, may = crossing(a, b) if crossing is not None else (frozenset({host_element(a), host_element(b)}),) * 2
-        observations.append(Observation((i, (i + 1) % len(ring)), r in late.late, frozenset(must), frozenset(may)))
+        must, may = (
+            crossing(a, b) if crossing is not None else (frozenset({host_element(a), host_element(b)}),) * 2
+        )
+        observations.append(
+            Observation((i, (i + 1) % len(ring)), r in late.late, frozenset(must), frozenset(may))
+        )
     where = localize(observations)
-    slow = SlowLink(late.late, late.op, round(late.spread_s, 4), round(late.interval_s, 4), unexplained=len(where.unexplained))
+    slow = SlowLink(
+        late.late,
+        late.op,
+        round(late.spread_s, 4),
+        round(late.interval_s, 4),
+        unexplained=len(where.unexplained),
+    )
     for blame in where.blamed:
         labels = [element_label(e) for e in blame.elements]
         slow.elements.append(labels[0] if len(labels) == 1 else "one of " + ", ".join(labels))

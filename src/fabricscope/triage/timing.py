@@ -19,7 +19,9 @@ MIN_COLLECTIVES = 20  # collectives every rank holds, with timestamps, before ju
 MIN_PER_OP = 5
 MIN_SPREAD_S = 0.005  # the latest and the earliest rank differ by at least this much, and by
 MIN_SPREAD_SHARE = 0.05  # this share of the interval between collectives of that type
-LATE_SHARE = 0.2  # a rank is late when above the median rank by a fifth of the latest rank's lead or more, and by
+LATE_SHARE = (
+    0.2  # a rank is late when above the median rank by a fifth of the latest rank's lead or more, and by
+)
 MIN_LATE_S = 0.002
 ALONE_SHARE = 0.25  # a straggler: the other ranks arrive within this share of its lateness of each other
 
@@ -49,7 +51,11 @@ class Straggler:
 
 def arrival_table(view: GroupView) -> tuple[list[int], dict[int, list[int]]]:
     """(sequence ids every rank holds with a timestamp, rank -> created_ns per id)."""
-    per_rank = {r: {e.seq: e.created_ns for e in st.entries if e.created_ns} for r, st in view.status.items() if st.entries}
+    per_rank = {
+        r: {e.seq: e.created_ns for e in st.entries if e.created_ns}
+        for r, st in view.status.items()
+        if st.entries
+    }
     if len(per_rank) < 3:
         return [], {}
     seqs = sorted(set.intersection(*(set(d) for d in per_rank.values())))
@@ -78,10 +84,16 @@ def lateness(view: GroupView) -> Lateness | None:
         if count < MIN_PER_OP:
             continue
         gaps = [(b - a) / 1e9 for ts in times[op].values() for a, b in zip(ts, ts[1:], strict=False)]
-        found = Lateness(op, {r: statistics.median(v) for r, v in per_rank.items()}, statistics.median(gaps), [], count)
+        found = Lateness(
+            op, {r: statistics.median(v) for r, v in per_rank.items()}, statistics.median(gaps), [], count
+        )
         if best is None or found.spread_s > best.spread_s:
             best = found
-    if best is None or best.interval_s <= 0 or best.spread_s < max(MIN_SPREAD_S, MIN_SPREAD_SHARE * best.interval_s):
+    if (
+        best is None
+        or best.interval_s <= 0
+        or best.spread_s < max(MIN_SPREAD_S, MIN_SPREAD_SHARE * best.interval_s)
+    ):
         return None
     middle = statistics.median(best.medians.values())
     lead = max(best.medians.values()) - middle
@@ -100,4 +112,6 @@ def find_straggler(late: Lateness) -> Straggler | None:
     if max(others) - min(others) > ALONE_SHARE * behind:
         return None
     slowdown = late.interval_s / max(late.interval_s - behind, late.interval_s * 0.01)
-    return Straggler(rank, late.op, round(behind, 4), round(late.interval_s, 4), round(slowdown, 2), late.count)
+    return Straggler(
+        rank, late.op, round(behind, 4), round(late.interval_s, 4), round(slowdown, 2), late.count
+    )

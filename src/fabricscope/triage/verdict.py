@@ -19,7 +19,16 @@ from fabricscope.triage.timing import Straggler, find_straggler, lateness
 MAX_NAMED = 32  # ranks listed in a verdict's lists (the count is always given)
 
 HEALTHY, NEVER_ENTERED, STOPPED, DIED, MISMATCH, NETWORK_HANG, STRAGGLER, SLOW_LINK, UNDETERMINED = (
-    "healthy", "never_entered", "stopped", "died", "mismatch", "network_hang", "straggler", "slow_link", "undetermined")
+    "healthy",
+    "never_entered",
+    "stopped",
+    "died",
+    "mismatch",
+    "network_hang",
+    "straggler",
+    "slow_link",
+    "undetermined",
+)
 
 
 @dataclass
@@ -61,20 +70,38 @@ def ranks_text(ranks: list[int]) -> str:
 def _mismatch(view: GroupView, div: Divergence, hosts: dict[int, str | None]) -> Verdict:
     pg = f"process group {view.name}" + (f" ({view.desc})" if view.desc else "")
     if div.skipped:
-        why = (f"skipped collective {div.seq} ({describe(div.theirs)}): its collective {div.seq} is "
-               f"{describe(div.ours)}, the call the others' loop makes next")
-        return Verdict(NEVER_ENTERED, f"rank {ranks_text(div.ranks)} never entered collective {div.seq} of {pg}: "
-                       f"the application skipped the call ({describe(div.theirs)})", view.name, div.seq, div.theirs.op,
-                       [Suspect(r, hosts.get(r), why) for r in div.ranks],
-                       waiting=[r for r in view.status if r not in div.ranks][:MAX_NAMED],
-                       evidence=[f"rank {div.reference} and the others: collective {div.seq} = {describe(div.theirs)}",
-                                 f"rank {div.ranks[0]}: collective {div.seq} = {describe(div.ours)}"])
+        why = (
+            f"skipped collective {div.seq} ({describe(div.theirs)}): its collective {div.seq} is "
+            f"{describe(div.ours)}, the call the others' loop makes next"
+        )
+        return Verdict(
+            NEVER_ENTERED,
+            f"rank {ranks_text(div.ranks)} never entered collective {div.seq} of {pg}: "
+            f"the application skipped the call ({describe(div.theirs)})",
+            view.name,
+            div.seq,
+            div.theirs.op,
+            [Suspect(r, hosts.get(r), why) for r in div.ranks],
+            waiting=[r for r in view.status if r not in div.ranks][:MAX_NAMED],
+            evidence=[
+                f"rank {div.reference} and the others: collective {div.seq} = {describe(div.theirs)}",
+                f"rank {div.ranks[0]}: collective {div.seq} = {describe(div.ours)}",
+            ],
+        )
     why = f"collective {div.seq}: {describe(div.ours)} where the others have {describe(div.theirs)}"
-    return Verdict(MISMATCH, f"collective mismatch at collective {div.seq} of {pg}: rank {ranks_text(div.ranks)} "
-                   f"differs in {div.field} (a code bug, not the network)", view.name, div.seq, div.theirs.op,
-                   [Suspect(r, hosts.get(r), why) for r in div.ranks],
-                   evidence=[f"rank {div.reference} (with the majority): {describe(div.theirs)}",
-                             f"rank {div.ranks[0]}: {describe(div.ours)}"])
+    return Verdict(
+        MISMATCH,
+        f"collective mismatch at collective {div.seq} of {pg}: rank {ranks_text(div.ranks)} "
+        f"differs in {div.field} (a code bug, not the network)",
+        view.name,
+        div.seq,
+        div.theirs.op,
+        [Suspect(r, hosts.get(r), why) for r in div.ranks],
+        evidence=[
+            f"rank {div.reference} (with the majority): {describe(div.theirs)}",
+            f"rank {div.ranks[0]}: {describe(div.ours)}",
+        ],
+    )
 
 
 def _entry(view: GroupView, rank: int, seq: int) -> Entry | None:
@@ -123,7 +150,9 @@ def _why_behind(view: GroupView, rank: int, top: int, clocks: Clocks) -> str:
     return why
 
 
-def _behind(view: GroupView, hosts: dict[int, str | None], clocks: Clocks, missing: list[int]) -> Verdict | None:
+def _behind(
+    view: GroupView, hosts: dict[int, str | None], clocks: Clocks, missing: list[int]
+) -> Verdict | None:
     """Ranks that never entered the newest collective another rank entered (or left no dump)."""
     top = max(view.enqueued(r) for r in view.status)
     behind = sorted(r for r in view.status if view.enqueued(r) < top)
@@ -139,16 +168,34 @@ def _behind(view: GroupView, hosts: dict[int, str | None], clocks: Clocks, missi
     if not suspects:
         suspects = [Suspect(r, hosts.get(r), "left no usable dump; the others wait") for r in missing]
     names = ranks_text([s.rank for s in suspects])
-    evidence = [f"last enqueued collective per rank: {top} on {len(view.status) - len(behind)} rank(s), "
-                + ", ".join(f"{view.enqueued(r)} on rank {r}" for r in behind[:MAX_NAMED])]
+    evidence = [
+        f"last enqueued collective per rank: {top} on {len(view.status) - len(behind)} rank(s), "
+        + ", ".join(f"{view.enqueued(r)} on rank {r}" for r in behind[:MAX_NAMED])
+    ]
     if missing:
         evidence.append(f"no usable dump from rank {ranks_text(missing)}")
     if stale:
-        return Verdict(STOPPED, f"rank {names} stopped before collective {top} ({what}): its dump stopped updating; "
-                       f"{len(waiting)} rank(s) wait in it", view.name, top, entry.op if entry else None, suspects,
-                       waiting[:MAX_NAMED], evidence)
-    return Verdict(NEVER_ENTERED, f"rank {names} never entered collective {top} ({what}); {len(waiting)} rank(s) wait in it",
-                   view.name, top, entry.op if entry else None, suspects, waiting[:MAX_NAMED], evidence)
+        return Verdict(
+            STOPPED,
+            f"rank {names} stopped before collective {top} ({what}): its dump stopped updating; "
+            f"{len(waiting)} rank(s) wait in it",
+            view.name,
+            top,
+            entry.op if entry else None,
+            suspects,
+            waiting[:MAX_NAMED],
+            evidence,
+        )
+    return Verdict(
+        NEVER_ENTERED,
+        f"rank {names} never entered collective {top} ({what}); {len(waiting)} rank(s) wait in it",
+        view.name,
+        top,
+        entry.op if entry else None,
+        suspects,
+        waiting[:MAX_NAMED],
+        evidence,
+    )
 
 
 def _died(view: GroupView, dead: dict[int, str], hosts: dict[int, str | None]) -> Verdict:
@@ -157,9 +204,16 @@ def _died(view: GroupView, dead: dict[int, str], hosts: dict[int, str | None]) -
     entry = next((e for r in waiting if (e := _entry(view, r, top)) is not None), None)
     suspects = [Suspect(r, hosts.get(r), why) for r, why in sorted(dead.items())]
     where = f"collective {top} ({describe(entry)})" if entry else f"collective {top}"
-    return Verdict(DIED, f"rank {ranks_text(sorted(dead))} died; {len(waiting)} rank(s) were left waiting in {where}",
-                   view.name, top, entry.op if entry else None, suspects, waiting[:MAX_NAMED],
-                   [f"rank {r}: {why}" for r, why in list(sorted(dead.items()))[:MAX_NAMED]])
+    return Verdict(
+        DIED,
+        f"rank {ranks_text(sorted(dead))} died; {len(waiting)} rank(s) were left waiting in {where}",
+        view.name,
+        top,
+        entry.op if entry else None,
+        suspects,
+        waiting[:MAX_NAMED],
+        [f"rank {r}: {why}" for r, why in list(sorted(dead.items()))[:MAX_NAMED]],
+    )
 
 
 def _death(rank: int, host: str | None, logs: LogEvidence) -> str | None:
@@ -180,48 +234,97 @@ def _stuck_inside(view: GroupView, hosts: dict[int, str | None], clocks: Clocks)
     what = describe(entry) if entry else "?"
     done = sorted(set(view.status) - set(open_ranks))
     stale = [r for r in open_ranks if clocks.stale(r) is not None]
-    evidence = [f"last enqueued {top} on all {len(view.status)} rank(s); last completed below {top} on {len(open_ranks)}"]
+    evidence = [
+        f"last enqueued {top} on all {len(view.status)} rank(s); last completed below {top} on {len(open_ranks)}"
+    ]
     if stale:
-        suspects = [Suspect(r, hosts.get(r), f"inside collective {top}; its dump stopped updating {clocks.stale(r):.1f} s "
-                            "before the others' (the process stopped or lost its peers)") for r in stale]
-        headline = f"rank {ranks_text(stale)} stopped inside collective {top} ({what}); the others wait for it"
-        return Verdict(STOPPED, headline, view.name, top, entry.op if entry else None, suspects,
-                       waiting=[r for r in open_ranks if r not in stale][:MAX_NAMED], evidence=evidence)
+        suspects = [
+            Suspect(
+                r,
+                hosts.get(r),
+                f"inside collective {top}; its dump stopped updating {clocks.stale(r):.1f} s "
+                "before the others' (the process stopped or lost its peers)",
+            )
+            for r in stale
+        ]
+        headline = (
+            f"rank {ranks_text(stale)} stopped inside collective {top} ({what}); the others wait for it"
+        )
+        return Verdict(
+            STOPPED,
+            headline,
+            view.name,
+            top,
+            entry.op if entry else None,
+            suspects,
+            waiting=[r for r in open_ranks if r not in stale][:MAX_NAMED],
+            evidence=evidence,
+        )
     elif done:
-        suspects = [Suspect(r, hosts.get(r), f"entered collective {top} and never completed it; {len(done)} rank(s) did")
-                    for r in open_ranks]
+        suspects = [
+            Suspect(
+                r, hosts.get(r), f"entered collective {top} and never completed it; {len(done)} rank(s) did"
+            )
+            for r in open_ranks
+        ]
         headline = f"network hang: every rank entered collective {top} ({what}); rank {ranks_text(open_ranks)} never completed it"
     else:
         suspects = []
-        headline = (f"every rank entered collective {top} ({what}) and none completed it: the collective hangs in the "
-                    "network or inside a peer; the dumps alone cannot say which")
-    return Verdict(NETWORK_HANG, headline, view.name, top, entry.op if entry else None, suspects, evidence=evidence)
+        headline = (
+            f"every rank entered collective {top} ({what}) and none completed it: the collective hangs in the "
+            "network or inside a peer; the dumps alone cannot say which"
+        )
+    return Verdict(
+        NETWORK_HANG, headline, view.name, top, entry.op if entry else None, suspects, evidence=evidence
+    )
 
 
 def _straggler(view: GroupView, slow: Straggler, hosts: dict[int, str | None]) -> Verdict:
-    why = (f"arrives alone late at {slow.op}: a median {slow.lateness_s * 1e3:.1f} ms after the median rank over "
-           f"{slow.collectives} of them (one every {slow.interval_s * 1e3:.1f} ms)")
-    return Verdict(STRAGGLER, f"straggler: rank {slow.rank} keeps the others waiting; the job runs {slow.slowdown:.2f}x slower "
-                   "than it would if it kept up", view.name, None, None, [Suspect(slow.rank, hosts.get(slow.rank), why)],
-                   evidence=[why], slowdown=slow.slowdown)
+    why = (
+        f"arrives alone late at {slow.op}: a median {slow.lateness_s * 1e3:.1f} ms after the median rank over "
+        f"{slow.collectives} of them (one every {slow.interval_s * 1e3:.1f} ms)"
+    )
+    return Verdict(
+        STRAGGLER,
+        f"straggler: rank {slow.rank} keeps the others waiting; the job runs {slow.slowdown:.2f}x slower "
+        "than it would if it kept up",
+        view.name,
+        None,
+        None,
+        [Suspect(slow.rank, hosts.get(slow.rank), why)],
+        evidence=[why],
+        slowdown=slow.slowdown,
+    )
 
 
 def _slow_link(view: GroupView, link: SlowLink, hosts: dict[int, str | None]) -> Verdict:
     ring = sorted(view.status)
     flows = [f"{hosts.get(r)} -> {hosts.get(ring[(ring.index(r) + 1) % len(ring)])}" for r in link.late]
-    evidence = [f"ranks {', '.join(map(str, link.late))} arrive late at {link.op} (spread {link.spread_s * 1e3:.1f} ms, "
-                f"collectives every {link.interval_s * 1e3:.1f} ms): their ring sends {', '.join(flows)} are slow"]
+    evidence = [
+        f"ranks {', '.join(map(str, link.late))} arrive late at {link.op} (spread {link.spread_s * 1e3:.1f} ms, "
+        f"collectives every {link.interval_s * 1e3:.1f} ms): their ring sends {', '.join(flows)} are slow"
+    ]
     by_host = {h: r for r, h in hosts.items() if h}
-    suspects = [Suspect(by_host[h], h, f"its link explains the slow ring flows {', '.join(flows)}") for h in link.hosts_blamed if h in by_host]
+    suspects = [
+        Suspect(by_host[h], h, f"its link explains the slow ring flows {', '.join(flows)}")
+        for h in link.hosts_blamed
+        if h in by_host
+    ]
     if link.elements:
         headline = f"slow link: {', '.join(link.elements)} (every late ring flow crosses it, no on-time flow clears it)"
     else:
-        headline = (f"slow link between hosts: ring flows {', '.join(flows)} are slow and no host explains all of them; "
-                    "give --topology to name the cable or switch")
-    return Verdict(SLOW_LINK, headline, view.name, None, None, suspects, evidence=evidence, elements=link.elements)
+        headline = (
+            f"slow link between hosts: ring flows {', '.join(flows)} are slow and no host explains all of them; "
+            "give --topology to name the cable or switch"
+        )
+    return Verdict(
+        SLOW_LINK, headline, view.name, None, None, suspects, evidence=evidence, elements=link.elements
+    )
 
 
-def diagnose(dumps: list[RankDump], logs: LogEvidence, stall_s: float = STALL_S, crossing: Crossing | None = None) -> Verdict:
+def diagnose(
+    dumps: list[RankDump], logs: LogEvidence, stall_s: float = STALL_S, crossing: Crossing | None = None
+) -> Verdict:
     """The verdict over every process group; the first group with a fault decides."""
     hosts: dict[int, str | None] = {**logs.rank_hosts, **{d.rank: d.host for d in dumps if d.host}}
     clocks = Clocks({d.rank: d.mtime for d in dumps if d.mtime is not None})
@@ -233,7 +336,9 @@ def diagnose(dumps: list[RankDump], logs: LogEvidence, stall_s: float = STALL_S,
         missing = sorted(set(view.members) - have)
         if (div := first_divergence(view)) is not None:
             return _mismatch(view, div, hosts)
-        dead = {r: why for r in sorted(set(view.status) | set(missing)) if (why := _death(r, hosts.get(r), logs))}
+        dead = {
+            r: why for r in sorted(set(view.status) | set(missing)) if (why := _death(r, hosts.get(r), logs))
+        }
         if dead:
             return _died(view, dead, hosts)
         age = stall_age(view, clocks)
@@ -253,8 +358,18 @@ def diagnose(dumps: list[RankDump], logs: LogEvidence, stall_s: float = STALL_S,
     first = views[0]
     top = max(first.enqueued(r) for r in first.status)
     if logs.failures or logs.lost_peers:
-        return Verdict(UNDETERMINED, f"the dumps show no stall (every rank reached collective {top}), but the logs show the job "
-                       f"failing ({logs.failures} error line(s), {len(logs.lost_peers)} lost peer(s)): an error outside the "
-                       "collectives; read the first traceback", first.name, top)
-    return Verdict(HEALTHY, f"no stall: every rank reached collective {top} of process group {first.name}, "
-                   f"none has been inside a collective for {stall_s:g} s", first.name, top)
+        return Verdict(
+            UNDETERMINED,
+            f"the dumps show no stall (every rank reached collective {top}), but the logs show the job "
+            f"failing ({logs.failures} error line(s), {len(logs.lost_peers)} lost peer(s)): an error outside the "
+            "collectives; read the first traceback",
+            first.name,
+            top,
+        )
+    return Verdict(
+        HEALTHY,
+        f"no stall: every rank reached collective {top} of process group {first.name}, "
+        f"none has been inside a collective for {stall_s:g} s",
+        first.name,
+        top,
+    )

@@ -71,22 +71,37 @@ def metrics_text(state: WatchState, now: float) -> str:
     except ImportError as exc:
         raise FabricscopeError("--textfile needs prometheus-client: pip install 'fabricscope[prom]'") from exc
     registry = CollectorRegistry()
-    completed = Gauge("fabricscope_job_last_completed_collective", "Last collective sequence id this rank completed "
-                      "(Flight Recorder).", ["rank", "host"], registry=registry)
+    completed = Gauge(
+        "fabricscope_job_last_completed_collective",
+        "Last collective sequence id this rank completed (Flight Recorder).",
+        ["rank", "host"],
+        registry=registry,
+    )
     hosts = {r["rank"]: r["host"] for r in (state.doc or {}).get("ranks", [])}
     for rank, seq in sorted(state.progress.items()):
         completed.labels(str(rank), hosts.get(rank) or "").set(seq)
-    Gauge("fabricscope_job_seconds_since_progress", "Seconds since any rank last completed a collective.",
-          registry=registry).set(round(now - state.last_progress, 1))
-    suspect = Gauge("fabricscope_job_suspect", "A rank the current verdict names (1), by verdict class.",
-                    ["rank", "host", "class"], registry=registry)
+    Gauge(
+        "fabricscope_job_seconds_since_progress",
+        "Seconds since any rank last completed a collective.",
+        registry=registry,
+    ).set(round(now - state.last_progress, 1))
+    suspect = Gauge(
+        "fabricscope_job_suspect",
+        "A rank the current verdict names (1), by verdict class.",
+        ["rank", "host", "class"],
+        registry=registry,
+    )
     verdict = (state.doc or {}).get("verdict", {})
     for c in verdict.get("culprits", [])[:64]:
         suspect.labels(str(c["rank"]), c["host"] or "", verdict["class"]).set(1)
-    Gauge("fabricscope_job_stalled", "1 while the job is stalled (a diagnosis was written).", registry=registry).set(int(state.stalled))
+    Gauge(
+        "fabricscope_job_stalled", "1 while the job is stalled (a diagnosis was written).", registry=registry
+    ).set(int(state.stalled))
     Counter("fabricscope_job_watch_polls", "Polls made by this watch.", registry=registry).inc(state.polls)
     cpu = resource.getrusage(resource.RUSAGE_SELF)
-    Counter("fabricscope_job_watch_cpu_seconds", "CPU time this watch used.", registry=registry).inc(cpu.ru_utime + cpu.ru_stime)
+    Counter("fabricscope_job_watch_cpu_seconds", "CPU time this watch used.", registry=registry).inc(
+        cpu.ru_utime + cpu.ru_stime
+    )
     return generate_latest(registry).decode()
 
 
@@ -96,8 +111,14 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def poll(state: WatchState, paths: list[Path], *, stall_s: float, ras_addr: tuple[str, int] | None,
-         host_map: dict[int, str] | None = None) -> None:
+def poll(
+    state: WatchState,
+    paths: list[Path],
+    *,
+    stall_s: float,
+    ras_addr: tuple[str, int] | None,
+    host_map: dict[int, str] | None = None,
+) -> None:
     """One poll: RAS when due, the dumps when they changed, progress bookkeeping."""
     now = time.monotonic()
     state.polls += 1
@@ -126,9 +147,19 @@ def poll(state: WatchState, paths: list[Path], *, stall_s: float, ras_addr: tupl
     state.doc = build(inputs, stall_s=stall_s) if inputs.dumps or inputs.ras else None
 
 
-def watch(paths: list[Path], *, interval_s: float, stall_s: float, out_dir: Path, textfile: Path | None,
-          ras_addr: tuple[str, int] | None, duration_s: float | None, exit_on_stall: bool,
-          on_diagnosis: Callable[[dict[str, Any], Path], None], host_map: dict[int, str] | None = None) -> WatchState:
+def watch(
+    paths: list[Path],
+    *,
+    interval_s: float,
+    stall_s: float,
+    out_dir: Path,
+    textfile: Path | None,
+    ras_addr: tuple[str, int] | None,
+    duration_s: float | None,
+    exit_on_stall: bool,
+    on_diagnosis: Callable[[dict[str, Any], Path], None],
+    host_map: dict[int, str] | None = None,
+) -> WatchState:
     """Poll until ``duration_s`` (or forever); on a stall write the diagnosis once per stall."""
     state = WatchState()
     start = time.monotonic()
@@ -139,8 +170,19 @@ def watch(paths: list[Path], *, interval_s: float, stall_s: float, out_dir: Path
         if doc is not None and doc["verdict"]["class"] != "healthy" and not state.stalled:
             state.stalled = True
             path = out_dir / f"job-diagnosis-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-            _write_atomic(path, json.dumps({**doc, "watch": {"seconds_since_progress": round(time.monotonic() - state.last_progress, 1),
-                                                             "polls": state.polls}}, indent=2))
+            _write_atomic(
+                path,
+                json.dumps(
+                    {
+                        **doc,
+                        "watch": {
+                            "seconds_since_progress": round(time.monotonic() - state.last_progress, 1),
+                            "polls": state.polls,
+                        },
+                    },
+                    indent=2,
+                ),
+            )
             state.written.append(str(path))
             on_diagnosis(doc, path)
         if textfile is not None:

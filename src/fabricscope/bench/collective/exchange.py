@@ -68,10 +68,17 @@ class Exchange:
     def _encode(self, stage: str, data: dict[str, Any]) -> bytes:
         import json
 
-        message = {"rank": self.rank, "stage": stage, "data": data, "mac": sign(self.key, [self.job, self.rank, stage, data])}
+        message = {
+            "rank": self.rank,
+            "stage": stage,
+            "data": data,
+            "mac": sign(self.key, [self.job, self.rank, stage, data]),
+        }
         raw = json.dumps(message, separators=(",", ":")).encode()
         if len(raw) > MAX_MESSAGE_BYTES:
-            raise CollectiveError(f"rank {self.rank}: {stage} message of {len(raw)} bytes exceeds {MAX_MESSAGE_BYTES}")
+            raise CollectiveError(
+                f"rank {self.rank}: {stage} message of {len(raw)} bytes exceeds {MAX_MESSAGE_BYTES}"
+            )
         return raw
 
     def all_to_zero(self, stage: str, data: dict[str, Any], model: type[BaseModel]) -> list[BaseModel] | None:
@@ -84,7 +91,9 @@ class Exchange:
         sizes = [int(t.item()) for t in lengths]
         too_long = [r for r, n in enumerate(sizes) if not 0 < n <= MAX_MESSAGE_BYTES]
         if too_long:
-            raise CollectiveError(f"rank {too_long[0]} announced a {stage} message of {sizes[too_long[0]]} bytes (limit {MAX_MESSAGE_BYTES})")
+            raise CollectiveError(
+                f"rank {too_long[0]} announced a {stage} message of {sizes[too_long[0]]} bytes (limit {MAX_MESSAGE_BYTES})"
+            )
         longest = max(sizes)
         buf = torch.zeros(longest, dtype=torch.uint8, device=self.device)
         buf[: len(raw)] = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(self.device)
@@ -92,7 +101,10 @@ class Exchange:
         dist.all_gather(bufs, buf)
         if self.rank != 0:
             return None
-        return [self._check(r, stage, b[:n].cpu().numpy().tobytes(), model) for r, (b, n) in enumerate(zip(bufs, sizes))]
+        return [
+            self._check(r, stage, b[:n].cpu().numpy().tobytes(), model)
+            for r, (b, n) in enumerate(zip(bufs, sizes))
+        ]
 
     def _check(self, rank: int, stage: str, raw: bytes, model: type[BaseModel]) -> BaseModel:
         try:
@@ -100,9 +112,15 @@ class Exchange:
             data = model.model_validate(envelope.data)
         except (ValueError, UnicodeDecodeError, ValidationError) as exc:
             first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-            raise CollectiveError(f"rank {rank} sent a {stage} message that is not ours ({first}); refused, nothing of it used") from None
+            raise CollectiveError(
+                f"rank {rank} sent a {stage} message that is not ours ({first}); refused, nothing of it used"
+            ) from None
         if envelope.rank != rank or envelope.stage != stage:
-            raise CollectiveError(f"rank {rank} sent a message for rank {envelope.rank}, {envelope.stage!r}; refused")
+            raise CollectiveError(
+                f"rank {rank} sent a message for rank {envelope.rank}, {envelope.stage!r}; refused"
+            )
         if not verify(self.key, [self.job, rank, stage, envelope.data], envelope.mac):
-            raise CollectiveError(f"rank {rank} sent a {stage} message not signed with the job's secret (FABRICSCOPE_JOB_TOKEN); refused")
+            raise CollectiveError(
+                f"rank {rank} sent a {stage} message not signed with the job's secret (FABRICSCOPE_JOB_TOKEN); refused"
+            )
         return data

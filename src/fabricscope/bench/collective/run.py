@@ -183,7 +183,11 @@ def to_bench_result(run: CollectiveRun) -> BenchResult:
     result.entries = entries
     result.ranks = [RankInfo.model_validate(r) for r in run.ranks]
     result.stragglers = [
-        Straggler(rank=r, host=run.ranks[r]["host"], sizes_bytes=[s.size_bytes for s in run.sizes if s.straggler_rank == r])
+        Straggler(
+            rank=r,
+            host=run.ranks[r]["host"],
+            sizes_bytes=[s.size_bytes for s in run.sizes if s.straggler_rank == r],
+        )
         for r in stragglers
     ]
     result.skipped_sizes_bytes = list(run.skipped_sizes)

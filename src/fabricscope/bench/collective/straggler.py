@@ -52,4 +52,3 @@ def find_straggler(
         )
         return StragglerVerdict(worst, med_lag, reason)
     return StragglerVerdict(None, med_lag)
-

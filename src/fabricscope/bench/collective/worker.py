@@ -51,7 +51,9 @@ class Watchdog:
     def _run(self) -> None:
         while not self._stop.wait(1.0):
             if time.monotonic() - self.last > self.limit_s:
-                sys.stderr.write(f"fabricscope: error: {self.what()}: no progress for {self.limit_s:g} s; giving up\n")
+                sys.stderr.write(
+                    f"fabricscope: error: {self.what()}: no progress for {self.limit_s:g} s; giving up\n"
+                )
                 sys.stderr.flush()
                 os._exit(2)
 
@@ -96,14 +98,21 @@ class CollectiveWorker:
             )  # fmt: skip
         except Exception as exc:  # torch raises RuntimeError/DistStoreError/DistNetworkError
             self.dog.stop()
-            raise CollectiveError(f"rank {self.rank}: cannot join the job at {env.master_addr}:{env.master_port}: {one_line(exc)}") from None
+            raise CollectiveError(
+                f"rank {self.rank}: cannot join the job at {env.master_addr}:{env.master_port}: {one_line(exc)}"
+            ) from None
         self.dog.kick()
         self.run_op = self._op()
 
     def sweep(self, progress: Callable[[Any], None] | None) -> tuple[list[Any], list[SizeResult], list[int]]:
         """Every size in turn: (every rank's info, rank 0's results, sizes too small for the job)."""
         dist, p = self.dist, self.params
-        info = {"rank": self.rank, "host": self.env.host_label or socket.gethostname(), "pid": os.getpid(), "device": str(self.device)}
+        info = {
+            "rank": self.rank,
+            "host": self.env.host_label or socket.gethostname(),
+            "pid": os.getpid(),
+            "device": str(self.device),
+        }
         exchange = Exchange(self.torch, dist, self.device, self.rank, self.n, self.env.launcher)
         intros = exchange.all_to_zero("ranks", info, RankIntro)
         ranks = [i.model_dump() for i in intros or []]
@@ -122,7 +131,9 @@ class CollectiveWorker:
             if everyone is not None:
                 got = [t for t in everyone if isinstance(t, Timings)]
                 wrongs = [t.wrong for t in got]
-                total_wrong = None if any(w is None for w in wrongs) else sum(w for w in wrongs if w is not None)
+                total_wrong = (
+                    None if any(w is None for w in wrongs) else sum(w for w in wrongs if w is not None)
+                )
                 sizes.append(size_result(p.op, self.n, lay, [t.times for t in got], total_wrong))
                 if progress:  # issue 26 item 3: rank 0 hands each size's row out as it completes
                     progress(sizes[-1])
@@ -145,7 +156,9 @@ class CollectiveWorker:
         nxt, prv = (self.rank + 1) % self.n, (self.rank - 1) % self.n
 
         def sendrecv(send: Any, recv: Any) -> None:
-            reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, send, nxt), dist.P2POp(dist.irecv, recv, prv)])
+            reqs = dist.batch_isend_irecv(
+                [dist.P2POp(dist.isend, send, nxt), dist.P2POp(dist.irecv, recv, prv)]
+            )
             for req in reqs:
                 req.wait()
 
@@ -154,7 +167,9 @@ class CollectiveWorker:
     # -- buffers and their check
     def _pattern(self, rank: int, start: int, length: int, m: int) -> Any:
         """Values ((rank + i) % m) + 1 for i in [start, start+length): periodic, built without an index tensor."""
-        period = self.torch.tensor([((rank + start + j) % m) + 1 for j in range(m)], dtype=self.dtype, device=self.device)
+        period = self.torch.tensor(
+            [((rank + start + j) % m) + 1 for j in range(m)], dtype=self.dtype, device=self.device
+        )
         return period.repeat(-(-length // m))[:length]
 
     def _sum_pattern(self, start: int, length: int, m: int) -> Any:
@@ -182,7 +197,9 @@ class CollectiveWorker:
         if op == "reduce_scatter":
             return int((recv != self._sum_pattern(rank * c, c, m)).sum())
         if op == "alltoall":
-            return sum(int((recv[q * c : (q + 1) * c] != self._pattern(q, rank * c, c, m)).sum()) for q in range(n))
+            return sum(
+                int((recv[q * c : (q + 1) * c] != self._pattern(q, rank * c, c, m)).sum()) for q in range(n)
+            )
         raise CollectiveError(f"unknown operation {op!r}")
 
     # -- one size
@@ -212,7 +229,9 @@ class CollectiveWorker:
 
     def _timed_cuda(self, send: Any, recv: Any, straggle: float) -> list[float]:
         cuda = self.torch.cuda
-        events = [(cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)) for _ in range(self.params.iters)]
+        events = [
+            (cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)) for _ in range(self.params.iters)
+        ]
         for start, end in events:
             if straggle:
                 cuda.synchronize()
@@ -259,4 +278,6 @@ def run_worker(
         worker.dist.destroy_process_group()
     if env.rank != 0:
         return None
-    return CollectiveRun(params, env.world_size, env.launcher, list(ranks), sizes, skipped, time.monotonic() - t_start)
+    return CollectiveRun(
+        params, env.world_size, env.launcher, list(ranks), sizes, skipped, time.monotonic() - t_start
+    )

@@ -74,7 +74,9 @@ def _scores(matrix: Matrix) -> list[float | None]:
     return [statistics.median(line) if (line := _line(matrix, h)) else None for h in range(len(matrix))]
 
 
-def _reference(matrix: Matrix, scores: list[float | None], better_high: bool, by_flow: bool = False) -> list[float]:
+def _reference(
+    matrix: Matrix, scores: list[float | None], better_high: bool, by_flow: bool = False
+) -> list[float]:
     """Entries between hosts of the better half: a bad host cannot drag the reference down.
 
     With few hosts, one bad host touches most entries (2 of 3 pairs at N=3), so the median of
@@ -116,7 +118,9 @@ def _bandwidth_scale(matrix: Matrix, rel_margin: float, by_flow: bool = False) -
     return _Scale(scores, med, med - max(3 * robust_sigma(ref), rel_margin * med))
 
 
-def _retransmit_scale(retransmit_pct: Matrix | None, floor_pct: float, by_flow: bool = False) -> _Scale | None:
+def _retransmit_scale(
+    retransmit_pct: Matrix | None, floor_pct: float, by_flow: bool = False
+) -> _Scale | None:
     if retransmit_pct is None or not offdiag(retransmit_pct):
         return None
     scores = _scores(retransmit_pct)
@@ -155,7 +159,9 @@ def analyze(
         located = locate(fabric, hosts, judge.flow_bad, lambda a, b: matrix_gbps[a][b], transport, bw.median)
         suspects = list(located.suspects)
     else:
-        bad = judge.host_suspects() if n >= 3 else {}  # with two hosts, a host cannot be told from its only link
+        bad = (
+            judge.host_suspects() if n >= 3 else {}
+        )  # with two hosts, a host cannot be told from its only link
         suspects = list(bad.values()) + judge.link_suspects(set(bad))
     order = {"host": 0, "switch": 1, "link": 2}
     suspects.sort(key=lambda s: (order[s.kind], s.score_gbps if s.score_gbps is not None else 0.0))
@@ -199,7 +205,11 @@ class _Judge:
         bw, rs = self.bw, self.rs
         for h, host in enumerate(self.hosts):
             slow = _fraction(_line(self.gbps, h), lambda v: v < bw.cut) > 0.5
-            lossy = rs is not None and self.retx is not None and _fraction(_line(self.retx, h), lambda v: v > rs.cut) > 0.5
+            lossy = (
+                rs is not None
+                and self.retx is not None
+                and _fraction(_line(self.retx, h), lambda v: v > rs.cut) > 0.5
+            )
             if not (slow or lossy):
                 continue
             score = bw.scores[h]
@@ -231,14 +241,27 @@ class _Judge:
                     continue
                 parts = []
                 if slow:
-                    parts.append(f"{min(pair):.3g} Gbit/s between them vs the fleet's {self.bw.median:.3g}, while both hosts are fine with others")
+                    parts.append(
+                        f"{min(pair):.3g} Gbit/s between them vs the fleet's {self.bw.median:.3g}, while both hosts are fine with others"
+                    )
                 if lossy:
                     parts.append(f"{max(rpair):.2f}% retransmits between them")
                 reason = f"link {hosts[i]} <-> {hosts[j]}: " + "; ".join(parts)
-                out.append(self._suspect(hosts[i], hosts[j], "link", reason, min(pair) if pair else None, max(rpair) if rpair else None))
+                out.append(
+                    self._suspect(
+                        hosts[i],
+                        hosts[j],
+                        "link",
+                        reason,
+                        min(pair) if pair else None,
+                        max(rpair) if rpair else None,
+                    )
+                )
         return out
 
-    def _suspect(self, host: str, peer: str | None, kind: str, reason: str, score: float | None, retx: float | None) -> MatrixSuspect:
+    def _suspect(
+        self, host: str, peer: str | None, kind: str, reason: str, score: float | None, retx: float | None
+    ) -> MatrixSuspect:
         return MatrixSuspect(
             host=host, peer=peer, kind=kind, reason=self.prefix + reason, transport=self.transport,
             score_gbps=score, fleet_median_gbps=self.bw.median, retransmit_pct=retx,
@@ -256,11 +279,17 @@ def retest_flows(hosts: Sequence[str], verdict: Verdict, peers: int) -> dict[str
     if verdict.fabric is not None and verdict.located is not None:
         from fabricscope.bench.matrix.localize import retest_plan
 
-        return {suspect_key(s): flows for s, flows in retest_plan(verdict.fabric, verdict.located, verdict.host_scores_gbps, peers)}
+        return {
+            suspect_key(s): flows
+            for s, flows in retest_plan(verdict.fabric, verdict.located, verdict.host_scores_gbps, peers)
+        }
     index = {h: i for i, h in enumerate(hosts)}
     suspect_hosts = {s.host for s in verdict.suspects if s.kind == "host"}
     scores = verdict.host_scores_gbps
-    good = sorted((i for i, h in enumerate(hosts) if h not in suspect_hosts and scores[i] is not None), key=lambda i: -(scores[i] or 0.0))
+    good = sorted(
+        (i for i, h in enumerate(hosts) if h not in suspect_hosts and scores[i] is not None),
+        key=lambda i: -(scores[i] or 0.0),
+    )
     plan: dict[str, list[tuple[int, int]]] = {}
     for s in verdict.suspects:
         if s.kind == "host":
@@ -391,15 +420,25 @@ def to_bench_result(run: MatrixRun) -> BenchResult:
     result.retransmit_pct = run.tcp.retransmit_pct
     result.suspects = [s.model_copy() for sv in run.surveys for s in sv.suspects]
     result.cleared = [s.model_copy() for sv in run.surveys for s in sv.cleared]
-    result.retests = [MatrixRetest.model_validate({**r, "transport": sv.transport}) for sv in run.surveys for r in sv.retests]
+    result.retests = [
+        MatrixRetest.model_validate({**r, "transport": sv.transport})
+        for sv in run.surveys
+        for r in sv.retests
+    ]
     result.thresholds_gbps = Cutoffs(fleet_median=v.fleet_median_gbps, low=v.low_threshold_gbps)
-    result.thresholds_retransmit_pct = Cutoffs(fleet_median=v.fleet_retransmit_pct, high=v.high_retransmit_pct)
+    result.thresholds_retransmit_pct = Cutoffs(
+        fleet_median=v.fleet_retransmit_pct, high=v.high_retransmit_pct
+    )
     result.failures = list(run.tcp.failures)
     result.rdma = _rdma_part(run.rdma)
     if run.fabric is not None:
         result.topology = run.fabric.document
-        result.notes = [f"topology {run.fabric.source}: {', '.join(f'{h} on {run.fabric.leaf_of(t) or t}' for h, t in run.fabric.placed.items())}"]
-        result.notes += [("RDMA: " if sv.transport == "rdma" else "") + n for sv in run.surveys for n in sv.verdict.notes]
+        result.notes = [
+            f"topology {run.fabric.source}: {', '.join(f'{h} on {run.fabric.leaf_of(t) or t}' for h, t in run.fabric.placed.items())}"
+        ]
+        result.notes += [
+            ("RDMA: " if sv.transport == "rdma" else "") + n for sv in run.surveys for n in sv.verdict.notes
+        ]
     return result
 
 

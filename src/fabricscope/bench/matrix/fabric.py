@@ -17,7 +17,11 @@ def lldp_reading(host: str, socket_template: str | None) -> dict[str, Any]:
     from fabricscope.topology.gather import local_reading, to_wire
 
     try:
-        return to_wire(local_reading(Root.live(), host, socket_template.replace("{host}", host) if socket_template else None))
+        return to_wire(
+            local_reading(
+                Root.live(), host, socket_template.replace("{host}", host) if socket_template else None
+            )
+        )
     except FabricscopeError as exc:
         return {"error": one_line(exc)}
 
@@ -30,12 +34,16 @@ def _discovered(readings: Sequence[dict[str, Any]], switch_lldp: Sequence[str]) 
 
     errors = [r["error"] for r in readings if "error" in r]
     if errors:
-        raise TopologyError(f"discovery: {errors[0]}" + (f" (and {len(errors) - 1} more host(s))" if len(errors) > 1 else ""))
+        raise TopologyError(
+            f"discovery: {errors[0]}" + (f" (and {len(errors) - 1} more host(s))" if len(errors) > 1 else "")
+        )
     disc = from_lldp([from_wire(r) for r in readings], sources.switch_tables(switch_lldp), name="discovered")
     return build_document(disc), "discover (LLDP" + (f" + {', '.join(switch_lldp)})" if switch_lldp else ")")
 
 
-def load(spec: str, hosts: Sequence[str], readings: Sequence[dict[str, Any]], switch_lldp: Sequence[str]) -> Fabric:
+def load(
+    spec: str, hosts: Sequence[str], readings: Sequence[dict[str, Any]], switch_lldp: Sequence[str]
+) -> Fabric:
     """The fabric of ``spec`` with the matrix's hosts placed on it (rank 0)."""
     document, source = _discovered(readings, switch_lldp) if spec == "discover" else load_document(spec)
     return place(hosts, document, source)

@@ -68,15 +68,23 @@ def _to_matrix_names(e: Element, back: Mapping[str, str]) -> Element:
     return ("host", back.get(e[1], e[1])) if e[0] == "host" else e
 
 
-def observations(fabric: Fabric, bad: Callable[[int, int], bool | None], back: Mapping[str, str]) -> list[Observation]:
+def observations(
+    fabric: Fabric, bad: Callable[[int, int], bool | None], back: Mapping[str, str]
+) -> list[Observation]:
     """Measured flows (``bad`` None: not measured) with host elements named as in the matrix."""
     out = []
     for (i, j), c in fabric.crossings.items():
         verdict = bad(i, j)
         if verdict is None:
             continue
-        out.append(Observation((i, j), verdict, frozenset(_to_matrix_names(e, back) for e in c.must),
-                               frozenset(_to_matrix_names(e, back) for e in c.may)))
+        out.append(
+            Observation(
+                (i, j),
+                verdict,
+                frozenset(_to_matrix_names(e, back) for e in c.must),
+                frozenset(_to_matrix_names(e, back) for e in c.may),
+            )
+        )
     return out
 
 
@@ -101,20 +109,27 @@ def _reason(b: Blame, fabric: Fabric) -> str:
     labels = [element_label(e) for e in b.elements]
     if b.ambiguous:
         head = f"{'one' if b.needed == 1 else b.needed} of {', '.join(labels)}"
-        return (f"{head}: together they explain {len(b.flows)} slow flow(s), and no good flow has to cross any of "
-                f"them; the matrix cannot tell them apart (the same flows cross each)")
+        return (
+            f"{head}: together they explain {len(b.flows)} slow flow(s), and no good flow has to cross any of "
+            f"them; the matrix cannot tell them apart (the same flows cross each)"
+        )
     e = b.elements[0]
     if e[0] == "host":
         leaf = fabric.leaf_of(fabric.placed.get(e[1], e[1]))
         where = f"the host itself or its NIC cable to {leaf}" if leaf else "the host itself or its NIC cables"
         return f"{_evidence(b, host=True)} ({where})"  # printed after the host's name, as plain host suspects are
-    kind = "uplink" if e[0] == "link" and fabric.view.tiers.get(e[1], 0) != fabric.view.tiers.get(e[2], 0) else "cables"
+    kind = (
+        "uplink"
+        if e[0] == "link" and fabric.view.tiers.get(e[1], 0) != fabric.view.tiers.get(e[2], 0)
+        else "cables"
+    )
     name = f"{e[1]} -> {e[2]} {kind}" if e[0] == "link" else labels[0]
     return f"{name}: {_evidence(b)}"
 
 
-def _suspect(b: Blame, fabric: Fabric, gbps: Callable[[int, int], float | None], transport: str,
-             median: float | None) -> MatrixSuspect:
+def _suspect(
+    b: Blame, fabric: Fabric, gbps: Callable[[int, int], float | None], transport: str, median: float | None
+) -> MatrixSuspect:
     e = b.elements[0]
     rates = [g for f in b.flows if (g := gbps(*f)) is not None]
     return MatrixSuspect(
@@ -127,31 +142,48 @@ def _suspect(b: Blame, fabric: Fabric, gbps: Callable[[int, int], float | None],
     )  # fmt: skip
 
 
-def locate(fabric: Fabric, hosts: Sequence[str], bad: Callable[[int, int], bool | None],
-           gbps: Callable[[int, int], float | None], transport: str, median: float | None) -> Located:
+def locate(
+    fabric: Fabric,
+    hosts: Sequence[str],
+    bad: Callable[[int, int], bool | None],
+    gbps: Callable[[int, int], float | None],
+    transport: str,
+    median: float | None,
+) -> Located:
     """Suspects (hosts, links, switches) and notes for one matrix."""
     back = {topo: name for name, topo in fabric.placed.items()}
     loc = localize(observations(fabric, bad, back))
     suspects = [_suspect(b, fabric, gbps, transport, median) for b in loc.blamed]
     notes = []
     if loc.unexplained:
-        pairs = ", ".join(f"{hosts[a]}->{hosts[b]}" for a, b in loc.unexplained[:6]) + (" ..." if len(loc.unexplained) > 6 else "")
-        notes.append(f"{len(loc.unexplained)} slow flow(s) have no single explanation: every link, switch and host they "
-                     f"cross also carried a good flow ({pairs}); an intermittent fault or contention")
+        pairs = ", ".join(f"{hosts[a]}->{hosts[b]}" for a, b in loc.unexplained[:6]) + (
+            " ..." if len(loc.unexplained) > 6 else ""
+        )
+        notes.append(
+            f"{len(loc.unexplained)} slow flow(s) have no single explanation: every link, switch and host they "
+            f"cross also carried a good flow ({pairs}); an intermittent fault or contention"
+        )
     if not loc.exact:
         notes.append("many candidates: the explanation was chosen greedily (small, not proven the smallest)")
     elif loc.alternatives > 1:
-        notes.append(f"{loc.alternatives} explanations of the same size fit; the suspects marked 'one of' differ between them")
+        notes.append(
+            f"{loc.alternatives} explanations of the same size fit; the suspects marked 'one of' differ between them"
+        )
     return Located(suspects, notes, loc)
 
 
-def retest_plan(fabric: Fabric, located: Located, scores: Sequence[float | None], peers: int) -> list[tuple[MatrixSuspect, list[Flow]]]:
+def retest_plan(
+    fabric: Fabric, located: Located, scores: Sequence[float | None], peers: int
+) -> list[tuple[MatrixSuspect, list[Flow]]]:
     """Per suspect: flows that must cross it and nothing else under suspicion; those whose every
     other element was cleared by a good flow first, then those between the best-scoring hosts.
     A "one of" group is retested through its first element (the others share its flows)."""
     back = {topo: name for name, topo in fabric.placed.items()}
-    named = {f: ({_to_matrix_names(e, back) for e in c.must}, {_to_matrix_names(e, back) for e in c.may})
-             for f, c in fabric.crossings.items() if f[0] < f[1]}
+    named = {
+        f: ({_to_matrix_names(e, back) for e in c.must}, {_to_matrix_names(e, back) for e in c.may})
+        for f, c in fabric.crossings.items()
+        if f[0] < f[1]
+    }
     cleared = located.localization.cleared
     plan = []
     for s, blame in zip(located.suspects, located.localization.blamed):

@@ -89,7 +89,9 @@ def readiness(
         return Readiness(False, "no RDMA device (/sys/class/infiniband is empty)")
     path = which(tool)
     if path is None:
-        return Readiness(False, f"perftest is not installed ({tool} not found on PATH; Debian/Ubuntu package perftest)")
+        return Readiness(
+            False, f"perftest is not installed ({tool} not found on PATH; Debian/Ubuntu package perftest)"
+        )
     try:
         choice = choose_port(inv, device=device, route_netdev=netdev_for_address(root, address))
     except RdmaPlanError as exc:
@@ -192,7 +194,9 @@ def send_flow(
             continue
         flow = outcome_to_flow(outcome, tool, budget)
         if refused and "error" in flow:
-            flow["error"] += f" (no perftest server answered within {connect_window_s:g} s, {attempts} attempts)"
+            flow["error"] += (
+                f" (no perftest server answered within {connect_window_s:g} s, {attempts} attempts)"
+            )
         return flow
 
 

@@ -40,7 +40,9 @@ class MatrixParams(BaseModel):
     root: str | None = None  # read the RDMA inventory here instead of the live machine
     topology: str | None = None  # FILE (absolute), lab:NAME or discover: localize on the fabric
     lldp_socket: str | None = None  # discover: lldpd control socket, {host} = the rank's host
-    switch_lldp: list[str] = Field(default_factory=list)  # discover: switch tables (topology discover --switch-lldp)
+    switch_lldp: list[str] = Field(
+        default_factory=list
+    )  # discover: switch tables (topology discover --switch-lldp)
 
 
 def round_robin(n: int) -> list[Phase]:

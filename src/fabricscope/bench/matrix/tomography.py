@@ -80,19 +80,26 @@ def _classes(candidates: dict[Element, frozenset[int]]) -> list[tuple[tuple[Elem
     return [(tuple(by_cover[c]), c) for c in sorted(kept, key=lambda c: (-len(c), sorted(c)))]
 
 
-def _exact(classes: list[tuple[tuple[Element, ...], frozenset[int]]], need: frozenset[int]) -> list[tuple[int, ...]] | None:
+def _exact(
+    classes: list[tuple[tuple[Element, ...], frozenset[int]]], need: frozenset[int]
+) -> list[tuple[int, ...]] | None:
     """Every smallest set of classes covering ``need`` (indexes), or None past the budget."""
     for k in range(1, EXACT_MAX + 1):
         if math.comb(len(classes), k) > EXACT_BUDGET:
             return None
-        found = [combo for combo in itertools.combinations(range(len(classes)), k)
-                 if frozenset().union(*(classes[i][1] for i in combo)) >= need]
+        found = [
+            combo
+            for combo in itertools.combinations(range(len(classes)), k)
+            if frozenset().union(*(classes[i][1] for i in combo)) >= need
+        ]
         if found:
             return found
     return None
 
 
-def _greedy(classes: list[tuple[tuple[Element, ...], frozenset[int]]], need: frozenset[int]) -> tuple[int, ...]:
+def _greedy(
+    classes: list[tuple[tuple[Element, ...], frozenset[int]]], need: frozenset[int]
+) -> tuple[int, ...]:
     left, chosen = set(need), []
     while left:
         best = max(range(len(classes)), key=lambda i: (len(classes[i][1] & left), -i))
@@ -132,8 +139,13 @@ def localize(observations: Sequence[Observation]) -> Localization:
     return Localization(blamed, unexplained, exact, len(chosen), cleared)
 
 
-def _blame(group: tuple[Element, ...], needed: int, observations: Sequence[Observation], bad: Sequence[Observation],
-           classes: list[tuple[tuple[Element, ...], frozenset[int]]]) -> Blame:
+def _blame(
+    group: tuple[Element, ...],
+    needed: int,
+    observations: Sequence[Observation],
+    bad: Sequence[Observation],
+    classes: list[tuple[tuple[Element, ...], frozenset[int]]],
+) -> Blame:
     first = group[0]
     explained = sorted({bad[i].flow for els, cover in classes if set(els) & set(group) for i in cover})
     through = [o for o in observations if first in o.must]

@@ -56,7 +56,9 @@ FlowResult = dict[str, Any]  # gbps, retx_pct, ... or error
 
 
 # ----- one TCP flow -----------------------------------------------------------------------------
-def send_flow(endpoint: tuple[str, int], header: dict[str, Any], duration_s: float, deadline_s: float) -> FlowResult:
+def send_flow(
+    endpoint: tuple[str, int], header: dict[str, Any], duration_s: float, deadline_s: float
+) -> FlowResult:
     """Send for ``duration_s``, wait until the receiver closed, report the socket's retransmits."""
     payload = memoryview(os.urandom(CHUNK_BYTES))
     sock = socket.create_connection(endpoint, timeout=min(10.0, deadline_s))
@@ -82,7 +84,9 @@ def send_flow(endpoint: tuple[str, int], header: dict[str, Any], duration_s: flo
     return out
 
 
-def _accept_expected(server: socket.socket, expect: dict[str, Any], deadline_s: float) -> tuple[socket.socket, bytes]:
+def _accept_expected(
+    server: socket.socket, expect: dict[str, Any], deadline_s: float
+) -> tuple[socket.socket, bytes]:
     """The connection of the expected sender (token, phase, source checked) and what followed its header."""
     end_by = time.monotonic() + deadline_s
     while True:
@@ -104,14 +108,18 @@ def _accept_expected(server: socket.socket, expect: dict[str, Any], deadline_s: 
                 header_raw += chunk
             line, _, rest = header_raw.partition(b"\n")
             header = json.loads(line.decode("utf-8"))
-            if isinstance(header, dict) and all(header.get(k) == expect[k] for k in ("token", "phase", "src")):
+            if isinstance(header, dict) and all(
+                header.get(k) == expect[k] for k in ("token", "phase", "src")
+            ):
                 return conn, rest
         except (ValueError, OSError, UnicodeDecodeError):
             pass
         conn.close()  # a stranger or a stale connection: refuse it and keep waiting
 
 
-def receive_flow(server: socket.socket, expect: dict[str, Any], duration_s: float, warmup_s: float, deadline_s: float) -> FlowResult:
+def receive_flow(
+    server: socket.socket, expect: dict[str, Any], duration_s: float, warmup_s: float, deadline_s: float
+) -> FlowResult:
     """Accept the expected sender and measure its rate after warm-up."""
     conn, rest = _accept_expected(server, expect, deadline_s)
     view = memoryview(bytearray(1 << 20))
@@ -169,7 +177,9 @@ class Coordinator:
         try:
             text = self.store.get(f"rank/{rank}/{key}", self.timeout_s)
         except StoreTimeout:
-            raise MatrixError(f"rank {rank} published no {key} within {self.timeout_s:g} s (it died or hangs)") from None
+            raise MatrixError(
+                f"rank {rank} published no {key} within {self.timeout_s:g} s (it died or hangs)"
+            ) from None
         try:
             return parse_json(text, MAX_VALUE_BYTES)
         except ValueError as exc:
@@ -194,7 +204,13 @@ class Coordinator:
 def _open_store(params: MatrixParams, env: DistEnv) -> Meeting:
     limits = StoreLimits(keys_per_rank=256 + 32 * env.world_size, bytes_per_rank=64 << 20)
     try:
-        return open_store(env, params.timeout_s, needs="bench matrix", node=env.host_label or socket.gethostname(), limits=limits)
+        return open_store(
+            env,
+            params.timeout_s,
+            needs="bench matrix",
+            node=env.host_label or socket.gethostname(),
+            limits=limits,
+        )
     except RendezvousError as exc:
         raise MatrixError(str(exc)) from None
 
@@ -219,9 +235,14 @@ def _endpoint(value: Any, rank: int) -> dict[str, Any] | None:
 
 def _flow_result(value: Any) -> FlowResult:
     """A flow's result as a rank published it: a flat object of numbers, short strings and nulls."""
-    ok = isinstance(value, dict) and len(value) <= 32 and all(
-        isinstance(k, str) and (v is None or isinstance(v, int | float) or (isinstance(v, str) and len(v) <= 2000))
-        for k, v in value.items()
+    ok = (
+        isinstance(value, dict)
+        and len(value) <= 32
+        and all(
+            isinstance(k, str)
+            and (v is None or isinstance(v, int | float) or (isinstance(v, str) and len(v) <= 2000))
+            for k, v in value.items()
+        )
     )
     if not ok:
         raise MatrixError("a rank published a flow result that is not one")
@@ -238,7 +259,14 @@ def unique_labels(labels: list[str], ranks: list[int]) -> list[str]:
 class MatrixWorker:
     """One rank of the job: joins the store, then (one rank per host) sends, receives and, on rank 0, judges."""
 
-    def __init__(self, params: MatrixParams, env: DistEnv, meeting: Meeting, progress: Callable[[str], None] | None, which: Callable[[str], str | None]) -> None:
+    def __init__(
+        self,
+        params: MatrixParams,
+        env: DistEnv,
+        meeting: Meeting,
+        progress: Callable[[str], None] | None,
+        which: Callable[[str], str | None],
+    ) -> None:
         self.params, self.env, self.meeting, self.progress, self.which = params, env, meeting, progress, which
         self.all_ranks = Coordinator(meeting.client, env.rank, env.world_size, params.timeout_s)
         # one participant per host: local rank 0, or every rank our own launchers labelled as a host
@@ -255,7 +283,9 @@ class MatrixWorker:
         rank, co = self.env.rank, self.all_ranks
         addr = self.params.bind or local_address_towards(self.env.master_addr) or "127.0.0.1"
         if self.participant:
-            self.server = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)
+            self.server = socket.socket(
+                socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM
+            )
             self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             self.server.bind((addr, 0))
             self.server.listen(8)
@@ -289,23 +319,42 @@ class MatrixWorker:
     def tcp_send(self, tag: str, k: int, a: int, b: int) -> FlowResult:
         ep = self.eps[self.members[b]]
         header = {"token": self.token, "phase": f"{tag}/{k}", "src": a}
-        return self._flow("send", a, b, lambda: send_flow((ep["addr"], ep["port"]), header, self.params.duration_s, self.flow_deadline))
+        return self._flow(
+            "send",
+            a,
+            b,
+            lambda: send_flow((ep["addr"], ep["port"]), header, self.params.duration_s, self.flow_deadline),
+        )
 
     def tcp_receive(self, tag: str, k: int, a: int, b: int) -> FlowResult:
-        assert self.server is not None
+        server = self.server
+        assert server is not None
         expect = {"token": self.token, "phase": f"{tag}/{k}", "src": a, "src_host": self.hosts[a]}
         p = self.params
-        return self._flow("receive", a, b, lambda: receive_flow(self.server, expect, p.duration_s, p.warmup_s, self.flow_deadline))  # type: ignore[arg-type]
+        return self._flow(
+            "receive",
+            a,
+            b,
+            lambda: receive_flow(server, expect, p.duration_s, p.warmup_s, self.flow_deadline),
+        )
 
     def rdma_send(self, tag: str, k: int, a: int, b: int) -> FlowResult:
         assert self.ready is not None
         self.co.get(self.members[b], f"rdma-up/{tag}/{k}/{b}")  # the receiver started its perftest server
-        argv = matrix_rdma.client_argv(self.ready, self.params.rdma_test, self.rdma_s, self.params.rdma_port + b, self.eps[self.members[b]]["addr"])
+        argv = matrix_rdma.client_argv(
+            self.ready,
+            self.params.rdma_test,
+            self.rdma_s,
+            self.params.rdma_port + b,
+            self.eps[self.members[b]]["addr"],
+        )
         return self._flow("send", a, b, lambda: matrix_rdma.send_flow(argv, self.rdma_s))
 
     def rdma_receive(self, tag: str, k: int, a: int, b: int) -> FlowResult:
         assert self.ready is not None
-        argv = matrix_rdma.server_argv(self.ready, self.params.rdma_test, self.rdma_s, self.params.rdma_port + b)
+        argv = matrix_rdma.server_argv(
+            self.ready, self.params.rdma_test, self.rdma_s, self.params.rdma_port + b
+        )
         return self._flow("receive", a, b, lambda: matrix_rdma.serve_flow(
             argv,
             self.rdma_s,
@@ -315,11 +364,15 @@ class MatrixWorker:
 
     # -- phases
     def run_phases(self, transport: str, tag: str, plan: list[Phase]) -> None:
-        send, receive = (self.tcp_send, self.tcp_receive) if transport == "tcp" else (self.rdma_send, self.rdma_receive)
+        send, receive = (
+            (self.tcp_send, self.tcp_receive) if transport == "tcp" else (self.rdma_send, self.rdma_receive)
+        )
         for k, phase in enumerate(plan):
             self.co.barrier(f"{tag}/{k}")
             if self.progress and self.me == 0:
-                self.progress(f"{tag} phase {k + 1}/{len(plan)}: {', '.join(f'{self.hosts[a]}->{self.hosts[b]}' for a, b in phase)}")
+                self.progress(
+                    f"{tag} phase {k + 1}/{len(plan)}: {', '.join(f'{self.hosts[a]}->{self.hosts[b]}' for a, b in phase)}"
+                )
             for a, b in phase:
                 if a == self.me:
                     self.co.put(f"res/{tag}/{k}/{a}/{b}/send", send(tag, k, a, b))
@@ -353,12 +406,20 @@ class MatrixWorker:
             results = self.collect(f"{transport}-retest", retest_plan)
             survey.suspects, survey.cleared = confirm(survey.verdict, by_suspect, results)
             survey.retests = [
-                {"from": self.hosts[a], "to": self.hosts[b], "gbps": r.get("gbps"), "retransmit_pct": r.get("retx_pct"), "error": r.get("error")}
+                {
+                    "from": self.hosts[a],
+                    "to": self.hosts[b],
+                    "gbps": r.get("gbps"),
+                    "retransmit_pct": r.get("retx_pct"),
+                    "error": r.get("error"),
+                }
                 for (a, b), r in results.items()
             ]
         return survey
 
-    def _judge(self, transport: str, results: dict[tuple[int, int], FlowResult]) -> tuple[Survey, dict[str, list[tuple[int, int]]]]:
+    def _judge(
+        self, transport: str, results: dict[tuple[int, int], FlowResult]
+    ) -> tuple[Survey, dict[str, list[tuple[int, int]]]]:
         """The matrices of one pass, their verdict, and the retest flows of each suspect."""
         n, p = self.n, self.params
         mat: list[list[float | None]] = [[None] * n for _ in range(n)]
@@ -370,8 +431,15 @@ class MatrixWorker:
                 continue
             mat[a][b], retx[a][b] = r.get("gbps"), r.get("retx_pct")
         retx_or_none = retx if transport == "tcp" else None
-        verdict = analyze(self.hosts, mat, retx_or_none, rel_margin=p.rel_margin, retx_floor_pct=p.retx_floor_pct,
-                          transport=transport, fabric=self.fabric)
+        verdict = analyze(
+            self.hosts,
+            mat,
+            retx_or_none,
+            rel_margin=p.rel_margin,
+            retx_floor_pct=p.retx_floor_pct,
+            transport=transport,
+            fabric=self.fabric,
+        )
         by_suspect = retest_flows(self.hosts, verdict, p.retest_peers) if p.retest else {}
         return Survey(transport, mat, retx_or_none, verdict, verdict.suspects, [], [], failures), by_suspect
 
@@ -381,10 +449,18 @@ class MatrixWorker:
         if not p.rdma:
             return RdmaPart("skipped", "not asked (--no-rdma)")
         root = Root.at(p.root) if p.root else Root.live()
-        self.ready = matrix_rdma.readiness(p.rdma_test, root=root, address=self.eps[self.env.rank]["addr"], device=p.rdma_device, which=self.which)
+        self.ready = matrix_rdma.readiness(
+            p.rdma_test,
+            root=root,
+            address=self.eps[self.env.rank]["addr"],
+            device=p.rdma_device,
+            which=self.which,
+        )
         self.co.put(f"rdma-ready/{self.me}", self.ready.public())
         public = [self.co.get(self.members[i], f"rdma-ready/{i}") for i in range(self.n)]
-        endpoints = [e for e in (matrix_rdma.endpoint_dict(h, pub) for h, pub in zip(self.hosts, public)) if e]
+        endpoints = [
+            e for e in (matrix_rdma.endpoint_dict(h, pub) for h, pub in zip(self.hosts, public)) if e
+        ]
         why = matrix_rdma.skip_reason(self.hosts, public)
         if why is not None:
             return RdmaPart("skipped", why, p.rdma_test, None, endpoints)
@@ -409,9 +485,19 @@ class MatrixWorker:
             return None
         assert tcp is not None
         self.all_ranks.put("done", True)
-        self.all_ranks.wait_for_leavers(self.env.world_size - 1)  # rank 0 hosts the store: outlive its readers
-        return MatrixRun(self.params, self.hosts, self.members, tcp, rdma, self.env.launcher, time.monotonic() - t_start,
-                         self.fabric)
+        self.all_ranks.wait_for_leavers(
+            self.env.world_size - 1
+        )  # rank 0 hosts the store: outlive its readers
+        return MatrixRun(
+            self.params,
+            self.hosts,
+            self.members,
+            tcp,
+            rdma,
+            self.env.launcher,
+            time.monotonic() - t_start,
+            self.fabric,
+        )
 
     # -- the fabric (--topology)
     def place_on_fabric(self) -> None:
@@ -420,12 +506,20 @@ class MatrixWorker:
         from fabricscope.bench.matrix import fabric as fabric_source
 
         spec = self.params.topology or ""
-        reading = fabric_source.lldp_reading(self.hosts[self.me], self.params.lldp_socket) if spec == "discover" else None
+        reading = (
+            fabric_source.lldp_reading(self.hosts[self.me], self.params.lldp_socket)
+            if spec == "discover"
+            else None
+        )
         if reading is not None:
             self.co.put(f"lldp/{self.me}", reading)
         if self.me == 0:
             try:
-                readings = [self.co.get(self.members[i], f"lldp/{i}") for i in range(self.n)] if spec == "discover" else []
+                readings = (
+                    [self.co.get(self.members[i], f"lldp/{i}") for i in range(self.n)]
+                    if spec == "discover"
+                    else []
+                )
                 self.fabric = fabric_source.load(spec, self.hosts, readings, self.params.switch_lldp)
                 self.co.put("topology", {"ok": True})
             except FabricscopeError as exc:

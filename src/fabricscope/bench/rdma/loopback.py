@@ -39,14 +39,28 @@ def cuda_supported(tool_path: str, runner: Runner) -> bool:
     return "use_cuda" in (out.stdout + out.stderr)
 
 
-def _one_port(params: RdmaParams, inv, tool_path: str, device: str, port: int, runner: Runner, sleep: Callable[[float], None]) -> dict:
+def _one_port(
+    params: RdmaParams,
+    inv,
+    tool_path: str,
+    device: str,
+    port: int,
+    runner: Runner,
+    sleep: Callable[[float], None],
+) -> dict:
     """Server and client of one HCA port against itself; the row for the result's table."""
     choice = choose_port(inv, device=device, ib_port=port)
     planned, gpu_note = plan_gpu(params, inv, choice)
     server = build_argv(planned.model_copy(update={"peer": None}), choice, tool_path)
     client = build_argv(planned.model_copy(update={"peer": LOOPBACK_PEER}), choice, tool_path)
     budget = planned.expected_s() + planned.timeout_s
-    row: dict = {"device": device, "port": port, "gpu": planned.gpu if planned.use_cuda else None, "gpu_note": gpu_note, "argv": client}
+    row: dict = {
+        "device": device,
+        "port": port,
+        "gpu": planned.gpu if planned.use_cuda else None,
+        "gpu_note": gpu_note,
+        "argv": client,
+    }
     with ThreadPoolExecutor(max_workers=1) as pool:
         served = pool.submit(runner, server, budget + SERVER_HEAD_START_S)
         sleep(SERVER_HEAD_START_S)
@@ -80,12 +94,20 @@ def run_loopback(
     params = params.model_copy(update={"test": "write_bw", "peer": None})
     result = new_result("rdma", params)
     inv = read_inventory(root or Root.live())
-    ports = [(p.device, p.port) for d in inv.rdma_devices if not d.is_efa for p in d.ports if p.is_active and (p.is_ib or p.is_roce)]
+    ports = [
+        (p.device, p.port)
+        for d in inv.rdma_devices
+        if not d.is_efa
+        for p in d.ports
+        if p.is_active and (p.is_ib or p.is_roce)
+    ]
     if not ports:
         return result.skip("no active InfiniBand or RoCE port on this host")
     tool_path = which(params.tool)
     if tool_path is None:
-        return result.skip(f"perftest is not installed: {params.tool} not found on PATH (Debian/Ubuntu package: perftest)")
+        return result.skip(
+            f"perftest is not installed: {params.tool} not found on PATH (Debian/Ubuntu package: perftest)"
+        )
     if params.use_cuda and not inv.gpus:
         return result.skip("--use-cuda: no GPU found on this host")
     if params.use_cuda and not cuda_supported(tool_path, runner):
@@ -103,9 +125,14 @@ def run_loopback(
     result.duration_s = round(watch.elapsed_s(), 6)
     result.detail["loopback"] = rows
     good = [r["gbps"] for r in rows if r["ok"]]
-    metrics = {"throughput_gbps": min(good) if good else None, "max_throughput_gbps": max(good) if good else None}
+    metrics = {
+        "throughput_gbps": min(good) if good else None,
+        "max_throughput_gbps": max(good) if good else None,
+    }
     failed = [r for r in rows if not r["ok"]]
     if failed:
         result.metrics.update({k: v for k, v in metrics.items() if v is not None})
-        return result.fail("loopback failed on " + "; ".join(f"{r['device']}/{r['port']}: {r['reason']}" for r in failed))
+        return result.fail(
+            "loopback failed on " + "; ".join(f"{r['device']}/{r['port']}: {r['reason']}" for r in failed)
+        )
     return result.finish(metrics)

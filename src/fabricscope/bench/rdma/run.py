@@ -246,7 +246,9 @@ def subprocess_runner(argv: list[str], timeout_s: float) -> CommandOutcome:
 
 
 def from_outcome(done: command.Outcome) -> CommandOutcome:
-    return CommandOutcome(rc=done.rc, stdout=done.stdout_text, stderr=done.stderr_text, timed_out=done.rc is None)
+    return CommandOutcome(
+        rc=done.rc, stdout=done.stdout_text, stderr=done.stderr_text, timed_out=done.rc is None
+    )
 
 
 def supports_json(tool_path: str, runner: Runner) -> bool:
@@ -310,7 +312,12 @@ def run_rdma(
 
 
 def _judge_outcome(
-    result: BenchResult, params: RdmaParams, choice: PortChoice, outcome: CommandOutcome, budget: float, json_text: str | None
+    result: BenchResult,
+    params: RdmaParams,
+    choice: PortChoice,
+    outcome: CommandOutcome,
+    budget: float,
+    json_text: str | None,
 ) -> BenchResult:
     """perftest's exit and output as the result: JSON numbers where it wrote them, the text for the rest."""
     text = outcome.stdout + ("\n" + outcome.stderr if outcome.stderr else "")
@@ -344,7 +351,9 @@ def _judge_outcome(
     return result
 
 
-def _parse_output(result: BenchResult, json_text: str | None, stdout: str) -> tuple[PerftestOutput | PerftestParseError, str]:
+def _parse_output(
+    result: BenchResult, json_text: str | None, stdout: str
+) -> tuple[PerftestOutput | PerftestParseError, str]:
     """perftest's JSON file where it wrote one (the numbers), its text for addresses and warnings; or why neither reads."""
     parsed: PerftestOutput | None = None
     source = "text"

@@ -271,7 +271,11 @@ class Comparison:
     @property
     def regressions(self) -> list[str]:
         names = [c.name for c in self.changes if c.verdict == "regression"]
-        return names + [f"new suspect {s.label}" + (" (rdma)" if s.transport == "rdma" else "") for s in self.suspects if s.regression]
+        return names + [
+            f"new suspect {s.label}" + (" (rdma)" if s.transport == "rdma" else "")
+            for s in self.suspects
+            if s.regression
+        ]
 
 
 def judge(

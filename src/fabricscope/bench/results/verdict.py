@@ -35,7 +35,9 @@ def verdict(result: BenchResult) -> Verdict:
         return Verdict(2, "no verdict", f"{len(failures)} pair(s) could not be measured")
     failed = [c for c in checks if not c.get("passed")]
     if failed:
-        return Verdict(1, "FAIL", "threshold failed: " + ", ".join(f"{c['option']} {c['limit']:g}" for c in failed))
+        return Verdict(
+            1, "FAIL", "threshold failed: " + ", ".join(f"{c['option']} {c['limit']:g}" for c in failed)
+        )
     if result.thresholds.get("passed") is False:  # collective runs stored before thresholds had checks
         return Verdict(1, "FAIL", "threshold failed")
     if result.suspects:

@@ -62,13 +62,20 @@ def source_key(source: str) -> str:
 class AuthFailures:
     """Wrong tokens per source, and how long each source is turned away (bounded memory)."""
 
-    def __init__(self, free: int = FREE_FAILURES, first_s: float = FIRST_BACKOFF_S, max_s: float = MAX_BACKOFF_S,
-                 max_sources: int = MAX_SOURCES) -> None:
+    def __init__(
+        self,
+        free: int = FREE_FAILURES,
+        first_s: float = FIRST_BACKOFF_S,
+        max_s: float = MAX_BACKOFF_S,
+        max_sources: int = MAX_SOURCES,
+    ) -> None:
         self.free = free
         self.first_s = first_s
         self.max_s = max_s
         self.max_sources = max_sources
-        self._by_source: OrderedDict[str, tuple[int, float]] = OrderedDict()  # key -> (failures, turned away until)
+        self._by_source: OrderedDict[str, tuple[int, float]] = (
+            OrderedDict()
+        )  # key -> (failures, turned away until)
         self._lock = threading.Lock()
 
     def wait_s(self, source: str) -> float:
@@ -81,7 +88,9 @@ class AuthFailures:
         key = source_key(source)
         with self._lock:
             failures = self._by_source.pop(key, (0, 0.0))[0] + 1
-            backoff = 0.0 if failures < self.free else min(self.max_s, self.first_s * 2 ** (failures - self.free))
+            backoff = (
+                0.0 if failures < self.free else min(self.max_s, self.first_s * 2 ** (failures - self.free))
+            )
             self._by_source[key] = (failures, time.monotonic() + backoff)
             while len(self._by_source) > self.max_sources:
                 self._by_source.popitem(last=False)

@@ -111,7 +111,9 @@ class WorkerSet:
         job = {"name": name, "endpoint": ep, "cookie": cookie.hex(), "cfg": cfg, "sync": sync}
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in [_package_parent(), env.get("PYTHONPATH", "")] if p)
-        process = command.Process([sys.executable, "-m", WORKER_MODULE], stdin=command.PIPE, pass_fds=fds, env=env)
+        process = command.Process(
+            [sys.executable, "-m", WORKER_MODULE], stdin=command.PIPE, pass_fds=fds, env=env
+        )
         proc = process.proc
         assert proc.stdin is not None and proc.stdout is not None
         os.set_blocking(proc.stdout.fileno(), False)

@@ -39,7 +39,6 @@ MAX_DURATION_S = 3600.0
 MAX_TOKEN_CHARS = 256  # the longest token a hello may carry, so the longest a server may require
 
 
-
 # ----- requests -------------------------------------------------------------------------------
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=False, frozen=True)

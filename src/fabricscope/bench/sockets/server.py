@@ -55,7 +55,9 @@ from fabricscope.logfilter import RepeatLimiter
 log = logging.getLogger("fabricscope.bench.sockets.server")
 
 HELLO_TIMEOUT_S = 3.0  # the whole hello, from accept to its last byte: before authentication
-REQUEST_TIMEOUT_S = 5.0  # an authenticated connection that sends no test request is ended (clients send at once)
+REQUEST_TIMEOUT_S = (
+    5.0  # an authenticated connection that sends no test request is ended (clients send at once)
+)
 PENDING_PER_SOURCE = 8  # connections not yet authenticated, from one source address
 PENDING_TOTAL = 64  # ... and from all sources together
 LOG_FLUSH_S = 1.0
@@ -93,7 +95,9 @@ class BenchServer:
             )
         weakness = token_weakness(token) if token is not None else None
         if weakness:
-            raise FabricscopeError(f"the token (--token or $FABRICSCOPE_BENCH_TOKEN) is too weak ({weakness}): make one with {MAKE_TOKEN}")
+            raise FabricscopeError(
+                f"the token (--token or $FABRICSCOPE_BENCH_TOKEN) is too weak ({weakness}): make one with {MAKE_TOKEN}"
+            )
         self.bind = bind
         self.port = port
         self.token = token

@@ -40,7 +40,9 @@ class UdpParams(BaseModel):
     streams: int = Field(default=1, ge=1, le=128)
     duration_s: float = Field(default=10.0, gt=0, le=3600)
     size_bytes: int = Field(default=1472, ge=UDP_HEADER_BYTES, le=MAX_UDP_PAYLOAD)
-    rate_bps: float = Field(default=1e9, ge=0, le=MAX_RATE_BPS)  # total over all streams; 0 = as fast as possible
+    rate_bps: float = Field(
+        default=1e9, ge=0, le=MAX_RATE_BPS
+    )  # total over all streams; 0 = as fast as possible
     interval_s: float = Field(default=1.0, ge=0.05, le=60)
     timeout_s: float = Field(default=10.0, gt=0, le=300)
 

@@ -31,7 +31,9 @@ class Families:
 
     def __init__(self) -> None:
         self._families: dict[str, tuple[Metric, tuple[str, ...]]] = {}
-        self.raw: list[str] = []  # exposition text a collector wrote itself (families too large to format per sample)
+        self.raw: list[
+            str
+        ] = []  # exposition text a collector wrote itself (families too large to format per sample)
 
     def _family(
         self, kind: str, name: str, help_text: str, labels: dict[str, str]
@@ -40,7 +42,9 @@ class Families:
         entry = self._families.get(full)
         if entry is None:
             keys = tuple(labels)
-            cls = {"counter": CounterMetricFamily, "histogram": HistogramMetricFamily}.get(kind, GaugeMetricFamily)
+            cls = {"counter": CounterMetricFamily, "histogram": HistogramMetricFamily}.get(
+                kind, GaugeMetricFamily
+            )
             entry = (cls(full, help_text, labels=list(keys)), keys)
             self._families[full] = entry
         return entry
@@ -57,8 +61,14 @@ class Families:
         if value is not None:
             family.add_metric([printable_name(labels[k]) for k in keys], float(value))
 
-    def histogram(self, name: str, help_text: str, labels: dict[str, str], buckets: list[tuple[str, float]],
-                  sum_value: float) -> None:
+    def histogram(
+        self,
+        name: str,
+        help_text: str,
+        labels: dict[str, str],
+        buckets: list[tuple[str, float]],
+        sum_value: float,
+    ) -> None:
         """``buckets``: (upper bound, cumulative count) pairs ending with ``+Inf``."""
         family, keys = self._family("histogram", name, help_text, labels)
         assert isinstance(family, HistogramMetricFamily)

@@ -24,7 +24,9 @@ from fabricscope.monitor.topology import Topology
 GB = 1e9
 COLLECTIVES_HELP = "Collectives completed (rate() is collectives per second)."
 BUSBW_HELP = "Bus bandwidth of recent collectives (mean of the last 64), bytes per second."
-ALGBW_HELP = "Algorithm bandwidth (size over time) of recent collectives (mean of the last 64), bytes per second."
+ALGBW_HELP = (
+    "Algorithm bandwidth (size over time) of recent collectives (mean of the last 64), bytes per second."
+)
 EXPECTED_HELP = (
     "Bus bandwidth the fabric should deliver for this communicator's shape (ranks, nodes, this node's NIC "
     "count and rate), collective and message size, from fabricscope's simulator, in bytes per second."
@@ -37,8 +39,13 @@ RANK_RATIO_HELP = (
 )
 SINCE_HELP = "Seconds since this rank's last completed collective (Inspector dump time): a stalled job rises here first."
 _BOUNDS = [f"{b:g}" for b in DURATION_BUCKETS]
-_KEY_FAMILIES = ("nccl_collectives_total", "nccl_busbw_bytes_per_second", "nccl_algbw_bytes_per_second",
-                 "nccl_busbw_expected_bytes_per_second", "nccl_busbw_ratio")
+_KEY_FAMILIES = (
+    "nccl_collectives_total",
+    "nccl_busbw_bytes_per_second",
+    "nccl_algbw_bytes_per_second",
+    "nccl_busbw_expected_bytes_per_second",
+    "nccl_busbw_ratio",
+)
 
 
 def _esc(value: str) -> str:
@@ -52,8 +59,11 @@ def _esc(value: str) -> str:
 def _histogram_prefixes(comm: str, op: str) -> tuple[str, ...]:
     name = f"{PREFIX}nccl_collective_duration_seconds"
     labels = f'comm="{_esc(comm)}",collective="{_esc(op)}"'
-    return (*(f'{name}_bucket{{{labels},le="{bound}"}} ' for bound in (*_BOUNDS, "+Inf")),
-            f"{name}_count{{{labels}}} ", f"{name}_sum{{{labels}}} ")
+    return (
+        *(f'{name}_bucket{{{labels},le="{bound}"}} ' for bound in (*_BOUNDS, "+Inf")),
+        f"{name}_count{{{labels}}} ",
+        f"{name}_sum{{{labels}}} ",
+    )
 
 
 def _rank_place(comm: CommStats, rank: int, gpu: int | None, topo: Topology) -> dict[str, str]:
@@ -97,7 +107,9 @@ class InspectorCollector:
         for (op, bucket), key in comm.keys.items():
             prefixes = key.labels
             if not prefixes:  # each family's "name{labels} " once per key: the scrape only adds numbers
-                labels = f'{{comm="{_esc(comm.label)}",collective="{_esc(op)}",size_bucket="{_esc(bucket)}"}} '
+                labels = (
+                    f'{{comm="{_esc(comm.label)}",collective="{_esc(op)}",size_bucket="{_esc(bucket)}"}} '
+                )
                 prefixes = key.labels = tuple(f"{PREFIX}{name}{labels}" for name in _KEY_FAMILIES)
             collectives.append(f"{prefixes[0]}{key.count}\n")
             window = key.busbw
@@ -134,16 +146,27 @@ class InspectorCollector:
         )
         for rank, view in comm.ranks.items():
             place = _rank_place(comm, rank, view.gpu, topo)
-            labels = (f'{{comm="{_esc(comm.label)}",rank="{rank}",node="{_esc(view.hostname)}",gpu="{place["gpu"]}",'
-                      f'nic="{_esc(place["nic"])}",rail="{place["rail"]}"}}')
-            fam["since"].append(f"{PREFIX}nccl_seconds_since_last_collective{labels} {max(0.0, now - view.last_s)!r}\n")
+            labels = (
+                f'{{comm="{_esc(comm.label)}",rank="{rank}",node="{_esc(view.hostname)}",gpu="{place["gpu"]}",'
+                f'nic="{_esc(place["nic"])}",rail="{place["rail"]}"}}'
+            )
+            fam["since"].append(
+                f"{PREFIX}nccl_seconds_since_last_collective{labels} {max(0.0, now - view.last_s)!r}\n"
+            )
             ratios = [bw * GB / key.expected for key, bw in view.recent if key.expected]
             if ratios:
-                fam["rank_ratio"].append(f"{PREFIX}nccl_rank_busbw_ratio{labels} {float(statistics.median(ratios))!r}\n")
+                fam["rank_ratio"].append(
+                    f"{PREFIX}nccl_rank_busbw_ratio{labels} {float(statistics.median(ratios))!r}\n"
+                )
 
 
 _FAMILIES = (
-    ("info", "nccl_communicator_info", "gauge", "NCCL communicator seen by the Inspector; value is always 1."),
+    (
+        "info",
+        "nccl_communicator_info",
+        "gauge",
+        "NCCL communicator seen by the Inspector; value is always 1.",
+    ),
     ("collectives", "nccl_collectives_total", "counter", COLLECTIVES_HELP),
     ("busbw", "nccl_busbw_bytes_per_second", "gauge", BUSBW_HELP),
     ("algbw", "nccl_algbw_bytes_per_second", "gauge", ALGBW_HELP),
@@ -165,15 +188,39 @@ def _text(fam: dict[str, list[str]]) -> str:
 
 
 def _own(counts: InspectorCounts, out: Families) -> None:
-    out.counter("nccl_inspector_records_total", "Inspector records (collectives, P2P operations, textfile samples) read.",
-                {}, counts.records)
-    out.counter("nccl_inspector_bad_lines_total", "Lines of Inspector files that were not records (skipped).",
-                {}, counts.bad_lines)
-    out.counter("nccl_inspector_dropped_records_total",
-                "Inspector records beyond the caps on communicators, operations or size buckets.", {},
-                counts.dropped_records)
-    out.counter("nccl_inspector_read_bytes_total", "Bytes read from the Inspector's dump files.", {}, counts.read_bytes)
-    out.counter("nccl_inspector_skipped_bytes_total",
-                "Bytes of Inspector dumps skipped unread (a file more than 64 MiB behind).", {}, counts.skipped_bytes)
-    out.gauge("nccl_inspector_files", "Inspector dump files and textfiles being read now.", {},
-              counts.files + counts.prom_files)
+    out.counter(
+        "nccl_inspector_records_total",
+        "Inspector records (collectives, P2P operations, textfile samples) read.",
+        {},
+        counts.records,
+    )
+    out.counter(
+        "nccl_inspector_bad_lines_total",
+        "Lines of Inspector files that were not records (skipped).",
+        {},
+        counts.bad_lines,
+    )
+    out.counter(
+        "nccl_inspector_dropped_records_total",
+        "Inspector records beyond the caps on communicators, operations or size buckets.",
+        {},
+        counts.dropped_records,
+    )
+    out.counter(
+        "nccl_inspector_read_bytes_total",
+        "Bytes read from the Inspector's dump files.",
+        {},
+        counts.read_bytes,
+    )
+    out.counter(
+        "nccl_inspector_skipped_bytes_total",
+        "Bytes of Inspector dumps skipped unread (a file more than 64 MiB behind).",
+        {},
+        counts.skipped_bytes,
+    )
+    out.gauge(
+        "nccl_inspector_files",
+        "Inspector dump files and textfiles being read now.",
+        {},
+        counts.files + counts.prom_files,
+    )

@@ -67,7 +67,9 @@ class NcclCollector:
             {},
             counts.dropped_lines,
         )
-        out.counter("nccl_log_read_bytes_total", "Bytes read from the NCCL logs followed.", {}, counts.read_bytes)
+        out.counter(
+            "nccl_log_read_bytes_total", "Bytes read from the NCCL logs followed.", {}, counts.read_bytes
+        )
         out.counter(
             "nccl_log_skipped_bytes_total",
             "Bytes of NCCL logs skipped unread: a file more than 64 MiB behind jumps to its last 4 MiB.",

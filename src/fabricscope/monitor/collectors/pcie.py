@@ -68,15 +68,25 @@ class PcieCollector:
                 )
             if link.current_link_width is not None:
                 out.gauge(
-                    "pcie_link_width_lanes", "Current PCIe link width in lanes.", labels, link.current_link_width
+                    "pcie_link_width_lanes",
+                    "Current PCIe link width in lanes.",
+                    labels,
+                    link.current_link_width,
                 )
             if link.max_link_width is not None:
                 out.gauge(
-                    "pcie_max_link_width_lanes", "Maximum PCIe link width in lanes.", labels, link.max_link_width
+                    "pcie_max_link_width_lanes",
+                    "Maximum PCIe link width in lanes.",
+                    labels,
+                    link.max_link_width,
                 )
             if link.current_link_speed_gts and link.current_link_width:
-                out.gauge("pcie_link_capacity_bytes_per_second", CAPACITY_HELP, labels,
-                          link_capacity_bytes_per_second(link.current_link_speed_gts, link.current_link_width))
+                out.gauge(
+                    "pcie_link_capacity_bytes_per_second",
+                    CAPACITY_HELP,
+                    labels,
+                    link_capacity_bytes_per_second(link.current_link_speed_gts, link.current_link_width),
+                )
         self._gpu_throughput(ctx, out)
 
     def _gpu_throughput(self, ctx: ScrapeContext, out: Families) -> None:
@@ -84,17 +94,27 @@ class PcieCollector:
         if self.gpu_task is None or not gpus:
             return
         values = self.gpu_task.outcome.value
-        out.gauge("pcie_throughput_available",
-                  "1 when the GPUs' PCIe throughput is read (nvidia-smi -q); 0: not available here "
-                  "(no nvidia-smi, or it reports N/A). DCGM's PCIe byte counters, where dcgm-exporter runs, cover "
-                  "the GPU's own slot only, never the NIC's traffic.",
-                  {"kind": "gpu", "source": "nvidia-smi"}, 1 if values else 0)
+        out.gauge(
+            "pcie_throughput_available",
+            "1 when the GPUs' PCIe throughput is read (nvidia-smi -q); 0: not available here "
+            "(no nvidia-smi, or it reports N/A). DCGM's PCIe byte counters, where dcgm-exporter runs, cover "
+            "the GPU's own slot only, never the NIC's traffic.",
+            {"kind": "gpu", "source": "nvidia-smi"},
+            1 if values else 0,
+        )
         for target in gpus:
             pair = (values or {}).get(target.address)
             if pair is None:
                 continue
             for direction, value in zip(("transmit", "receive"), pair):
-                out.gauge("pcie_throughput_bytes_per_second",
-                          "GPU PCIe throughput each way over nvidia-smi's 20 ms sample, in bytes per second.",
-                          {"pci_address": target.address, "kind": "gpu", "device": target.device, "direction": direction},
-                          value)
+                out.gauge(
+                    "pcie_throughput_bytes_per_second",
+                    "GPU PCIe throughput each way over nvidia-smi's 20 ms sample, in bytes per second.",
+                    {
+                        "pci_address": target.address,
+                        "kind": "gpu",
+                        "device": target.device,
+                        "direction": direction,
+                    },
+                    value,
+                )

@@ -42,7 +42,11 @@ class RdmaCollector:
                     f"sys/class/infiniband/{dev}", "RDMA device vanished since the last topology refresh"
                 )
         budget = Budget("counter files", MAX_COUNTER_FILES_PER_SCRAPE)
-        statuses = [s for dev, port in ports if (s := read_port(ctx.root, dev, port, gids=False, budget=budget)) is not None]
+        statuses = [
+            s
+            for dev, port in ports
+            if (s := read_port(ctx.root, dev, port, gids=False, budget=budget)) is not None
+        ]
         budget.report(ctx.root, "sys/class/infiniband")
         best: dict[tuple[str, str], float] = {}
         for status in statuses:
@@ -100,13 +104,27 @@ class RdmaCollector:
                     labels,
                     status.hw_lifespan_ms / 1000.0,
                 )
-            _counters(out, labels, status.counters, PORT_COUNTERS, OTHER_PORT_COUNTER,
-                      "Port counters without a dedicated metric, by sysfs file name.")
-            _counters(out, labels, status.hw_counters, HW_COUNTERS, OTHER_HW_COUNTER,
-                      "Driver hw_counters without a dedicated metric, by sysfs file name.")
+            _counters(
+                out,
+                labels,
+                status.counters,
+                PORT_COUNTERS,
+                OTHER_PORT_COUNTER,
+                "Port counters without a dedicated metric, by sysfs file name.",
+            )
+            _counters(
+                out,
+                labels,
+                status.hw_counters,
+                HW_COUNTERS,
+                OTHER_HW_COUNTER,
+                "Driver hw_counters without a dedicated metric, by sysfs file name.",
+            )
 
 
-def _counters(out: Families, labels: dict[str, str], values: dict[str, int], table: dict, other: str, other_help: str) -> None:
+def _counters(
+    out: Families, labels: dict[str, str], values: dict[str, int], table: dict, other: str, other_help: str
+) -> None:
     """One sysfs counter directory: mapped names get their own metric, the rest one labelled family."""
     for name, value in values.items():
         mapped = table.get(name)

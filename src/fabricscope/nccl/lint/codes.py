@@ -23,7 +23,15 @@ class LintContext:
     production: bool = True
 
 
-def finding(code: str, severity: str, setting: Setting | None, subject: str, message: str, fix: str | None = None, **evidence: Any) -> Finding:
+def finding(
+    code: str,
+    severity: str,
+    setting: Setting | None,
+    subject: str,
+    message: str,
+    fix: str | None = None,
+    **evidence: Any,
+) -> Finding:
     """A lint finding: the setting's value and source as evidence, then the rule's own items."""
     level = Severity(severity)
     ev: dict[str, Any] = {}
@@ -37,4 +45,3 @@ def finding(code: str, severity: str, setting: Setting | None, subject: str, mes
 def names(items: list[str], limit: int = 8) -> str:
     shown = ", ".join(items[:limit])
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
-

@@ -29,7 +29,9 @@ from fabricscope.nccl.messages import catalogue
 
 MAX_WARN_GROUPS = 256  # distinct WARN signatures kept; the rest are counted under "other"
 MAX_MESSAGES = 1024
-_DECODED = frozenset({"completion_error", "verbs_error", "async_event"})  # distinct catalogue entries (and fallback texts) counted
+_DECODED = frozenset(
+    {"completion_error", "verbs_error", "async_event"}
+)  # distinct catalogue entries (and fallback texts) counted
 MAX_EXAMPLES = 8  # rank labels kept per group for the report (all are counted)
 _DIGITS = re.compile(r"0x[0-9a-fA-F]+|\d+")
 _PLUGIN_INIT = re.compile(r"net\.cc:\d+")  # src/net.cc (2.12-2.19), not transport/net.cc
@@ -45,14 +47,18 @@ class ProcessState:
     version: str | None = None
     network: str | None = None
     net_name: str | None = None  # net module that listed RDMA devices ("IB")
-    net_devices: dict[int, tuple[str, int, str]] = field(default_factory=dict)  # index -> (name, port, IB/RoCE)
+    net_devices: dict[int, tuple[str, int, str]] = field(
+        default_factory=dict
+    )  # index -> (name, port, IB/RoCE)
     relaxed_ordering: bool = False
     oob: str | None = None
     socket_interfaces: list[tuple[str, str]] = field(default_factory=list)
     bootstrap: list[tuple[str, str]] = field(default_factory=list)
     no_device: set[str] = field(default_factory=set)
     no_verbs: bool = False  # "Failed to open libibverbs.so": rdma-core missing
-    gdr_hca: dict[str, tuple[bool, str | None, str | None]] = field(default_factory=dict)  # hca -> (enabled, detail, module)
+    gdr_hca: dict[str, tuple[bool, str | None, str | None]] = field(
+        default_factory=dict
+    )  # hca -> (enabled, detail, module)
     env: dict[str, str] = field(default_factory=dict)
     qp_gids: dict[int, str | None] = field(default_factory=dict)  # GID index -> GID used by QPs
     net_plugin: str | None = None  # what NCCL said about its network plugin ("loaded X", "internal")
@@ -172,8 +178,12 @@ class LogAggregator:
         self.fallbacks: dict[str, int] = {}  # what NCCL used instead, in its words -> times
         self.excerpts: dict[str, int] = {}  # a verdict rule's excerpt (log.around) -> lines quoting it
         self._placer = Placer()  # lines without NCCL's header (log.place)
-        self._open: dict[tuple[Any, ...], tuple[dict[Any, Any], set[Any]]] = {}  # (host, pid) -> (chains by id, ranks) not yet judged
-        self._thread_cause: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}  # thread -> (warn key) of its latest WARN
+        self._open: dict[
+            tuple[Any, ...], tuple[dict[Any, Any], set[Any]]
+        ] = {}  # (host, pid) -> (chains by id, ranks) not yet judged
+        self._thread_cause: dict[
+            tuple[Any, ...], tuple[Any, ...] | None
+        ] = {}  # thread -> (warn key) of its latest WARN
         self._thread_chain: dict[tuple[Any, ...], ErrorChain | None] = {}
         self._file: FileStats | None = None
         # Public for the batch path (log.batch), with rank_of(): the latest header's process, plain INFO lines.
@@ -568,7 +578,9 @@ class LogAggregator:
             chain.threads.add(event.data["thread"])
         rank = self._rank(event)
         warned = self.warn_groups.get(self._thread_cause.get(thread) or ("", ""))
-        if warned is not None and warned.next == "falls_back":  # the WARN before it says NCCL went another way
+        if (
+            warned is not None and warned.next == "falls_back"
+        ):  # the WARN before it says NCCL went another way
             chain.recovered_by = chain.recovered_by or warned.example[:200]
             if rank is not None:
                 rank.recovered.setdefault(code, warned.example[:200])

@@ -34,7 +34,9 @@ class MessageRule:
     fallback: str | None = None  # what NCCL uses instead, when the rule is about a fallback
     excerpts: tuple[str, ...] = ()  # texts that fire it wherever a line holds them (older or newer wordings)
     warn_prefixes: tuple[str, ...] = ()  # WARN texts starting so (a plugin's own WARNs: "NET/OFI ")
-    projects: tuple[str, ...] = ()  # any catalogued WARN of these projects fires it (libfabric's efa provider)
+    projects: tuple[
+        str, ...
+    ] = ()  # any catalogued WARN of these projects fires it (libfabric's efa provider)
 
 
 RULES: tuple[MessageRule, ...] = (
@@ -43,7 +45,7 @@ RULES: tuple[MessageRule, ...] = (
         (
             ("nccl-76f81c6057", "Failed to bind NVLink SHARP (NVLS) Multicast memory"),
             ("nccl-9b3dd07f27", "Failed to bind NVLink SHARP (NVLS) Multicast memory"),
-            ("nccl-1d17acb5f0", "NCCL_NVLS_ENABLE has been set to \"1\" and communicator has multiple ranks"),
+            ("nccl-1d17acb5f0", 'NCCL_NVLS_ENABLE has been set to "1" and communicator has multiple ranks'),
         ),
         "fail",
         "NVLS (NVLink SHARP)",
@@ -92,7 +94,12 @@ RULES: tuple[MessageRule, ...] = (
         "not, install the EFA software (efa driver, libfabric from the aws-efa-installer), expose the devices to "
         "the container (vpc.amazonaws.com/efa resources), and keep FI_PROVIDER=efa, FI_EFA_USE_DEVICE_RDMA=1 "
         "(p4d/p5); `fabricscope nccl lint` checks these settings",
-        excerpts=("optimal provider", "Unable to find a protocol that worked", "No eligible providers", "fi_getinfo"),
+        excerpts=(
+            "optimal provider",
+            "Unable to find a protocol that worked",
+            "No eligible providers",
+            "fi_getinfo",
+        ),
         warn_prefixes=("NET/OFI",),
         projects=("libfabric-efa",),
     ),
@@ -109,7 +116,12 @@ RULES: tuple[MessageRule, ...] = (
         "give the container more shared memory (docker run --shm-size=1g or --ipc=host; Kubernetes: an emptyDir "
         "with medium: Memory mounted at /dev/shm) and check free space with df -h /dev/shm; NCCL_SHM_DISABLE=1 "
         "avoids it at a cost in intra-node bandwidth",
-        excerpts=("shared memory segment", "/dev/shm", "Call to shm_open failed", "Call to posix_fallocate failed"),
+        excerpts=(
+            "shared memory segment",
+            "/dev/shm",
+            "Call to shm_open failed",
+            "Call to posix_fallocate failed",
+        ),
     ),
     MessageRule(
         "nccl_log.socket_address",
@@ -125,7 +137,12 @@ RULES: tuple[MessageRule, ...] = (
         "disabled on the host (IPv6 off)",
         "set NCCL_SOCKET_IFNAME to an interface that is up with an address on every node (`ip -br addr`; "
         "`fabricscope nccl env` picks one) and, where IPv6 is disabled, NCCL_SOCKET_FAMILY=AF_INET",
-        excerpts=("is neither AF_INET", "Socket creation failed", "no socket interface found", "Address family not supported"),
+        excerpts=(
+            "is neither AF_INET",
+            "Socket creation failed",
+            "no socket interface found",
+            "Address family not supported",
+        ),
     ),
     MessageRule(
         "nccl_log.cuda_driver",
@@ -140,7 +157,9 @@ RULES: tuple[MessageRule, ...] = (
 )
 # One pattern for every rule's excerpts: the aggregator counts them on lines the catalogue does not
 # place exactly (other releases' wordings) and in WARN texts.
-EXCERPT_RE = re.compile("|".join(sorted({re.escape(x) for r in RULES for x in r.excerpts}, key=len, reverse=True)))
+EXCERPT_RE = re.compile(
+    "|".join(sorted({re.escape(x) for r in RULES for x in r.excerpts}, key=len, reverse=True))
+)
 # A word every excerpt holds: a line holding none of them holds no excerpt (checked before the pattern).
 EXCERPT_WORDS = frozenset(max(re.findall(r"[A-Za-z_]{3,}", x), key=len) for r in RULES for x in r.excerpts)
 
@@ -178,7 +197,9 @@ def message_findings(agg: LogAggregator) -> list[Finding]:
         elif rule.id == "nccl_log.efa" and any(_on_sockets(p) for p in agg.processes.values()):
             severity, meaning = Severity.WARN, meaning + "; NCCL went on with its socket transport (slow)"
             evidence["instead"] = "NCCL's socket transport"
-        findings.append(Finding(rule.id, severity, rule.subject, f"{count} time(s): {meaning}", evidence, rule.fix))
+        findings.append(
+            Finding(rule.id, severity, rule.subject, f"{count} time(s): {meaning}", evidence, rule.fix)
+        )
     return findings
 
 
@@ -193,11 +214,17 @@ def claimed(agg: LogAggregator) -> set[int]:
 
 
 def _claims(rule: MessageRule, ids: frozenset[str], group: WarnGroup) -> bool:
-    if group.message_id in ids or _from(group, rule.sources) or any(x in group.example for x in rule.excerpts):
+    if (
+        group.message_id in ids
+        or _from(group, rule.sources)
+        or any(x in group.example for x in rule.excerpts)
+    ):
         return True
     if rule.warn_prefixes and group.example.startswith(rule.warn_prefixes):
         return True
-    return bool(rule.projects and group.message_id and catalogue().messages[group.message_id].project in rule.projects)
+    return bool(
+        rule.projects and group.message_id and catalogue().messages[group.message_id].project in rule.projects
+    )
 
 
 def _on_sockets(proc: ProcessState) -> bool:
@@ -213,7 +240,13 @@ def bootstrap_findings(agg: LogAggregator) -> list[Finding]:
     """An error chain that starts in NCCL's bootstrap or socket code with no WARN naming it: the TCP
     connections between the ranks failed, which NCCL's troubleshooting guide traces to the interface
     picked (NCCL_SOCKET_IFNAME) first, then firewalls."""
-    chains = [c for c in agg.chains.values() if c.cause is None and c.first_site.startswith(("misc/socket.cc", "bootstrap.cc")) and not c.recovered_by]
+    chains = [
+        c
+        for c in agg.chains.values()
+        if c.cause is None
+        and c.first_site.startswith(("misc/socket.cc", "bootstrap.cc"))
+        and not c.recovered_by
+    ]
     if not chains:
         return []
     sites = sorted({c.first_site for c in chains})
@@ -269,7 +302,9 @@ def _plugin_name(plugin: str) -> str:
 
 # Interfaces NCCL's automatic choice does not exclude (it skips only docker*, lo and virbr*, src/misc/socket.cc)
 # but that do not reach other hosts the way the job needs.
-_VIRTUAL = re.compile(r"(veth|cali|cilium|flannel|cni|vxlan|genev|tunl|ip6tnl|ip6gre|gre|sit|tailscale|wg|tun|tap|kube|weave|br-)")
+_VIRTUAL = re.compile(
+    r"(veth|cali|cilium|flannel|cni|vxlan|genev|tunl|ip6tnl|ip6gre|gre|sit|tailscale|wg|tun|tap|kube|weave|br-)"
+)
 
 
 def socket_interface_findings(agg: LogAggregator) -> list[Finding]:
@@ -362,7 +397,11 @@ def torch_findings(agg: LogAggregator) -> list[Finding]:
     if torch["timeouts"]:
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(torch["ops"].items()))
         kind, said = first_cause(agg)
-        cause = f"; the first error NCCL printed: {said}" if said else "; NCCL printed no error in these lines (a hang)"
+        cause = (
+            f"; the first error NCCL printed: {said}"
+            if said
+            else "; NCCL printed no error in these lines (a hang)"
+        )
         findings.append(
             Finding(
                 "nccl_log.torch_timeout",
@@ -371,7 +410,9 @@ def torch_findings(agg: LogAggregator) -> list[Finding]:
                 f"PyTorch's watchdog timed out {torch['timeouts']} collective(s) ({ops}) after "
                 f"{torch.get('timeout_ms', 0) / 1000:g} s: they did not complete on every rank{cause}",
                 {"timeouts": torch["timeouts"], "ops": torch["ops"], "timeout_ms": torch.get("timeout_ms")},
-                CAUSE_FIX[kind] if kind != "unknown" else "find the rank that did not reach the collective or "
+                CAUSE_FIX[kind]
+                if kind != "unknown"
+                else "find the rank that did not reach the collective or "
                 "stopped (its stack: TORCH_NCCL_TRACE_BUFFER_SIZE, py-spy dump); rerun with NCCL_DEBUG=WARN",
             )
         )

@@ -130,7 +130,9 @@ class _Caches:
         self.plain: dict[Any, Any] = {}  # (header, first word of the message) -> (host, pid)
         self.other: dict[Any, Any] = {}  # (header, first word) -> _Channels, or ((host, pid), continuations)
         self.specs: dict[Any, Any] = {}  # "05/0" of "Channel 05/0 : ..." -> ("", True) or _BAD
-        self.rests: dict[Any, Any] = {}  # "3[3] -> 11[3] [send] via NET/IB/3/GDRDMA" -> (via, local rank) or _BAD
+        self.rests: dict[
+            Any, Any
+        ] = {}  # "3[3] -> 11[3] [send] via NET/IB/3/GDRDMA" -> (via, local rank) or _BAD
 
     def store(self, cache: dict[Any, Any], key: str, value: object) -> None:
         if len(cache) >= _CACHE_LIMIT:
@@ -321,7 +323,9 @@ class BatchReader:
         if not known.issuperset(heads):
             return False
         parts = list(map(bytes.partition, rests, repeat(b" : ")))
-        if not self.good_specs.issuperset(map(_FIRST, parts)) and not self._learn_specs(set(map(_FIRST, parts))):
+        if not self.good_specs.issuperset(map(_FIRST, parts)) and not self._learn_specs(
+            set(map(_FIRST, parts))
+        ):
             return False
         rests = list(map(_LAST, parts))
         if not self.good_rest_set.issuperset(rests) and not self._learn_rests(set(rests)):

@@ -39,7 +39,9 @@ _WRAPPER = re.compile(
 )
 _NCCL_LEVEL = re.compile(r"(?:^|[\s:\]>|])NCCL (WARN|INFO|TRACE)(?: |\Z)")
 # NCCL 2.0-2.3 printed no "NCCL" word: "host:pid:tid [dev] INFO ..." and "[file:line ]WARN ...".
-_OLD_LEVEL = re.compile(r"(?:^|\s)(?:[\w.\-]+:\d+:\d+ \[\d+\] (?:[\w/.\-]+:\d+ )?|[\w/.\-]+\.\w+:\d+ )(WARN|INFO) ")
+_OLD_LEVEL = re.compile(
+    r"(?:^|\s)(?:[\w.\-]+:\d+:\d+ \[\d+\] (?:[\w/.\-]+:\d+ )?|[\w/.\-]+\.\w+:\d+ )(WARN|INFO) "
+)
 _LAST_ERROR = "Last error:"
 MAX_PLACED_CHARS = 2000  # longer text is not one NCCL message (its buffer is 1-2 KiB)
 NCCL_PROJECTS = ("nccl", "nccl-rdma-sharp-plugins", "aws-ofi-nccl")
@@ -179,7 +181,13 @@ def torch_data(text: str, msg: Message) -> dict[str, Any]:
     data: dict[str, Any] = {"id": msg.id, "next": msg.next, "text": text[:300]}
     work = _TORCH_WORK.search(text)
     if work is not None:
-        data.update(kind="timeout", seq=int(work.group(1)), op=work.group(2), timeout_ms=int(work.group(3)), ran_ms=int(work.group(4)))
+        data.update(
+            kind="timeout",
+            seq=int(work.group(1)),
+            op=work.group(2),
+            timeout_ms=int(work.group(3)),
+            ran_ms=int(work.group(4)),
+        )
     error = _TORCH_ERROR.search(text)
     if error is not None:
         detail = error.group(2).lower()
@@ -197,15 +205,57 @@ def placed_event(p: Placed) -> LogEvent:
     source = _SOURCE.search(p.wrapper)  # "transport/nvls.cc:165 NCCL WARN ...": where NCCL printed it
     if p.level == "WARN" or (p.level is None and msg is not None and msg.project == "libfabric-efa"):
         kind, data = classify_warn(p.text)
-        return LogEvent(kind, "WARN", None, None, None, None, p.text, source.group(1) if source else None, prefix=p.wrapper or None, data={**data, **evidence})
+        return LogEvent(
+            kind,
+            "WARN",
+            None,
+            None,
+            None,
+            None,
+            p.text,
+            source.group(1) if source else None,
+            prefix=p.wrapper or None,
+            data={**data, **evidence},
+        )
     if p.level is None and msg is None and p.text.startswith("NCCL error in: "):  # nccl-tests
         error = _TORCH_ERROR.search(p.text)
-        code = next((c for s, c in RESULT_STRINGS.items() if error and error.group(2).lower().startswith(s)), None)
-        data = {"id": "nccl-tests", "next": "returns_error", "text": p.text, "kind": "api_error", "code": code, "version": None}
+        code = next(
+            (c for s, c in RESULT_STRINGS.items() if error and error.group(2).lower().startswith(s)), None
+        )
+        data = {
+            "id": "nccl-tests",
+            "next": "returns_error",
+            "text": p.text,
+            "kind": "api_error",
+            "code": code,
+            "version": None,
+        }
         return LogEvent("torch", None, None, None, None, None, p.text, prefix=p.wrapper or None, data=data)
     if p.level in ("INFO", "TRACE"):
         kind, info = classify_info(p.text)
-        return LogEvent(kind, p.level, None, None, None, None, p.text, prefix=p.wrapper or None, data={**(info or {}), **evidence})
+        return LogEvent(
+            kind,
+            p.level,
+            None,
+            None,
+            None,
+            None,
+            p.text,
+            prefix=p.wrapper or None,
+            data={**(info or {}), **evidence},
+        )
     if msg is not None and msg.project == "pytorch":
-        return LogEvent("torch", None, None, None, None, None, p.text, prefix=p.wrapper or None, data=torch_data(p.text, msg))
-    return LogEvent("catalogued", None, None, None, None, None, p.text, prefix=p.wrapper or None, data=evidence)
+        return LogEvent(
+            "torch",
+            None,
+            None,
+            None,
+            None,
+            None,
+            p.text,
+            prefix=p.wrapper or None,
+            data=torch_data(p.text, msg),
+        )
+    return LogEvent(
+        "catalogued", None, None, None, None, None, p.text, prefix=p.wrapper or None, data=evidence
+    )

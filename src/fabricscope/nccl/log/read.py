@@ -69,7 +69,13 @@ def _check_kind(path: str, fd: int, *, terminal_ok: bool) -> None:
         return
     if terminal_ok and os.isatty(fd):
         return
-    kind = "a directory" if stat.S_ISDIR(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file"
+    kind = (
+        "a directory"
+        if stat.S_ISDIR(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "not a file"
+    )
     raise LogInputError(f"{path}: {kind}, not a log; give a log file, a pipe or - for stdin")
 
 

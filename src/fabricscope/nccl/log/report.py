@@ -155,5 +155,9 @@ def build_report(agg: LogAggregator) -> LogReport:
     ]
     findings = sorted(findings, key=sort_key)
     return LogReport(
-        files=files, ranks=rank_dicts(agg), findings=findings, summary=summary, verdict=summary_verdict(findings, agg)
+        files=files,
+        ranks=rank_dicts(agg),
+        findings=findings,
+        summary=summary,
+        verdict=summary_verdict(findings, agg),
     )

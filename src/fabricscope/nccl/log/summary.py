@@ -19,17 +19,44 @@ CAUSES: tuple[tuple[frozenset[str], str], ...] = (
     (frozenset({"nccl_log.net_plugin_mismatch"}), "plugin_mismatch"),
     (frozenset({"nccl_log.shm"}), "shm_exhausted"),
     (frozenset({"nccl_log.cuda_driver", "nccl_log.version_mismatch"}), "version_mismatch"),
-    (frozenset({"nccl_log.socket_address", "nccl_log.socket_interface", "nccl_log.socket_loopback", "nccl_log.bootstrap_error"}), "socket_ifname_wrong"),
-    (frozenset({"nccl_log.completion_error", "nccl_log.verbs_error", "nccl_log.async_event"}), "ib_link_error"),
+    (
+        frozenset(
+            {
+                "nccl_log.socket_address",
+                "nccl_log.socket_interface",
+                "nccl_log.socket_loopback",
+                "nccl_log.bootstrap_error",
+            }
+        ),
+        "socket_ifname_wrong",
+    ),
+    (
+        frozenset({"nccl_log.completion_error", "nccl_log.verbs_error", "nccl_log.async_event"}),
+        "ib_link_error",
+    ),
     (frozenset({"nccl_log.remote_exit"}), "remote_process_exit"),
     (frozenset({"nccl_log.collnet"}), "collnet_fallback_nonfatal"),
-    (frozenset({"nccl_log.socket_fallback", "nccl_log.socket_transport", "nccl_log.no_libibverbs", "nccl_log.no_rdma_device"}), "socket_fallback"),
+    (
+        frozenset(
+            {
+                "nccl_log.socket_fallback",
+                "nccl_log.socket_transport",
+                "nccl_log.no_libibverbs",
+                "nccl_log.no_rdma_device",
+            }
+        ),
+        "socket_fallback",
+    ),
     (frozenset({"nccl_log.torch_timeout"}), "timeout_watchdog"),
     (frozenset({"nccl_log.cuda_error"}), "cuda_error"),
 )
 # Findings that mean the job stopped (an error reached the application, or it hung).
-STOPPED = frozenset({"nccl_log.error_return", "nccl_log.api_error", "nccl_log.torch_timeout", "nccl_log.remote_exit"})
-_NOT_PROBLEMS = frozenset({"nccl_log.unrecognised_lines", "nccl_log.recovered_error", "nccl_log.net_plugin_skipped"})
+STOPPED = frozenset(
+    {"nccl_log.error_return", "nccl_log.api_error", "nccl_log.torch_timeout", "nccl_log.remote_exit"}
+)
+_NOT_PROBLEMS = frozenset(
+    {"nccl_log.unrecognised_lines", "nccl_log.recovered_error", "nccl_log.net_plugin_skipped"}
+)
 
 
 # Info findings that still name what happened (NCCL found no RDMA device and used its sockets).
@@ -40,7 +67,9 @@ _WENT_ON = frozenset({"socket_fallback", "collnet_fallback_nonfatal"})
 
 def cause_of(findings: list[Finding]) -> str:
     ids = {f.id for f in findings if f.severity.rank >= Severity.WARN.rank or f.id in _TELLING_INFO}
-    memlock = any(f.id == "nccl_log.verbs_error" and "memlock" in (f.message + (f.fix or "")) for f in findings)
+    memlock = any(
+        f.id == "nccl_log.verbs_error" and "memlock" in (f.message + (f.fix or "")) for f in findings
+    )
     if memlock:
         return "memlock_limit"
     for finding_ids, cause in CAUSES:
@@ -61,13 +90,18 @@ def stopped(findings: list[Finding]) -> bool | None:
         return False
     if not problems:
         return None
-    return any(f.severity is Severity.FAIL and f.id not in ("nccl_log.socket_fallback", "nccl_log.env") for f in problems)
+    return any(
+        f.severity is Severity.FAIL and f.id not in ("nccl_log.socket_fallback", "nccl_log.env")
+        for f in problems
+    )
 
 
 def transport_of(agg: LogAggregator) -> str | None:
     """The inter-node transport the log shows, or the intra-node one when there is no network."""
     link = {ll for p in agg.processes.values() for _n, _port, ll in p.net_devices.values()}
-    networks = {(p.network or "").lower() for p in agg.processes.values()} | {(p.net_name or "").lower() for p in agg.processes.values()}
+    networks = {(p.network or "").lower() for p in agg.processes.values()} | {
+        (p.net_name or "").lower() for p in agg.processes.values()
+    }
     classes: dict[str, int] = {}
     for rank in agg.ranks.values():
         for tclass, n in rank.tclasses.items():

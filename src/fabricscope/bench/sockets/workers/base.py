@@ -53,7 +53,6 @@ class Channel:
         os._exit(3)
 
 
-
 def os_reason(exc: OSError, what: str) -> str:
     if isinstance(exc, socket.timeout | TimeoutError) or exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
         return f"{what}: peer stopped answering (timed out)"
@@ -83,7 +82,6 @@ def set_kernel_timeouts(sock: socket.socket, timeout_s: float) -> None:
     tv = timeval(timeout_s)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
-
 
 
 def open_stream(endpoint: Endpoint, cookie: bytes, cfg: dict[str, Any]) -> socket.socket:
@@ -132,7 +130,6 @@ def ready_and_wait(pipe: Channel, start: Any, cfg: dict[str, Any]) -> None:
         raise WorkerError("the run was never started (parent gave up)")
 
 
-
 class SenderAware:
     """``recv_into`` that remembers each datagram's sender (until the socket is connected)."""
 
@@ -153,4 +150,3 @@ def from_peer(addr: Any, peer_ip: str | None) -> bool:
 def set_recv_timeout(sock: socket.socket, timeout_s: float) -> None:
     sock.settimeout(None)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval(timeout_s))
-

@@ -234,7 +234,16 @@ class _Requests:
         self.close_ns: list[int] = []
 
 
-def _pooled(address: tuple[str, int], family: int, cookie: bytes, msg: bytearray, resp_bytes: int, timeout_s: float, end: float, out: _Requests) -> None:
+def _pooled(
+    address: tuple[str, int],
+    family: int,
+    cookie: bytes,
+    msg: bytearray,
+    resp_bytes: int,
+    timeout_s: float,
+    end: float,
+    out: _Requests,
+) -> None:
     """Requests over one kept connection until ``end``: first byte and whole request per request."""
     buf = bytearray(max(resp_bytes, 1) + 1)
     view = memoryview(buf)
@@ -269,7 +278,15 @@ def _pooled(address: tuple[str, int], family: int, cookie: bytes, msg: bytearray
         sock.close()
 
 
-def _per_request(address: tuple[str, int], family: int, first_msg: bytes, resp_bytes: int, timeout_s: float, end: float, out: _Requests) -> None:
+def _per_request(
+    address: tuple[str, int],
+    family: int,
+    first_msg: bytes,
+    resp_bytes: int,
+    timeout_s: float,
+    end: float,
+    out: _Requests,
+) -> None:
     """A new connection per request until ``end``: connect, first byte, close and the whole."""
     buf = bytearray(max(resp_bytes, 1) + 1)
     view = memoryview(buf)

@@ -218,7 +218,6 @@ def udp_sink(
     }
 
 
-
 def udp_source(
     pipe: Channel, endpoint: Endpoint, cookie: bytes, cfg: dict[str, Any], start: Any, stop: Any
 ) -> dict[str, Any]:

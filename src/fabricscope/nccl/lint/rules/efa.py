@@ -33,18 +33,60 @@ def check_efa(ctx: LintContext) -> Iterator[Finding]:
     on = f" on this EFA node ({_names(efa, 4)})" if efa else ""
     s = st.effective.get("FI_PROVIDER")
     if s is not None and s.value.strip().lower() == "efa":
-        yield finding("NCCL080", "info", s, s.name, "FI_PROVIDER=efa is needed only with aws-ofi-nccl 1.5.0 and older; newer plugins pick the EFA provider themselves", "remove it with aws-ofi-nccl >= 1.6")
+        yield finding(
+            "NCCL080",
+            "info",
+            s,
+            s.name,
+            "FI_PROVIDER=efa is needed only with aws-ofi-nccl 1.5.0 and older; newer plugins pick the EFA provider themselves",
+            "remove it with aws-ofi-nccl >= 1.6",
+        )
     elif s is not None and s.value.strip():
         severity = "fail" if efa else "warn"
-        yield finding("NCCL080", severity, s, s.name, f"FI_PROVIDER={s.value} limits libfabric to that provider{on}: aws-ofi-nccl then runs over it instead of EFA's RDMA", "remove FI_PROVIDER (or set FI_PROVIDER=efa with aws-ofi-nccl <= 1.5.0)")
+        yield finding(
+            "NCCL080",
+            severity,
+            s,
+            s.name,
+            f"FI_PROVIDER={s.value} limits libfabric to that provider{on}: aws-ofi-nccl then runs over it instead of EFA's RDMA",
+            "remove FI_PROVIDER (or set FI_PROVIDER=efa with aws-ofi-nccl <= 1.5.0)",
+        )
     s = st.effective.get("FI_EFA_USE_DEVICE_RDMA")
     if s is not None and s.value.strip() == "1":
-        yield finding("NCCL080", "info", s, s.name, "FI_EFA_USE_DEVICE_RDMA=1 is not needed with libfabric >= 1.18.0 and aws-ofi-nccl >= 1.7.0 (harmless on p4/p5)", None)
+        yield finding(
+            "NCCL080",
+            "info",
+            s,
+            s.name,
+            "FI_EFA_USE_DEVICE_RDMA=1 is not needed with libfabric >= 1.18.0 and aws-ofi-nccl >= 1.7.0 (harmless on p4/p5)",
+            None,
+        )
     elif s is not None and s.value.strip().lower() in ("0", "false", "no"):
-        yield finding("NCCL080", "warn", s, s.name, f"FI_EFA_USE_DEVICE_RDMA={s.value} makes libfabric ignore the EFA device's RDMA features{on}: no GPUDirect RDMA through EFA", "remove it")
+        yield finding(
+            "NCCL080",
+            "warn",
+            s,
+            s.name,
+            f"FI_EFA_USE_DEVICE_RDMA={s.value} makes libfabric ignore the EFA device's RDMA features{on}: no GPUDirect RDMA through EFA",
+            "remove it",
+        )
     s = st.effective.get("NCCL_NET_PLUGIN")
     if s is not None and efa and s.value.strip().lower() in ("none", ""):
-        yield finding("NCCL080", "fail", s, s.name, f"NCCL_NET_PLUGIN={s.value or '(empty)'} loads no net plugin{on}; NCCL's own IB transport skips EFA ports (their link layer is neither InfiniBand nor Ethernet), so inter-node traffic falls back to TCP sockets", "unset NCCL_NET_PLUGIN (NCCL then loads libnccl-net.so from aws-ofi-nccl) or set NCCL_NET_PLUGIN=ofi")
+        yield finding(
+            "NCCL080",
+            "fail",
+            s,
+            s.name,
+            f"NCCL_NET_PLUGIN={s.value or '(empty)'} loads no net plugin{on}; NCCL's own IB transport skips EFA ports (their link layer is neither InfiniBand nor Ethernet), so inter-node traffic falls back to TCP sockets",
+            "unset NCCL_NET_PLUGIN (NCCL then loads libnccl-net.so from aws-ofi-nccl) or set NCCL_NET_PLUGIN=ofi",
+        )
     s = st.effective.get("NCCL_NET")
     if s is not None and efa and s.value.strip().lower() == "socket":
-        yield finding("NCCL080", "fail", s, s.name, f"NCCL_NET=Socket{on} forces TCP sockets instead of EFA through aws-ofi-nccl", "remove NCCL_NET (or set NCCL_NET='AWS Libfabric')")
+        yield finding(
+            "NCCL080",
+            "fail",
+            s,
+            s.name,
+            f"NCCL_NET=Socket{on} forces TCP sockets instead of EFA through aws-ofi-nccl",
+            "remove NCCL_NET (or set NCCL_NET='AWS Libfabric')",
+        )

@@ -44,7 +44,14 @@ def check_gid_index(ctx: LintContext) -> Iterator[Finding]:
     all_ports = nic_ports(inv)
     if not any(p.link == "RoCE" for p in all_ports):
         if all_ports:
-            yield finding("NCCL030", "info", s, "NCCL_IB_GID_INDEX", "this node has no RoCE port: InfiniBand ports ignore NCCL_IB_GID_INDEX (they address by LID)", "drop it from InfiniBand job scripts")
+            yield finding(
+                "NCCL030",
+                "info",
+                s,
+                "NCCL_IB_GID_INDEX",
+                "this node has no RoCE port: InfiniBand ports ignore NCCL_IB_GID_INDEX (they address by LID)",
+                "drop it from InfiniBand job scripts",
+            )
         return
     ports = _roce_selected(ctx)
     empty, v1, local, ok = [], [], [], []
@@ -63,20 +70,60 @@ def check_gid_index(ctx: LintContext) -> Iterator[Finding]:
             ok.append(p.label)
     fix = "unset NCCL_IB_GID_INDEX (NCCL >= 2.21 picks the RoCE v2 IPv4 entry itself) or set the index of that entry"
     if empty:
-        yield finding("NCCL031", "fail", s, "NCCL_IB_GID_INDEX", f"GID index {index} is empty on {_names(empty)}: queue pairs fail to connect (ibv_modify_qp: Invalid argument)", fix, ports=empty)
+        yield finding(
+            "NCCL031",
+            "fail",
+            s,
+            "NCCL_IB_GID_INDEX",
+            f"GID index {index} is empty on {_names(empty)}: queue pairs fail to connect (ibv_modify_qp: Invalid argument)",
+            fix,
+            ports=empty,
+        )
     if v1:
-        yield finding("NCCL032", "fail", s, "NCCL_IB_GID_INDEX", f"GID index {index} is a RoCE v1 entry on {_names(v1)}: RoCE v1 is not routable and does not match RoCE v2 peers", fix, ports=v1)
+        yield finding(
+            "NCCL032",
+            "fail",
+            s,
+            "NCCL_IB_GID_INDEX",
+            f"GID index {index} is a RoCE v1 entry on {_names(v1)}: RoCE v1 is not routable and does not match RoCE v2 peers",
+            fix,
+            ports=v1,
+        )
     if local:
-        yield finding("NCCL033", "fail", s, "NCCL_IB_GID_INDEX", f"GID index {index} is a link-local fe80:: entry on {_names(local)}: it does not cross an IP router", fix, ports=local)
+        yield finding(
+            "NCCL033",
+            "fail",
+            s,
+            "NCCL_IB_GID_INDEX",
+            f"GID index {index} is a link-local fe80:: entry on {_names(local)}: it does not cross an IP router",
+            fix,
+            ports=local,
+        )
     distinct = sorted({v for v in right.values() if v is not None})
     if len(distinct) > 1:
         detail = ", ".join(f"{k}={v}" for k, v in right.items())
-        yield finding("NCCL034", "fail", s, "NCCL_IB_GID_INDEX", f"the RoCE v2 IPv4 entry is at different indexes on different NICs ({detail}): no single NCCL_IB_GID_INDEX is right for all", "unset NCCL_IB_GID_INDEX and let NCCL (>= 2.21) choose per NIC", right_index=right)
+        yield finding(
+            "NCCL034",
+            "fail",
+            s,
+            "NCCL_IB_GID_INDEX",
+            f"the RoCE v2 IPv4 entry is at different indexes on different NICs ({detail}): no single NCCL_IB_GID_INDEX is right for all",
+            "unset NCCL_IB_GID_INDEX and let NCCL (>= 2.21) choose per NIC",
+            right_index=right,
+        )
     if not empty and not v1 and not local and len(distinct) <= 1:
         version = ctx.nccl_version
         if version is None or version >= AUTO_GID_VERSION:
             when = "" if version else " (assuming NCCL >= 2.21; pass --nccl-version if older)"
-            yield finding("NCCL035", "info", s, "NCCL_IB_GID_INDEX", f"GID index {index} is the RoCE v2 IPv4 entry on every selected NIC, so it works; NCCL 2.21+ chooses it itself and copes when an extra address shifts the table{when}", "remove NCCL_IB_GID_INDEX", right_index=distinct[0] if distinct else None)
+            yield finding(
+                "NCCL035",
+                "info",
+                s,
+                "NCCL_IB_GID_INDEX",
+                f"GID index {index} is the RoCE v2 IPv4 entry on every selected NIC, so it works; NCCL 2.21+ chooses it itself and copes when an extra address shifts the table{when}",
+                "remove NCCL_IB_GID_INDEX",
+                right_index=distinct[0] if distinct else None,
+            )
 
 
 def check_gid_before_2_21(ctx: LintContext) -> Iterator[Finding]:
@@ -84,7 +131,12 @@ def check_gid_before_2_21(ctx: LintContext) -> Iterator[Finding]:
     src/transport/net_ib.cc: NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", 0)); 2.21 made -1 (choose) the
     default. Index 0 is the link-local RoCE v1 entry in the kernel's table layout."""
     inv, version = ctx.inventory, ctx.nccl_version
-    if inv is None or version is None or version >= AUTO_GID_VERSION or "NCCL_IB_GID_INDEX" in ctx.settings.effective:
+    if (
+        inv is None
+        or version is None
+        or version >= AUTO_GID_VERSION
+        or "NCCL_IB_GID_INDEX" in ctx.settings.effective
+    ):
         return
     ports = [p for p in _roce_selected(ctx) if p.active]
     if not ports:
@@ -100,10 +152,14 @@ def check_gid_before_2_21(ctx: LintContext) -> Iterator[Finding]:
     else:
         fix = "give the RoCE netdevs IPv4 addresses, then set NCCL_IB_GID_INDEX to their RoCE v2 entry (or use NCCL >= 2.21)"
     yield finding(
-        "NCCL037", "warn", None, "NCCL_IB_GID_INDEX",
+        "NCCL037",
+        "warn",
+        None,
+        "NCCL_IB_GID_INDEX",
         f"NCCL {'.'.join(map(str, version))} does not choose a GID: with NCCL_IB_GID_INDEX unset it uses index 0 ({ports[0].label}: {at0}), "
         "which is not a routable RoCE v2 entry",
-        fix, right_index=right,
+        fix,
+        right_index=right,
     )
 
 
@@ -137,13 +193,26 @@ def check_gid_selection(ctx: LintContext) -> Iterator[Finding]:
         message, fix = explain_choice(bad[0][0].raw.gids, bad[0][0].netdev, bad[0][1], policy)
         where = _names([p.label for p, _ in bad])
         yield finding(
-            "NCCL036", "fail", subject, subject.name,
+            "NCCL036",
+            "fail",
+            subject,
+            subject.name,
             f"{len(bad)} selected RoCE port(s) have no GID NCCL may use under these settings ({where}); {bad[0][0].label}: {message}"
             + (f" ({notes})" if notes else ""),
-            fix, ports=[p.label for p, _ in bad], policy=policy.describe(),
+            fix,
+            ports=[p.label for p, _ in bad],
+            policy=policy.describe(),
         )
     elif good:
-        yield finding("NCCL036", "pass", subject, subject.name, f"under {policy.describe()} NCCL finds a usable GID on every selected RoCE port ({_names(good, 4)})", None, policy=policy.describe())
+        yield finding(
+            "NCCL036",
+            "pass",
+            subject,
+            subject.name,
+            f"under {policy.describe()} NCCL finds a usable GID on every selected RoCE port ({_names(good, 4)})",
+            None,
+            policy=policy.describe(),
+        )
 
 
 def _tc_decode(value: int) -> tuple[int, int]:
@@ -172,17 +241,29 @@ def check_traffic_class(ctx: LintContext) -> Iterator[Finding]:
     all_ports = nic_ports(inv)
     if not any(p.link == "RoCE" for p in all_ports):
         if s is not None and all_ports:
-            yield finding("NCCL040", "info", s, "NCCL_IB_TC", "this node has no RoCE port: NCCL_IB_TC only sets the IP traffic class of RoCE packets and is ignored on InfiniBand (use NCCL_IB_SL there)", "drop it from InfiniBand job scripts")
+            yield finding(
+                "NCCL040",
+                "info",
+                s,
+                "NCCL_IB_TC",
+                "this node has no RoCE port: NCCL_IB_TC only sets the IP traffic class of RoCE packets and is ignored on InfiniBand (use NCCL_IB_SL there)",
+                "drop it from InfiniBand job scripts",
+            )
         return
     netdevs = sorted({p.netdev for p in _roce_selected(ctx) if p.netdev})
     qos = {n: inv.qos.get(n) for n in netdevs}
-    lossless = {n: (q.pfc_priorities if q is not None and q.pfc_enabled is not None else None) for n, q in qos.items()}
+    lossless = {
+        n: (q.pfc_priorities if q is not None and q.pfc_enabled is not None else None) for n, q in qos.items()
+    }
     any_pfc = any(v for v in lossless.values())
     if s is None:
         if any_pfc:
             prios = sorted({p for v in lossless.values() if v for p in v})
             yield finding(
-                "NCCL045", "warn", None, "NCCL_IB_TC",
+                "NCCL045",
+                "warn",
+                None,
+                "NCCL_IB_TC",
                 f"NCCL_IB_TC is unset: RoCE traffic carries DSCP 0 (priority 0) while PFC protects priority {_names([str(p) for p in prios])} on this node, so RDMA runs lossy unless the NIC's default traffic class is set by the admin",
                 "set NCCL_IB_TC to DSCP<<2|ECN for the lossless priority (`fabricscope nccl env` computes it)",
                 pfc_priorities=prios,
@@ -196,10 +277,14 @@ def check_traffic_class(ctx: LintContext) -> Iterator[Finding]:
         return
     dscp, ecn = _tc_decode(tc)
     sort = _tc_sort(inv, netdevs, qos, lossless, any_pfc, dscp, ecn)
-    yield from _tc_findings(s, tc, sort, any_pfc=any_pfc, visible=bool(netdevs) and any(q is not None for q in qos.values()))
+    yield from _tc_findings(
+        s, tc, sort, any_pfc=any_pfc, visible=bool(netdevs) and any(q is not None for q in qos.values())
+    )
 
 
-def _tc_sort(inv, netdevs: list[str], qos: dict[Any, Any], lossless: dict[Any, Any], any_pfc: bool, dscp: int, ecn: int) -> _TcSort:
+def _tc_sort(
+    inv, netdevs: list[str], qos: dict[Any, Any], lossless: dict[Any, Any], any_pfc: bool, dscp: int, ecn: int
+) -> _TcSort:
     """Where the DSCP of NCCL_IB_TC lands on each netdev: without PFC, under trust pcp, with ECN
     off, with CE marked, or fine."""
     out = _TcSort()
@@ -236,16 +321,61 @@ def _tc_findings(s, tc: int, sort: _TcSort, any_pfc: bool, visible: bool) -> Ite
             key, _, netdev = item.rpartition(": ")
             groups.setdefault(key, []).append(netdev)
         where = "; ".join(f"{key} on {_names(devs, 3)}" for key, devs in groups.items())
-        yield finding("NCCL041", "fail", s, "NCCL_IB_TC", f"{decoded}, which lands on a priority without PFC: {where}: RDMA traffic runs lossy, drops turn into retransmits and status-12 timeouts", "pick the DSCP that maps to the PFC priority (`fabricscope nccl env` computes it), or fix PFC on the listed netdevs", netdevs=sort.no_pfc)
+        yield finding(
+            "NCCL041",
+            "fail",
+            s,
+            "NCCL_IB_TC",
+            f"{decoded}, which lands on a priority without PFC: {where}: RDMA traffic runs lossy, drops turn into retransmits and status-12 timeouts",
+            "pick the DSCP that maps to the PFC priority (`fabricscope nccl env` computes it), or fix PFC on the listed netdevs",
+            netdevs=sort.no_pfc,
+        )
     if sort.pcp:
-        yield finding("NCCL042", "warn", s, "NCCL_IB_TC", f"{_names(sort.pcp)} trust pcp: the priority comes from the VLAN PCP, so the DSCP in NCCL_IB_TC does not choose it", "set trust dscp on every RoCE netdev (mlnx_qos -i <if> --trust dscp) or use NCCL_IB_SL for the priority", netdevs=sort.pcp)
+        yield finding(
+            "NCCL042",
+            "warn",
+            s,
+            "NCCL_IB_TC",
+            f"{_names(sort.pcp)} trust pcp: the priority comes from the VLAN PCP, so the DSCP in NCCL_IB_TC does not choose it",
+            "set trust dscp on every RoCE netdev (mlnx_qos -i <if> --trust dscp) or use NCCL_IB_SL for the priority",
+            netdevs=sort.pcp,
+        )
     if sort.ce:
-        yield finding("NCCL043", "fail", s, "NCCL_IB_TC", f"{decoded}: the ECN field is CE (congestion experienced) on every packet, so receivers see constant congestion and throttle the senders", f"use NCCL_IB_TC={dscp << 2 | 2} (ECT(0))")
+        yield finding(
+            "NCCL043",
+            "fail",
+            s,
+            "NCCL_IB_TC",
+            f"{decoded}: the ECN field is CE (congestion experienced) on every packet, so receivers see constant congestion and throttle the senders",
+            f"use NCCL_IB_TC={dscp << 2 | 2} (ECT(0))",
+        )
     if sort.ecn_off:
-        yield finding("NCCL043", "warn", s, "NCCL_IB_TC", f"{decoded} marks packets ECN-capable but ECN (roce_np/roce_rp) is off for {_names(sort.ecn_off, 4)}: congestion marks go unanswered", "enable ECN for that priority (/sys/class/net/<if>/ecn/roce_{np,rp}/enable/<prio>) or fix the node's QoS", netdevs=sort.ecn_off)
+        yield finding(
+            "NCCL043",
+            "warn",
+            s,
+            "NCCL_IB_TC",
+            f"{decoded} marks packets ECN-capable but ECN (roce_np/roce_rp) is off for {_names(sort.ecn_off, 4)}: congestion marks go unanswered",
+            "enable ECN for that priority (/sys/class/net/<if>/ecn/roce_{np,rp}/enable/<prio>) or fix the node's QoS",
+            netdevs=sort.ecn_off,
+        )
     if not any_pfc and visible:
-        yield finding("NCCL044", "info", s, "NCCL_IB_TC", f"{decoded}; no RoCE netdev here has PFC on any priority, so RoCE runs lossy and relies on ECN/DCQCN", None)
+        yield finding(
+            "NCCL044",
+            "info",
+            s,
+            "NCCL_IB_TC",
+            f"{decoded}; no RoCE netdev here has PFC on any priority, so RoCE runs lossy and relies on ECN/DCQCN",
+            None,
+        )
         return
     if not (sort.no_pfc or sort.pcp or sort.ce or sort.ecn_off) and sort.fine:
-        prio_text = _names(sorted({f.split(': ')[1] for f in sort.fine}))
-        yield finding("NCCL044", "pass", s, "NCCL_IB_TC", f"{decoded} -> {prio_text} with PFC on every selected RoCE netdev", None)
+        prio_text = _names(sorted({f.split(": ")[1] for f in sort.fine}))
+        yield finding(
+            "NCCL044",
+            "pass",
+            s,
+            "NCCL_IB_TC",
+            f"{decoded} -> {prio_text} with PFC on every selected RoCE netdev",
+            None,
+        )
