@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fabricscope.errors import FabricscopeError
+from fabricscope.sim.gpus import CPU_HOST, GPUS
 
 # NCCL ring all_reduce inside one H100 node reaches ~370 GB/s busbw of 450 GB/s NVLink
 # (NVIDIA/nccl-tests #212): 0.82 of the NVLink rate (the engine's default; calibration table).
@@ -68,7 +69,7 @@ class Scenario(_Params):
     )
     gpu: str = _f(
         "h100",
-        "GPU model (sim/gpus.py): v100, a100, h100, h800, h20, h200, b200, gb200, or none (CPU hosts); default h100, or the --system's.",
+        f"GPU model (sim/gpus.py): {', '.join(GPUS)}, or {CPU_HOST} (CPU hosts); default h100, or the --system's.",
     )
     nvlink_GBps: float | None = _f(
         None, "NVLink bandwidth per GPU per direction, GB/s (overrides --gpu).", flag="--nvlink-GBps"
