@@ -189,9 +189,6 @@ DECLARATIVE = {
 SHRINKING: dict[str, str] = {
     "checks/pcie.py:iommu": "over 80 once ruff format laid it out (issue 21); split next",
     "checks/subnet_manager.py:subnet_manager": "over 80 once ruff format laid it out (issue 21); split next",
-    "nccl/lint/rules/node.py:check_ib_hca": "over 80 once ruff format laid it out (issue 21); split next",
-    "nccl/lint/rules/node.py:check_socket_ifname": "over 80 once ruff format laid it out (issue 21); split next",
-    "nccl/lint/rules/roce.py:check_gid_index": "over 80 once ruff format laid it out (issue 21); split next",
     "report/html.py:_matrix_html": "over 80 once ruff format laid it out (issue 21); split next",
     "report/inventory.py:render_inventory": "over 80 once ruff format laid it out (issue 21); split next",
     "report/topology.py:topology_svg": "over 80 once ruff format laid it out (issue 21); split next",
