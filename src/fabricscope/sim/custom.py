@@ -186,7 +186,10 @@ class GraphFabric(Fabric):
         return f"{self.names[self.l_src[j]]}->{self.names[self.l_dst[j]]}"
 
 
-_FAMILY_KEYS = {
+# Keys both kinds of topology file take: its name and kind, the nodes and the links' latency.
+_COMMON_KEYS = {
+    "name",
+    "kind",
     "nodes",
     "gpus_per_node",
     "nics_per_node",
@@ -194,6 +197,10 @@ _FAMILY_KEYS = {
     "gpu",
     "nvlink_GBps",
     "pcie_GBps",
+    "node_nic_rate",
+    "link_latency_us",
+}
+_FAMILY_KEYS = _COMMON_KEYS | {
     "oversubscription",
     "hosts_per_leaf",
     "spines",
@@ -204,28 +211,8 @@ _FAMILY_KEYS = {
     "routers_per_group",
     "global_links_per_router",
     "global_rate",
-    "link_latency_us",
-    "node_nic_rate",
-    "name",
-    "kind",
 }
-_GRAPH_KEYS = {
-    "name",
-    "kind",
-    "nodes",
-    "gpus_per_node",
-    "nics_per_node",
-    "nic_rate",
-    "gpu",
-    "nvlink_GBps",
-    "pcie_GBps",
-    "switches",
-    "links",
-    "attach",
-    "node_nic_rate",
-    "link_latency_us",
-    "hosts",
-}
+_GRAPH_KEYS = _COMMON_KEYS | {"switches", "links", "attach", "hosts"}
 
 
 def _int(doc: dict[str, Any], key: str, default: int | None, lo: int = 1) -> int | None:
