@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 import typer
 
-from fabricscope.cli.common import JSON_HELP, die, store_and_print
+from fabricscope.cli.common import JSON_OPTION, die, store_and_print
 from fabricscope.cli.main import app
 from fabricscope.units import parse_sizes
 
@@ -43,7 +43,6 @@ TOKEN_OPTION = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP, 
 TIMEOUT_OPTION = typer.Option(
     10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP, rich_help_panel="Connection"
 )
-JSON_OPTION = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel="Output")
 NO_STORE_OPTION = typer.Option(False, "--no-store", help=NO_STORE_HELP, rich_help_panel="Output")
 INTERVAL_OPTION = typer.Option(1.0, "--interval", min=0.05, max=60, help="Seconds per reported interval.")
 

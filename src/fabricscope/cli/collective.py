@@ -8,8 +8,8 @@ from typing import Any
 
 import typer
 
-from fabricscope.cli.bench import JSON_OPTION, bench_app, threshold_option
-from fabricscope.cli.common import die, end_rank, store_and_print
+from fabricscope.cli.bench import bench_app, threshold_option
+from fabricscope.cli.common import JSON_OPTION, die, end_rank, store_and_print
 from fabricscope.cli.launching import (
     LAUNCH_OPTION,
     MASTER_ADDR_OPTION,

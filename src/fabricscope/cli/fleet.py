@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 
 from fabricscope.cli.common import (
-    FAIL_ON_HELP,
-    JSON_HELP,
+    FAIL_ON_OPTION,
+    JSON_OPTION,
     ROOT_HELP,
     die,
     end_rank,
@@ -141,11 +141,11 @@ def _resolved(path: str | Path | None) -> str | None:
 def fleet_doctor(
     sources: list[str] = typer.Option([], "--from", help=FROM_HELP),
     files: list[str] = typer.Argument(None, help="More documents or snapshots.", show_default=False),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
     html: Path = typer.Option(
         None, "--html", help="Also write the fleet page (heat map, drift list) to this HTML file."
     ),
-    fail_on: str = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP),
+    fail_on: str = FAIL_ON_OPTION,
     expect: str = typer.Option(
         None, "--expect", help="Expected-hardware manifest (YAML) every node must meet."
     ),
@@ -303,7 +303,7 @@ def fleet_collect(
     snapshot: bool = typer.Option(
         False, "--snapshot", help="Keep a scrubbed snapshot of each judged node under DIR/snapshots/."
     ),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
     launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
     timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, help=TIMEOUT_HELP),
     master_addr: str = typer.Option(

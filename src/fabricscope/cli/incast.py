@@ -6,9 +6,9 @@ import sys
 
 import typer
 
-from fabricscope.cli.bench import JSON_OPTION, bench_app
+from fabricscope.cli.bench import bench_app
 from fabricscope.cli.collective import _first_error
-from fabricscope.cli.common import JSON_HELP, die, print_json, store_and_print
+from fabricscope.cli.common import JSON_OPTION, die, print_json, store_and_print
 from fabricscope.cli.launching import (
     LAUNCH_OPTION,
     MASTER_ADDR_OPTION,
@@ -165,7 +165,7 @@ def sim_incast(
     ),
     rounds: int = typer.Option(50, "--rounds", min=1, max=10_000, help="Rounds per sender count (TCP)."),
     seed: int = typer.Option(1, "--seed", min=0, max=2**32 - 1, help="Seed of the request jitter (TCP)."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Incast goodput and round completion time as N grows: TCP with its minimum RTO and a
     shallow queue, RoCE with PFC, RoCE with ECN/DCQCN."""

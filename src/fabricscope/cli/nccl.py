@@ -8,9 +8,9 @@ import sys
 import typer
 
 from fabricscope.cli.common import (
-    FAIL_ON_HELP,
-    JSON_HELP,
-    ROOT_HELP,
+    FAIL_ON_OPTION,
+    JSON_OPTION,
+    ROOT_OPTION,
     die,
     open_root,
     parse_fail_on,
@@ -45,13 +45,13 @@ def log_cmd(
         metavar="FILE...",
         help="NCCL_DEBUG=INFO/WARN output: one interleaved file, one per rank, .gz, or - for stdin.",
     ),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
     expect: str = typer.Option(
         "auto",
         "--expect",
         help="What inter-node traffic should use: rdma, socket or auto (judge from the log).",
     ),
-    fail_on: str = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP),
+    fail_on: str = FAIL_ON_OPTION,
     show_ranks: bool = typer.Option(
         False, "--ranks", help=f"Print the per-rank table even above {MAX_TABLE_RANKS} ranks."
     ),
@@ -190,7 +190,7 @@ def _render_summary(out, report, show_ranks: bool) -> None:
 # ----- nccl env -----------------------------------------------------------------------------------
 @nccl_app.command("env")
 def env_cmd(
-    root: str = typer.Option(None, "--root", help=ROOT_HELP),
+    root: str = ROOT_OPTION,
     workload: str = typer.Option("training", "--workload", help="training or inference."),
     fmt: str = typer.Option("shell", "--format", help="shell, json, slurm or k8s."),
     nccl_version: str = typer.Option(
@@ -265,7 +265,7 @@ def lint_cmd(
     from_environ: bool = typer.Option(
         False, "--from-environ", help="Lint the NCCL_* variables of this process's environment."
     ),
-    root: str = typer.Option(None, "--root", help=ROOT_HELP),
+    root: str = ROOT_OPTION,
     no_node: bool = typer.Option(False, "--no-node", help="Check names and values only, not against a node."),
     nccl_version: str = typer.Option(
         None, "--nccl-version", help="NCCL version the job uses (default: assume a current one)."
@@ -273,8 +273,8 @@ def lint_cmd(
     debugging: bool = typer.Option(
         False, "--debugging", help="The job is a debugging run: NCCL_DEBUG=INFO is info, not warn."
     ),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    fail_on: str = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP),
+    json_out: bool = JSON_OPTION,
+    fail_on: str = FAIL_ON_OPTION,
     show_pass: bool = typer.Option(True, "--pass/--no-pass", help="Show passing checks too."),
 ) -> None:
     """Check the NCCL settings a job uses (and /etc/nccl.conf, NCCL_CONF_FILE) against this node."""

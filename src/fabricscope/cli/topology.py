@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from fabricscope.cli.common import JSON_HELP, die, end_rank, print_json
+from fabricscope.cli.common import JSON_OPTION, die, end_rank, print_json
 from fabricscope.cli.launching import absolute_item
 from fabricscope.cli.main import command_group
 from fabricscope.errors import FabricscopeError
@@ -290,7 +290,7 @@ def show(
         [], "--highlight", help="Draw this link in red: SWITCH,SWITCH or HOST,SWITCH; repeatable."
     ),
     hosts: bool = typer.Option(True, "--hosts/--no-hosts", help="List the hosts under each leaf."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Print the tree (switch tiers, hosts per leaf, capacity down and up) and draw it."""
     from fabricscope.topology.view import load_view, summary_lines, switch_loads, uneven_uplinks
