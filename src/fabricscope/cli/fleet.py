@@ -17,7 +17,7 @@ from fabricscope.cli.common import (
     parse_fail_on,
     print_json,
 )
-from fabricscope.cli.launching import LAUNCH_HELP, launch_ranks
+from fabricscope.cli.launching import LAUNCH_OPTION, MASTER_ADDR_OPTION, MASTER_PORT_OPTION, launch_ranks
 from fabricscope.cli.main import command_group
 from fabricscope.findings import Severity
 from fabricscope.jobs.launch import Flag, Flags, child_argv
@@ -33,7 +33,13 @@ FROM_HELP = (
     "Without it the command runs as a job: under srun, torchrun or mpirun (or with --launch) every node reads itself."
 )
 LAUNCHED_ROOT_HELP = "Launched runs: read this snapshot or mounted filesystem instead of the live node; {host} becomes the node's name."
-TIMEOUT_HELP = "Launched runs: deadline in seconds for the ranks to meet and for every node's document."
+TIMEOUT_OPTION = typer.Option(
+    120.0,
+    "--timeout",
+    min=1,
+    max=86400,
+    help="Launched runs: deadline in seconds for the ranks to meet and for every node's document.",
+)
 
 
 def _progress(done: int, total: int) -> None:
@@ -170,16 +176,10 @@ def fleet_doctor(
         False, "--apply", help="Carry out the scheduler actions instead of only showing them."
     ),
     root: str = typer.Option(None, "--root", help=LAUNCHED_ROOT_HELP),
-    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
-    timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, help=TIMEOUT_HELP),
-    master_addr: str = typer.Option(
-        None,
-        "--master-addr",
-        help="Launched runs: host of rank 0 (default MASTER_ADDR; needed under mpirun).",
-    ),
-    master_port: int = typer.Option(
-        None, "--master-port", min=1, max=65535, help="Launched runs: port of rank 0's store."
-    ),
+    launch: str = LAUNCH_OPTION,
+    timeout: float = TIMEOUT_OPTION,
+    master_addr: str = MASTER_ADDR_OPTION,
+    master_port: int = MASTER_PORT_OPTION,
 ) -> None:
     """Judge every node (its doctor findings) and the fleet (drift between nodes); exit 1 when something reaches --fail-on.
 
@@ -304,16 +304,10 @@ def fleet_collect(
         False, "--snapshot", help="Keep a scrubbed snapshot of each judged node under DIR/snapshots/."
     ),
     json_out: bool = JSON_OPTION,
-    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
-    timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, help=TIMEOUT_HELP),
-    master_addr: str = typer.Option(
-        None,
-        "--master-addr",
-        help="Launched runs: host of rank 0 (default MASTER_ADDR; needed under mpirun).",
-    ),
-    master_port: int = typer.Option(
-        None, "--master-port", min=1, max=65535, help="Launched runs: port of rank 0's store."
-    ),
+    launch: str = LAUNCH_OPTION,
+    timeout: float = TIMEOUT_OPTION,
+    master_addr: str = MASTER_ADDR_OPTION,
+    master_port: int = MASTER_PORT_OPTION,
 ) -> None:
     """Keep every node's doctor document (and, with --snapshot, its scrubbed snapshot) in DIR for `fleet doctor --from DIR`.
 
