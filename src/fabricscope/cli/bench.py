@@ -19,15 +19,13 @@ from contextlib import contextmanager
 import typer
 
 from fabricscope.cli.common import JSON_OPTION, die, store_and_print
-from fabricscope.cli.main import app
+from fabricscope.cli.main import command_group
 from fabricscope.units import parse_sizes
 
-bench_app = typer.Typer(
-    name="bench",
-    help="Measure TCP, UDP, latency, connection setup and RDMA between two hosts; results go to the history.",
-    no_args_is_help=True,
+bench_app = command_group(
+    "bench",
+    "Measure TCP, UDP, latency, connection setup and RDMA between two hosts; results go to the history.",
 )
-app.add_typer(bench_app, name="bench")
 
 PEER_HELP = "The host running `fabricscope bench serve`: HOST, HOST:PORT or [IPv6]:PORT (default port 5211)."
 TOKEN_HELP = "Token the server requires (servers off loopback always require one)."

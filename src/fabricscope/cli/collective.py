@@ -21,14 +21,12 @@ from fabricscope.cli.launching import (
 )
 from fabricscope.cli.launching import dist_env as _dist_env
 from fabricscope.cli.launching import launch_ranks as _launch
+from fabricscope.cli.main import command_group
 from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.launch import Flag, Flags, child_argv, toggle
 from fabricscope.units import parse_sizes, size_token
 
-import_app = typer.Typer(
-    name="import", help="Read results of other tools into the history.", no_args_is_help=True
-)
-bench_app.add_typer(import_app, name="import")
+import_app = command_group("import", "Read results of other tools into the history.", bench_app)
 
 
 # How each CollectiveParams field reaches a launched rank (jobs/launch.py child_argv; the test

@@ -13,16 +13,11 @@ import typer
 
 from fabricscope.cli.common import DB_OPTION, JSON_OPTION, ROOT_OPTION, die, open_root, print_json
 from fabricscope.cli.history import history_app
-from fabricscope.cli.main import app
+from fabricscope.cli.main import app, command_group
 from fabricscope.cli.options import bounded_option
 from fabricscope.monitor.intervals import INTERVAL_BOUNDS
 
-monitoring_app = typer.Typer(
-    name="monitoring",
-    help="Grafana dashboard and Prometheus alert rules for the exporter.",
-    no_args_is_help=True,
-)
-app.add_typer(monitoring_app, name="monitoring")
+monitoring_app = command_group("monitoring", "Grafana dashboard and Prometheus alert rules for the exporter.")
 
 PROM_MISSING = "the exporter needs prometheus-client: pip install 'fabricscope[prom]'"
 

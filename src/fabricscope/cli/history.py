@@ -11,19 +11,13 @@ import typer
 from rich.markup import escape
 
 from fabricscope.cli.common import DB_OPTION, JSON_OPTION, die, print_json
-from fabricscope.cli.main import app
+from fabricscope.cli.main import command_group
 from fabricscope.store.sqlite import MissingHistory
 
-history_app = typer.Typer(
-    name="history",
-    help="List, show and compare stored bench results; define baselines (median and MAD).",
-    no_args_is_help=True,
+history_app = command_group(
+    "history", "List, show and compare stored bench results; define baselines (median and MAD)."
 )
-app.add_typer(history_app, name="history")
-baseline_app = typer.Typer(
-    name="baseline", help="Named baselines: the median and MAD of chosen runs.", no_args_is_help=True
-)
-history_app.add_typer(baseline_app, name="baseline")
+baseline_app = command_group("baseline", "Named baselines: the median and MAD of chosen runs.", history_app)
 
 
 def _open(db: str | None):

@@ -16,7 +16,7 @@ from fabricscope.cli.common import (
     parse_fail_on,
     print_json,
 )
-from fabricscope.cli.main import app
+from fabricscope.cli.main import command_group
 from fabricscope.findings import Severity, exit_code, summarize
 from fabricscope.host import read_inventory
 from fabricscope.nccl.log.aggregate import LogAggregator
@@ -26,11 +26,10 @@ from fabricscope.nccl.log.report import build_report
 from fabricscope.nccl.variables import parse_version
 from fabricscope.report.terminal import console, render_findings
 
-nccl_app = typer.Typer(
-    help="NCCL: the right environment for this node, a lint of the one a job uses, and a reading of NCCL's logs.",
-    no_args_is_help=True,
+nccl_app = command_group(
+    "nccl",
+    "NCCL: the right environment for this node, a lint of the one a job uses, and a reading of NCCL's logs.",
 )
-app.add_typer(nccl_app, name="nccl")
 
 LOG_AREAS = {"nccl_log": "NCCL log"}
 # Show a progress bar on stderr when there is at least this much to read and stderr is a terminal.
