@@ -10,12 +10,11 @@ from fabricscope.cli.bench import bench_app
 from fabricscope.cli.collective import _first_error
 from fabricscope.cli.common import JSON_OPTION, die, print_json, store_and_print
 from fabricscope.cli.launching import (
-    LAUNCH_OPTION,
-    MASTER_ADDR_OPTION,
-    MASTER_PORT_OPTION,
     STORE_OPTION,
+    Ranks,
     dist_env,
     launch_ranks,
+    ranks_options,
 )
 from fabricscope.cli.sim import sim_app
 from fabricscope.errors import FabricscopeError
@@ -35,6 +34,7 @@ def _counts(text: str | None) -> list[int]:
 
 
 @bench_app.command("incast")
+@ranks_options
 def bench_incast(
     senders: str = typer.Option(
         None, "--senders", help="Sender counts to measure, e.g. 1,2,4,8 (default: 1, 2, 4 ... every sender)."
@@ -55,9 +55,8 @@ def bench_incast(
         10.0, "--round-timeout", min=0.01, max=600, help="Seconds a round may take before the run fails."
     ),
     timeout: float = typer.Option(60.0, "--timeout", min=1, max=3600, help="Seconds for every rank to join."),
-    launch: str = LAUNCH_OPTION,
-    master_addr: str = MASTER_ADDR_OPTION,
-    master_port: int = MASTER_PORT_OPTION,
+    *,
+    ranks: Ranks,
     json_out: bool = JSON_OPTION,
     store: bool = STORE_OPTION,
 ) -> None:
@@ -87,7 +86,7 @@ def bench_incast(
         )
     except ValueError as exc:
         die(_first_error(exc))
-    if launch:
+    if ranks.launch:
         args = [
             "bench",
             "incast",
@@ -107,8 +106,8 @@ def bench_incast(
         args += ["--congestion", congestion] if congestion else []
         args += ["--json"] if json_out else []
         budget = timeout + (rounds + warmup + 2) * round_timeout * max(1, len(counts) or 8) + 60
-        launch_ranks(launch, args, timeout_s=budget, master_port=master_port)
-    env = dist_env(master_addr, master_port)
+        launch_ranks(ranks.launch, args, timeout_s=budget, master_port=ranks.master_port)
+    env = dist_env(ranks.master_addr, ranks.master_port)
     try:
         if env.rank != 0:
             run_sender(env, params)
