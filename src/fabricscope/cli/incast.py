@@ -20,6 +20,11 @@ from fabricscope.cli.sim import sim_app
 from fabricscope.errors import FabricscopeError
 from fabricscope.units import UnitError, parse_rate, parse_size, size_token
 
+# The measured and the modelled incast run the same experiment: one --size declaration serves both.
+SIZE_OPTION = typer.Option(
+    "256KiB", "--size", help="Response size each sender sends per round, e.g. 64KiB, 1MiB."
+)
+
 
 def _counts(text: str | None) -> list[int]:
     if not text:
@@ -39,9 +44,7 @@ def bench_incast(
     senders: str = typer.Option(
         None, "--senders", help="Sender counts to measure, e.g. 1,2,4,8 (default: 1, 2, 4 ... every sender)."
     ),
-    size: str = typer.Option(
-        "256KiB", "--size", help="Response size each sender sends per round, e.g. 64KiB, 1MiB."
-    ),
+    size: str = SIZE_OPTION,
     rounds: int = typer.Option(50, "--rounds", min=1, max=100_000, help="Timed rounds per sender count."),
     warmup: int = typer.Option(
         2, "--warmup", min=0, max=1000, help="Untimed rounds before each sender count."
@@ -139,7 +142,7 @@ def sim_incast(
         "tcp,roce-pfc,roce-ecn", "--transport", help="Comma-separated: tcp, roce-pfc, roce-ecn."
     ),
     senders: str = typer.Option("1,2,4,8,16,32", "--senders", help="Sender counts, e.g. 1,2,4,8."),
-    size: str = typer.Option("256KiB", "--size", help="Response size per sender per round."),
+    size: str = SIZE_OPTION,
     link_rate: str = typer.Option(
         "100gbit", "--link-rate", help="Every host's link rate (bit/s), e.g. 100gbit, 200mbit."
     ),
