@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import typer
 
-from fabricscope.cli.common import JSON_OPTION, die, store_and_print
+from fabricscope.cli.common import JSON_OPTION, die, first_error, store_and_print
 from fabricscope.cli.main import command_group
 from fabricscope.cli.options import option_group
 from fabricscope.units import parse_sizes
@@ -171,9 +171,7 @@ def _params(model, **values):
     try:
         return model(**values)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        die(f"{loc}: {err.get('msg')}")
+        die(first_error(exc))
 
 
 def _choice(value: str, table: dict[str, tuple[str, ...]], option: str) -> tuple[str, ...]:

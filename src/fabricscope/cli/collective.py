@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from fabricscope.cli.bench import bench_app, threshold_option
-from fabricscope.cli.common import JSON_OPTION, die, end_rank, store_and_print
+from fabricscope.cli.common import JSON_OPTION, die, end_rank, first_error, store_and_print
 from fabricscope.cli.launching import (
     SINGLE_RANK_OPTION,
     STORE_OPTION,
@@ -66,7 +66,7 @@ def collective_params(
             backend=auto_backend() if backend == "auto" else backend, straggle_rank=straggle_rank, straggle_s=straggle_ms / 1000.0,
         )  # fmt: skip
     except ValueError as exc:
-        die(_first_error(exc))
+        die(first_error(exc))
 
 
 @bench_app.command("collective")
@@ -173,15 +173,6 @@ def auto_backend() -> str:
         return "nccl" if torch.cuda.is_available() and torch.distributed.is_nccl_available() else "gloo"
     except ImportError:
         return "gloo"
-
-
-def _first_error(exc: Exception) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        first = errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        return f"{where}: {str(first.get('msg', exc)).removeprefix('Value error, ')}"
-    return str(exc)
 
 
 @bench_app.command("matrix")
@@ -332,7 +323,7 @@ def matrix_params(
                               root=root, topology=topology, lldp_socket=lldp_socket,
                               switch_lldp=[absolute_item(i) for i in switch_lldp])  # fmt: skip
     except ValueError as exc:
-        die(_first_error(exc))
+        die(first_error(exc))
     if root:
         from fabricscope.host import Root, RootError
 

@@ -50,6 +50,18 @@ def end_rank(message: str, code: int = 2) -> NoReturn:
     os._exit(code)
 
 
+def first_error(exc: Exception) -> str:
+    """A parameter model's refusal as the one line users see: the first of pydantic's errors,
+    where (the field) and what; any other exception as its text."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc)
+    first = errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    what = str(first.get("msg", exc)).removeprefix("Value error, ")
+    return f"{where}: {what}" if where else what
+
+
 def open_root(location: str | None) -> Root:
     try:
         return Root.at(location) if location else Root.live()

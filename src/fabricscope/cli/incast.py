@@ -7,8 +7,7 @@ import sys
 import typer
 
 from fabricscope.cli.bench import bench_app
-from fabricscope.cli.collective import _first_error
-from fabricscope.cli.common import JSON_OPTION, die, print_json, store_and_print
+from fabricscope.cli.common import JSON_OPTION, die, first_error, print_json, store_and_print
 from fabricscope.cli.launching import (
     STORE_OPTION,
     Ranks,
@@ -88,7 +87,7 @@ def bench_incast(
             join_timeout_s=timeout,
         )
     except ValueError as exc:
-        die(_first_error(exc))
+        die(first_error(exc))
     if ranks.launch:
         args = [
             "bench",

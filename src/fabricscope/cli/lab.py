@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from fabricscope.cli.common import JSON_OPTION, die, print_json
+from fabricscope.cli.common import JSON_OPTION, die, first_error, print_json
 from fabricscope.cli.main import command_group
 from fabricscope.errors import FabricscopeError
 from fabricscope.lab.fabric import Labs, require_root
@@ -36,10 +36,7 @@ def _spec(**kwargs) -> LabSpec:
     try:
         return LabSpec(**kwargs)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        msg = str(first.get("msg", exc)).removeprefix("Value error, ")
-        raise LabError(f"{where + ': ' if where else ''}{msg}") from None
+        raise LabError(first_error(exc)) from None
 
 
 @lab_app.command("up")

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from fabricscope.cli.common import JSON_HELP, die, end_rank, print_json
+from fabricscope.cli.common import JSON_HELP, die, end_rank, first_error, print_json
 from fabricscope.cli.launching import LAUNCH_HELP, dist_env, launch_ranks
 from fabricscope.cli.main import app
 from fabricscope.errors import FabricscopeError
@@ -52,9 +52,7 @@ def _params(**kw: Any) -> Any:
     try:
         return ReadyParams(**kw)
     except ValueError as exc:
-        errors = getattr(exc, "errors", None)
-        first = errors()[0] if callable(errors) else {"msg": str(exc), "loc": ()}
-        die(f"{'.'.join(str(p) for p in first.get('loc', ()))}: {first.get('msg')}")
+        die(first_error(exc))
 
 
 def _topology(spec: str | None) -> str | None:
