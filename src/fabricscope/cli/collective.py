@@ -15,6 +15,7 @@ from fabricscope.cli.launching import (
     STORE_OPTION,
     Ranks,
     absolute_item,
+    output_args,
     ranks_options,
     refuse_one_rank,
 )
@@ -43,10 +44,6 @@ COLLECTIVE_FLAGS: Flags = {
     "straggle_rank": "--straggle-rank",
     "straggle_s": Flag("--straggle-ms", text=lambda seconds: repr(seconds * 1000.0)),
 }
-
-
-def _output_args(json_out: bool, store: bool) -> list[str]:
-    return (["--json"] if json_out else []) + ["--store" if store else "--no-store"]
 
 
 def collective_params(
@@ -122,7 +119,7 @@ def collective(
     )
     if ranks.launch:
         refuse_one_rank("bench collective", ranks.launch, None, single_rank)
-        extra = _output_args(json_out, store) + (
+        extra = output_args(json_out, store) + (
             ["--min-busbw", str(min_busbw)] if min_busbw is not None else []
         )
         args = child_argv(
@@ -273,7 +270,7 @@ def matrix(
                            topology, lldp_socket, switch_lldp)  # fmt: skip
     if launch:
         refuse_one_rank("bench matrix", launch, None, single_rank)
-        extra = _output_args(json_out, store) + (["--svg", str(svg.resolve())] if svg else [])
+        extra = output_args(json_out, store) + (["--svg", str(svg.resolve())] if svg else [])
         extra += ["--single-rank"] if single_rank else []
         args = child_argv(["bench", "matrix"], params, MATRIX_FLAGS, extra)
         _launch(launch, args, timeout_s=timeout * 3 + 600, master_port=ranks.master_port)

@@ -13,10 +13,12 @@ from fabricscope.cli.launching import (
     Ranks,
     dist_env,
     launch_ranks,
+    output_args,
     ranks_options,
 )
 from fabricscope.cli.sim import sim_app
 from fabricscope.errors import FabricscopeError
+from fabricscope.jobs.launch import Flag, Flags, child_argv
 from fabricscope.units import UnitError, parse_rate, parse_size, size_token
 
 # The measured and the modelled incast run the same experiment: one --size declaration serves both.
@@ -35,6 +37,42 @@ def _counts(text: str | None) -> list[int]:
     if not counts or any(not 1 <= n <= 4096 for n in counts):
         die(f"--senders {text!r}: each count must be 1..4096")
     return sorted(set(counts))
+
+
+# How each IncastParams field reaches a launched rank (jobs/launch.child_argv; the round trip is
+# held by tests/collective/test_launch_args.py). No --senders is an empty list: "" reads back as one.
+INCAST_FLAGS: Flags = {
+    "senders": Flag("--senders", text=lambda counts: ",".join(map(str, counts))),
+    "size_bytes": Flag("--size", text=size_token),
+    "rounds": "--rounds",
+    "warmup": "--warmup",
+    "congestion": "--congestion",
+    "round_timeout_s": "--round-timeout",
+    "join_timeout_s": "--timeout",
+}
+
+
+def incast_params(
+    senders: str | None,
+    size: str,
+    rounds: int,
+    warmup: int,
+    congestion: str | None,
+    round_timeout: float,
+    timeout: float,
+):
+    """The options of `bench incast` as its validated parameters (one line and exit 2 when they are not)."""
+    from fabricscope.bench.incast import IncastParams
+
+    try:
+        size_bytes = parse_size(size)
+    except UnitError as exc:
+        die(f"--size: {exc}")
+    try:
+        return IncastParams(senders=_counts(senders), size_bytes=size_bytes, rounds=rounds, warmup=warmup,
+                            congestion=congestion, round_timeout_s=round_timeout, join_timeout_s=timeout)  # fmt: skip
+    except ValueError as exc:
+        die(first_error(exc))
 
 
 @bench_app.command("incast")
@@ -64,50 +102,12 @@ def bench_incast(
 ) -> None:
     """N senders answer rank 0 (the receiver) at once, round after round: goodput and round completion time as N
     grows, with the retransmits and timeouts behind them (TCP incast collapse)."""
-    from fabricscope.bench.incast import (
-        IncastError,
-        IncastParams,
-        run_receiver,
-        run_sender,
-    )
+    from fabricscope.bench.incast import IncastError, run_receiver, run_sender
 
-    try:
-        size_bytes = parse_size(size)
-    except UnitError as exc:
-        die(f"--size: {exc}")
-    counts = _counts(senders)
-    try:
-        params = IncastParams(
-            senders=counts,
-            size_bytes=size_bytes,
-            rounds=rounds,
-            warmup=warmup,
-            congestion=congestion,
-            round_timeout_s=round_timeout,
-            join_timeout_s=timeout,
-        )
-    except ValueError as exc:
-        die(first_error(exc))
+    params = incast_params(senders, size, rounds, warmup, congestion, round_timeout, timeout)
     if ranks.launch:
-        args = [
-            "bench",
-            "incast",
-            "--size",
-            size_token(size_bytes),
-            "--rounds",
-            str(rounds),
-            "--warmup",
-            str(warmup),
-            "--round-timeout",
-            str(round_timeout),
-            "--timeout",
-            str(timeout),
-            "--store" if store else "--no-store",
-        ]
-        args += ["--senders", ",".join(map(str, counts))] if counts else []
-        args += ["--congestion", congestion] if congestion else []
-        args += ["--json"] if json_out else []
-        budget = timeout + (rounds + warmup + 2) * round_timeout * max(1, len(counts) or 8) + 60
+        args = child_argv(["bench", "incast"], params, INCAST_FLAGS, output_args(json_out, store))
+        budget = timeout + (rounds + warmup + 2) * round_timeout * max(1, len(params.senders) or 8) + 60
         launch_ranks(ranks.launch, args, timeout_s=budget, master_port=ranks.master_port)
     env = dist_env(ranks.master_addr, ranks.master_port)
     try:

@@ -57,6 +57,11 @@ ranks_options = option_group(
 )
 
 
+def output_args(json_out: bool, store: bool) -> list[str]:
+    """``--json`` and ``--store/--no-store`` as a launched rank is given them."""
+    return (["--json"] if json_out else []) + ["--store" if store else "--no-store"]
+
+
 def refuse_one_rank(command: str, launch: str | None, world_size: int | None, single_rank: bool) -> None:
     """A job of one rank measures nothing across the network: refuse it (exit 2) with how to
     launch, unless ``--single-rank`` asks for it (issue 26: it used to pass with busbw 0).
