@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import typer
 
@@ -140,7 +141,7 @@ def _with_ticks(func: Callable[[], object], tick: Callable[[float], None] | None
     return box["result"]
 
 
-def _given(*thresholds):
+def _given(*thresholds: Any) -> list[Any]:
     """The thresholds the user set (an option left out has the limit None)."""
     return [t for t in thresholds if t.limit is not None]
 
@@ -164,7 +165,7 @@ def _finish(result, *, json_out: bool, store: bool, thresholds: list) -> None:
     raise typer.Exit(0)
 
 
-def _params(model, **values):
+def _params(model: Any, **values: Any) -> Any:
     """Build a parameter model; a bad value is one clear line and exit 2."""
     from pydantic import ValidationError
 
@@ -181,7 +182,14 @@ def _choice(value: str, table: dict[str, tuple[str, ...]], option: str) -> tuple
     return table[value]
 
 
-def _run_client(label: str, duration: float, run, params, client: Client, thresholds: tuple) -> None:  # type: ignore[no-untyped-def]
+def _run_client(
+    label: str,
+    duration: float,
+    run: Callable[..., Any],
+    params: Any,
+    client: Client,
+    thresholds: tuple[Any, ...],
+) -> None:
     """Every two-host client ends the same way: run with a progress bar, judge, store, print, exit."""
     with _progress(label, duration, False) as tick:
         result = run(params, token=client.token, tick=tick)

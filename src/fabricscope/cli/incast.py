@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -20,6 +21,9 @@ from fabricscope.cli.sim import sim_app
 from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.launch import Flag, Flags, child_argv
 from fabricscope.units import UnitError, parse_rate, parse_size, size_token
+
+if TYPE_CHECKING:
+    from fabricscope.bench.incast import IncastParams
 
 # The measured and the modelled incast run the same experiment: one --size declaration serves both.
 SIZE_OPTION = typer.Option(
@@ -60,7 +64,7 @@ def incast_params(
     congestion: str | None,
     round_timeout: float,
     timeout: float,
-):
+) -> IncastParams:
     """The options of `bench incast` as its validated parameters (one line and exit 2 when they are not)."""
     from fabricscope.bench.incast import IncastParams
 
