@@ -72,10 +72,12 @@ class ReadyRun:
     steps: list[Step] = field(default_factory=list)
     duration_s: float = 0.0
     error: str | None = None
+    node_of: dict[str, str] = field(default_factory=dict)  # matrix host -> the scheduler's node name
+    trusted: set[str] | None = None  # nodes whose doctor documents came signed (None: no job secret)
 
     @property
     def verdict(self) -> Verdict:
-        return verdict(self.steps)
+        return verdict(self.steps, self.node_of)
 
 
 def at(env: DistEnv, step: str) -> DistEnv:
@@ -112,6 +114,7 @@ class Runner:
         if gathering is None:
             return None
         received = gathering.received
+        self.run.trusted = gathering.trusted_names() if gathering.authenticated else None
         nodes = to_nodes(received)
         if self.params.expect:
             from pathlib import Path
@@ -133,6 +136,7 @@ class Runner:
                          self.params.nccl_version, lldp, self.environ)  # fmt: skip
         if infos is None:
             return None
+        self.run.node_of = {i.host: i.node for i in infos if i.speaks}
         labels = self.sources.labels if self.sources is not None else []
         per_node = [(i.node, i.lint) for i in infos if i.speaks and i.lint is not None]
         self.done(judge_lint(per_node, labels), started)
