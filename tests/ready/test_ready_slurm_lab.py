@@ -69,16 +69,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         run([*fs, "lab", "down", LAB], env)
 
 
-def ready(cluster: dict, script: str = "good.sh", *extra: str) -> tuple[int, dict]:
+def ready(
+    cluster: dict, script: str = "good.sh", *extra: str, alloc: tuple[str, ...] = ("-N", "4")
+) -> tuple[int, dict]:
     base = cluster["base"]
-    proc = run(["srun", "-N", "4", "--immediate=30", sys.executable, "-m", "fabricscope", "ready",
+    proc = run(["srun", *alloc, "--immediate=30", sys.executable, "-m", "fabricscope", "ready",
                 "--root", f"{cluster['roots']}/{{host}}", "--expect", str(base / "expect.yaml"), "--script", str(base / script),
                 "--topology", f"lab:{LAB}", "--sizes", "16M", "--backend", "gloo", "--budget", "100", "--calibrate", "none",
                 "--json", *extra], cluster["env"])  # fmt: skip
     assert proc.stdout, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     print(json.dumps({k: doc[k] for k in ("verdict", "steps", "drain")}, indent=1)[:3000])
-    assert doc["launcher"] == "slurm" and doc["hosts"] == HOSTS and doc["error"] is None, proc.stderr[-2000:]
+    nodes = HOSTS[: int(alloc[alloc.index("-N") + 1])]
+    assert doc["launcher"] == "slurm" and doc["hosts"] == nodes and doc["error"] is None, proc.stderr[-2000:]
     return proc.returncode, doc
 
 
@@ -101,6 +104,23 @@ def test_a_healthy_allocation_is_ready(cluster) -> None:
     assert (code, doc["verdict"]) == (0, "ready"), doc["steps"]
     assert [s["status"] for s in doc["steps"]] == ["pass"] * 4
     assert doc["drain"] == []
+
+
+def test_unequal_ranks_per_node_are_predicted_and_judged(cluster) -> None:
+    """srun -N 3 -n 5: SLURM_TASKS_PER_NODE=2(x2),1. One rank per node reads and speaks for it;
+    the collective runs on all five ranks and is judged against the uneven ring the simulator
+    models for them (no "no prediction" warning)."""
+    for _ in range(3):  # as the healthy case: contention only slows a run
+        code, doc = ready(
+            cluster, "good.sh", alloc=("-N", "3", "-n", "5", "--overcommit")
+        )  # the lab nodes have 1 CPU each
+        if doc["verdict"] == "ready":
+            break
+    steps = _steps(doc)
+    assert doc["world_size"] == 5 and doc["prediction"]["notes"] == [], doc["prediction"]
+    assert (code, doc["verdict"]) == (0, "ready"), doc["steps"]
+    collective = steps["collective"]
+    assert collective["predicted"] and abs(collective["error_pct"]) <= 10, collective
 
 
 def test_a_slow_host_is_not_ready_and_named(cluster) -> None:
