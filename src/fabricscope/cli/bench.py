@@ -279,7 +279,7 @@ def tcp(
     window: int = typer.Option(
         None,
         "--window",
-        min=1024,
+        min=4096,
         max=1 << 30,
         help="SO_SNDBUF/SO_RCVBUF bytes (default: kernel autotuning).",
     ),
