@@ -52,7 +52,7 @@ def run_grid(
     else:
         columns = ["step_time_s", "exposed_comm_s", "comm_share", "tokens_per_s"]
     combos = list(itertools.product(*(vary[k] for k in keys)))
-    for k, combo in enumerate(combos):
+    for done, combo in enumerate(combos, 1):
         point = dict(zip(keys, combo, strict=False))
         params = {**base, **point}
         row: dict[str, Any] = {"point": point}
@@ -72,7 +72,7 @@ def run_grid(
         rows.append(row)
         if progress:
             progress(
-                f"sim compare {k + 1}/{len(combos)} done: " + ", ".join(f"{n}={v}" for n, v in point.items())
+                f"sim compare {done}/{len(combos)} done: " + ", ".join(f"{n}={v}" for n, v in point.items())
             )
     ok = [r for r in rows if "metrics" in r]
     if not ok:
