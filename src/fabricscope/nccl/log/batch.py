@@ -34,6 +34,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from fabricscope.nccl.log.parse import INFO_PREFIXES
+from fabricscope.nccl.log.place import ZERO_DIGITS
 
 if TYPE_CHECKING:
     from fabricscope.nccl.log.aggregate import FileStats, LogAggregator, RankState
@@ -181,8 +182,9 @@ class BatchReader:
         partition, startswith = kind.partition, kind.startswith
         plain_get, other_get, specs_get, rests_get = c.plain.get, c.other.get, c.specs.get, c.rests.get
         agg, touched, first_local = self.agg, self.touched, self.first_local
-        channels = slow = 0
+        channels = slow = unplaced = 0
         last_key = agg.last_key
+        skips, zero = agg.placer.skips, ZERO_DIGITS
         for line in lines:
             head, _, msg = partition(line, sep)  # partition takes one argument: no argument parsing
             word, _, rest = partition(msg, space)
@@ -193,6 +195,12 @@ class BatchReader:
             other = other_get((head, word))
             if other is None:
                 slow += 1
+                # A line of a shape already set aside (a training log's progress line): no decoding,
+                # header parse or catalogue look-up, one translate and one set look-up.
+                shape = line.rstrip() if raw else line.rstrip().encode("utf-8", "surrogatepass")
+                if skips(shape.translate(zero)):  # log.place.shape_of, inlined
+                    unplaced += 1
+                    continue
                 agg.last_key = last_key
                 self.slow(line.decode("utf-8", "replace") if raw else line, stats)
                 last_key = agg.last_key
@@ -223,6 +231,7 @@ class BatchReader:
                     if rank.rank is None and rank not in first_local:
                         first_local[rank] = after[1]
         agg.last_key = last_key
+        stats.unrecognised_lines += unplaced
         plain = len(lines) - channels - slow
         agg.info_lines += plain
         stats.nccl_lines += plain + channels
