@@ -6,20 +6,24 @@ import sys
 
 import typer
 
-from fabricscope.cli.bench import JSON_OPTION, bench_app
+from fabricscope.cli.bench import bench_app
 from fabricscope.cli.collective import _first_error
-from fabricscope.cli.common import JSON_HELP, die, print_json, store_and_print
+from fabricscope.cli.common import JSON_OPTION, die, print_json, store_and_print
 from fabricscope.cli.launching import (
-    LAUNCH_OPTION,
-    MASTER_ADDR_OPTION,
-    MASTER_PORT_OPTION,
     STORE_OPTION,
+    Ranks,
     dist_env,
     launch_ranks,
+    ranks_options,
 )
 from fabricscope.cli.sim import sim_app
 from fabricscope.errors import FabricscopeError
 from fabricscope.units import UnitError, parse_rate, parse_size, size_token
+
+# The measured and the modelled incast run the same experiment: one --size declaration serves both.
+SIZE_OPTION = typer.Option(
+    "256KiB", "--size", help="Response size each sender sends per round, e.g. 64KiB, 1MiB."
+)
 
 
 def _counts(text: str | None) -> list[int]:
@@ -35,13 +39,12 @@ def _counts(text: str | None) -> list[int]:
 
 
 @bench_app.command("incast")
+@ranks_options
 def bench_incast(
     senders: str = typer.Option(
         None, "--senders", help="Sender counts to measure, e.g. 1,2,4,8 (default: 1, 2, 4 ... every sender)."
     ),
-    size: str = typer.Option(
-        "256KiB", "--size", help="Response size each sender sends per round, e.g. 64KiB, 1MiB."
-    ),
+    size: str = SIZE_OPTION,
     rounds: int = typer.Option(50, "--rounds", min=1, max=100_000, help="Timed rounds per sender count."),
     warmup: int = typer.Option(
         2, "--warmup", min=0, max=1000, help="Untimed rounds before each sender count."
@@ -55,9 +58,8 @@ def bench_incast(
         10.0, "--round-timeout", min=0.01, max=600, help="Seconds a round may take before the run fails."
     ),
     timeout: float = typer.Option(60.0, "--timeout", min=1, max=3600, help="Seconds for every rank to join."),
-    launch: str = LAUNCH_OPTION,
-    master_addr: str = MASTER_ADDR_OPTION,
-    master_port: int = MASTER_PORT_OPTION,
+    *,
+    ranks: Ranks,
     json_out: bool = JSON_OPTION,
     store: bool = STORE_OPTION,
 ) -> None:
@@ -87,7 +89,7 @@ def bench_incast(
         )
     except ValueError as exc:
         die(_first_error(exc))
-    if launch:
+    if ranks.launch:
         args = [
             "bench",
             "incast",
@@ -107,8 +109,8 @@ def bench_incast(
         args += ["--congestion", congestion] if congestion else []
         args += ["--json"] if json_out else []
         budget = timeout + (rounds + warmup + 2) * round_timeout * max(1, len(counts) or 8) + 60
-        launch_ranks(launch, args, timeout_s=budget, master_port=master_port)
-    env = dist_env(master_addr, master_port)
+        launch_ranks(ranks.launch, args, timeout_s=budget, master_port=ranks.master_port)
+    env = dist_env(ranks.master_addr, ranks.master_port)
     try:
         if env.rank != 0:
             run_sender(env, params)
@@ -140,7 +142,7 @@ def sim_incast(
         "tcp,roce-pfc,roce-ecn", "--transport", help="Comma-separated: tcp, roce-pfc, roce-ecn."
     ),
     senders: str = typer.Option("1,2,4,8,16,32", "--senders", help="Sender counts, e.g. 1,2,4,8."),
-    size: str = typer.Option("256KiB", "--size", help="Response size per sender per round."),
+    size: str = SIZE_OPTION,
     link_rate: str = typer.Option(
         "100gbit", "--link-rate", help="Every host's link rate (bit/s), e.g. 100gbit, 200mbit."
     ),
@@ -165,7 +167,7 @@ def sim_incast(
     ),
     rounds: int = typer.Option(50, "--rounds", min=1, max=10_000, help="Rounds per sender count (TCP)."),
     seed: int = typer.Option(1, "--seed", min=0, max=2**32 - 1, help="Seed of the request jitter (TCP)."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Incast goodput and round completion time as N grows: TCP with its minimum RTO and a
     shallow queue, RoCE with PFC, RoCE with ECN/DCQCN."""
