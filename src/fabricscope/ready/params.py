@@ -53,6 +53,9 @@ class ReadyParams(BaseModel):
     backend: Literal["gloo", "nccl"] = "gloo"
     rdma: bool = True
     fail_on_warn: bool = False
+    slurm_drain: bool = False  # rank 0: drain the bad nodes in Slurm (dry run unless apply)
+    k8s_taint: str | None = None  # rank 0: taint the bad nodes KEY=VALUE:EFFECT (dry run unless apply)
+    apply: bool = False
 
 
 @dataclass(frozen=True)

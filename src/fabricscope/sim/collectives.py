@@ -114,14 +114,28 @@ def _layout(topo: Topology, groups: np.ndarray) -> tuple[int, int]:
     return nn, gpn
 
 
+def uneven(topo: Topology, groups: np.ndarray) -> bool:
+    """One communicator grouped by node whose nodes hold different numbers of its ranks (a Slurm
+    allocation of SLURM_TASKS_PER_NODE=2(x2),1, a hostfile with different slot counts)."""
+    if groups.shape[0] != 1:
+        return False
+    node = groups[0] // topo.node.gpus_per_node
+    starts = np.flatnonzero(np.r_[True, node[1:] != node[:-1]])
+    counts = np.diff(np.r_[starts, len(node)])
+    return len(np.unique(node[starts])) == len(starts) and len(np.unique(counts)) > 1
+
+
 def ring_pattern(
     topo: Topology, groups: np.ndarray, key: str, channels: int | None = None
 ) -> tuple[Pattern, int]:
-    """NCCL-style rings over each group (all groups at once). Returns (pattern, channels)."""
+    """NCCL-style rings over each group (all groups at once). Returns (pattern, channels).
+
+    An uneven communicator (:func:`uneven`) is one ring through its ranks in order, each hop a
+    direct transfer: every node's link carries one hop in and one out, as with any count per node."""
     G, N = topo.node.gpus_per_node, topo.node.nics_per_node
     ng, m = groups.shape
-    nn, gpn = _layout(topo, groups)
-    if nn == 1:
+    nn, gpn = (0, 0) if uneven(topo, groups) else _layout(topo, groups)
+    if nn <= 1:
         src = groups
         dst = np.roll(groups, -1, axis=1)
         chain = np.repeat(np.arange(ng), m)
