@@ -17,7 +17,7 @@ from fabricscope.cli.launching import (
     output_args,
     ranks_options,
 )
-from fabricscope.cli.sim import sim_app
+from fabricscope.cli.sim import need_numpy, sim_app
 from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.launch import Flag, Flags, child_argv
 from fabricscope.units import parse_rate, parse_size, size_token
@@ -168,10 +168,7 @@ def sim_incast(
 ) -> None:
     """Incast goodput and round completion time as N grows: TCP with its minimum RTO and a
     shallow queue, RoCE with PFC, RoCE with ECN/DCQCN."""
-    try:
-        import numpy  # noqa: F401
-    except ImportError:
-        die("fabricscope sim needs numpy: pip install 'fabricscope[sim]'")
+    need_numpy()
     from fabricscope.sim.incast import TRANSPORTS, IncastFabric, simulate
 
     transports = [t.strip() for t in transport.split(",") if t.strip()]
