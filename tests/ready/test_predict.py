@@ -107,13 +107,14 @@ def test_the_plan_fits_the_budget_and_refuses_one_too_short() -> None:
 def test_the_plan_sizes_the_matrix_by_nodes_not_ranks() -> None:
     """srun -N 2 --ntasks-per-node 8: sixteen ranks, a matrix of two nodes. Every rank reads the
     same SLURM_NNODES (or torchrun's WORLD_SIZE / LOCAL_WORLD_SIZE), so every rank plans alike."""
-    assert job_nodes(16, {"SLURM_NNODES": "2", "SLURM_TASKS_PER_NODE": "8(x2)"}) == 2
-    assert job_nodes(5, {"SLURM_NNODES": "3", "SLURM_TASKS_PER_NODE": "2(x2),1"}) == 3
-    assert job_nodes(16, {"LOCAL_WORLD_SIZE": "8"}) == 2
-    assert job_nodes(4, {}) == 4 and job_nodes(4, {"SLURM_NNODES": "x"}) == 4
+    assert job_nodes(16, "slurm", {"SLURM_NNODES": "2", "SLURM_TASKS_PER_NODE": "8(x2)"}) == 2
+    assert job_nodes(5, "slurm", {"SLURM_NNODES": "3", "SLURM_TASKS_PER_NODE": "2(x2),1"}) == 3
+    assert job_nodes(16, "torchrun", {"LOCAL_WORLD_SIZE": "8"}) == 2
+    assert job_nodes(4, "slurm", {}) == 4 and job_nodes(4, "slurm", {"SLURM_NNODES": "x"}) == 4
+    assert job_nodes(4, "lab:demo", {"SLURM_NNODES": "1"}) == 4  # our launcher inside an allocation
     with pytest.raises(ReadyError, match="too short"):
         plan(ReadyParams(budget_s=60), 16)
-    two = plan(ReadyParams(budget_s=60), 16, job_nodes(16, {"SLURM_NNODES": "2"}))
+    two = plan(ReadyParams(budget_s=60), 16, job_nodes(16, "slurm", {"SLURM_NNODES": "2"}))
     assert two.matrix_timeout_s >= matrix_seconds(2, two.flow_s) and two.total_s <= 60 + 30
 
 

@@ -81,14 +81,17 @@ def matrix_seconds(hosts: int, flow_s: float) -> float:
     return 2 * len(phases(hosts)) * (flow_s + MATRIX_WARMUP_S + 0.5)
 
 
-def job_nodes(world_size: int, environ: Mapping[str, str]) -> int:
-    """The job's node count as every rank sees it alike: Slurm's SLURM_NNODES (srun -N 3 -n 5: 3);
-    torchrun's WORLD_SIZE / LOCAL_WORLD_SIZE; else the rank count (one rank per node at most)."""
-    for key in ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"):
+def job_nodes(world_size: int, launcher: str, environ: Mapping[str, str]) -> int:
+    """The job's node count as every rank sees it alike: under srun, SLURM_NNODES (srun -N 3 -n 5:
+    3); under torchrun, WORLD_SIZE / LOCAL_WORLD_SIZE; else the rank count (one rank per node at
+    most). Only the launcher's own variables count (a lab launched inside an allocation has 4 hosts
+    whatever SLURM_NNODES says)."""
+    keys = {"slurm": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"), "torchrun": ()}.get(launcher, ())
+    for key in keys:
         value = environ.get(key, "")
         if value.isdigit() and 0 < int(value) <= world_size:
             return int(value)
-    local = environ.get("LOCAL_WORLD_SIZE", "")
+    local = environ.get("LOCAL_WORLD_SIZE", "") if launcher == "torchrun" else ""
     if local.isdigit() and 0 < int(local) <= world_size and world_size % int(local) == 0:
         return world_size // int(local)
     return world_size

@@ -97,7 +97,7 @@ class Runner:
                  progress: Progress | None = None, environ: Mapping[str, str] = os.environ) -> None:  # fmt: skip
         self.params, self.env, self.sources, self.calibration = params, env, sources, calibration
         self.progress, self.environ = progress, environ
-        self.plan = plan(params, env.world_size, job_nodes(env.world_size, environ))
+        self.plan = plan(params, env.world_size, job_nodes(env.world_size, env.launcher, environ))
         self.run = ReadyRun(params, self.plan, env.world_size, env.launcher)
         self.t0 = time.monotonic()
 
