@@ -171,6 +171,26 @@ class Scenario(_Params):
     )
 
 
+# Scenario fields by what they describe, named once: the CLI's option groups and --help panels
+# (cli/sim_options.py) and the keys a topology file may set (sim/custom.py: "any key of the CLI
+# options, with underscores", docs/sim.md) are built from these.
+NODE_FIELDS = ("nodes", "gpus_per_node", "nics_per_node", "nic_rate", "gpu", "nvlink_GBps", "pcie_GBps")
+NETWORK_FIELDS = (
+    "oversubscription",
+    "hosts_per_leaf",
+    "spines",
+    "uplink_rate",
+    "radix",
+    "tiers",
+    "node_nic_rate",
+    "link_latency_us",
+    "hosts_per_router",
+    "routers_per_group",
+    "global_links_per_router",
+    "global_rate",
+)
+
+
 class TrainPlan(_Params):
     """One Megatron-LM training step (sim/training.py)."""
 
