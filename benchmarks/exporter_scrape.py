@@ -42,9 +42,11 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from fixture_hosts import fixture_hosts
-
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))  # this tree's code, before anything imports an installed one
+
+from fixture_hosts import fixture_hosts  # noqa: E402 (after the path above)
+
 DEFAULT_ROOT = fixture_hosts() / "ib-ndr-healthy"
 TARGET_SCRAPE_MS = 50.0
 TARGET_RSS_MB = 80.0

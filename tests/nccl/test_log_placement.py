@@ -168,3 +168,12 @@ def test_an_internal_error_that_reached_the_api_is_named_as_nccl_calls_it() -> N
         "please report this issue to the NCCL developers" in (f.fix or "") for f in returned
     )
     assert r.verdict["root_cause"] == "nccl_bug"
+
+
+def test_a_line_holding_a_rules_excerpt_is_recognised() -> None:
+    """nccl-1267: the message as typed in an issue title (the address dropped), so no catalogue
+    format prints it; it still holds NCCL's words 'is neither AF_INET', which the socket_address
+    rule fires on: the file is a log with that finding, not 'no NCCL log line'."""
+    r = report_of("nccl-1267.log")
+    assert r.recognised_lines == 1 and r.summary["placed_lines"] == 1
+    assert ids(r).get("nccl_log.socket_address") == "fail"

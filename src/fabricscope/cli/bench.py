@@ -20,7 +20,7 @@ from typing import Any
 
 import typer
 
-from fabricscope.cli.common import JSON_OPTION, die, first_error, store_and_print
+from fabricscope.cli.common import JSON_OPTION, die, read_option, store_and_print, validated
 from fabricscope.cli.main import command_group
 from fabricscope.cli.options import option_group
 from fabricscope.units import parse_sizes
@@ -42,10 +42,7 @@ def _peer(value: str) -> str:
     """``--peer`` checked where it is parsed, for every command that takes it."""
     from fabricscope.bench.sockets.client import Peer
 
-    try:
-        Peer.parse(value)
-    except ValueError as exc:
-        die(f"--peer: {exc}")
+    read_option("--peer", Peer.parse, value)
     return value
 
 
@@ -163,16 +160,6 @@ def _finish(result, *, json_out: bool, store: bool, thresholds: list) -> None:
         typer.echo("fabricscope: threshold failed: " + "; ".join(failures), err=True)
         raise typer.Exit(1)
     raise typer.Exit(0)
-
-
-def _params(model: Any, **values: Any) -> Any:
-    """Build a parameter model; a bad value is one clear line and exit 2."""
-    from pydantic import ValidationError
-
-    try:
-        return model(**values)
-    except ValidationError as exc:
-        die(first_error(exc))
 
 
 def _choice(value: str, table: dict[str, tuple[str, ...]], option: str) -> tuple[str, ...]:
@@ -293,7 +280,7 @@ def tcp(
     from fabricscope.bench.sockets.tcp import TcpParams, run_tcp
 
     _choice(direction, {"send": (), "recv": (), "bidir": ()}, "--direction")
-    params = _params(
+    params = validated(
         TcpParams, peer=peer, streams=streams, duration_s=duration, msg_bytes=msg_bytes, direction=direction,
         window_bytes=window, interval_s=interval, timeout_s=client.timeout,
     )  # fmt: skip
@@ -329,11 +316,8 @@ def udp(
     from fabricscope.bench.results.thresholds import Threshold
     from fabricscope.bench.sockets.udp import UdpParams, offered_load_shortfall, parse_offered_rate, run_udp
 
-    try:
-        rate_bps = parse_offered_rate(rate)
-    except ValueError as exc:
-        die(f"--rate: {exc}")
-    params = _params(
+    rate_bps = read_option("--rate", parse_offered_rate, rate)
+    params = validated(
         UdpParams, peer=peer, streams=streams, duration_s=duration, size_bytes=size, rate_bps=rate_bps,
         interval_s=interval, timeout_s=client.timeout,
     )  # fmt: skip
@@ -364,11 +348,8 @@ def latency(
     from fabricscope.bench.sockets.latency import MAX_SIZE, LatencyParams, run_latency
 
     protos = _choice(proto, {"tcp": ("tcp",), "udp": ("udp",), "both": ("tcp", "udp")}, "--proto")
-    try:
-        size_list = tuple(parse_sizes(sizes, maximum=MAX_SIZE))
-    except ValueError as exc:
-        die(f"--sizes: {exc}")
-    params = _params(
+    size_list = tuple(read_option("--sizes", parse_sizes, sizes, maximum=MAX_SIZE))
+    params = validated(
         LatencyParams,
         peer=peer,
         protos=protos,
@@ -406,7 +387,7 @@ def connect(
         {"per-request": ("per_request",), "pooled": ("pooled",), "both": ("per_request", "pooled")},
         "--mode",
     )
-    params = _params(
+    params = validated(
         ConnectParams, peer=peer, modes=modes, concurrency=concurrency, request_bytes=request_bytes,
         response_bytes=response_bytes, duration_s=duration, timeout_s=client.timeout,
     )  # fmt: skip
@@ -519,7 +500,7 @@ def rdma(
         die("--loopback runs write_bw (ib_write_bw); leave out --test")
     if test not in ("write_bw", "read_bw", "send_bw", "write_lat", "send_lat"):
         die("--test takes write_bw, read_bw, send_bw, write_lat or send_lat")
-    params = _params(
+    params = validated(
         RdmaParams, test=test, peer=peer, device=device, ib_port=ib_port, gid_index=gid_index, size_bytes=size,
         all_sizes=all_sizes, duration_s=duration, iterations=iters, qps=qps, bidirectional=bidirectional,
         use_cuda=use_cuda or gpu is not None, gpu=gpu, perftest_port=perftest_port, wait_s=wait,

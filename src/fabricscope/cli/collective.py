@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from fabricscope.cli.bench import bench_app, threshold_option
-from fabricscope.cli.common import JSON_OPTION, die, end_rank, first_error, store_and_print
+from fabricscope.cli.common import JSON_OPTION, die, end_rank, read_option, store_and_print, validated
 from fabricscope.cli.launching import (
     SINGLE_RANK_OPTION,
     STORE_OPTION,
@@ -53,17 +53,12 @@ def collective_params(
     """The options of `bench collective` as its validated parameters (one line and exit 2 when they are not)."""
     from fabricscope.bench.collective import MAX_SIZE, CollectiveParams
 
-    try:
-        size_list = parse_sizes(sizes, maximum=MAX_SIZE)
-    except FabricscopeError as exc:
-        die(f"--sizes: {exc}")
-    try:
-        return CollectiveParams(
-            op=op, sizes=size_list, dtype=dtype, warmup=warmup, iters=iters, check=check, root=root, timeout_s=timeout,
-            backend=auto_backend() if backend == "auto" else backend, straggle_rank=straggle_rank, straggle_s=straggle_ms / 1000.0,
-        )  # fmt: skip
-    except ValueError as exc:
-        die(first_error(exc))
+    size_list = read_option("--sizes", parse_sizes, sizes, maximum=MAX_SIZE)
+    return validated(
+        CollectiveParams, op=op, sizes=size_list, dtype=dtype, warmup=warmup, iters=iters, check=check, root=root,
+        timeout_s=timeout, backend=auto_backend() if backend == "auto" else backend, straggle_rank=straggle_rank,
+        straggle_s=straggle_ms / 1000.0,
+    )  # fmt: skip
 
 
 @bench_app.command("collective")
@@ -314,13 +309,10 @@ def matrix_params(
     from fabricscope.bench.matrix import MatrixParams
 
     topology = _matrix_topology(topology)
-    try:
-        params = MatrixParams(duration_s=duration, warmup_s=warmup, retest=retest, rel_margin=margin, timeout_s=timeout,
-                              bind=bind, rdma=rdma, rdma_test=rdma_test, rdma_device=rdma_device, rdma_port=rdma_port,
-                              root=root, topology=topology, lldp_socket=lldp_socket,
-                              switch_lldp=[absolute_item(i) for i in switch_lldp])  # fmt: skip
-    except ValueError as exc:
-        die(first_error(exc))
+    params = validated(MatrixParams, duration_s=duration, warmup_s=warmup, retest=retest, rel_margin=margin,
+                       timeout_s=timeout, bind=bind, rdma=rdma, rdma_test=rdma_test, rdma_device=rdma_device,
+                       rdma_port=rdma_port, root=root, topology=topology, lldp_socket=lldp_socket,
+                       switch_lldp=[absolute_item(i) for i in switch_lldp])  # fmt: skip
     if root:
         from fabricscope.host import Root, RootError
 

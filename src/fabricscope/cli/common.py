@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 import typer
 
@@ -60,6 +61,26 @@ def first_error(exc: Exception) -> str:
     where = ".".join(str(p) for p in first.get("loc", ()))
     what = str(first.get("msg", exc)).removeprefix("Value error, ")
     return f"{where}: {what}" if where else what
+
+
+T = TypeVar("T")
+
+
+def validated(model: Callable[..., T], **values: Any) -> T:
+    """A parameter model built from a command's options; a refusal is one line and exit 2."""
+    try:
+        return model(**values)
+    except ValueError as exc:  # pydantic's ValidationError is one
+        die(first_error(exc))
+
+
+def read_option(option: str, parse: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """An option's text read by its parser; a refusal (the parsers raise ValueError, UnitError
+    among them, saying what to write) is one line that names the option, exit 2."""
+    try:
+        return parse(*args, **kwargs)
+    except ValueError as exc:
+        die(f"{option}: {exc}")
 
 
 def open_root(location: str | None) -> Root:

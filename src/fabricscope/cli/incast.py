@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from fabricscope.cli.bench import bench_app
-from fabricscope.cli.common import JSON_OPTION, die, first_error, print_json, store_and_print
+from fabricscope.cli.common import JSON_OPTION, die, print_json, read_option, store_and_print, validated
 from fabricscope.cli.launching import (
     STORE_OPTION,
     Ranks,
@@ -17,10 +17,10 @@ from fabricscope.cli.launching import (
     output_args,
     ranks_options,
 )
-from fabricscope.cli.sim import sim_app
+from fabricscope.cli.sim import need_numpy, sim_app
 from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.launch import Flag, Flags, child_argv
-from fabricscope.units import UnitError, parse_rate, parse_size, size_token
+from fabricscope.units import parse_rate, parse_size, size_token
 
 if TYPE_CHECKING:
     from fabricscope.bench.incast import IncastParams
@@ -68,15 +68,9 @@ def incast_params(
     """The options of `bench incast` as its validated parameters (one line and exit 2 when they are not)."""
     from fabricscope.bench.incast import IncastParams
 
-    try:
-        size_bytes = parse_size(size)
-    except UnitError as exc:
-        die(f"--size: {exc}")
-    try:
-        return IncastParams(senders=_counts(senders), size_bytes=size_bytes, rounds=rounds, warmup=warmup,
-                            congestion=congestion, round_timeout_s=round_timeout, join_timeout_s=timeout)  # fmt: skip
-    except ValueError as exc:
-        die(first_error(exc))
+    size_bytes = read_option("--size", parse_size, size)
+    return validated(IncastParams, senders=_counts(senders), size_bytes=size_bytes, rounds=rounds, warmup=warmup,
+                     congestion=congestion, round_timeout_s=round_timeout, join_timeout_s=timeout)  # fmt: skip
 
 
 @bench_app.command("incast")
@@ -174,10 +168,7 @@ def sim_incast(
 ) -> None:
     """Incast goodput and round completion time as N grows: TCP with its minimum RTO and a
     shallow queue, RoCE with PFC, RoCE with ECN/DCQCN."""
-    try:
-        import numpy  # noqa: F401
-    except ImportError:
-        die("fabricscope sim needs numpy: pip install 'fabricscope[sim]'")
+    need_numpy()
     from fabricscope.sim.incast import TRANSPORTS, IncastFabric, simulate
 
     transports = [t.strip() for t in transport.split(",") if t.strip()]

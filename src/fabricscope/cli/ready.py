@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from fabricscope.cli.common import JSON_HELP, die, end_rank, first_error, print_json
+from fabricscope.cli.common import JSON_HELP, die, end_rank, print_json, read_option, validated
 from fabricscope.cli.launching import LAUNCH_HELP, dist_env, launch_ranks
 from fabricscope.cli.main import app
 from fabricscope.errors import FabricscopeError
@@ -52,10 +52,7 @@ def _read(path: str, option: str) -> tuple[str, str]:
 def _params(**kw: Any) -> Any:
     from fabricscope.ready.params import ReadyParams
 
-    try:
-        return ReadyParams(**kw)
-    except ValueError as exc:
-        die(first_error(exc))
+    return validated(ReadyParams, **kw)
 
 
 def _topology(spec: str | None) -> str | None:
@@ -218,10 +215,7 @@ def ready(
     if fail_on not in ("fail", "warn"):
         die(f"--fail-on {fail_on!r}: use fail or warn")
     _check_actions(slurm_drain, k8s_taint, apply)
-    try:
-        size_list = parse_sizes(sizes, maximum=8 << 30)
-    except FabricscopeError as exc:
-        die(f"--sizes: {exc}")
+    size_list = read_option("--sizes", parse_sizes, sizes, maximum=8 << 30)
     if expect is not None:
         from fabricscope.fleet.manifest import load_manifest
 

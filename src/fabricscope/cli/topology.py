@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from fabricscope.cli.common import JSON_OPTION, die, end_rank, print_json
+from fabricscope.cli.common import JSON_OPTION, die, end_rank, print_json, read_option
 from fabricscope.cli.launching import MASTER_ADDR_OPTION, MASTER_PORT_OPTION, absolute_item
 from fabricscope.cli.main import command_group
 from fabricscope.errors import FabricscopeError
@@ -33,10 +33,7 @@ def _rate(text: str | None, what: str) -> float | None:
 
     if text is None:
         return None
-    try:
-        return parse_rate(text)
-    except FabricscopeError as exc:
-        die(f"{what}: {exc}")
+    return read_option(what, parse_rate, text)
 
 
 def _launch(launch: str, child_args: list[str], timeout_s: float, master_port: int | None) -> None:

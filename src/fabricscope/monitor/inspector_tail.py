@@ -359,13 +359,14 @@ class InspectorFollower:
             yield self._comms
 
     def update_expected(
-        self, expected: Callable[[str, float, int, int], float | None], *, reset: bool = False
+        self, expected: Callable[[str, float, int, int, str], float | None], *, reset: bool = False
     ) -> int:
-        """Give each key without one (or whose mean size moved by 10%) its expected bus bandwidth;
-        ``expected`` runs outside the lock (a simulation takes milliseconds). Returns keys updated."""
+        """Give each key without one (or whose mean size moved by 10%) its expected bus bandwidth:
+        ``expected(op, size, ranks, nodes, host)``, host the node its ranks here run on, runs
+        outside the lock (a simulation takes milliseconds). Returns keys updated."""
         with self._lock:
             todo = [
-                (comm, comm.n_ranks, comm.n_nodes, op, stats.mean_size, stats)
+                (comm, comm.n_ranks, comm.n_nodes, _host(comm), op, stats.mean_size, stats)
                 for comm in self._comms.values()
                 for (op, _bucket), stats in comm.keys.items()
                 if reset
@@ -373,8 +374,8 @@ class InspectorFollower:
                 or abs(stats.mean_size - stats.expected_size) > 0.1 * stats.expected_size
             ]
         values = [
-            (comm, stats, size, expected(op, size, ranks, nodes))
-            for comm, ranks, nodes, op, size, stats in todo
+            (comm, stats, size, expected(op, size, ranks, nodes, host))
+            for comm, ranks, nodes, host, op, size, stats in todo
         ]
         with self._lock:
             for comm, stats, size, value in values:
@@ -384,6 +385,11 @@ class InspectorFollower:
                         rank.ratio_fresh = False
                 stats.expected, stats.expected_size = value, size
         return len(values)
+
+
+def _host(comm: CommStats) -> str:
+    """The node the communicator's ranks here run on (the Inspector's hostname)."""
+    return next((rank.hostname for rank in comm.ranks.values() if rank.hostname), "")
 
 
 def stats_key_op(op: str) -> str:

@@ -38,8 +38,9 @@ ALGBW_HELP = (
     "Algorithm bandwidth (size over time) of recent collectives (mean of the last 64), bytes per second."
 )
 EXPECTED_HELP = (
-    "Bus bandwidth the fabric should deliver for this communicator's shape (ranks, nodes, this node's NIC "
-    "count and rate), collective and message size, from fabricscope's simulator, in bytes per second."
+    "Bus bandwidth the fabric should deliver for this communicator's shape (ranks, nodes, this node's GPU "
+    "model, NIC count and rate, the --topology fabric when given), collective and message size, from "
+    "fabricscope's simulator, in bytes per second; absent for a GPU the simulator does not know."
 )
 RATIO_HELP = "Measured bus bandwidth over the expected one (1 = what the fabric should deliver; 0.5 = half)."
 DURATION_HELP = "Execution time of NCCL collectives (Inspector)."
