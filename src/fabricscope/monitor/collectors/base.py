@@ -31,9 +31,8 @@ class Families:
 
     def __init__(self) -> None:
         self._families: dict[str, tuple[Metric, tuple[str, ...]]] = {}
-        self.raw: list[
-            str
-        ] = []  # exposition text a collector wrote itself (families too large to format per sample)
+        # Exposition a collector wrote itself, encoded (families too large to format per sample).
+        self.raw: list[bytes] = []
 
     def _family(
         self, kind: str, name: str, help_text: str, labels: dict[str, str]
