@@ -77,7 +77,8 @@ def _first_rows() -> list[Row]:
                     width=8,
                     thresholds=[(None, "red"), (0.7, "orange"), (0.9, "green")],
                     description="NCCL Inspector bus bandwidth over what fabricscope's simulator expects for the "
-                    "communicator's shape on this node's NICs (1 = 100%), with the mean collective time.",
+                    "communicator's shape with this node's GPU model and NICs (on the --topology fabric when given; "
+                    "1 = 100%), with the mean collective time.",
                 ),
                 Panel(
                     "PCIe saturation (traffic / link capacity)",
@@ -799,7 +800,34 @@ def queries(dashboard: dict[str, Any]) -> list[str]:
     return found
 
 
+def first_row_text(dashboard: dict[str, Any] | None = None) -> str:
+    """The dashboard's first row as text, from the JSON Grafana imports: each panel's title, kind,
+    width, unit and thresholds, then its queries with their legends. docs/monitoring.md shows it
+    (a test keeps the two equal); it is the panels' definition, not a picture of them."""
+    panels = (dashboard or build_dashboard())["panels"]
+    rows = [i for i, p in enumerate(panels) if p["type"] == "row"]
+    end = rows[1] if len(rows) > 1 else len(panels)
+    lines = [f"Row: {panels[rows[0]]['title']}"]
+    for panel in panels[rows[0] + 1 : end]:
+        defaults = panel["fieldConfig"]["defaults"]
+        steps = defaults["thresholds"]["steps"]
+        bands = " | ".join(
+            f"{s['color']} from {s['value']:g}" if s["value"] is not None else s["color"] for s in steps
+        )
+        grid = panel["gridPos"]
+        lines += [
+            "",
+            f"[{panel['title']}]",
+            f"  {panel['type']}, columns {grid['x']}-{grid['x'] + grid['w']} of {WIDTH}, unit {defaults['unit']}, "
+            f"thresholds: {bands}",
+        ]
+        for target in panel["targets"]:
+            lines.append(f"  {target.get('legendFormat', '')!r}:")
+            lines.append(f"      {target['expr']}")
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
     import sys
 
-    sys.stdout.write(render())
+    sys.stdout.write(first_row_text() if sys.argv[1:] == ["--first-row"] else render())
