@@ -57,6 +57,24 @@ _NIC_SATURATION = (
 )
 
 
+def _link_errors(**layout: Any) -> Panel:
+    """Port error counters per interval: in the first row beside communication time, and in Link health."""
+    counters = (
+        ("symbol_errors", "symbol errors"),
+        ("link_downed", "link downed"),
+        ("link_error_recoveries", "error recoveries"),
+        ("receive_errors", "receive errors"),
+    )
+    queries = [
+        Query(
+            f"increase(fabricscope_rdma_port_{name}_total{{{D}}}[$__rate_interval])",
+            f"{{{{device}}}}/{{{{port}}}} {legend}",
+        )
+        for name, legend in counters
+    ]
+    return Panel("Link errors (per interval)", queries, **layout)
+
+
 def _first_rows() -> list[Row]:
     """What users track, then what explains a spike on the same time axis."""
     return [
@@ -102,28 +120,7 @@ def _first_rows() -> list[Row]:
                     description="NIC: RDMA bytes each way over the PCIe link's capacity (speed x width after encoding); "
                     "GPU: nvidia-smi's PCIe throughput where available; the NIC's outbound PCIe stalls (mlx5).",
                 ),
-                Panel(
-                    "Link errors (per interval)",
-                    [
-                        Query(
-                            f"increase(fabricscope_rdma_port_symbol_errors_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} symbol errors",
-                        ),
-                        Query(
-                            f"increase(fabricscope_rdma_port_link_downed_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} link downed",
-                        ),
-                        Query(
-                            f"increase(fabricscope_rdma_port_link_error_recoveries_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} error recoveries",
-                        ),
-                        Query(
-                            f"increase(fabricscope_rdma_port_receive_errors_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} receive errors",
-                        ),
-                    ],
-                    width=8,
-                ),
+                _link_errors(width=8),
             ],
         ),
         Row(
@@ -264,28 +261,7 @@ def _rows() -> list[Row]:
                     unit="bps",
                     description="Transmit up, receive down (negated).",
                 ),
-                Panel(
-                    "Link errors (per interval)",
-                    [
-                        Query(
-                            f"increase(fabricscope_rdma_port_symbol_errors_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} symbol errors",
-                        ),
-                        Query(
-                            f"increase(fabricscope_rdma_port_link_downed_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} link downed",
-                        ),
-                        Query(
-                            f"increase(fabricscope_rdma_port_link_error_recoveries_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} error recovery",
-                        ),
-                        Query(
-                            f"increase(fabricscope_rdma_port_receive_errors_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} receive errors",
-                        ),
-                    ],
-                    description="Any steady increase means a cable, optics or switch-port problem.",
-                ),
+                _link_errors(description="Any steady increase means a cable, optics or switch-port problem."),
             ],
         ),
         Row(

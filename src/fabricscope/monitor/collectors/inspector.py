@@ -18,7 +18,7 @@ from itertools import accumulate
 
 from fabricscope.host.sysfs import printable_name
 from fabricscope.monitor.background import Periodic
-from fabricscope.monitor.collectors.base import Families, ScrapeContext
+from fabricscope.monitor.collectors.base import Families, ScrapeContext, note_task
 from fabricscope.monitor.inspector_tail import (
     DURATION_BUCKETS,
     CommStats,
@@ -178,14 +178,8 @@ class InspectorCollector:
         self.placer = placer  # where the NCCL log puts each process (exporter --nccl-log)
 
     def collect(self, ctx: ScrapeContext, out: Families) -> None:
-        outcome = self.task.outcome
-        if outcome.error is not None:
-            ctx.root.note("nccl inspector", f"last poll failed: {outcome.error}")
-        if self.task.is_stale():
-            ctx.root.note("nccl inspector", f"not polled for {self.task.age_s():.0f} s")
         counts = self.follower.counts()
-        for source, reason in counts.problems:
-            ctx.root.note(source, reason)
+        note_task(ctx, "nccl inspector", self.task, problems=counts.problems)
         now = time.time()
         per_comm: list[tuple[bytes, ...]] = []
         rank_ratio: list[str] = []
