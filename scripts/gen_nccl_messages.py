@@ -10,9 +10,13 @@ the names of the printf arguments, the file:line and the statement that decides 
 * aws/aws-ofi-nccl (``NCCL_OFI_WARN``/``NCCL_OFI_INFO``, printed with the "NET/OFI " prefix);
 * Mellanox/nccl-rdma-sharp-plugins (NCCL's own WARN/INFO);
 * ofiwg/libfabric's efa provider (``EFA_WARN``/``EFA_INFO``/``FI_WARN(&efa_prov, ...)``);
-* pytorch/pytorch's ProcessGroupNCCL (``--pytorch DIR``: a directory holding
-  torch/csrc/distributed/c10d/*.cpp,*.hpp of one commit; the messages are C++ string
-  concatenations, so the literal pieces are kept with ``%s`` for every expression between them).
+* pytorch/pytorch's ProcessGroupNCCL, NCCLUtils and torch/distributed/distributed_c10d.py
+  (``--pytorch DIR``: a partial checkout, ``DIR/<tag-or-commit>/torch/...``, one directory per
+  commit, since the repository is too large to clone here; ``DIR/ORDER`` lists the commits oldest
+  first, ``DIR/<commit>/PARTIAL`` names files copied only in part). The C++ messages are string
+  concatenations (``LOG(...) <<``, ``TORCH_CHECK``, ``c10::str``), so the literal pieces are kept
+  with ``%s`` for every expression between them; the Python ones are ``raise X(...)``,
+  ``warnings.warn`` and ``logger.<level>`` calls. Each entry records the ``commit`` it was read at.
 
 What the code does next (``next``) is a heuristic over the statements that follow the call, up to
 the end of its block (at most ``WINDOW`` statements), first match wins:
@@ -29,12 +33,13 @@ It reads code, not runtime: a ``returns_error`` message's error may still be cau
 falls back (the reader judges a chain by the last ``file:line -> code`` it sees, see docs/nccl.md).
 
 Usage: python scripts/gen_nccl_messages.py --nccl PATH [--ofi PATH] [--sharp PATH]
-       [--libfabric PATH] [--pytorch DIR --pytorch-commit SHA] [--out FILE]
+       [--libfabric PATH] [--pytorch DIR] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import re
@@ -298,42 +303,68 @@ def scan_c(project: Project, path: str, text: str) -> list[dict]:
 
 # ----- PyTorch: messages built by concatenation ---------------------------------------------
 _TORCH_RAISES = re.compile(
-    r"TORCH_CHECK|C10_THROW_ERROR|\bthrow\b|rethrow_exception|make_exception_ptr|setException"
+    r"TORCH_CHECK|C10_THROW_ERROR|TORCH_INTERNAL_ASSERT|\bthrow\b|rethrow_exception|make_exception_ptr|"
+    r"setException"
 )
+_TORCH_SEPARATORS = re.compile(r"<<|\+|,|c10::str\(|std::string\(|\(|\)|\s")
+_SENTENCE = re.compile(r"[A-Za-z][A-Za-z ]+")
+_LOOKUPS = re.compile(
+    r'\.(?:find|compare|starts_with|ends_with)\(\s*"(?:[^"\\]|\\.)*"'
+)  # a text searched for
 
 
-def torch_format(stmt: str) -> str | None:
+def _is_message(text: str) -> bool:
+    """A run of 12+ letters with a space in it: a sentence, not a key or an identifier."""
+    return any(len(w) >= 12 and " " in w.strip() for w in _SENTENCE.findall(text))
+
+
+def torch_format(stmt: str) -> tuple[str, list[str]] | None:
     """Literal pieces of a C++ message statement (``<<``, ``+``, ``c10::str(...)`` arguments),
-    with ``%s`` for every expression between two of them; None when it holds no literal with
-    12 letters or more (a key, a separator: not a message)."""
-    pieces, pos = [], 0
+    with ``%s`` for every expression between two of them, and those expressions; None when no
+    literal reads as a sentence (a key, a separator: not a message)."""
+    pieces: list[str] = []
+    args: list[str] = []
+    pos = 0
     for m in _STRING.finditer(stmt):
-        between = re.sub(r"<<|\+|,|c10::str\(|std::string\(|\(|\)|\s", "", stmt[pos : m.start()])
+        raw_between = stmt[pos : m.start()]
+        between = _TORCH_SEPARATORS.sub("", raw_between)
         if pieces and between:
             pieces.append("%s")
+            args.append(" ".join(raw_between.replace("<<", " ").split()).strip(" +,")[:60])
         pieces.append(m.group(1).replace("\\n", "\n").replace('\\"', '"'))
         pos = m.end()
     text = re.sub(r"(?:%s){2,}", "%s", "".join(pieces)).strip("\n")
-    return text if max((len(w) for w in re.findall(r"[A-Za-z][A-Za-z ]+", text)), default=0) >= 12 else None
+    return (text, args) if _is_message(text) else None
+
+
+def _torch_level(stmt: str) -> str:
+    return "info" if re.search(r"LOG\s*\(\s*INFO|VLOG\s*\(", stmt) else "warn"
 
 
 def scan_torch(path: str, text: str) -> list[dict]:
-    """Every statement of a PyTorch source that builds a message: a literal of 12+ letters."""
-    code = strip_comments(text)
+    """Every statement of a PyTorch C++ source that builds a message (``LOG(...) <<``,
+    ``TORCH_CHECK``, ``TORCH_WARN``, ``C10_THROW_ERROR``, ``c10::str(...)``, a string assigned to
+    a message variable): its literal pieces, file:line of the first, and whether the statement or
+    the ones after it raise (``returns_error``) or not (``goes_on``; ``TORCH_WARN`` and
+    ``LOG(INFO|WARNING)`` without a raise)."""
+    code = strip_comments(text).replace("\\\n", " \n")  # a #define body reads as one statement
     found, start = [], 0
-    for end in (m.start() for m in re.finditer(";", code)):
-        stmt = code[start:end]
+    for end in (m.start() for m in re.finditer(r"[;{}]", code)):  # a block opens a new statement
+        stmt = _LOOKUPS.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), code[start:end])
         first = _STRING.search(stmt)
-        fmt = torch_format(stmt) if first else None
-        if fmt is not None and not stmt.lstrip().startswith("#include"):
+        parsed = torch_format(stmt) if first and not stmt.lstrip().startswith("#include") else None
+        if parsed is not None and first is not None:
+            fmt, args = parsed
             after = _statements_after(code, end + 1)
-            raises = _TORCH_RAISES.search(stmt) or _TORCH_RAISES.search(after[:400])
+            raises = _TORCH_RAISES.search(stmt)
+            if raises is None and not re.search(r"TORCH_WARN|LOG\s*\(\s*(?:INFO|WARNING)", stmt):
+                raises = _TORCH_RAISES.search(after[:400])
             found.append(
                 {
-                    "level": "info" if re.search(r"LOG\s*\(\s*INFO", stmt) else "warn",
+                    "level": _torch_level(stmt),
                     "format": fmt,
-                    "subsystems": ["DistBackendError"] if "DistBackendError" in stmt else [],
-                    "args": [],
+                    "subsystems": ["DistBackendError"] if "DistBackendError" in stmt + after[:200] else [],
+                    "args": args,
                     "file": path,
                     "line": code.count("\n", 0, start + first.start()) + 1,
                     "next": "returns_error" if raises else "goes_on",
@@ -342,6 +373,122 @@ def scan_torch(path: str, text: str) -> list[dict]:
             )
         start = end + 1
     return found
+
+
+def _py_format(node: ast.expr) -> tuple[str, list[str]] | None:
+    """The printf-like format of a Python message expression: a literal, an f-string (each
+    replacement field as ``%s``) or their ``+`` concatenation; None for anything else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value, []
+    if isinstance(node, ast.JoinedStr):
+        parts, args = [], []
+        for value in node.values:
+            if isinstance(value, ast.Constant):
+                parts.append(str(value.value).replace("%", "%%"))
+            elif isinstance(value, ast.FormattedValue):
+                parts.append("%s")
+                args.append(ast.unparse(value.value)[:60])
+        return "".join(parts), args
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _py_format(node.left), _py_format(node.right)
+        if left is None and right is None:
+            return None
+        lf, la = left or ("%s", [ast.unparse(node.left)[:60]])
+        rf, ra = right or ("%s", [ast.unparse(node.right)[:60]])
+        return lf + rf, la + ra
+    return None
+
+
+_PY_LOG = {
+    "debug": "info",
+    "info": "info",
+    "warning": "warn",
+    "warn": "warn",
+    "error": "warn",
+    "exception": "warn",
+}
+
+
+def scan_python(path: str, text: str) -> list[dict]:
+    """Every message of a Python source users paste: ``raise X("...")`` (returns_error: the
+    exception reaches the caller), ``warnings.warn(...)`` and ``logger.<level>(...)`` (goes_on)."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        call, level, action, why = None, "warn", "goes_on", ""
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+            call, action = node.exc, "returns_error"
+            why = f"raise {ast.unparse(node.exc.func)}"
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            owner = ast.unparse(node.func.value)
+            if owner == "warnings" and node.func.attr == "warn":
+                call = node
+            elif owner in ("logger", "logging", "_logger", "log") and node.func.attr in _PY_LOG:
+                call, level = node, _PY_LOG[node.func.attr]
+        if call is None:
+            continue
+        parsed = _py_format(call.args[0])
+        if parsed is None or not _is_message(parsed[0]):
+            continue
+        fmt, args = parsed
+        found.append(
+            {
+                "level": level,
+                "format": fmt.strip("\n"),
+                "subsystems": [],
+                "args": args or [ast.unparse(a)[:60] for a in call.args[1:]],
+                "file": path,
+                "line": call.args[0].lineno,
+                "next": action,
+                "why": why,
+            }
+        )
+    return found
+
+
+def read_partial(root: Path) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """The commits of a partial PyTorch checkout (``root/<tag-or-commit>/torch/...``) oldest first
+    (``root/ORDER`` lists them; otherwise by name), and per commit the files copied only in part
+    (``<commit>/PARTIAL``: ``path<TAB>what part``)."""
+    order_file = root / "ORDER"
+    names = sorted(p.name for p in root.iterdir() if p.is_dir())
+    if order_file.exists():
+        listed = [
+            w.split()[0] for w in order_file.read_text().splitlines() if w.strip() and not w.startswith("#")
+        ]
+        names = [n for n in listed if n in names] + [n for n in names if n not in listed]
+    partial: dict[str, dict[str, str]] = {}
+    for name in names:
+        manifest = root / name / "PARTIAL"
+        if manifest.exists():
+            rows = (line.split("\t", 1) for line in manifest.read_text().splitlines() if "\t" in line)
+            partial[name] = {path: part for path, part in rows}
+    return names, partial
+
+
+def scan_pytorch(root: Path, catalogue: dict[str, dict], sources: dict) -> None:
+    """Every message of the PyTorch files in a partial checkout, each entry with its commit."""
+    commits, partial = read_partial(root)
+    files: dict[str, list[str]] = {}
+    for commit in commits:
+        base = root / commit
+        for path in sorted(base.rglob("*")):
+            rel = path.relative_to(base).as_posix()
+            if path.suffix in (".cpp", ".hpp", ".h", ".cu"):
+                entries = scan_torch(rel, path.read_text())
+            elif path.suffix == ".py":
+                entries = scan_python(rel, path.read_text())
+            else:
+                continue
+            files.setdefault(commit, []).append(rel)
+            for entry in entries:
+                _add(catalogue, "pytorch", commit, {**entry, "commit": commit})
+    sources["pytorch"] = {
+        "repo": "pytorch/pytorch",
+        "tags": commits,
+        "commits": {c: c for c in commits},
+        "files": files,
+        "partial": partial,
+    }
 
 
 # ----- the catalogue ------------------------------------------------------------------------
@@ -389,7 +536,8 @@ def _add(catalogue: dict[str, dict], project: str, release: str, entry: dict) ->
     if known is None:
         catalogue[mid] = {"id": mid, "project": project, **entry, "since": release, "until": release}
         return
-    known.update({k: entry[k] for k in ("file", "line", "args", "next", "why", "subsystems")}, until=release)
+    keys = ("file", "line", "args", "next", "why", "subsystems", "commit")
+    known.update({k: entry[k] for k in keys if k in entry}, until=release)
 
 
 def generate(ns: argparse.Namespace) -> dict:
@@ -408,23 +556,12 @@ def generate(ns: argparse.Namespace) -> dict:
         if repo:
             scan_repo(key, repo, list(wanted), catalogue, sources)
     if ns.pytorch:
-        root = Path(ns.pytorch)
-        for path in sorted(root.rglob("*")):
-            if path.suffix in (".cpp", ".hpp"):
-                rel = path.relative_to(root).as_posix()
-                excerpt = path.read_text().startswith(
-                    "// excerpt"
-                )  # lines count in the excerpt, not upstream
-                for entry in scan_torch(rel + (" (excerpt)" if excerpt else ""), path.read_text()):
-                    _add(catalogue, "pytorch", ns.pytorch_commit, entry)
-        sources["pytorch"] = {
-            "repo": "pytorch/pytorch",
-            "tags": [ns.pytorch_commit],
-            "commits": {ns.pytorch_commit: ns.pytorch_commit},
-        }
+        scan_pytorch(Path(ns.pytorch), catalogue, sources)
     for entry in catalogue.values():
         if entry["project"] == "nccl" and entry["until"] == tags[-1]:
             entry["until"] = None  # still printed by the newest release read
+        elif entry["project"] == "pytorch":
+            entry["until"] = None  # one commit read per file: "since" names it, no release range
         elif entry["project"] != "nccl":
             entry["until"] = (
                 None if entry["until"] == sources[entry["project"]]["tags"][-1] else entry["until"]
@@ -459,9 +596,9 @@ def main() -> int:
     parser.add_argument("--sharp", help="a git clone of Mellanox/nccl-rdma-sharp-plugins")
     parser.add_argument("--libfabric", help="a git clone of ofiwg/libfabric")
     parser.add_argument(
-        "--pytorch", help="a directory holding torch/csrc/distributed/c10d sources of one commit"
+        "--pytorch",
+        help="a partial checkout of pytorch/pytorch: DIR/<tag-or-commit>/torch/... (ORDER, PARTIAL: see read_partial)",
     )
-    parser.add_argument("--pytorch-commit", default="unknown")
     parser.add_argument("--out", default=str(OUT))
     ns = parser.parse_args()
     try:

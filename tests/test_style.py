@@ -186,20 +186,7 @@ DECLARATIVE = {
 # modules helpers were shrinking at the time, nccl/log/parse.py, nccl/log/report.py, nccl/lint/__init__.py,
 # sim/topology.py and host/root.py, were under the limits by then.) "module" excepts the module's
 # size and its functions; "module:function" one function.
-SHRINKING: dict[str, str] = {
-    "checks/pcie.py:iommu": "over 80 once ruff format laid it out (issue 21); split next",
-    "checks/subnet_manager.py:subnet_manager": "over 80 once ruff format laid it out (issue 21); split next",
-    "monitor/collectors/rdma.py:collect": "over 80 once ruff format laid it out (issue 21); split next",
-    "nccl/lint/rules/node.py:check_ib_hca": "over 80 once ruff format laid it out (issue 21); split next",
-    "nccl/lint/rules/node.py:check_socket_ifname": "over 80 once ruff format laid it out (issue 21); split next",
-    "nccl/lint/rules/roce.py:check_gid_index": "over 80 once ruff format laid it out (issue 21); split next",
-    "report/html.py:_matrix_html": "over 80 once ruff format laid it out (issue 21); split next",
-    "report/inventory.py:render_inventory": "over 80 once ruff format laid it out (issue 21); split next",
-    "report/topology.py:topology_svg": "over 80 once ruff format laid it out (issue 21); split next",
-    "sim/alltoall.py:solve": "over 80 once ruff format laid it out (issue 21); split next",
-    "sim/assumptions.py:collect": "over 80 once ruff format laid it out (issue 21); split next",
-    "sim/collectives.py:plan": "over 80 once ruff format laid it out (issue 21); split next",
-}
+SHRINKING: dict[str, str] = {}  # empty: every module and function is within the limits
 
 
 def oversized() -> list[str]:

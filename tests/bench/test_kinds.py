@@ -1,16 +1,21 @@
 """The bench-kind table (bench/results/kinds.py) against the schema, the parameter models, the
-history and report/ (issue 21 item 2), and the null leak it fixes."""
+history, report/ and `bench serve` (issue 21 item 2), and the null leak it fixes."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any, Literal
 
 import pydantic
 import pytest
 
 from fabricscope.bench.results.history import headline
-from fabricscope.bench.results.kinds import KIND_FIELDS, KINDS
+from fabricscope.bench.results.kinds import KIND_FIELDS, KINDS, Kind, served_kinds
 from fabricscope.bench.results.schema import BenchResult, IncastPoint, new_result
+from fabricscope.bench.sockets.protocol import parse_rendezvous, parse_request
+from fabricscope.bench.sockets.specs import DataPlane, Spec
+from fabricscope.jobs.frames import ProtocolError
 from fabricscope.report import bench as report_bench
 
 # Top-level fields every result has, whatever its kind.
@@ -50,14 +55,83 @@ def test_each_record_is_whole(name: str) -> None:
     assert [m for m, _ in headline(result)] == list(kind.headline)
 
 
-def test_the_served_kinds_are_the_protocols() -> None:
-    """The kinds run against `bench serve` are the test kinds its control protocol knows."""
-    import typing
+def test_the_protocol_accepts_exactly_the_served_kinds() -> None:
+    """`bench serve` runs the kinds whose record names a request model, and refuses the others by name."""
+    served = {k.name for k in served_kinds()}
+    assert {"tcp", "udp", "latency", "connect"} <= served  # and any kind added since
+    for name in sorted(KINDS):
+        message = {"op": "test", "spec": {"kind": name, "duration_s": 1}}
+        if name in served:
+            spec = parse_request(message).spec
+            assert spec.kind == name and isinstance(spec, KINDS[name].spec_model())
+        else:
+            with pytest.raises(ProtocolError, match=f"tag '{name}'.*expected tags: 'tcp', 'udp'"):
+                parse_request(message)
 
+
+@pytest.mark.parametrize("name", sorted(k.name for k in served_kinds()))
+def test_a_served_kinds_parameters_are_bounded_as_the_server_bounds_them(name: str) -> None:
+    """A parameter both the client's model and the server's request carry has the same bounds, so a run
+    the client accepts is not refused by the protocol (``--window`` once took 1 KiB to 1 GiB here,
+    4 KiB up unbounded in TcpParams, 4 KiB to 1 GiB in the server's request)."""
+    kind = KINDS[name]
+    params, spec = kind.params_model().model_fields, kind.spec_model().model_fields
+    shared = sorted(set(params) & set(spec) - {"kind"})
+    assert "duration_s" in shared
+    for field in shared:
+        assert params[field].metadata == spec[field].metadata, (name, field)
+
+
+def test_the_server_names_no_kind() -> None:
+    """The server runs every served kind through its request model's hooks: no kind's name or model
+    appears in it, so adding a kind is its record and its model (bench/sockets/specs.py)."""
+    import ast
+
+    from fabricscope.bench.sockets import server
+
+    tree = ast.parse(Path(server.__file__).read_text())
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    texts = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    for kind in served_kinds():
+        model = kind.spec_model()
+        assert model is not None and model.__name__ not in names, model
+        assert kind.name not in texts, kind.name
+
+
+class EchoSpec(Spec):
+    """A kind that exists only in this test: one request/response responder."""
+
+    kind: Literal["echo"]
+
+    def open(self, plane: DataPlane) -> dict[str, Any]:
+        plane.cfg.update(max_bytes=1024)
+        lst, box = plane.tcp_listener(4)
+        plane.spawn("rr_responder", lst, mailbox=box)
+        return {"rr": lst.getsockname()[1]}
+
+
+def test_a_new_served_kind_is_one_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record naming a request model is all `bench serve` needs to run a kind (on loopback)."""
     from fabricscope.bench.sockets import protocol
+    from fabricscope.bench.sockets.client import ControlSession, Peer
+    from tests.bench.conftest import start_server
 
-    spoken = set()
-    for model in vars(protocol).values():
-        if isinstance(model, type) and issubclass(model, pydantic.BaseModel) and "kind" in model.model_fields:
-            spoken.update(typing.get_args(model.model_fields["kind"].annotation))
-    assert spoken == {k.name for k in KINDS.values() if k.served}
+    echo = Kind(
+        "echo", KINDS["latency"].params, ("rtt_p50_us",), "latency_lines", spec=f"{__name__}:EchoSpec"
+    )
+    monkeypatch.setitem(KINDS, "echo", echo)
+    protocol.served_specs.cache_clear()
+    try:
+        server = start_server()
+        session = ControlSession(Peer("127.0.0.1", server.port), None, 5.0)
+        try:
+            reply = session.open({"kind": "echo", "duration_s": 1})
+            assert parse_rendezvous(reply, {"kind": "echo"}).ports.rr
+            reports = session.finish({}, 10.0)
+        finally:
+            session.close()
+            server.stop()
+        assert [r.get("role") for r in reports] == ["rr_responder"] and "error" not in reports[0], reports
+    finally:
+        protocol.served_specs.cache_clear()

@@ -10,17 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabricscope.bench.sockets.protocol import (
-    ConnectSpec,
     Hello,
-    LatencySpec,
     RunRequest,
     ServerLimits,
-    TcpSpec,
-    UdpSpec,
     parse_peer,
     parse_rendezvous,
     parse_request,
 )
+from fabricscope.bench.sockets.specs import ConnectSpec, LatencySpec, TcpSpec, UdpSpec
 from fabricscope.jobs.frames import (
     MAX_FRAME_BYTES,
     MAX_JSON_DEPTH,

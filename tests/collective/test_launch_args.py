@@ -18,6 +18,7 @@ from fabricscope.bench.collective import CollectiveParams
 from fabricscope.bench.matrix import MatrixParams
 from fabricscope.cli import collective as cli_collective
 from fabricscope.cli import fleet as cli_fleet
+from fabricscope.cli import incast as cli_incast
 from fabricscope.cli import topology as cli_topology
 from fabricscope.cli.main import app
 from fabricscope.jobs.launch import Flag, LaunchError, child_argv
@@ -80,6 +81,20 @@ def test_matrix_parameters_round_trip() -> None:
     assert again == params
     for field, flag in cli_collective.MATRIX_FLAGS.items():  # what no option carries is documented above
         assert (flag is None) == (("MatrixParams", field) in NOT_AN_OPTION), field
+
+
+@pytest.mark.parametrize("senders", [[2, 3, 8], []], ids=["counts", "every-sender"])
+def test_incast_parameters_round_trip(senders: list[int]) -> None:
+    from fabricscope.bench.incast import IncastParams
+
+    params = IncastParams(senders=senders, size_bytes=3 << 20, rounds=7, warmup=0, congestion="bbr",
+                          round_timeout_s=2.5, join_timeout_s=33.0)  # fmt: skip
+    if senders:
+        _every_field_changed(params, IncastParams())
+    o = options(child_argv(["bench", "incast"], params, cli_incast.INCAST_FLAGS))
+    again = cli_incast.incast_params(o["senders"], o["size"], o["rounds"], o["warmup"], o["congestion"],
+                                     o["round_timeout"], o["timeout"])  # fmt: skip
+    assert again == params
 
 
 def test_topology_lldp_job_round_trips() -> None:

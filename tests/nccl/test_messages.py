@@ -54,7 +54,7 @@ def test_catalogue_shape() -> None:
     assert {re.match(r"v2\.(\d+)", t).group(1) for t in nccl_tags} == {str(m) for m in range(18, 31)}
     ids = set()
     for m in data["messages"]:
-        assert KEYS <= set(m) <= KEYS | {"macro"}, m  # macro: printed from inside a #define (checks.h)
+        assert KEYS <= set(m) <= KEYS | {"macro", "commit"}, m  # macro: in a #define; commit: PyTorch
         assert m["level"] in ("warn", "info") and m["next"] in NEXT_ACTIONS
         assert m["project"] in data["sources"] and isinstance(m["line"], int) and m["line"] > 0
         assert m["id"] == gen.message_id(m["project"], m["level"], m["format"])
@@ -149,3 +149,54 @@ def test_net_plugin_fallbacks_are_read_from_their_text() -> None:
         if m.project == "nccl" and m.format.startswith("NET/Plugin") and m.level == "info":
             if "internal" in m.format.lower():
                 assert m.next == "falls_back", m
+
+
+def test_pytorch_entries_name_the_commit_and_file_they_were_read_from() -> None:
+    data = json.loads(DATA.read_text(encoding="utf-8"))
+    torch = data["sources"]["pytorch"]
+    entries = [m for m in data["messages"] if m["project"] == "pytorch"]
+    assert len(entries) > 100
+    for m in entries:
+        assert m["commit"] in torch["commits"] and m["file"] in torch["files"][m["commit"]], m
+    files = {m["file"].rsplit("/", 1)[-1] for m in entries}
+    assert {"ProcessGroupNCCL.cpp", "NCCLUtils.cpp", "NCCLUtils.hpp", "distributed_c10d.py"} <= files
+
+
+# PyTorch statements as the generator reads them, quoted from pytorch/pytorch at the commits named.
+def test_generator_reads_pytorch_cpp_messages() -> None:
+    # 0323141f torch/csrc/distributed/c10d/NCCLUtils.cpp, NCCLComm::getNcclComm
+    source = (
+        "void f() {\n  if (aborted_) {\n    TORCH_CHECK_WITH(\n        DistBackendError,\n        false,\n"
+        '        c10::str(\n            "NCCL communicator was aborted on rank ",\n            rank_,\n'
+        '            ". ",\n            commFailureMsg));\n  }\n'
+        '  LOG(INFO) << "Rank " << rank_ << ": NCCL communicator is initialized.";\n}\n'
+    )
+    found = gen.scan_torch("NCCLUtils.cpp", source)
+    assert [(f["format"], f["line"], f["next"], f["args"]) for f in found] == [
+        ("NCCL communicator was aborted on rank %s. ", 7, "returns_error", ["rank_"]),
+        ("Rank %s: NCCL communicator is initialized.", 12, "goes_on", ["rank_"]),
+    ]
+    assert found[0]["subsystems"] == ["DistBackendError"] and found[1]["level"] == "info"
+
+
+def test_generator_reads_pytorch_python_messages() -> None:
+    # cf30153c (v2.13.0) torch/distributed/distributed_c10d.py, _store_based_barrier
+    source = (
+        "def f():\n    if late:\n        raise DistStoreError(  # noqa: B904\n"
+        '            "Timed out initializing process group in store based barrier on "\n'
+        '            f"rank {rank}, for key: {store_key} (world_size={world_size}, "\n'
+        "        )\n"
+        '    logger.info("Rank %s: Completed store-based barrier for key:%s with %s nodes.", rank, key, n)\n'
+    )
+    found = sorted(gen.scan_python("distributed_c10d.py", source), key=lambda f: f["line"])
+    assert [(f["format"], f["line"], f["level"], f["next"]) for f in found] == [
+        (
+            "Timed out initializing process group in store based barrier on rank %s, for key: %s "
+            "(world_size=%s, ",
+            4,
+            "warn",
+            "returns_error",
+        ),
+        ("Rank %s: Completed store-based barrier for key:%s with %s nodes.", 7, "info", "goes_on"),
+    ]
+    assert found[0]["why"] == "raise DistStoreError" and found[1]["args"] == ["rank", "key", "n"]

@@ -8,7 +8,7 @@ import pytest
 
 from fabricscope.bench.matrix.schedule import phases
 from fabricscope.errors import FabricscopeError
-from fabricscope.ready.params import ReadyError, ReadyParams, matrix_seconds, plan
+from fabricscope.ready.params import ReadyError, ReadyParams, job_nodes, matrix_seconds, plan
 from fabricscope.ready.predict import Allocation, CollectiveModel, collective_busbw, documents, matrix_gbps
 from fabricscope.topology.model import Attachment, Cable, Discovery, build_document
 
@@ -102,3 +102,70 @@ def test_the_plan_fits_the_budget_and_refuses_one_too_short() -> None:
         plan(ReadyParams(budget_s=30), 16)
     need = float(str(refused.value).split("needs at least ")[1].split()[0])
     assert plan(ReadyParams(budget_s=need + 1), 16).flow_s > 0  # what it asks for is enough
+
+
+def test_the_plan_sizes_the_matrix_by_nodes_not_ranks() -> None:
+    """srun -N 2 --ntasks-per-node 8: sixteen ranks, a matrix of two nodes. Every rank reads the
+    same SLURM_NNODES (or torchrun's WORLD_SIZE / LOCAL_WORLD_SIZE), so every rank plans alike."""
+    assert job_nodes(16, "slurm", {"SLURM_NNODES": "2", "SLURM_TASKS_PER_NODE": "8(x2)"}) == 2
+    assert job_nodes(5, "slurm", {"SLURM_NNODES": "3", "SLURM_TASKS_PER_NODE": "2(x2),1"}) == 3
+    assert job_nodes(16, "torchrun", {"LOCAL_WORLD_SIZE": "8"}) == 2
+    assert job_nodes(4, "slurm", {}) == 4 and job_nodes(4, "slurm", {"SLURM_NNODES": "x"}) == 4
+    assert job_nodes(4, "lab:demo", {"SLURM_NNODES": "1"}) == 4  # our launcher inside an allocation
+    with pytest.raises(ReadyError, match="too short"):
+        plan(ReadyParams(budget_s=60), 16)
+    two = plan(ReadyParams(budget_s=60), 16, job_nodes(16, "slurm", {"SLURM_NNODES": "2"}))
+    assert two.matrix_timeout_s >= matrix_seconds(2, two.flow_s) and two.total_s <= 60 + 30
+
+
+def _tasks_per_node(spec: str, hosts: list[str]) -> list[str]:
+    """Each rank's host under Slurm's block distribution, from SLURM_TASKS_PER_NODE (``2(x2),1``)."""
+    counts = []
+    for part in spec.split(","):
+        n, _, times = part.partition("(x")
+        counts += [int(n)] * int(times.rstrip(")") or 1)
+    return [h for h, c in zip(hosts, counts) for _ in range(c)]
+
+
+def test_unequal_ranks_per_node_ring_is_held_to_its_slowest_link() -> None:
+    """SLURM_TASKS_PER_NODE=2(x2),1: five ranks on three nodes. A ring through them crosses each
+    node's link once each way per step, as with one rank per node: busbw is still the slowest
+    link's goodput (2(p-1)/p * S moved through it in 2(p-1) steps of S/p)."""
+    rates = {"h1": 1e9, "h2": 1e9, "h3": 1e9}
+    hosts = sorted(rates)
+    disc = Discovery("lab:t", "lab-t", [Attachment(h, "eth0", "sw", None, rates[h]) for h in hosts])
+    ranks = _tasks_per_node("2(x2),1", hosts)
+    assert ranks == ["h1", "h1", "h2", "h2", "h3"]
+    alloc = Allocation(hosts, ranks, build_document(disc), "lab:t")
+    spec = CollectiveModel("all_reduce", (64 << 20,), "gloo", "tcp")
+    now, built, _ = documents(alloc)
+    fast = collective_busbw(alloc, built, "tbf", spec)[0][-1]
+    assert fast * 8 == pytest.approx(GOODPUT, rel=0.03)
+    slow_disc = Discovery(
+        "lab:t", "lab-t", [Attachment(h, "eth0", "sw", None, 250e6 if h == "h3" else 1e9) for h in hosts]
+    )
+    slow = Allocation(hosts, ranks, build_document(slow_disc), "lab:t")
+    now, _, degraded = documents(slow)
+    assert [d.name for d in degraded] == ["h3"]
+    assert collective_busbw(slow, now, "tbf", spec)[0][-1] / fast == pytest.approx(0.25, rel=0.03)
+
+
+def test_unequal_ranks_per_node_on_gpus_model_nccls_ring() -> None:
+    """With GPUs (NCCL's tuner) an uneven communicator is modelled as the ring only, and said so
+    when another algorithm is forced."""
+    import numpy as np
+
+    from fabricscope.sim import select
+    from fabricscope.sim.custom import topology_from_document
+    from fabricscope.sim.engine import Simulator
+    from fabricscope.sim.transport import make_transport
+
+    hosts = ["h1", "h2", "h3"]
+    disc = Discovery("t", "t", [Attachment(h, "eth0", "sw", None, 400e9) for h in hosts])
+    topo = topology_from_document(dict(build_document(disc), gpus_per_node=2, gpu="h100"))
+    sim = Simulator(topo, make_transport("ib"))
+    groups = np.array([[0, 1, 2, 3, 4]], np.int64)  # 2, 2, 1
+    got = select.collective(sim, "all_reduce", 256 << 20, groups)
+    assert got.algo.lower() == "ring" and got.busbw_GBps > 0
+    with pytest.raises(FabricscopeError, match="ring only"):
+        select.collective(sim, "all_reduce", 256 << 20, groups, algo="tree")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from fabricscope.fleet.slurm import parse_show_node
 from fabricscope.lab import slurm
 from tests.fleet.fleetbuilder import build_fleet
 from tests.lab.test_slurm_lab import _available
@@ -68,16 +69,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         run([*fs, "lab", "down", LAB], env)
 
 
-def ready(cluster: dict, script: str = "good.sh") -> tuple[int, dict]:
+def ready(
+    cluster: dict, script: str = "good.sh", *extra: str, alloc: tuple[str, ...] = ("-N", "4")
+) -> tuple[int, dict]:
     base = cluster["base"]
-    proc = run(["srun", "-N", "4", "--immediate=30", sys.executable, "-m", "fabricscope", "ready",
+    proc = run(["srun", *alloc, "--immediate=30", sys.executable, "-m", "fabricscope", "ready",
                 "--root", f"{cluster['roots']}/{{host}}", "--expect", str(base / "expect.yaml"), "--script", str(base / script),
                 "--topology", f"lab:{LAB}", "--sizes", "16M", "--backend", "gloo", "--budget", "100", "--calibrate", "none",
-                "--json"], cluster["env"])  # fmt: skip
+                "--json", *extra], cluster["env"])  # fmt: skip
     assert proc.stdout, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     print(json.dumps({k: doc[k] for k in ("verdict", "steps", "drain")}, indent=1)[:3000])
-    assert doc["launcher"] == "slurm" and doc["hosts"] == HOSTS and doc["error"] is None, proc.stderr[-2000:]
+    nodes = HOSTS[: int(alloc[alloc.index("-N") + 1])]
+    assert doc["launcher"] == "slurm" and doc["hosts"] == nodes and doc["error"] is None, proc.stderr[-2000:]
     return proc.returncode, doc
 
 
@@ -102,6 +106,23 @@ def test_a_healthy_allocation_is_ready(cluster) -> None:
     assert doc["drain"] == []
 
 
+def test_unequal_ranks_per_node_are_predicted_and_judged(cluster) -> None:
+    """srun -N 3 -n 5: SLURM_TASKS_PER_NODE=2(x2),1. One rank per node reads and speaks for it;
+    the collective runs on all five ranks and is judged against the uneven ring the simulator
+    models for them (no "no prediction" warning)."""
+    for _ in range(3):  # as the healthy case: contention only slows a run
+        code, doc = ready(
+            cluster, "good.sh", alloc=("-N", "3", "-n", "5", "--overcommit")
+        )  # the lab nodes have 1 CPU each
+        if doc["verdict"] == "ready":
+            break
+    steps = _steps(doc)
+    assert doc["world_size"] == 5 and doc["prediction"]["notes"] == [], doc["prediction"]
+    assert (code, doc["verdict"]) == (0, "ready"), doc["steps"]
+    collective = steps["collective"]
+    assert collective["predicted"] and abs(collective["error_pct"]) <= 10, collective
+
+
 def test_a_slow_host_is_not_ready_and_named(cluster) -> None:
     fs = [sys.executable, "-m", "fabricscope", "lab", "set", LAB, "h2", "--link-rate"]
     assert run([*fs, "250mbit"], cluster["env"]).returncode == 0
@@ -114,6 +135,28 @@ def test_a_slow_host_is_not_ready_and_named(cluster) -> None:
     assert steps["doctor"]["status"] == "pass" and steps["lint"]["status"] != "fail"
     assert _nodes(steps["matrix"]) == {"h2"} and _nodes(steps["collective"]) == {"h2"}
     assert [d["node"] for d in doc["drain"]] == ["h2"]
+
+
+def test_apply_drains_the_slow_host_in_slurm(cluster) -> None:
+    """--slurm-drain --apply: scontrol shows the node the verdict blames DRAIN, with fabricscope's
+    reason; the node is resumed after (the lab's Slurm is the test's own)."""
+    fs = [sys.executable, "-m", "fabricscope", "lab", "set", LAB, "h2", "--link-rate"]
+    env = dict(cluster["env"], FABRICSCOPE_ACTION_LOG=str(cluster["base"] / "actions.log"))
+    assert run([*fs, "250mbit"], env).returncode == 0
+    try:
+        code, doc = ready(dict(cluster, env=env), "good.sh", "--slurm-drain", "--apply")
+        shown = run(["scontrol", "show", "node", "h2"], env)
+        others = run(["scontrol", "show", "node", "h1"], env)
+    finally:
+        run([*fs, "1gbit"], env)
+        run(["scontrol", "update", "NodeName=h2", "State=RESUME"], env)
+    assert (code, doc["verdict"]) == (1, "not ready")
+    assert [(a["kind"], a["node"], a["applied"], a["ok"]) for a in doc["actions"]] == [
+        ("slurm.drain", "h2", True, True)
+    ]
+    h2, h1 = parse_show_node(shown.stdout)["h2"], parse_show_node(others.stdout)["h1"]
+    assert h2.drained_by_fabricscope and h2.reason == doc["drain"][0]["reason"], shown.stdout
+    assert not h1.drained, others.stdout
 
 
 def test_a_drifted_firmware_is_not_ready_and_named(cluster) -> None:

@@ -118,7 +118,14 @@ def test_group_checks_and_alltoall_limit() -> None:
     with pytest.raises(FabricscopeError, match="outside"):
         plan(topo, "all_reduce", "ring", 1024, np.array([[0, 99]]))
     with pytest.raises(FabricscopeError, match="same number"):
-        plan(topo, "all_reduce", "ring", 1024, np.array([[0, 1, 2]]))
+        plan(topo, "all_reduce", "tree", 1024, np.array([[0, 1, 2]]))
+    ring = plan(topo, "all_reduce", "ring", 1024, np.array([[0, 1, 2]]))  # 2 + 1 ranks: the uneven ring
+    hops = ring.phases[0].pattern
+    assert sorted(zip(hops.src_gpu.tolist(), hops.dst_gpu.tolist())) == [(0, 1), (1, 2), (2, 0)]
+    with pytest.raises(
+        FabricscopeError, match="same number"
+    ):  # node 0, 1, then 0 again: not one run per node
+        plan(topo, "all_reduce", "ring", 1024, np.array([[0, 2, 1]]))
     big = build(TopologyOptions(kind="fat-tree", nodes=256, gpus_per_node=8))
     assert "aggregated" in plan(big, "alltoall", None, 2**20).phases[0].name  # no p^2 flows
     uneven = (np.arange(256)[:, None] * 8 + np.array([0, 1])).ravel()

@@ -230,3 +230,11 @@ def test_link_names_are_readable() -> None:
     assert any(n.startswith("node0/gpu0->nvswitch") for n in names)
     assert any("spine(pod" in n for n in names) and any("core(" in n for n in names)
     assert all("nic" not in n or "node" in n or "spines" in n for n in names)
+
+
+def test_a_topology_files_keys_are_the_sim_options() -> None:
+    """docs/sim.md: a family file takes "any key of the CLI options, with underscores"; the keys
+    it accepts (sim/custom.py) and the CLI's fabric options come from the same field names."""
+    from fabricscope.sim.params import NETWORK_FIELDS, NODE_FIELDS, Scenario
+
+    assert set(NODE_FIELDS) | set(NETWORK_FIELDS) <= set(Scenario.model_fields)

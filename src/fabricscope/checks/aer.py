@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from fabricscope.checks.link import STILL_RISING, rising_text
+from fabricscope.checks.pcie import nic_addresses
 from fabricscope.checks.registry import CheckContext, check, not_evaluated
 from fabricscope.findings import Finding, Severity
 from fabricscope.host.inventory import Inventory
@@ -14,9 +16,7 @@ SEVERITIES = ("fatal", "nonfatal", "correctable")
 def path_devices(inv: Inventory) -> dict[str, str]:
     """PCI address -> name of every RDMA NIC (else physical NIC) and GPU, and the bridges above them."""
     named: dict[str, str] = {}
-    nics = [(d.name, d.pci_address) for d in inv.rdma_devices if d.pci_address]
-    nics = nics or [(n.name, n.pci_address) for n in inv.net_devices if n.pci_address and not n.is_loopback]
-    for name, addr in nics + [(f"GPU{g.index}", g.pci_address) for g in inv.gpus]:
+    for name, addr in nic_addresses(inv) + [(f"GPU{g.index}", g.pci_address) for g in inv.gpus]:
         if addr is None:
             continue
         named[addr] = f"{name} ({addr})"
@@ -62,8 +62,7 @@ def aer(ctx: CheckContext) -> Iterator[Finding]:
                 "pcie.aer",
                 Severity.FAIL,
                 label,
-                "AER errors rising: "
-                + ", ".join(f"{k} +{v} ({rates.per_second(v):.2f}/s)" for k, v in rising.items()),
+                "AER errors rising: " + rising_text(rates, rising),
                 evidence,
                 fix,
             )
@@ -81,7 +80,7 @@ def aer(ctx: CheckContext) -> Iterator[Finding]:
                 + ", ".join(f"{k} {v:,}" for k, v in nonzero.items())
                 + (f" ({kinds})" if kinds else ""),
                 evidence,
-                fix + "; run `fabricscope doctor --interval 30` to see whether they still rise",
+                fix + STILL_RISING,
             )
         else:
             clean += 1

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from fabricscope.checks.registry import CheckContext, check, not_evaluated
+from fabricscope.checks.registry import CheckContext, check, not_evaluated_where
 from fabricscope.findings import Finding, Severity
 from fabricscope.host.inventory import Inventory
+from fabricscope.host.nvlink import GpuFabric
 
 # NVML's nvmlGpuFabricState_t values as nvidia-smi prints them, and states that mean "no fabric here".
 FABRIC_PENDING = ("Not Started", "In Progress")
@@ -24,16 +25,13 @@ def _label(inv: Inventory, index: int | None = None, pci: str | None = None) -> 
 def _unread(check_id: str, inv: Inventory, command: str) -> list[Finding]:
     """Without nvidia-smi's output: not evaluated where nvidia-smi found the GPUs, else nothing
     (GPUs seen only in sysfs may have no driver to ask)."""
-    if not inv.gpus or inv.gpu_source != "nvidia-smi":
-        return []
-    return [
-        not_evaluated(
-            check_id,
-            "GPUs",
-            f"`{command}` not available",
-            fix="run doctor where nvidia-smi works (driver loaded)",
-        )
-    ]
+    return not_evaluated_where(
+        inv.gpus and inv.gpu_source == "nvidia-smi",
+        check_id,
+        "GPUs",
+        f"`{command}` not available",
+        "run doctor where nvidia-smi works (driver loaded)",
+    )
 
 
 @check("gpu.nvlink", "NVLink links up at full speed")
@@ -62,25 +60,17 @@ def nvlink(ctx: CheckContext) -> Iterator[Finding]:
             "then reseat the board/NVLink bridge or raise a hardware ticket if it stays down"
         )
         if down:
-            flagged += 1
-            yield Finding(
-                "gpu.nvlink",
-                Severity.FAIL,
-                _label(inv, gpu.index),
-                f"NVLink link(s) {', '.join(map(str, down))} inactive ({len(gpu.links) - len(down)} of {len(gpu.links)} up)",
-                evidence,
-                fix,
-            )
+            severity = Severity.FAIL
+            message = f"NVLink link(s) {', '.join(map(str, down))} inactive ({len(gpu.links) - len(down)} of {len(gpu.links)} up)"
         elif slow:
-            flagged += 1
-            yield Finding(
-                "gpu.nvlink",
+            severity, message = (
                 Severity.WARN,
-                _label(inv, gpu.index),
                 f"NVLink link(s) {', '.join(map(str, slow))} below {best:g} GB/s",
-                evidence,
-                fix,
             )
+        else:
+            continue
+        flagged += 1
+        yield Finding("gpu.nvlink", severity, _label(inv, gpu.index), message, evidence, fix)
     if not flagged:
         yield Finding(
             "gpu.nvlink",
@@ -88,6 +78,17 @@ def nvlink(ctx: CheckContext) -> Iterator[Finding]:
             "GPUs",
             f"all NVLink links of {len(state.links)} GPU(s) up at {best:g} GB/s",
         )
+
+
+def _fabric_problem(gpu: GpuFabric) -> str | None:
+    """Why a GPU that should join the NVLink fabric cannot use it, or None when it is registered."""
+    if gpu.state in FABRIC_PENDING:
+        return f"fabric registration {gpu.state}: NVLink through NVSwitch not usable"
+    if gpu.status not in (None, "Success", "N/A"):
+        return f"fabric registration {gpu.state} with status {gpu.status}"
+    if gpu.health == "Unhealthy":
+        return "fabric health summary Unhealthy"
+    return None
 
 
 @check("gpu.fabric", "NVSwitch fabric registration")
@@ -117,37 +118,12 @@ def fabric(ctx: CheckContext) -> Iterator[Finding]:
             "health": gpu.health,
             "pci": gpu.pci,
         }
-        bad += 1
-        if gpu.state in FABRIC_PENDING:
-            yield Finding(
-                "gpu.fabric",
-                Severity.FAIL,
-                _label(inv, pci=gpu.pci),
-                f"fabric registration {gpu.state}: NVLink through NVSwitch not usable",
-                evidence,
-                fix,
-            )
-        elif gpu.status not in (None, "Success", "N/A"):
-            yield Finding(
-                "gpu.fabric",
-                Severity.FAIL,
-                _label(inv, pci=gpu.pci),
-                f"fabric registration {gpu.state} with status {gpu.status}",
-                evidence,
-                fix,
-            )
-        elif gpu.health == "Unhealthy":
-            yield Finding(
-                "gpu.fabric",
-                Severity.FAIL,
-                _label(inv, pci=gpu.pci),
-                "fabric health summary Unhealthy",
-                evidence,
-                fix,
-            )
-        else:
-            bad -= 1
+        problem = _fabric_problem(gpu)
+        if problem is None:
             good += 1
+            continue
+        bad += 1
+        yield Finding("gpu.fabric", Severity.FAIL, _label(inv, pci=gpu.pci), problem, evidence, fix)
     if good and not bad:
         yield Finding(
             "gpu.fabric",

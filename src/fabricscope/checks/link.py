@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 
-from fabricscope.checks.registry import CheckContext, check, not_evaluated
+from fabricscope.checks.registry import CheckContext, Rates, check, not_evaluated, not_evaluated_on
 from fabricscope.checks.roce import roce_netdevs
 from fabricscope.findings import Finding, Severity
 from fabricscope.host.ethtool import link_error_stats
@@ -31,6 +32,7 @@ ERROR_COUNTERS = (
 EFA_ERROR_COUNTERS = ("rx_drops", "rdma_read_wr_err")
 CONGESTION_PORT_COUNTERS = ("port_xmit_wait", "np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets")
 _PAUSE = re.compile(r"^(rx|tx)_prio(\d)_pause\Z")
+STILL_RISING = "; run `fabricscope doctor --interval 30` to see whether they still rise"
 
 
 @check("link.errors", "Link error counters")
@@ -53,37 +55,57 @@ def link_errors(ctx: CheckContext) -> Iterator[Finding]:
         if rates is not None:
             deltas = rates.ports.get(port.name, {})
             rising = {name: deltas[name] for name in names if deltas.get(name)}
-        if rising:
-            yield Finding(
-                "link.errors",
-                Severity.FAIL,
-                port.name,
-                "error counters rising: "
-                + ", ".join(f"{k} +{v} ({rates.per_second(v):.2f}/s)" for k, v in rising.items()),
-                {"increase": rising, "interval_s": rates.interval_s, "totals": nonzero},
-                _fix_for(rising),
-            )
-        elif nonzero:
-            yield Finding(
-                "link.errors",
-                Severity.WARN,
-                port.name,
-                "error counters non-zero: " + ", ".join(f"{k}={v:,}" for k, v in nonzero.items()),
-                {"totals": nonzero},
-                _fix_for(nonzero) + "; run `fabricscope doctor --interval 30` to see whether they still rise",
-            )
+        finding = _error_counters("link.errors", port.name, rising, nonzero, rates, _fix_for)
+        if finding:
+            yield finding
         else:
             clean += 1
     if unknown:
-        yield not_evaluated(
+        yield not_evaluated_on(
             "link.errors",
-            ",".join(unknown),
-            "no error counters readable under counters/ or hw_counters/ of " + ", ".join(unknown),
-            {"ports": unknown},
+            "no error counters readable under counters/ or hw_counters/ of",
+            unknown,
+            "ports",
             "read /sys/class/infiniband/<dev>/ports/<n>/counters as root; `perfquery` shows them too",
         )
     if clean and clean == len(ctx.inventory.ports) - len(unknown):
         yield Finding("link.errors", Severity.PASS, "ports", f"no link errors on {clean} port(s)")
+
+
+def rising_text(rates: Rates, rising: dict[str, int]) -> str:
+    """ "name +increase (rate/s)" for each counter that rose during --interval."""
+    return ", ".join(f"{k} +{v} ({rates.per_second(v):.2f}/s)" for k, v in rising.items())
+
+
+def _error_counters(
+    check_id: str,
+    subject: str,
+    rising: dict[str, int],
+    nonzero: dict[str, int],
+    rates: Rates | None,
+    fix_for: Callable[[dict[str, int]], str],
+) -> Finding | None:
+    """One port's error counters, link.errors' and link.phy_errors' policy: rising during
+    --interval fails (a fault now), non-zero totals warn (they may be old), else None (clean)."""
+    if rising and rates is not None:
+        return Finding(
+            check_id,
+            Severity.FAIL,
+            subject,
+            "error counters rising: " + rising_text(rates, rising),
+            {"increase": rising, "interval_s": rates.interval_s, "totals": nonzero},
+            fix_for(rising),
+        )
+    if nonzero:
+        return Finding(
+            check_id,
+            Severity.WARN,
+            subject,
+            "error counters non-zero: " + ", ".join(f"{k}={v:,}" for k, v in nonzero.items()),
+            {"totals": nonzero},
+            fix_for(nonzero) + STILL_RISING,
+        )
+    return None
 
 
 def _fix_for(counters: dict[str, int]) -> str:
@@ -128,27 +150,12 @@ def phy_errors(ctx: CheckContext) -> Iterator[Finding]:
         if rates is not None:
             deltas = rates.ethtool.get(netdev, {})
             rising = {k: deltas[k] for k in totals if deltas.get(k)}
-        flagged += bool(rising or nonzero)
-        if rising:
-            yield Finding(
-                "link.phy_errors",
-                Severity.FAIL,
-                netdev,
-                "error counters rising: "
-                + ", ".join(f"{k} +{v} ({rates.per_second(v):.2f}/s)" for k, v in rising.items()),
-                {"increase": rising, "interval_s": rates.interval_s, "totals": nonzero},
-                _phy_fix(netdev, rising),
-            )
-        elif nonzero:
-            yield Finding(
-                "link.phy_errors",
-                Severity.WARN,
-                netdev,
-                "error counters non-zero: " + ", ".join(f"{k}={v:,}" for k, v in nonzero.items()),
-                {"totals": nonzero},
-                _phy_fix(netdev, nonzero)
-                + "; run `fabricscope doctor --interval 30` to see whether they still rise",
-            )
+        finding = _error_counters(
+            "link.phy_errors", netdev, rising, nonzero, rates, partial(_phy_fix, netdev)
+        )
+        if finding:
+            flagged += 1
+            yield finding
         else:
             clean += 1
     if clean and not flagged:
@@ -182,30 +189,28 @@ def congestion(ctx: CheckContext) -> Iterator[Finding]:
         rising = {k: deltas[k] for k in CONGESTION_PORT_COUNTERS if deltas.get(k)}
         if rising:
             quiet = False
-            per_s = {k: round(rates.per_second(v), 2) for k, v in rising.items()}
-            yield Finding(
-                "link.congestion",
-                Severity.INFO,
-                port.name,
-                "congestion signals: " + ", ".join(f"{k} {v:,}/s" for k, v in per_s.items()),
-                {"per_second": per_s, "increase": rising, "interval_s": rates.interval_s},
-            )
+            yield _congestion(rates, port.name, "congestion signals", rising)
     for netdev, deltas in rates.ethtool.items():
         rising = {k: v for k, v in deltas.items() if _PAUSE.match(k) and v}
         if rising:
             quiet = False
-            per_s = {k: round(rates.per_second(v), 2) for k, v in rising.items()}
-            yield Finding(
-                "link.congestion",
-                Severity.INFO,
-                netdev,
-                "PFC pause frames: " + ", ".join(f"{k} {v:,}/s" for k, v in per_s.items()),
-                {"per_second": per_s, "increase": rising, "interval_s": rates.interval_s},
-            )
+            yield _congestion(rates, netdev, "PFC pause frames", rising)
     if quiet:
         yield Finding(
             "link.congestion", Severity.PASS, "ports", f"no congestion signals during {rates.interval_s:g} s"
         )
+
+
+def _congestion(rates: Rates, subject: str, what: str, rising: dict[str, int]) -> Finding:
+    """The congestion counters that rose on one port or netdev, as rates for the operator to judge."""
+    per_s = {k: round(rates.per_second(v), 2) for k, v in rising.items()}
+    return Finding(
+        "link.congestion",
+        Severity.INFO,
+        subject,
+        f"{what}: " + ", ".join(f"{k} {v:,}/s" for k, v in per_s.items()),
+        {"per_second": per_s, "increase": rising, "interval_s": rates.interval_s},
+    )
 
 
 @check("link.transceiver", "Transceiver alarms")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from fabricscope.checks.registry import CheckContext, check, not_evaluated
+from fabricscope.checks.registry import CheckContext, check, not_evaluated, not_evaluated_on
 from fabricscope.findings import Finding, Severity
 from fabricscope.host.inventory import Inventory
 from fabricscope.host.iommu import TRANSLATED
@@ -13,10 +13,20 @@ from fabricscope.host.procfs import GPUDIRECT_MODULES
 from fabricscope.nccl.node import gpudirect_without_module
 
 IOMMU_PARAMS = ("iommu", "intel_iommu", "amd_iommu", "iommu.passthrough", "iommu.strict")
+# Command-line flags that switch DMA translation on.
+IOMMU_ON = (
+    "intel_iommu=on",
+    "amd_iommu=on",
+    "amd_iommu=force_isolation",
+    "iommu=nopt",
+    "iommu.passthrough=0",
+)
+IOMMU_FIX = "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX) and reboot"
 
 
-def _nics(ctx: CheckContext) -> list[tuple[str, str]]:
-    inv = ctx.inventory
+def nic_addresses(inv: Inventory) -> list[tuple[str, str]]:
+    """(name, PCI address) of every RDMA NIC, else of every physical NIC: the devices that feed
+    the network."""
     nics = [(d.name, d.pci_address) for d in inv.rdma_devices if d.pci_address]
     if not nics:
         nics = [(n.name, n.pci_address) for n in inv.net_devices if n.pci_address and not n.is_loopback]
@@ -35,7 +45,7 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
     cannot feed its port: a 400G NIC needs Gen5 x16. GPUs lower their link speed when idle to
     save power, so a GPU below maximum speed (but at full width) is only reported as info."""
     inv = ctx.inventory
-    subjects = [(name, addr, "NIC") for name, addr in _nics(ctx)]
+    subjects = [(name, addr, "NIC") for name, addr in nic_addresses(inv)]
     subjects += [(f"GPU{g.index}", g.pci_address, "GPU") for g in inv.gpus]
     good = 0
     unknown = []
@@ -88,11 +98,11 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
     good_uplinks = _switch_uplinks(inv, [addr for _n, addr, _k in subjects], uplinks)
     yield from uplinks
     if unknown:
-        yield not_evaluated(
+        yield not_evaluated_on(
             "pcie.link",
-            ",".join(unknown),
-            "PCIe link width/speed unreadable for " + ", ".join(unknown),
-            {"devices": unknown},
+            "PCIe link width/speed unreadable for",
+            unknown,
+            "devices",
             "`lspci -vv | grep -E 'LnkCap|LnkSta'` as root",
         )
     if good:
@@ -315,18 +325,7 @@ def iommu(ctx: CheckContext) -> Iterator[Finding]:
         return
     cmdline = inv.kernel.cmdline
     args = cmdline.split() if cmdline is not None else []
-    on = [
-        a
-        for a in args
-        if a
-        in (
-            "intel_iommu=on",
-            "amd_iommu=on",
-            "amd_iommu=force_isolation",
-            "iommu=nopt",
-            "iommu.passthrough=0",
-        )
-    ]
+    on = [a for a in args if a in IOMMU_ON]
     # Only the IOMMU parameters: the rest of /proc/cmdline may carry secrets, and doctor documents
     # travel (fleet collect, support tickets) unscrubbed.
     evidence: dict = {
@@ -334,78 +333,85 @@ def iommu(ctx: CheckContext) -> Iterator[Finding]:
         if cmdline is not None
         else None
     }
-    fix = "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX) and reboot"
     if inv.iommu.visible:
-        devices = [(f"GPU{g.index}", g.pci_address) for g in inv.gpus] + [
-            (d.name, d.pci_address) for d in inv.rdma_devices if d.pci_address
-        ]
-        types = {
-            name: inv.iommu.type_of(dev.iommu_group) if (dev := inv.pci.get(addr)) else None
-            for name, addr in devices
-        }
-        translated = {n: t for n, t in types.items() if t in TRANSLATED}
-        evidence["group_types"] = {
-            t: sorted(n for n, v in types.items() if v == t) for t in sorted({str(v) for v in types.values()})
-        }
-        if translated:
-            kinds = "/".join(sorted(set(translated.values())))
-            because = (
-                f" ({' '.join(on)} on the command line)"
-                if on
-                else " with no IOMMU flag on the command line: it is on by default in this kernel"
-            )
-            yield Finding(
-                "pcie.iommu",
-                Severity.WARN,
-                "kernel",
-                f"IOMMU translates DMA ({kinds}) for {len(translated)} GPU/NIC device(s){because}",
-                evidence,
-                fix,
-            )
-        elif not inv.iommu.types:
-            yield Finding("pcie.iommu", Severity.PASS, "kernel", "IOMMU off (no IOMMU groups)", evidence)
-        elif all(t == "identity" for t in types.values()):
-            yield Finding(
-                "pcie.iommu",
-                Severity.PASS,
-                "kernel",
-                "IOMMU in passthrough (identity) for every GPU and NIC",
-                evidence,
-            )
-        else:
-            odd = sorted(n for n, t in types.items() if t != "identity")
-            yield not_evaluated(
-                "pcie.iommu", "kernel", f"IOMMU group type unknown or unusual for {', '.join(odd)}", evidence
-            )
-        return
-    if cmdline is None:
+        yield _iommu_by_groups(inv, on, evidence)
+    elif cmdline is None:
         yield not_evaluated(
             "pcie.iommu", "kernel", "neither /sys/kernel/iommu_groups nor /proc/cmdline readable"
         )
-        return
+    else:
+        yield _iommu_by_cmdline(args, on, evidence)
+
+
+def _iommu_by_groups(inv: Inventory, on: list[str], evidence: dict) -> Finding:
+    """The verdict from the GPUs' and NICs' IOMMU group types: what the kernel really does."""
+    devices = [(f"GPU{g.index}", g.pci_address) for g in inv.gpus] + [
+        (d.name, d.pci_address) for d in inv.rdma_devices if d.pci_address
+    ]
+    types = {
+        name: inv.iommu.type_of(dev.iommu_group) if (dev := inv.pci.get(addr)) else None
+        for name, addr in devices
+    }
+    translated = {n: t for n, t in types.items() if t in TRANSLATED}
+    evidence["group_types"] = {
+        t: sorted(n for n, v in types.items() if v == t) for t in sorted({str(v) for v in types.values()})
+    }
+    if translated:
+        kinds = "/".join(sorted(set(translated.values())))
+        because = (
+            f" ({' '.join(on)} on the command line)"
+            if on
+            else " with no IOMMU flag on the command line: it is on by default in this kernel"
+        )
+        return Finding(
+            "pcie.iommu",
+            Severity.WARN,
+            "kernel",
+            f"IOMMU translates DMA ({kinds}) for {len(translated)} GPU/NIC device(s){because}",
+            evidence,
+            IOMMU_FIX,
+        )
+    if not inv.iommu.types:
+        return Finding("pcie.iommu", Severity.PASS, "kernel", "IOMMU off (no IOMMU groups)", evidence)
+    if all(t == "identity" for t in types.values()):
+        return Finding(
+            "pcie.iommu",
+            Severity.PASS,
+            "kernel",
+            "IOMMU in passthrough (identity) for every GPU and NIC",
+            evidence,
+        )
+    odd = sorted(n for n, t in types.items() if t != "identity")
+    return not_evaluated(
+        "pcie.iommu", "kernel", f"IOMMU group type unknown or unusual for {', '.join(odd)}", evidence
+    )
+
+
+def _iommu_by_cmdline(args: list[str], on: list[str], evidence: dict) -> Finding:
+    """Without visible groups the command line alone: a warning or a pass on iommu=pt, never a pass
+    for its silence (the IOMMU can be on by default)."""
     passthrough = "iommu=pt" in args or "iommu.passthrough=1" in args
     if on and not passthrough:
-        yield Finding(
+        return Finding(
             "pcie.iommu",
             Severity.WARN,
             "kernel",
             f"IOMMU translation enabled ({' '.join(on)}) without iommu=pt",
             evidence,
-            fix,
+            IOMMU_FIX,
         )
-    elif passthrough:
-        yield Finding(
+    if passthrough:
+        return Finding(
             "pcie.iommu",
             Severity.PASS,
             "kernel",
             "iommu=pt on the kernel command line (IOMMU groups not visible)",
             evidence,
         )
-    else:
-        yield not_evaluated(
-            "pcie.iommu",
-            "kernel",
-            "/sys/kernel/iommu_groups not visible and the command line sets no IOMMU mode: the IOMMU may be on by default",
-            evidence,
-            "check `cat /sys/kernel/iommu_groups/*/type` on the node; add iommu=pt to be sure",
-        )
+    return not_evaluated(
+        "pcie.iommu",
+        "kernel",
+        "/sys/kernel/iommu_groups not visible and the command line sets no IOMMU mode: the IOMMU may be on by default",
+        evidence,
+        "check `cat /sys/kernel/iommu_groups/*/type` on the node; add iommu=pt to be sure",
+    )

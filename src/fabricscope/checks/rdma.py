@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from fabricscope.checks.registry import CheckContext, check, not_evaluated
+from fabricscope.checks.registry import CheckContext, check, not_evaluated, not_evaluated_on
 from fabricscope.findings import Finding, Severity
 from fabricscope.host.infiniband import RdmaPort, kernel_phys_state_name, kernel_state_name
 from fabricscope.host.inventory import Inventory
@@ -161,11 +161,11 @@ def port_rate(ctx: CheckContext) -> Iterator[Finding]:
             elif port.is_active:
                 unknown.append(port.name)
     if unknown:
-        yield not_evaluated(
+        yield not_evaluated_on(
             "rdma.port_rate",
-            ",".join(unknown),
-            "link rate unreadable on active port(s) " + ", ".join(unknown),
-            {"ports": unknown},
+            "link rate unreadable on active port(s)",
+            unknown,
+            "ports",
             "read /sys/class/infiniband/<dev>/ports/<n>/rate by hand; `ibstat` shows the rate too",
         )
     checked = degraded = 0
@@ -237,11 +237,11 @@ def firmware(ctx: CheckContext) -> Iterator[Finding]:
         else:
             unknown.append(dev.name)
     if unknown:
-        yield not_evaluated(
+        yield not_evaluated_on(
             "rdma.firmware",
-            ",".join(unknown),
-            "model or firmware version unreadable for " + ", ".join(unknown),
-            {"devices": unknown},
+            "model or firmware version unreadable for",
+            unknown,
+            "devices",
             "`ibv_devinfo` prints fw_ver and the board id",
         )
     for model, versions in by_model.items():
@@ -297,12 +297,7 @@ def active_mtu(ctx: CheckContext) -> Iterator[Finding]:
             continue
         yield _mtu_finding(inv, port, verbs)
     if unknown:
-        yield not_evaluated(
-            "rdma.mtu",
-            ",".join(unknown),
-            "no active_mtu in `ibv_devinfo -v` for " + ", ".join(unknown),
-            {"ports": unknown},
-        )
+        yield not_evaluated_on("rdma.mtu", "no active_mtu in `ibv_devinfo -v` for", unknown, "ports")
     if good and good == len(active):
         yield Finding(
             "rdma.mtu", Severity.PASS, "ports", f"all {good} active port(s) at RDMA MTU {EXPECTED_MTU}"

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from fabricscope.checks.registry import CheckContext, check
 from fabricscope.findings import Finding, Severity
+from fabricscope.host.subnet import SmQuery
 
 SM_MASTER = 3  # SMInfo state: 0 not active, 1 discovering, 2 standby, 3 master (sminfo(8))
 _FIX_SM = (
@@ -49,9 +50,16 @@ def subnet_manager(ctx: CheckContext) -> Iterator[Finding]:
             evidence,
             _FIX_SM,
         )
-    query = inv.sminfo
+    yield from _sminfo_verdict(inv.sminfo, lids, not stuck and not no_sm, evidence)
+
+
+def _sminfo_verdict(
+    query: SmQuery | None, lids: list[int], ports_fine: bool, evidence: dict
+) -> Iterator[Finding]:
+    """What `sminfo` says of the SM the ports know: no answer fails, not MASTER or another LID than
+    the ports' warns; without `sminfo`, the ports' SM LIDs alone can pass."""
     if query is None or not query.available:
-        if lids and not stuck and not no_sm:
+        if lids and ports_fine:
             yield Finding(
                 "rdma.subnet_manager",
                 Severity.PASS,
@@ -97,7 +105,7 @@ def subnet_manager(ctx: CheckContext) -> Iterator[Finding]:
             evidence,
             _FIX_SM,
         )
-    elif not stuck and not no_sm:
+    elif ports_fine:
         yield Finding(
             "rdma.subnet_manager",
             Severity.PASS,

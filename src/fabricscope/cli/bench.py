@@ -15,19 +15,20 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import typer
 
-from fabricscope.cli.common import JSON_HELP, die, store_and_print
-from fabricscope.cli.main import app
+from fabricscope.cli.common import JSON_OPTION, die, read_option, store_and_print, validated
+from fabricscope.cli.main import command_group
+from fabricscope.cli.options import option_group
 from fabricscope.units import parse_sizes
 
-bench_app = typer.Typer(
-    name="bench",
-    help="Measure TCP, UDP, latency, connection setup and RDMA between two hosts; results go to the history.",
-    no_args_is_help=True,
+bench_app = command_group(
+    "bench",
+    "Measure TCP, UDP, latency, connection setup and RDMA between two hosts; results go to the history.",
 )
-app.add_typer(bench_app, name="bench")
 
 PEER_HELP = "The host running `fabricscope bench serve`: HOST, HOST:PORT or [IPv6]:PORT (default port 5211)."
 TOKEN_HELP = "Token the server requires (servers off loopback always require one)."
@@ -36,16 +37,39 @@ NO_STORE_HELP = "Do not save the result in the history database."
 TIMEOUT_HELP = "Seconds without progress after which the peer counts as dead."
 PROGRESS_MIN_S = 2.0
 
+
+def _peer(value: str) -> str:
+    """``--peer`` checked where it is parsed, for every command that takes it."""
+    from fabricscope.bench.sockets.client import Peer
+
+    read_option("--peer", Peer.parse, value)
+    return value
+
+
 # Options every client command shares, declared once (a typer OptionInfo is only read, never
 # changed, so one declaration serves every command that names it as a default).
-PEER_OPTION = typer.Option(..., "--peer", help=PEER_HELP, rich_help_panel="Connection")
+PEER_OPTION = typer.Option(..., "--peer", callback=_peer, help=PEER_HELP, rich_help_panel="Connection")
 TOKEN_OPTION = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP, rich_help_panel="Connection")
 TIMEOUT_OPTION = typer.Option(
     10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP, rich_help_panel="Connection"
 )
-JSON_OPTION = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel="Output")
 NO_STORE_OPTION = typer.Option(False, "--no-store", help=NO_STORE_HELP, rich_help_panel="Output")
 INTERVAL_OPTION = typer.Option(1.0, "--interval", min=0.05, max=60, help="Seconds per reported interval.")
+
+
+@dataclass(frozen=True)
+class Client:
+    """What the socket clients (tcp, udp, latency, connect) take after their own options."""
+
+    timeout: float
+    token: str | None
+    json_out: bool
+    no_store: bool
+
+
+client_options = option_group(
+    Client, timeout=TIMEOUT_OPTION, token=TOKEN_OPTION, json_out=JSON_OPTION, no_store=NO_STORE_OPTION
+)
 
 
 def duration_option(default: float, help: str = "Seconds to send.") -> typer.models.OptionInfo:
@@ -114,7 +138,7 @@ def _with_ticks(func: Callable[[], object], tick: Callable[[float], None] | None
     return box["result"]
 
 
-def _given(*thresholds):
+def _given(*thresholds: Any) -> list[Any]:
     """The thresholds the user set (an option left out has the limit None)."""
     return [t for t in thresholds if t.limit is not None]
 
@@ -138,18 +162,6 @@ def _finish(result, *, json_out: bool, store: bool, thresholds: list) -> None:
     raise typer.Exit(0)
 
 
-def _params(model, **values):
-    """Build a parameter model; a bad value is one clear line and exit 2."""
-    from pydantic import ValidationError
-
-    try:
-        return model(**values)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        die(f"{loc}: {err.get('msg')}")
-
-
 def _choice(value: str, table: dict[str, tuple[str, ...]], option: str) -> tuple[str, ...]:
     """A keyword option's value as what it stands for; one line and exit 2 for anything else."""
     if value not in table:
@@ -157,21 +169,18 @@ def _choice(value: str, table: dict[str, tuple[str, ...]], option: str) -> tuple
     return table[value]
 
 
-def _run_client(label: str, duration: float, run, params, token: str | None, *, json_out: bool, no_store: bool,  # type: ignore[no-untyped-def]
-                thresholds: tuple = ()) -> None:  # fmt: skip
+def _run_client(
+    label: str,
+    duration: float,
+    run: Callable[..., Any],
+    params: Any,
+    client: Client,
+    thresholds: tuple[Any, ...],
+) -> None:
     """Every two-host client ends the same way: run with a progress bar, judge, store, print, exit."""
     with _progress(label, duration, False) as tick:
-        result = run(params, token=token, tick=tick)
-    _finish(result, json_out=json_out, store=not no_store, thresholds=_given(*thresholds))
-
-
-def _check_peer(peer: str) -> None:
-    from fabricscope.bench.sockets.client import Peer
-
-    try:
-        Peer.parse(peer)
-    except ValueError as exc:
-        die(f"--peer: {exc}")
+        result = run(params, token=client.token, tick=tick)
+    _finish(result, json_out=client.json_out, store=not client.no_store, thresholds=_given(*thresholds))
 
 
 # ----- serve ----------------------------------------------------------------------------------
@@ -241,6 +250,7 @@ def serve(
 
 # ----- clients --------------------------------------------------------------------------------
 @bench_app.command("tcp")
+@client_options
 def tcp(
     peer: str = PEER_OPTION,
     streams: int = typer.Option(
@@ -256,32 +266,30 @@ def tcp(
     window: int = typer.Option(
         None,
         "--window",
-        min=1024,
+        min=4096,
         max=1 << 30,
         help="SO_SNDBUF/SO_RCVBUF bytes (default: kernel autotuning).",
     ),
     interval: float = INTERVAL_OPTION,
     min_gbps: float = threshold_option("--min-gbps", "total throughput is below this (Gb/s)"),
-    timeout: float = TIMEOUT_OPTION,
-    token: str = TOKEN_OPTION,
-    json_out: bool = JSON_OPTION,
-    no_store: bool = NO_STORE_OPTION,
+    *,
+    client: Client,
 ) -> None:
     """TCP throughput: N streams, either direction or both, with retransmits and CPU of both ends."""
     from fabricscope.bench.results.thresholds import Threshold
     from fabricscope.bench.sockets.tcp import TcpParams, run_tcp
 
-    _check_peer(peer)
     _choice(direction, {"send": (), "recv": (), "bidir": ()}, "--direction")
-    params = _params(
+    params = validated(
         TcpParams, peer=peer, streams=streams, duration_s=duration, msg_bytes=msg_bytes, direction=direction,
-        window_bytes=window, interval_s=interval, timeout_s=timeout,
+        window_bytes=window, interval_s=interval, timeout_s=client.timeout,
     )  # fmt: skip
-    _run_client(f"tcp {direction} x{streams}", duration, run_tcp, params, token, json_out=json_out, no_store=no_store,
-                thresholds=(Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"),))  # fmt: skip
+    _run_client(f"tcp {direction} x{streams}", duration, run_tcp, params, client,
+                (Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"),))  # fmt: skip
 
 
 @bench_app.command("udp")
+@client_options
 def udp(
     peer: str = PEER_OPTION,
     rate: str = typer.Option(
@@ -301,41 +309,27 @@ def udp(
         "loss exceeds this percentage (exit 2 when the sender did not reach 90% of --rate)",
         100,
     ),
-    timeout: float = TIMEOUT_OPTION,
-    token: str = TOKEN_OPTION,
-    json_out: bool = JSON_OPTION,
-    no_store: bool = NO_STORE_OPTION,
+    *,
+    client: Client,
 ) -> None:
     """UDP at an offered rate: delivered Gb/s, loss %, out-of-order datagrams, jitter."""
     from fabricscope.bench.results.thresholds import Threshold
     from fabricscope.bench.sockets.udp import UdpParams, offered_load_shortfall, parse_offered_rate, run_udp
 
-    _check_peer(peer)
-    try:
-        rate_bps = parse_offered_rate(rate)
-    except ValueError as exc:
-        die(f"--rate: {exc}")
-    params = _params(
+    rate_bps = read_option("--rate", parse_offered_rate, rate)
+    params = validated(
         UdpParams, peer=peer, streams=streams, duration_s=duration, size_bytes=size, rate_bps=rate_bps,
-        interval_s=interval, timeout_s=timeout,
+        interval_s=interval, timeout_s=client.timeout,
     )  # fmt: skip
     thresholds = (
         Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"),
         Threshold("loss_pct", "<=", max_loss, "--max-loss-pct", needs=offered_load_shortfall),
     )
-    _run_client(
-        f"udp x{streams}",
-        duration,
-        run_udp,
-        params,
-        token,
-        json_out=json_out,
-        no_store=no_store,
-        thresholds=thresholds,
-    )
+    _run_client(f"udp x{streams}", duration, run_udp, params, client, thresholds)
 
 
 @bench_app.command("latency")
+@client_options
 def latency(
     peer: str = PEER_OPTION,
     proto: str = typer.Option("both", "--proto", help="tcp, udp or both."),
@@ -346,29 +340,29 @@ def latency(
     max_p99: float = threshold_option(
         "--max-p99-us", "the first size's p99 round trip exceeds this (us)", 1e9
     ),
-    timeout: float = TIMEOUT_OPTION,
-    token: str = TOKEN_OPTION,
-    json_out: bool = JSON_OPTION,
-    no_store: bool = NO_STORE_OPTION,
+    *,
+    client: Client,
 ) -> None:
     """Request/response round trips over TCP and UDP: p50, p99, p99.9 and max per message size."""
     from fabricscope.bench.results.thresholds import Threshold
     from fabricscope.bench.sockets.latency import MAX_SIZE, LatencyParams, run_latency
 
-    _check_peer(peer)
     protos = _choice(proto, {"tcp": ("tcp",), "udp": ("udp",), "both": ("tcp", "udp")}, "--proto")
-    try:
-        size_list = tuple(parse_sizes(sizes, maximum=MAX_SIZE))
-    except ValueError as exc:
-        die(f"--sizes: {exc}")
-    params = _params(
-        LatencyParams, peer=peer, protos=protos, sizes=size_list, duration_s=duration, timeout_s=timeout
+    size_list = tuple(read_option("--sizes", parse_sizes, sizes, maximum=MAX_SIZE))
+    params = validated(
+        LatencyParams,
+        peer=peer,
+        protos=protos,
+        sizes=size_list,
+        duration_s=duration,
+        timeout_s=client.timeout,
     )
-    _run_client(f"latency {proto}", duration, run_latency, params, token, json_out=json_out, no_store=no_store,
-                thresholds=(Threshold("rtt_p99_us", "<=", max_p99, "--max-p99-us"),))  # fmt: skip
+    _run_client(f"latency {proto}", duration, run_latency, params, client,
+                (Threshold("rtt_p99_us", "<=", max_p99, "--max-p99-us"),))  # fmt: skip
 
 
 @bench_app.command("connect")
+@client_options
 def connect(
     peer: str = PEER_OPTION,
     mode: str = typer.Option("both", "--mode", help="per-request, pooled or both."),
@@ -381,27 +375,24 @@ def connect(
     min_rate: float = threshold_option(
         "--min-connect-per-s", "per-request connections/s fall below this", 1e9
     ),
-    timeout: float = TIMEOUT_OPTION,
-    token: str = TOKEN_OPTION,
-    json_out: bool = JSON_OPTION,
-    no_store: bool = NO_STORE_OPTION,
+    *,
+    client: Client,
 ) -> None:
     """Connection setup rate and latency (connect, first byte, close) versus one pooled connection."""
     from fabricscope.bench.results.thresholds import Threshold
     from fabricscope.bench.sockets.connect import ConnectParams, run_connect
 
-    _check_peer(peer)
     modes = _choice(
         mode,
         {"per-request": ("per_request",), "pooled": ("pooled",), "both": ("per_request", "pooled")},
         "--mode",
     )
-    params = _params(
+    params = validated(
         ConnectParams, peer=peer, modes=modes, concurrency=concurrency, request_bytes=request_bytes,
-        response_bytes=response_bytes, duration_s=duration, timeout_s=timeout,
+        response_bytes=response_bytes, duration_s=duration, timeout_s=client.timeout,
     )  # fmt: skip
-    _run_client(f"connect {mode}", duration, run_connect, params, token, json_out=json_out, no_store=no_store,
-                thresholds=(Threshold("connect_per_s", ">=", min_rate, "--min-connect-per-s"),))  # fmt: skip
+    _run_client(f"connect {mode}", duration, run_connect, params, client,
+                (Threshold("connect_per_s", ">=", min_rate, "--min-connect-per-s"),))  # fmt: skip
 
 
 @bench_app.command("rdma")
@@ -509,7 +500,7 @@ def rdma(
         die("--loopback runs write_bw (ib_write_bw); leave out --test")
     if test not in ("write_bw", "read_bw", "send_bw", "write_lat", "send_lat"):
         die("--test takes write_bw, read_bw, send_bw, write_lat or send_lat")
-    params = _params(
+    params = validated(
         RdmaParams, test=test, peer=peer, device=device, ib_port=ib_port, gid_index=gid_index, size_bytes=size,
         all_sizes=all_sizes, duration_s=duration, iterations=iters, qps=qps, bidirectional=bidirectional,
         use_cuda=use_cuda or gpu is not None, gpu=gpu, perftest_port=perftest_port, wait_s=wait,

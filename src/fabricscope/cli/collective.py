@@ -8,27 +8,25 @@ from typing import Any
 
 import typer
 
-from fabricscope.cli.bench import JSON_OPTION, bench_app, threshold_option
-from fabricscope.cli.common import die, end_rank, store_and_print
+from fabricscope.cli.bench import bench_app, threshold_option
+from fabricscope.cli.common import JSON_OPTION, die, end_rank, read_option, store_and_print, validated
 from fabricscope.cli.launching import (
-    LAUNCH_OPTION,
-    MASTER_ADDR_OPTION,
-    MASTER_PORT_OPTION,
     SINGLE_RANK_OPTION,
     STORE_OPTION,
+    Ranks,
     absolute_item,
+    output_args,
+    ranks_options,
     refuse_one_rank,
 )
 from fabricscope.cli.launching import dist_env as _dist_env
 from fabricscope.cli.launching import launch_ranks as _launch
+from fabricscope.cli.main import command_group
 from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.launch import Flag, Flags, child_argv, toggle
 from fabricscope.units import parse_sizes, size_token
 
-import_app = typer.Typer(
-    name="import", help="Read results of other tools into the history.", no_args_is_help=True
-)
-bench_app.add_typer(import_app, name="import")
+import_app = command_group("import", "Read results of other tools into the history.", bench_app)
 
 
 # How each CollectiveParams field reaches a launched rank (jobs/launch.py child_argv; the test
@@ -48,10 +46,6 @@ COLLECTIVE_FLAGS: Flags = {
 }
 
 
-def _output_args(json_out: bool, store: bool) -> list[str]:
-    return (["--json"] if json_out else []) + ["--store" if store else "--no-store"]
-
-
 def collective_params(
     op: str, sizes: str, dtype: str, warmup: int, iters: int, backend: str, check: bool, root: int, timeout: float,
     straggle_rank: int | None, straggle_ms: float,
@@ -59,20 +53,16 @@ def collective_params(
     """The options of `bench collective` as its validated parameters (one line and exit 2 when they are not)."""
     from fabricscope.bench.collective import MAX_SIZE, CollectiveParams
 
-    try:
-        size_list = parse_sizes(sizes, maximum=MAX_SIZE)
-    except FabricscopeError as exc:
-        die(f"--sizes: {exc}")
-    try:
-        return CollectiveParams(
-            op=op, sizes=size_list, dtype=dtype, warmup=warmup, iters=iters, check=check, root=root, timeout_s=timeout,
-            backend=auto_backend() if backend == "auto" else backend, straggle_rank=straggle_rank, straggle_s=straggle_ms / 1000.0,
-        )  # fmt: skip
-    except ValueError as exc:
-        die(_first_error(exc))
+    size_list = read_option("--sizes", parse_sizes, sizes, maximum=MAX_SIZE)
+    return validated(
+        CollectiveParams, op=op, sizes=size_list, dtype=dtype, warmup=warmup, iters=iters, check=check, root=root,
+        timeout_s=timeout, backend=auto_backend() if backend == "auto" else backend, straggle_rank=straggle_rank,
+        straggle_s=straggle_ms / 1000.0,
+    )  # fmt: skip
 
 
 @bench_app.command("collective")
+@ranks_options
 def collective(
     op: str = typer.Option(
         "all_reduce", "--op", help="all_reduce, all_gather, reduce_scatter, alltoall, broadcast or sendrecv."
@@ -95,9 +85,8 @@ def collective(
     timeout: float = typer.Option(
         300.0, "--timeout", min=1, max=86400, help="Deadline in seconds for joining and for each operation."
     ),
-    launch: str = LAUNCH_OPTION,
-    master_addr: str = MASTER_ADDR_OPTION,
-    master_port: int = MASTER_PORT_OPTION,
+    *,
+    ranks: Ranks,
     single_rank: bool = SINGLE_RANK_OPTION,
     min_busbw: float = threshold_option(
         "--min-busbw", "the average busbw (GB/s) is below this (exit 2 when no size was measured)"
@@ -123,9 +112,9 @@ def collective(
     params = collective_params(
         op, sizes, dtype, warmup, iters, backend, check, root, timeout, straggle_rank, straggle_ms
     )
-    if launch:
-        refuse_one_rank("bench collective", launch, None, single_rank)
-        extra = _output_args(json_out, store) + (
+    if ranks.launch:
+        refuse_one_rank("bench collective", ranks.launch, None, single_rank)
+        extra = output_args(json_out, store) + (
             ["--min-busbw", str(min_busbw)] if min_busbw is not None else []
         )
         args = child_argv(
@@ -134,13 +123,17 @@ def collective(
             COLLECTIVE_FLAGS,
             [*extra, *(["--single-rank"] if single_rank else [])],
         )
-        _launch(launch, args, timeout_s=timeout * (len(params.sizes) + 2) + 60, master_port=master_port)
+        _launch(
+            ranks.launch,
+            args,
+            timeout_s=timeout * (len(params.sizes) + 2) + 60,
+            master_port=ranks.master_port,
+        )
     run = _run_rank(
         run_worker,
         params,
         CollectiveError,
-        master_addr,
-        master_port,
+        ranks,
         json_out,
         ("bench collective", single_rank),
     )
@@ -174,16 +167,8 @@ def auto_backend() -> str:
         return "gloo"
 
 
-def _first_error(exc: Exception) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        first = errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        return f"{where}: {str(first.get('msg', exc)).removeprefix('Value error, ')}"
-    return str(exc)
-
-
 @bench_app.command("matrix")
+@ranks_options
 def matrix(
     duration: float = typer.Option(2.0, "--duration", min=0.1, max=600, help="Seconds per flow."),
     warmup: float = typer.Option(
@@ -205,9 +190,8 @@ def matrix(
     timeout: float = typer.Option(
         120.0, "--timeout", min=1, max=86400, help="Deadline in seconds for every wait on a peer."
     ),
-    launch: str = LAUNCH_OPTION,
-    master_addr: str = MASTER_ADDR_OPTION,
-    master_port: int = MASTER_PORT_OPTION,
+    *,
+    ranks: Ranks,
     single_rank: bool = SINGLE_RANK_OPTION,
     svg: Path = typer.Option(None, "--svg", help="Also write the heat map as an SVG file (rank 0)."),
     rdma: bool = typer.Option(
@@ -270,6 +254,7 @@ def matrix(
     from fabricscope.bench.matrix import MatrixError, run_worker, to_bench_result
     from fabricscope.bench.results.verdict import exit_status
 
+    launch = ranks.launch
     if launch and topology == "discover" and launch.startswith("lab:"):
         from fabricscope.lab import lldp as lab_lldp
 
@@ -280,13 +265,11 @@ def matrix(
                            topology, lldp_socket, switch_lldp)  # fmt: skip
     if launch:
         refuse_one_rank("bench matrix", launch, None, single_rank)
-        extra = _output_args(json_out, store) + (["--svg", str(svg.resolve())] if svg else [])
+        extra = output_args(json_out, store) + (["--svg", str(svg.resolve())] if svg else [])
         extra += ["--single-rank"] if single_rank else []
         args = child_argv(["bench", "matrix"], params, MATRIX_FLAGS, extra)
-        _launch(launch, args, timeout_s=timeout * 3 + 600, master_port=master_port)
-    run = _run_rank(
-        run_worker, params, MatrixError, master_addr, master_port, json_out, ("bench matrix", single_rank)
-    )
+        _launch(launch, args, timeout_s=timeout * 3 + 600, master_port=ranks.master_port)
+    run = _run_rank(run_worker, params, MatrixError, ranks, json_out, ("bench matrix", single_rank))
     if run is None:
         return  # not rank 0: rank 0 reports
     result = to_bench_result(run)
@@ -326,13 +309,10 @@ def matrix_params(
     from fabricscope.bench.matrix import MatrixParams
 
     topology = _matrix_topology(topology)
-    try:
-        params = MatrixParams(duration_s=duration, warmup_s=warmup, retest=retest, rel_margin=margin, timeout_s=timeout,
-                              bind=bind, rdma=rdma, rdma_test=rdma_test, rdma_device=rdma_device, rdma_port=rdma_port,
-                              root=root, topology=topology, lldp_socket=lldp_socket,
-                              switch_lldp=[absolute_item(i) for i in switch_lldp])  # fmt: skip
-    except ValueError as exc:
-        die(_first_error(exc))
+    params = validated(MatrixParams, duration_s=duration, warmup_s=warmup, retest=retest, rel_margin=margin,
+                       timeout_s=timeout, bind=bind, rdma=rdma, rdma_test=rdma_test, rdma_device=rdma_device,
+                       rdma_port=rdma_port, root=root, topology=topology, lldp_socket=lldp_socket,
+                       switch_lldp=[absolute_item(i) for i in switch_lldp])  # fmt: skip
     if root:
         from fabricscope.host import Root, RootError
 
@@ -369,13 +349,19 @@ def _write_heatmap(path: Path, result: Any) -> None:
         typer.echo(f"fabricscope: warning: cannot write {path}: {exc.strerror or exc}", err=True)
 
 
-def _run_rank(run_worker: Any, params: Any, error: type[Exception], master_addr: str | None, master_port: int | None,
-              json_out: bool, single: tuple[str, bool]) -> Any:  # fmt: skip
+def _run_rank(
+    run_worker: Any,
+    params: Any,
+    error: type[Exception],
+    ranks: Ranks,
+    json_out: bool,
+    single: tuple[str, bool],
+) -> Any:
     """Join the job and run this rank; rank 0 gets the run, the others None. A failure ends the
     process (exit 2); so does a job of one rank unless ``--single-rank`` (``single``: the command, the flag)."""
     from fabricscope.report.progress import collective_row_sink, progress_sink
 
-    env = _dist_env(master_addr, master_port)
+    env = _dist_env(ranks.master_addr, ranks.master_port)
     refuse_one_rank(single[0], None, env.world_size, single[1])
     # Rank 0 says how far it is on a terminal and under every launcher (report/progress.py); a
     # collective's rows come as each size completes, as nccl-tests prints them.

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import typer
 
 from fabricscope.errors import FabricscopeError
 from fabricscope.findings import Severity
@@ -13,6 +16,16 @@ from fabricscope.host import Root, RootError
 ROOT_HELP = "Read this snapshot (directory or .tar.gz) instead of the live machine."
 JSON_HELP = "Print one JSON document instead of the human report."
 FAIL_ON_HELP = "Exit 1 when a finding reaches this severity (warn or fail)."
+DB_HELP = "History database (default $FABRICSCOPE_DB or the user data directory)."
+
+# Options many commands share, declared once: a typer OptionInfo is only read, never changed, so
+# one declaration serves every command that names it as a default. Their --help panel comes from
+# their name (cli/helpformat.py SHARED_PANELS). A command whose option means something else (a
+# --root that is a rank, a --json that prints another document) declares its own.
+ROOT_OPTION = typer.Option(None, "--root", help=ROOT_HELP)
+JSON_OPTION = typer.Option(False, "--json", help=JSON_HELP)
+FAIL_ON_OPTION = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP)
+DB_OPTION = typer.Option(None, "--db", help=DB_HELP)
 
 
 def die(message: str, code: int = 2) -> NoReturn:
@@ -36,6 +49,38 @@ def end_rank(message: str, code: int = 2) -> NoReturn:
     sys.stderr.write(f"fabricscope: error: {error_line(message)}\n")
     sys.stderr.flush()
     os._exit(code)
+
+
+def first_error(exc: Exception) -> str:
+    """A parameter model's refusal as the one line users see: the first of pydantic's errors,
+    where (the field) and what; any other exception as its text."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc)
+    first = errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    what = str(first.get("msg", exc)).removeprefix("Value error, ")
+    return f"{where}: {what}" if where else what
+
+
+T = TypeVar("T")
+
+
+def validated(model: Callable[..., T], **values: Any) -> T:
+    """A parameter model built from a command's options; a refusal is one line and exit 2."""
+    try:
+        return model(**values)
+    except ValueError as exc:  # pydantic's ValidationError is one
+        die(first_error(exc))
+
+
+def read_option(option: str, parse: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """An option's text read by its parser; a refusal (the parsers raise ValueError, UnitError
+    among them, saying what to write) is one line that names the option, exit 2."""
+    try:
+        return parse(*args, **kwargs)
+    except ValueError as exc:
+        die(f"{option}: {exc}")
 
 
 def open_root(location: str | None) -> Root:

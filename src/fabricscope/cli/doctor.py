@@ -7,9 +7,9 @@ import typer
 from fabricscope.checks.doctor import run_doctor
 from fabricscope.checks.registry import all_checks
 from fabricscope.cli.common import (
-    FAIL_ON_HELP,
-    JSON_HELP,
-    ROOT_HELP,
+    FAIL_ON_OPTION,
+    JSON_OPTION,
+    ROOT_OPTION,
     die,
     open_root,
     parse_fail_on,
@@ -48,12 +48,12 @@ def _wait_with_progress(seconds: float) -> None:
 
 @app.command()
 def doctor(
-    root: str = typer.Option(None, "--root", help=ROOT_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    root: str = ROOT_OPTION,
+    json_out: bool = JSON_OPTION,
     interval: float = typer.Option(
         None, "--interval", min=0.1, max=3600, help="Read counters twice, SECONDS apart, and judge rates."
     ),
-    fail_on: str = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP),
+    fail_on: str = FAIL_ON_OPTION,
     show_pass: bool = typer.Option(True, "--pass/--no-pass", help="Show passing checks too."),
     expect: str = typer.Option(
         None,
@@ -117,8 +117,8 @@ def _with_manifest(report, manifest):
 
 @app.command()
 def inventory(
-    root: str = typer.Option(None, "--root", help=ROOT_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    root: str = ROOT_OPTION,
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """What the node has: RDMA ports and GIDs, netdevs, PCIe links, GPU-NIC distances, modules."""
     inv = read_inventory(open_root(root))
@@ -131,7 +131,7 @@ def inventory(
 
 @app.command("checks")
 def list_checks(
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
     markdown: bool = typer.Option(
         False, "--markdown", help="Print docs/checks.md (generated from the registry)."
     ),
@@ -170,7 +170,7 @@ def snapshot(
     root: str = typer.Option(
         None, "--root", help="Re-capture an existing snapshot (e.g. to scrub it) instead of this machine."
     ),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Capture what doctor reads on this node, so it can be examined elsewhere with --root FILE."""
     from pathlib import Path

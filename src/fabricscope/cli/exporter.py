@@ -11,19 +11,14 @@ from typing import Any
 
 import typer
 
-from fabricscope.cli.common import JSON_HELP, ROOT_HELP, die, open_root, print_json
+from fabricscope.cli.common import DB_OPTION, JSON_OPTION, ROOT_OPTION, die, open_root, print_json
 from fabricscope.cli.history import history_app
-from fabricscope.cli.main import app
+from fabricscope.cli.main import app, command_group
 from fabricscope.cli.options import bounded_option
 from fabricscope.errors import FabricscopeError
 from fabricscope.monitor.intervals import INTERVAL_BOUNDS
 
-monitoring_app = typer.Typer(
-    name="monitoring",
-    help="Grafana dashboard and Prometheus alert rules for the exporter.",
-    no_args_is_help=True,
-)
-app.add_typer(monitoring_app, name="monitoring")
+monitoring_app = command_group("monitoring", "Grafana dashboard and Prometheus alert rules for the exporter.")
 
 PROM_MISSING = "the exporter needs prometheus-client: pip install 'fabricscope[prom]'"
 
@@ -42,7 +37,7 @@ def exporter(
         "--listen",
         help="ADDR:PORT to serve /metrics on (loopback by default; [::1]:PORT for IPv6, :PORT for every interface).",
     ),
-    root: str = typer.Option(None, "--root", help=ROOT_HELP),
+    root: str = ROOT_OPTION,
     nccl_log: list[str] = typer.Option(
         [], "--nccl-log", help="Follow NCCL logs matching this GLOB (repeatable; rotation-safe)."
     ),
@@ -149,7 +144,7 @@ def _serve(server: Any, exp: Any, what: str) -> None:
 def assets(
     out: Path = typer.Option(..., "--out", help="Directory to write the dashboard and the alert rules into."),
     force: bool = typer.Option(False, "--force", help="Overwrite files that differ from the shipped ones."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Write the Grafana dashboard (JSON) and the Prometheus alert rules (YAML) shipped with fabricscope."""
     from fabricscope.monitor.assets import write_assets
@@ -174,10 +169,8 @@ def assets(
 @history_app.command("export-textfile")
 def export_textfile(
     directory: Path = typer.Argument(..., help="node_exporter's --collector.textfile.directory."),
-    db: Path = typer.Option(
-        None, "--db", help="History database (default: $FABRICSCOPE_DB or the user data dir)."
-    ),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    db: Path = DB_OPTION,
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Write the latest bench result of each kind/peer/parameters as fabricscope_bench.prom (atomically)."""
     _require_prom()

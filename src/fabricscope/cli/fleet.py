@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 
 from fabricscope.cli.common import (
-    FAIL_ON_HELP,
-    JSON_HELP,
+    FAIL_ON_OPTION,
+    JSON_OPTION,
     ROOT_HELP,
     die,
     end_rank,
@@ -17,7 +17,7 @@ from fabricscope.cli.common import (
     parse_fail_on,
     print_json,
 )
-from fabricscope.cli.launching import LAUNCH_HELP, launch_ranks
+from fabricscope.cli.launching import Ranks, launch_ranks, ranks_options
 from fabricscope.cli.main import command_group
 from fabricscope.findings import Severity
 from fabricscope.jobs.launch import Flag, Flags, child_argv
@@ -33,7 +33,13 @@ FROM_HELP = (
     "Without it the command runs as a job: under srun, torchrun or mpirun (or with --launch) every node reads itself."
 )
 LAUNCHED_ROOT_HELP = "Launched runs: read this snapshot or mounted filesystem instead of the live node; {host} becomes the node's name."
-TIMEOUT_HELP = "Launched runs: deadline in seconds for the ranks to meet and for every node's document."
+TIMEOUT_OPTION = typer.Option(
+    120.0,
+    "--timeout",
+    min=1,
+    max=86400,
+    help="Launched runs: deadline in seconds for the ranks to meet and for every node's document.",
+)
 
 
 def _progress(done: int, total: int) -> None:
@@ -64,21 +70,14 @@ def _expect(nodes, expect: str | None) -> None:
         apply_manifest(manifest, nodes)
 
 
-def _gathered(
-    root: str | None,
-    timeout: float,
-    master_addr: str | None,
-    master_port: int | None,
-    *,
-    snapshot: bool = False,
-):
+def _gathered(root: str | None, timeout: float, ranks: Ranks, *, snapshot: bool = False):
     """This rank's part of a launched run: rank 0 gets what every node sent, the others None.
     Outside any job (no srun, torchrun or mpirun variables) there is nothing to gather: say so."""
     from fabricscope.cli.launching import dist_env
     from fabricscope.errors import FabricscopeError
     from fabricscope.fleet.launched import run_ranks
 
-    env = dist_env(master_addr, master_port)
+    env = dist_env(ranks.master_addr, ranks.master_port)
     if env.launcher == "single":
         die(
             "give the nodes: --from DIR or FILES, or run it as a job: srun -N 4 fabricscope fleet ..., torchrun, mpirun, or --launch lab:NAME"
@@ -138,14 +137,15 @@ def _resolved(path: str | Path | None) -> str | None:
 
 
 @fleet_app.command("doctor")
+@ranks_options
 def fleet_doctor(
     sources: list[str] = typer.Option([], "--from", help=FROM_HELP),
     files: list[str] = typer.Argument(None, help="More documents or snapshots.", show_default=False),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
     html: Path = typer.Option(
         None, "--html", help="Also write the fleet page (heat map, drift list) to this HTML file."
     ),
-    fail_on: str = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP),
+    fail_on: str = FAIL_ON_OPTION,
     expect: str = typer.Option(
         None, "--expect", help="Expected-hardware manifest (YAML) every node must meet."
     ),
@@ -170,16 +170,9 @@ def fleet_doctor(
         False, "--apply", help="Carry out the scheduler actions instead of only showing them."
     ),
     root: str = typer.Option(None, "--root", help=LAUNCHED_ROOT_HELP),
-    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
-    timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, help=TIMEOUT_HELP),
-    master_addr: str = typer.Option(
-        None,
-        "--master-addr",
-        help="Launched runs: host of rank 0 (default MASTER_ADDR; needed under mpirun).",
-    ),
-    master_port: int = typer.Option(
-        None, "--master-port", min=1, max=65535, help="Launched runs: port of rank 0's store."
-    ),
+    timeout: float = TIMEOUT_OPTION,
+    *,
+    ranks: Ranks,
 ) -> None:
     """Judge every node (its doctor findings) and the fleet (drift between nodes); exit 1 when something reaches --fail-on.
 
@@ -193,16 +186,16 @@ def fleet_doctor(
     threshold = parse_fail_on(fail_on)
     trusted = None  # --from: the operator's own documents, acted on as given
     if sources or files:
-        if root or launch:
+        if root or ranks.launch:
             die("--root and --launch are for launched runs; with --from the documents say everything")
         nodes = _load(sources, files, expect)
     else:
-        if launch:
+        if ranks.launch:
             job = DoctorJob(fail_on, timeout, _absolute_root(root), _resolved(expect), _resolved(html), all_nodes, slurm_drain,
                             slurm_resume, k8s_taint, k8s_label, apply, json_out)  # fmt: skip
             args = child_argv(["fleet", "doctor"], job, JOB_FLAGS)
-            launch_ranks(launch, args, timeout_s=timeout * 2 + 60, master_port=master_port)
-        nodes, trusted = _launched_nodes(root, timeout, master_addr, master_port, expect)
+            launch_ranks(ranks.launch, args, timeout_s=timeout * 2 + 60, master_port=ranks.master_port)
+        nodes, trusted = _launched_nodes(root, timeout, ranks, expect)
         if apply and trusted is None:
             end_rank(
                 f"--apply needs evidence signed by the job's own ranks, and this job has no secret: {SET_TOKEN_HINT}"
@@ -225,13 +218,11 @@ def fleet_doctor(
     raise typer.Exit(exit_code((f for _n, f in report.findings()), threshold))
 
 
-def _launched_nodes(
-    root: str | None, timeout: float, master_addr: str | None, master_port: int | None, expect: str | None
-):
+def _launched_nodes(root: str | None, timeout: float, ranks: Ranks, expect: str | None):
     from fabricscope.errors import FabricscopeError
     from fabricscope.fleet.launched import to_nodes
 
-    gathering = _gathered(root, timeout, master_addr, master_port)
+    gathering = _gathered(root, timeout, ranks)
     if gathering is None:
         raise typer.Exit(0)  # not rank 0: rank 0 reports
     try:
@@ -288,6 +279,7 @@ def _show_actions(actions: list[dict]) -> None:
 
 
 @fleet_app.command("collect")
+@ranks_options
 def fleet_collect(
     output: Path = typer.Option(..., "-o", "--output", help="Directory to keep the node documents in."),
     sources: list[str] = typer.Option(
@@ -303,17 +295,10 @@ def fleet_collect(
     snapshot: bool = typer.Option(
         False, "--snapshot", help="Keep a scrubbed snapshot of each judged node under DIR/snapshots/."
     ),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
-    timeout: float = typer.Option(120.0, "--timeout", min=1, max=86400, help=TIMEOUT_HELP),
-    master_addr: str = typer.Option(
-        None,
-        "--master-addr",
-        help="Launched runs: host of rank 0 (default MASTER_ADDR; needed under mpirun).",
-    ),
-    master_port: int = typer.Option(
-        None, "--master-port", min=1, max=65535, help="Launched runs: port of rank 0's store."
-    ),
+    json_out: bool = JSON_OPTION,
+    timeout: float = TIMEOUT_OPTION,
+    *,
+    ranks: Ranks,
 ) -> None:
     """Keep every node's doctor document (and, with --snapshot, its scrubbed snapshot) in DIR for `fleet doctor --from DIR`.
 
@@ -325,14 +310,14 @@ def fleet_collect(
 
     if output.exists() and not output.is_dir():
         die(f"-o {output}: exists and is not a directory")
-    if launch:
+    if ranks.launch:
         job = CollectJob(str(output.resolve()), timeout, _absolute_root(root), snapshot, json_out)
         args = child_argv(["fleet", "collect"], job, JOB_FLAGS)
-        launch_ranks(launch, args, timeout_s=timeout * 2 + 60, master_port=master_port)
+        launch_ranks(ranks.launch, args, timeout_s=timeout * 2 + 60, master_port=ranks.master_port)
     done: list[Collected] = []
     failed: list[str] = []
-    if dist_env(master_addr, master_port).launcher != "single":
-        done, failed = _collect_launched(output, root, timeout, master_addr, master_port, snapshot)
+    if dist_env(ranks.master_addr, ranks.master_port).launcher != "single":
+        done, failed = _collect_launched(output, root, timeout, ranks, snapshot)
     elif local:
         done.append(collect_root(open_root(root), output, snapshot=snapshot))
     items = [*sources, *(files or [])]
@@ -365,20 +350,13 @@ def fleet_collect(
         raise typer.Exit(2)
 
 
-def _collect_launched(
-    output: Path,
-    root: str | None,
-    timeout: float,
-    master_addr: str | None,
-    master_port: int | None,
-    snapshot: bool,
-):
+def _collect_launched(output: Path, root: str | None, timeout: float, ranks: Ranks, snapshot: bool):
     """Rank 0 keeps what every node sent; the other ranks end here."""
     from fabricscope.errors import FabricscopeError
     from fabricscope.fleet.collect import Collected
     from fabricscope.fleet.launched import keep
 
-    gathering = _gathered(root, timeout, master_addr, master_port, snapshot=snapshot)
+    gathering = _gathered(root, timeout, ranks, snapshot=snapshot)
     if gathering is None:
         raise typer.Exit(0)
     try:

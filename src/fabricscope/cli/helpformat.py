@@ -4,6 +4,7 @@
   value is, and the column they took left 20 characters for it at 80 columns.
 * A numeric range is said once, in the description, from the option's own ``min``/``max``: the
   bounds the parser enforces (``cli/options.py`` declares those that a deeper validator shares).
+* An on/off pair (``--x/--no-x``) is shown on two lines of the name column, not in two columns.
 * Docstrings read as whole sentences: a paragraph's line breaks (made to fit the source) go.
 * Options are grouped in panels (Connection, Launch, Verdict, Output, ...) by what they do, from
   the option's own ``rich_help_panel`` or, for the families every command shares, by its name.
@@ -86,6 +87,26 @@ def plain(param: Any) -> None:
         param.rich_help_panel = panel
 
 
+def _pairs_stacked(command: Any, format_help: Any) -> Any:
+    """``format_help`` showing each on/off pair on two lines of one column (``--x`` above ``--no-x``):
+    side by side, as Typer draws them, ``--sequence-parallel  --no-sequence-parallel`` pushed every
+    description in the panel past column 50 at 80 columns. Only while help is drawn: the parser
+    was built (and reads the names) before ``--help`` runs, and both names are restored after."""
+
+    def stacked(ctx: Any, formatter: Any) -> Any:
+        pairs = [p for p in command.params if p.param_type_name == "option" and p.secondary_opts]
+        saved = [(p, p.opts, p.secondary_opts) for p in pairs]
+        try:
+            for p in pairs:
+                p.opts, p.secondary_opts = ["\n".join([*p.opts, *p.secondary_opts])], []
+            return format_help(ctx, formatter)
+        finally:
+            for p, opts, secondary in saved:
+                p.opts, p.secondary_opts = opts, secondary
+
+    return stacked
+
+
 def tidy(command: Any) -> None:
     """Every command below ``command`` (itself included), once."""
     if getattr(command, TIDY_MARK, False):
@@ -103,5 +124,7 @@ def tidy(command: Any) -> None:
         return option
 
     command.get_help_option = get_help_option
+    if hasattr(command, "format_help"):
+        command.format_help = _pairs_stacked(command, command.format_help)
     for sub in (getattr(command, "commands", None) or {}).values():
         tidy(sub)

@@ -10,22 +10,14 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from fabricscope.cli.common import JSON_HELP, die, print_json
-from fabricscope.cli.main import app
+from fabricscope.cli.common import DB_OPTION, JSON_OPTION, die, print_json
+from fabricscope.cli.main import command_group
 from fabricscope.store.sqlite import MissingHistory
 
-history_app = typer.Typer(
-    name="history",
-    help="List, show and compare stored bench results; define baselines (median and MAD).",
-    no_args_is_help=True,
+history_app = command_group(
+    "history", "List, show and compare stored bench results; define baselines (median and MAD)."
 )
-app.add_typer(history_app, name="history")
-baseline_app = typer.Typer(
-    name="baseline", help="Named baselines: the median and MAD of chosen runs.", no_args_is_help=True
-)
-history_app.add_typer(baseline_app, name="baseline")
-
-DB_HELP = "History database (default $FABRICSCOPE_DB or the user data directory)."
+baseline_app = command_group("baseline", "Named baselines: the median and MAD of chosen runs.", history_app)
 
 
 def _open(db: str | None):
@@ -69,8 +61,8 @@ def list_runs(
         [], "--param", help="Only runs with this parameter, KEY=VALUE (repeatable)."
     ),
     limit: int = typer.Option(20, "--limit", "-n", min=1, max=100000, help="Newest runs to show."),
-    db: str = typer.Option(None, "--db", help=DB_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    db: str = DB_OPTION,
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Stored runs, newest first, with their headline numbers."""
     from fabricscope.report.history import print_runs
@@ -94,8 +86,8 @@ def list_runs(
 @history_app.command("show")
 def show(
     run_id: int = typer.Argument(..., help="Run id (see `history list`)."),
-    db: str = typer.Option(None, "--db", help=DB_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    db: str = DB_OPTION,
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """One run in full: parameters, metrics, counter deltas, thresholds."""
     from fabricscope.report.bench import print_stored
@@ -167,8 +159,8 @@ def compare_cmd(
         max=1000,
         help="...nor one within this many robust standard deviations (1.4826 x MAD).",
     ),
-    db: str = typer.Option(None, "--db", help=DB_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    db: str = DB_OPTION,
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Each metric's change against a baseline; exit 1 when any metric regressed."""
     from fabricscope.bench.results.history import judge
@@ -199,8 +191,8 @@ def baseline_set(
     kind: str = typer.Option(None, "--kind", help="With --last: the kind of run."),
     peer: str = typer.Option(None, "--peer", help="With --last: only runs against this peer."),
     note: str = typer.Option(None, "--note", help="Free text kept with the baseline."),
-    db: str = typer.Option(None, "--db", help=DB_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    db: str = DB_OPTION,
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Create or replace a named baseline from runs."""
     from fabricscope.bench.results.history import baseline_stats
@@ -222,8 +214,8 @@ def baseline_set(
 @baseline_app.command("show")
 def baseline_show(
     name: str = typer.Argument(..., help="Baseline name."),
-    db: str = typer.Option(None, "--db", help=DB_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    db: str = DB_OPTION,
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """A baseline's runs and per-metric median and MAD."""
     from fabricscope.bench.results.history import baseline_stats
@@ -236,8 +228,8 @@ def baseline_show(
 
 @baseline_app.command("list")
 def baseline_list(
-    db: str = typer.Option(None, "--db", help=DB_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    db: str = DB_OPTION,
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Every named baseline."""
     try:
@@ -254,9 +246,7 @@ def baseline_list(
 
 
 @baseline_app.command("delete")
-def baseline_delete(
-    name: str = typer.Argument(...), db: str = typer.Option(None, "--db", help=DB_HELP)
-) -> None:
+def baseline_delete(name: str = typer.Argument(...), db: str = DB_OPTION) -> None:
     """Delete a named baseline (its runs stay)."""
     with _open(db) as store:
         if not store.delete_baseline(name):

@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
-from fabricscope.cli.bench import JSON_OPTION, bench_app
-from fabricscope.cli.collective import _first_error
-from fabricscope.cli.common import JSON_HELP, die, print_json, store_and_print
+from fabricscope.cli.bench import bench_app
+from fabricscope.cli.common import JSON_OPTION, die, print_json, read_option, store_and_print, validated
 from fabricscope.cli.launching import (
-    LAUNCH_OPTION,
-    MASTER_ADDR_OPTION,
-    MASTER_PORT_OPTION,
     STORE_OPTION,
+    Ranks,
     dist_env,
     launch_ranks,
+    output_args,
+    ranks_options,
 )
-from fabricscope.cli.sim import sim_app
+from fabricscope.cli.sim import need_numpy, sim_app
 from fabricscope.errors import FabricscopeError
-from fabricscope.units import UnitError, parse_rate, parse_size, size_token
+from fabricscope.jobs.launch import Flag, Flags, child_argv
+from fabricscope.units import parse_rate, parse_size, size_token
+
+if TYPE_CHECKING:
+    from fabricscope.bench.incast import IncastParams
+
+# The measured and the modelled incast run the same experiment: one --size declaration serves both.
+SIZE_OPTION = typer.Option(
+    "256KiB", "--size", help="Response size each sender sends per round, e.g. 64KiB, 1MiB."
+)
 
 
 def _counts(text: str | None) -> list[int]:
@@ -34,14 +43,43 @@ def _counts(text: str | None) -> list[int]:
     return sorted(set(counts))
 
 
+# How each IncastParams field reaches a launched rank (jobs/launch.child_argv; the round trip is
+# held by tests/collective/test_launch_args.py). No --senders is an empty list: "" reads back as one.
+INCAST_FLAGS: Flags = {
+    "senders": Flag("--senders", text=lambda counts: ",".join(map(str, counts))),
+    "size_bytes": Flag("--size", text=size_token),
+    "rounds": "--rounds",
+    "warmup": "--warmup",
+    "congestion": "--congestion",
+    "round_timeout_s": "--round-timeout",
+    "join_timeout_s": "--timeout",
+}
+
+
+def incast_params(
+    senders: str | None,
+    size: str,
+    rounds: int,
+    warmup: int,
+    congestion: str | None,
+    round_timeout: float,
+    timeout: float,
+) -> IncastParams:
+    """The options of `bench incast` as its validated parameters (one line and exit 2 when they are not)."""
+    from fabricscope.bench.incast import IncastParams
+
+    size_bytes = read_option("--size", parse_size, size)
+    return validated(IncastParams, senders=_counts(senders), size_bytes=size_bytes, rounds=rounds, warmup=warmup,
+                     congestion=congestion, round_timeout_s=round_timeout, join_timeout_s=timeout)  # fmt: skip
+
+
 @bench_app.command("incast")
+@ranks_options
 def bench_incast(
     senders: str = typer.Option(
         None, "--senders", help="Sender counts to measure, e.g. 1,2,4,8 (default: 1, 2, 4 ... every sender)."
     ),
-    size: str = typer.Option(
-        "256KiB", "--size", help="Response size each sender sends per round, e.g. 64KiB, 1MiB."
-    ),
+    size: str = SIZE_OPTION,
     rounds: int = typer.Option(50, "--rounds", min=1, max=100_000, help="Timed rounds per sender count."),
     warmup: int = typer.Option(
         2, "--warmup", min=0, max=1000, help="Untimed rounds before each sender count."
@@ -55,60 +93,21 @@ def bench_incast(
         10.0, "--round-timeout", min=0.01, max=600, help="Seconds a round may take before the run fails."
     ),
     timeout: float = typer.Option(60.0, "--timeout", min=1, max=3600, help="Seconds for every rank to join."),
-    launch: str = LAUNCH_OPTION,
-    master_addr: str = MASTER_ADDR_OPTION,
-    master_port: int = MASTER_PORT_OPTION,
+    *,
+    ranks: Ranks,
     json_out: bool = JSON_OPTION,
     store: bool = STORE_OPTION,
 ) -> None:
     """N senders answer rank 0 (the receiver) at once, round after round: goodput and round completion time as N
     grows, with the retransmits and timeouts behind them (TCP incast collapse)."""
-    from fabricscope.bench.incast import (
-        IncastError,
-        IncastParams,
-        run_receiver,
-        run_sender,
-    )
+    from fabricscope.bench.incast import IncastError, run_receiver, run_sender
 
-    try:
-        size_bytes = parse_size(size)
-    except UnitError as exc:
-        die(f"--size: {exc}")
-    counts = _counts(senders)
-    try:
-        params = IncastParams(
-            senders=counts,
-            size_bytes=size_bytes,
-            rounds=rounds,
-            warmup=warmup,
-            congestion=congestion,
-            round_timeout_s=round_timeout,
-            join_timeout_s=timeout,
-        )
-    except ValueError as exc:
-        die(_first_error(exc))
-    if launch:
-        args = [
-            "bench",
-            "incast",
-            "--size",
-            size_token(size_bytes),
-            "--rounds",
-            str(rounds),
-            "--warmup",
-            str(warmup),
-            "--round-timeout",
-            str(round_timeout),
-            "--timeout",
-            str(timeout),
-            "--store" if store else "--no-store",
-        ]
-        args += ["--senders", ",".join(map(str, counts))] if counts else []
-        args += ["--congestion", congestion] if congestion else []
-        args += ["--json"] if json_out else []
-        budget = timeout + (rounds + warmup + 2) * round_timeout * max(1, len(counts) or 8) + 60
-        launch_ranks(launch, args, timeout_s=budget, master_port=master_port)
-    env = dist_env(master_addr, master_port)
+    params = incast_params(senders, size, rounds, warmup, congestion, round_timeout, timeout)
+    if ranks.launch:
+        args = child_argv(["bench", "incast"], params, INCAST_FLAGS, output_args(json_out, store))
+        budget = timeout + (rounds + warmup + 2) * round_timeout * max(1, len(params.senders) or 8) + 60
+        launch_ranks(ranks.launch, args, timeout_s=budget, master_port=ranks.master_port)
+    env = dist_env(ranks.master_addr, ranks.master_port)
     try:
         if env.rank != 0:
             run_sender(env, params)
@@ -140,7 +139,7 @@ def sim_incast(
         "tcp,roce-pfc,roce-ecn", "--transport", help="Comma-separated: tcp, roce-pfc, roce-ecn."
     ),
     senders: str = typer.Option("1,2,4,8,16,32", "--senders", help="Sender counts, e.g. 1,2,4,8."),
-    size: str = typer.Option("256KiB", "--size", help="Response size per sender per round."),
+    size: str = SIZE_OPTION,
     link_rate: str = typer.Option(
         "100gbit", "--link-rate", help="Every host's link rate (bit/s), e.g. 100gbit, 200mbit."
     ),
@@ -165,14 +164,11 @@ def sim_incast(
     ),
     rounds: int = typer.Option(50, "--rounds", min=1, max=10_000, help="Rounds per sender count (TCP)."),
     seed: int = typer.Option(1, "--seed", min=0, max=2**32 - 1, help="Seed of the request jitter (TCP)."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Incast goodput and round completion time as N grows: TCP with its minimum RTO and a
     shallow queue, RoCE with PFC, RoCE with ECN/DCQCN."""
-    try:
-        import numpy  # noqa: F401
-    except ImportError:
-        die("fabricscope sim needs numpy: pip install 'fabricscope[sim]'")
+    need_numpy()
     from fabricscope.sim.incast import TRANSPORTS, IncastFabric, simulate
 
     transports = [t.strip() for t in transport.split(",") if t.strip()]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from fabricscope.cli.common import JSON_HELP, die, print_json
+from fabricscope.cli.common import JSON_OPTION, die, print_json
 from fabricscope.cli.main import command_group
 
 job_app = command_group(
@@ -70,7 +70,7 @@ def diagnose(
     apply: bool = typer.Option(
         False, "--apply", help="With --drain: run scontrol (default: print the command)."
     ),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Read what a job left behind and name the rank, node or link that holds it (exit 0 healthy, 1 culprit, 2 unusable)."""
     from fabricscope.triage.collect import collect

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from fabricscope.cli.common import JSON_HELP, die, print_json
+from fabricscope.cli.common import JSON_OPTION, die, print_json
 from fabricscope.cli.exporter import monitoring_app
 
 
@@ -27,7 +27,7 @@ def k8s(
         help="Where node-problem-detector finds the fabricscope command.",
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite files that differ."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Write a DaemonSet for the exporter (hostNetwork, /sys read-only, only NET_ADMIN) and a
     node-problem-detector custom-plugin config that runs `doctor --nhc` (docs/fleet.md)."""

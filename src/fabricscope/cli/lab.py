@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from fabricscope.cli.common import JSON_HELP, die, print_json
+from fabricscope.cli.common import JSON_OPTION, die, first_error, print_json
 from fabricscope.cli.main import command_group
 from fabricscope.errors import FabricscopeError
 from fabricscope.lab.fabric import Labs, require_root
@@ -36,10 +36,7 @@ def _spec(**kwargs) -> LabSpec:
     try:
         return LabSpec(**kwargs)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        msg = str(first.get("msg", exc)).removeprefix("Value error, ")
-        raise LabError(f"{where + ': ' if where else ''}{msg}") from None
+        raise LabError(first_error(exc)) from None
 
 
 @lab_app.command("up")
@@ -80,7 +77,7 @@ def up(
     replace: bool = typer.Option(
         False, "--replace", help="Rebuild even if a lab of this name exists with other options."
     ),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Create (or confirm) a lab. Idempotent: the same command twice changes nothing."""
     try:
@@ -127,7 +124,7 @@ def down(name: str = typer.Argument(..., help="Lab name.")) -> None:
 @lab_app.command("status")
 def status(
     name: str = typer.Argument(None, help="Lab name (omit to list labs)."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Hosts with addresses, links and shaping (configured and as the kernel has it)."""
     labs = Labs()

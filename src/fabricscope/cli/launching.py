@@ -4,10 +4,12 @@ its launcher (srun, torchrun, mpirun) describes. Shared by `bench collective|mat
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import typer
 
 from fabricscope.cli.common import die
+from fabricscope.cli.options import option_group
 from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.launch import DistEnv, LaunchError, detect, lab_specs, local_specs, parse_launch
 
@@ -37,6 +39,27 @@ SINGLE_RANK_OPTION = typer.Option(
 STORE_OPTION = typer.Option(
     True, "--store/--no-store", help="Save the result in the history.", rich_help_panel="Output"
 )
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Where a job command's ranks come from: started here (``--launch``), or the job its launcher
+    describes, whose rank 0 may be named (``--master-addr``, ``--master-port``)."""
+
+    launch: str | None
+    master_addr: str | None
+    master_port: int | None
+
+
+# The three as one parameter of every job command that takes them all (cli/options.option_group).
+ranks_options = option_group(
+    Ranks, launch=LAUNCH_OPTION, master_addr=MASTER_ADDR_OPTION, master_port=MASTER_PORT_OPTION
+)
+
+
+def output_args(json_out: bool, store: bool) -> list[str]:
+    """``--json`` and ``--store/--no-store`` as a launched rank is given them."""
+    return (["--json"] if json_out else []) + ["--store" if store else "--no-store"]
 
 
 def refuse_one_rank(command: str, launch: str | None, world_size: int | None, single_rank: bool) -> None:

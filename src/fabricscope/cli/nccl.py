@@ -8,15 +8,15 @@ import sys
 import typer
 
 from fabricscope.cli.common import (
-    FAIL_ON_HELP,
-    JSON_HELP,
-    ROOT_HELP,
+    FAIL_ON_OPTION,
+    JSON_OPTION,
+    ROOT_OPTION,
     die,
     open_root,
     parse_fail_on,
     print_json,
 )
-from fabricscope.cli.main import app
+from fabricscope.cli.main import command_group
 from fabricscope.findings import Severity, exit_code, summarize
 from fabricscope.host import read_inventory
 from fabricscope.nccl.log.aggregate import LogAggregator
@@ -26,11 +26,10 @@ from fabricscope.nccl.log.report import build_report
 from fabricscope.nccl.variables import parse_version
 from fabricscope.report.terminal import console, render_findings
 
-nccl_app = typer.Typer(
-    help="NCCL: the right environment for this node, a lint of the one a job uses, and a reading of NCCL's logs.",
-    no_args_is_help=True,
+nccl_app = command_group(
+    "nccl",
+    "NCCL: the right environment for this node, a lint of the one a job uses, and a reading of NCCL's logs.",
 )
-app.add_typer(nccl_app, name="nccl")
 
 LOG_AREAS = {"nccl_log": "NCCL log"}
 # Show a progress bar on stderr when there is at least this much to read and stderr is a terminal.
@@ -45,13 +44,13 @@ def log_cmd(
         metavar="FILE...",
         help="NCCL_DEBUG=INFO/WARN output: one interleaved file, one per rank, .gz, or - for stdin.",
     ),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
     expect: str = typer.Option(
         "auto",
         "--expect",
         help="What inter-node traffic should use: rdma, socket or auto (judge from the log).",
     ),
-    fail_on: str = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP),
+    fail_on: str = FAIL_ON_OPTION,
     show_ranks: bool = typer.Option(
         False, "--ranks", help=f"Print the per-rank table even above {MAX_TABLE_RANKS} ranks."
     ),
@@ -190,7 +189,7 @@ def _render_summary(out, report, show_ranks: bool) -> None:
 # ----- nccl env -----------------------------------------------------------------------------------
 @nccl_app.command("env")
 def env_cmd(
-    root: str = typer.Option(None, "--root", help=ROOT_HELP),
+    root: str = ROOT_OPTION,
     workload: str = typer.Option("training", "--workload", help="training or inference."),
     fmt: str = typer.Option("shell", "--format", help="shell, json, slurm or k8s."),
     nccl_version: str = typer.Option(
@@ -265,7 +264,7 @@ def lint_cmd(
     from_environ: bool = typer.Option(
         False, "--from-environ", help="Lint the NCCL_* variables of this process's environment."
     ),
-    root: str = typer.Option(None, "--root", help=ROOT_HELP),
+    root: str = ROOT_OPTION,
     no_node: bool = typer.Option(False, "--no-node", help="Check names and values only, not against a node."),
     nccl_version: str = typer.Option(
         None, "--nccl-version", help="NCCL version the job uses (default: assume a current one)."
@@ -273,8 +272,8 @@ def lint_cmd(
     debugging: bool = typer.Option(
         False, "--debugging", help="The job is a debugging run: NCCL_DEBUG=INFO is info, not warn."
     ),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    fail_on: str = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP),
+    json_out: bool = JSON_OPTION,
+    fail_on: str = FAIL_ON_OPTION,
     show_pass: bool = typer.Option(True, "--pass/--no-pass", help="Show passing checks too."),
 ) -> None:
     """Check the NCCL settings a job uses (and /etc/nccl.conf, NCCL_CONF_FILE) against this node."""

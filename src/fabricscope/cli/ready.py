@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from fabricscope.cli.common import JSON_HELP, die, end_rank, print_json
+from fabricscope.cli.common import JSON_HELP, die, end_rank, print_json, read_option, validated
 from fabricscope.cli.launching import LAUNCH_HELP, dist_env, launch_ranks
 from fabricscope.cli.main import app
 from fabricscope.errors import FabricscopeError
@@ -32,6 +32,9 @@ READY_FLAGS: Flags = {
     "backend": "--backend",
     "rdma": toggle("rdma"),
     "fail_on_warn": Flag("--fail-on", text=lambda warn: "warn" if warn else "fail"),
+    "slurm_drain": Flag("--slurm-drain"),
+    "k8s_taint": "--k8s-taint",
+    "apply": Flag("--apply"),
 }
 
 
@@ -49,12 +52,7 @@ def _read(path: str, option: str) -> tuple[str, str]:
 def _params(**kw: Any) -> Any:
     from fabricscope.ready.params import ReadyParams
 
-    try:
-        return ReadyParams(**kw)
-    except ValueError as exc:
-        errors = getattr(exc, "errors", None)
-        first = errors()[0] if callable(errors) else {"msg": str(exc), "loc": ()}
-        die(f"{'.'.join(str(p) for p in first.get('loc', ()))}: {first.get('msg')}")
+    return validated(ReadyParams, **kw)
 
 
 def _topology(spec: str | None) -> str | None:
@@ -169,6 +167,24 @@ def ready(
         help="fail: exit 1 when not ready; warn: also when ready with warnings.",
         rich_help_panel="Output",
     ),
+    slurm_drain: bool = typer.Option(
+        False,
+        "--slurm-drain",
+        help="Drain the nodes the verdict blames in Slurm, as fleet doctor does (dry run unless --apply).",
+        rich_help_panel="Scheduler",
+    ),
+    k8s_taint: str = typer.Option(
+        None,
+        "--k8s-taint",
+        help="Taint the nodes the verdict blames: KEY=VALUE:EFFECT (dry run unless --apply).",
+        rich_help_panel="Scheduler",
+    ),
+    apply: bool = typer.Option(
+        False,
+        "--apply",
+        help="Carry out the scheduler actions instead of only showing them.",
+        rich_help_panel="Scheduler",
+    ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel="Output"),
     launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP, rich_help_panel="Run"),
     master_addr: str = typer.Option(
@@ -198,10 +214,8 @@ def ready(
 
     if fail_on not in ("fail", "warn"):
         die(f"--fail-on {fail_on!r}: use fail or warn")
-    try:
-        size_list = parse_sizes(sizes, maximum=8 << 30)
-    except FabricscopeError as exc:
-        die(f"--sizes: {exc}")
+    _check_actions(slurm_drain, k8s_taint, apply)
+    size_list = read_option("--sizes", parse_sizes, sizes, maximum=8 << 30)
     if expect is not None:
         from fabricscope.fleet.manifest import load_manifest
 
@@ -214,7 +228,7 @@ def ready(
                      expect=_absolute(expect), scripts=[_absolute(s) for s in script or []],
                      env_files=[_absolute(e) for e in env_file or []], nccl_version=nccl_version, topology=_topology(topology),
                      nic_rate=nic_rate, op=op, sizes=size_list, dtype=dtype, backend=backend, rdma=rdma,
-                     fail_on_warn=fail_on == "warn")  # fmt: skip
+                     fail_on_warn=fail_on == "warn", slurm_drain=slurm_drain, k8s_taint=k8s_taint, apply=apply)  # fmt: skip
     sources = JobSources(env_files=[_read(p, "--env-file") for p in params.env_files],
                          scripts=[_read(p, "--script") for p in params.scripts])  # fmt: skip
     if launch:
@@ -234,6 +248,34 @@ def ready(
         master_addr,
         master_port,
     )
+
+
+def _check_actions(slurm_drain: bool, k8s_taint: str | None, apply: bool) -> None:
+    """A bad taint or an --apply without an action: one line before anything runs."""
+    if apply and not (slurm_drain or k8s_taint):
+        die("--apply needs an action: --slurm-drain or --k8s-taint")
+    if k8s_taint:
+        from fabricscope.fleet.k8s import parse_taint
+
+        try:
+            parse_taint(k8s_taint)
+        except FabricscopeError as exc:
+            die(str(exc))
+
+
+def _scheduler(run: Any) -> list[dict[str, Any]] | None:
+    """Rank 0: the scheduler actions asked for on the verdict's bad nodes (None: none asked for)."""
+    p = run.params
+    if not (p.slurm_drain or p.k8s_taint):
+        return None
+    from fabricscope.ready.scheduler import actions
+
+    try:
+        return actions(
+            run.verdict.drain, run.trusted, slurm_drain=p.slurm_drain, taint=p.k8s_taint, apply=p.apply
+        )
+    except FabricscopeError as exc:
+        die(str(exc), exc.exit_code)
 
 
 def _run(
@@ -269,10 +311,18 @@ def _run(
         end_rank(str(exc))  # not rank 0: rank 0 reports the step that failed
     if run is None:
         raise typer.Exit(0)  # not rank 0: rank 0 reports
+    acted = _scheduler(run)
     if json_out:
-        print_json(to_document(run))
+        doc = to_document(run)
+        if acted is not None:
+            doc["actions"] = acted
+        print_json(doc)
     else:
         write_lines(summary_lines(run), out)
+        if acted is not None:
+            from fabricscope.cli.fleet import _show_actions
+
+            _show_actions(acted)
     code = run.verdict.exit_code(params.fail_on_warn)
     if run.error:
         sys.stderr.write(f"fabricscope: error: {run.error}\n")

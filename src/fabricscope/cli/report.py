@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from fabricscope.cli.common import die
+from fabricscope.cli.common import DB_OPTION, die
 from fabricscope.cli.main import app
 from fabricscope.host.tempfiles import atomic_write
 
@@ -27,9 +27,7 @@ def report(
         "--auto-baseline/--no-auto-baseline",
         help=f"Without --baseline: compare each run with up to {AUTO_BASELINE_RUNS} earlier runs of the same parameters.",
     ),
-    db: str = typer.Option(
-        None, "--db", help="History database (default $FABRICSCOPE_DB or the user data directory)."
-    ),
+    db: str = DB_OPTION,
 ) -> None:
     """Parameters, metrics, counter deltas and plots (throughput over time, latency percentiles,
     baseline against run) of stored runs, in one HTML file that needs no network to view."""

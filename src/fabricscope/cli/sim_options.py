@@ -18,36 +18,12 @@ from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 import typer
 from pydantic import BaseModel
 
-from fabricscope.sim.params import InferPlan, Scenario, TrainPlan
+from fabricscope.sim.params import NETWORK_FIELDS, NODE_FIELDS, InferPlan, Scenario, TrainPlan
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Groups of Scenario fields, in the order --help lists them.
-FABRIC = (
-    "system",
-    "nvlink_domain",
-    "topology",
-    "topology_file",
-    "nodes",
-    "gpus_per_node",
-    "nics_per_node",
-    "nic_rate",
-    "gpu",
-    "nvlink_GBps",
-    "pcie_GBps",
-    "oversubscription",
-    "hosts_per_leaf",
-    "spines",
-    "uplink_rate",
-    "radix",
-    "tiers",
-    "node_nic_rate",
-    "link_latency_us",
-    "hosts_per_router",
-    "routers_per_group",
-    "global_links_per_router",
-    "global_rate",
-)
+FABRIC = ("system", "nvlink_domain", "topology", "topology_file", *NODE_FIELDS, *NETWORK_FIELDS)
 TRANSPORT = (
     "transport",
     "loss",
@@ -72,20 +48,7 @@ MODELS: tuple[type[BaseModel], ...] = (Scenario, TrainPlan, InferPlan)
 
 # --help panels (at most 16 options each, issue 26 item 5): the groups above, the fabric split into
 # the machines and the network between them, a plan split into the model's shape and the rest.
-SYSTEM = (
-    "system",
-    "nvlink_domain",
-    "nodes",
-    "gpus_per_node",
-    "nics_per_node",
-    "nic_rate",
-    "gpu",
-    "nvlink_GBps",
-    "pcie_GBps",
-    "nvlink_efficiency",
-    "intra_link",
-    "nvswitch",
-)
+SYSTEM = ("system", "nvlink_domain", *NODE_FIELDS, "nvlink_efficiency", "intra_link", "nvswitch")
 MODEL_SHAPE = (
     "model",
     "params",

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import typer
 
-from fabricscope.cli.common import JSON_HELP, die, end_rank, print_json
-from fabricscope.cli.launching import absolute_item
+from fabricscope.cli.common import JSON_OPTION, die, end_rank, print_json, read_option
+from fabricscope.cli.launching import MASTER_ADDR_OPTION, MASTER_PORT_OPTION, absolute_item
 from fabricscope.cli.main import command_group
 from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.launch import Flag, Flags, child_argv
@@ -33,10 +33,7 @@ def _rate(text: str | None, what: str) -> float | None:
 
     if text is None:
         return None
-    try:
-        return parse_rate(text)
-    except FabricscopeError as exc:
-        die(f"{what}: {exc}")
+    return read_option(what, parse_rate, text)
 
 
 def _launch(launch: str, child_args: list[str], timeout_s: float, master_port: int | None) -> None:
@@ -208,10 +205,8 @@ def discover(
     ),
     gpu: str = typer.Option("none", "--gpu", help="GPU preset to write: none, a100, h100, h200, b200."),
     launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
-    master_addr: str = typer.Option(None, "--master-addr", help="Host of rank 0 (default MASTER_ADDR)."),
-    master_port: int = typer.Option(
-        None, "--master-port", min=1, max=65535, help="Port of rank 0's store (default MASTER_PORT or 29500)."
-    ),
+    master_addr: str = MASTER_ADDR_OPTION,
+    master_port: int = MASTER_PORT_OPTION,
     timeout: float = typer.Option(
         120.0, "--timeout", min=1, max=86400, help="Deadline in seconds for gathering from every rank."
     ),
@@ -290,7 +285,7 @@ def show(
         [], "--highlight", help="Draw this link in red: SWITCH,SWITCH or HOST,SWITCH; repeatable."
     ),
     hosts: bool = typer.Option(True, "--hosts/--no-hosts", help="List the hosts under each leaf."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_out: bool = JSON_OPTION,
 ) -> None:
     """Print the tree (switch tiers, hosts per leaf, capacity down and up) and draw it."""
     from fabricscope.topology.view import load_view, summary_lines, switch_loads, uneven_uplinks

@@ -30,7 +30,7 @@ def action_log_path() -> Path:
     return Path(user_data_dir("fabricscope")) / "fleet-actions.log"
 
 
-def _log(action: dict[str, Any]) -> None:
+def log_action(action: dict[str, Any]) -> None:
     path = action_log_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -68,19 +68,32 @@ def _slurm_name(name: str, known: dict[str, SlurmNode] | None) -> str:
     return short if short in known else name
 
 
-def slurm_actions(
-    report: FleetReport, threshold: Severity, slurm: Slurm, *, drain: bool, resume: bool, apply: bool
-) -> list[dict[str, Any]]:
-    from fabricscope.fleet.slurm import drain_argv, resume_argv
-
+def _known(slurm: Slurm, apply: bool) -> tuple[dict[str, SlurmNode] | None, str]:
+    """Slurm's nodes and their states; unknown (with why) in a dry run when scontrol cannot say."""
     try:
-        known: dict[str, SlurmNode] | None = slurm.nodes()
+        return slurm.nodes(), ""
     except FabricscopeError as exc:
         if apply:
             raise
-        known, note = None, f"node states unknown: {exc}"
-    else:
-        note = ""
+        return None, f"node states unknown: {exc}"
+
+
+def _carry_out(actions: list[dict[str, Any]], slurm: Slurm) -> None:
+    for action in actions:
+        if action["kind"] == "slurm.drain":
+            ok, detail = slurm.drain(action["node"], action["argv"][-1].removeprefix("Reason="))
+        else:
+            ok, detail = slurm.resume(action["node"])
+        action.update(applied=True, ok=ok, detail=detail or action["detail"])
+        log_action(action)
+
+
+def slurm_actions(
+    report: FleetReport, threshold: Severity, slurm: Slurm, *, drain: bool, resume: bool, apply: bool
+) -> list[dict[str, Any]]:
+    from fabricscope.fleet.slurm import resume_argv
+
+    known, note = _known(slurm, apply)
     actions = []
     for node in report.nodes:
         name = _slurm_name(node.name, known)
@@ -89,21 +102,41 @@ def slurm_actions(
             continue  # not a Slurm node of this cluster
         worst = _worst(node.all_findings, threshold)
         if drain and worst is not None:
-            if state is not None and state.drained:
-                continue  # already out of service: keep the operator's (or our earlier) reason, as NHC does
-            actions.append(
-                _action("slurm.drain", name, drain_argv(name, drain_reason(worst.id, worst.subject)), note)
-            )
+            actions += _drains([(name, drain_reason(worst.id, worst.subject))], known, note)
         elif resume and worst is None and state is not None and state.drained_by_fabricscope:
             actions.append(_action("slurm.resume", name, resume_argv(name), f"drained for: {state.reason}"))
     if apply:
-        for action in actions:
-            if action["kind"] == "slurm.drain":
-                ok, detail = slurm.drain(action["node"], action["argv"][-1].removeprefix("Reason="))
-            else:
-                ok, detail = slurm.resume(action["node"])
-            action.update(applied=True, ok=ok, detail=detail or action["detail"])
-            _log(action)
+        _carry_out(actions, slurm)
+    return actions
+
+
+def _drains(
+    wanted: list[tuple[str, str]], known: dict[str, SlurmNode] | None, note: str
+) -> list[dict[str, Any]]:
+    """One drain per (node, reason) Slurm knows and has not already taken out of service: an
+    operator's (or our earlier) reason is kept, as NHC does."""
+    from fabricscope.fleet.slurm import drain_argv
+
+    out = []
+    for node, reason in wanted:
+        name = _slurm_name(node, known)
+        state = known.get(name) if known is not None else None
+        if known is not None and (state is None or state.drained):
+            continue  # not a Slurm node of this cluster, or already out of service
+        out.append(_action("slurm.drain", name, drain_argv(name, reason), note))
+    return out
+
+
+def drain_nodes(
+    wanted: list[tuple[str, str]], *, apply: bool, runner: Runner | None = None
+) -> list[dict[str, Any]]:
+    """Drain the named nodes with their reasons (``fabricscope ready``'s bad nodes): planned, and
+    with ``apply`` carried out and logged, exactly as ``fleet doctor --slurm-drain`` does."""
+    slurm = Slurm(runner or subprocess_runner())
+    known, note = _known(slurm, apply)
+    actions = _drains(wanted, known, note)
+    if apply:
+        _carry_out(actions, slurm)
     return actions
 
 
@@ -134,5 +167,7 @@ def plan_and_run(
     if taint or label:
         from fabricscope.fleet.k8s import k8s_actions
 
-        actions += k8s_actions(report, threshold, taint=taint, label=label, apply=apply, api=kube, log=_log)
+        actions += k8s_actions(
+            report, threshold, taint=taint, label=label, apply=apply, api=kube, log=log_action
+        )
     return actions

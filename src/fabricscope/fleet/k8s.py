@@ -106,9 +106,22 @@ def k8s_actions(
     log: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Taint and/or label every node with a finding at or above ``threshold``."""
+    failing = [n.name for n in report.nodes if any(f.severity.rank >= threshold.rank for f in n.all_findings)]
+    return node_actions(failing, taint=taint, label=label, apply=apply, api=api, log=log)
+
+
+def node_actions(
+    failing: list[str],
+    *,
+    taint: str | None,
+    label: str | None,
+    apply: bool,
+    api: Any = None,
+    log: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Taint and/or label the named nodes (``fabricscope ready``'s bad nodes, fleet's failing ones)."""
     parsed_taint = parse_taint(taint) if taint else None
     parsed_label = parse_label(label) if label else None
-    failing = [n.name for n in report.nodes if any(f.severity.rank >= threshold.rank for f in n.all_findings)]
     actions = []
     for node in failing:
         check_node_name(node)

@@ -7,7 +7,8 @@ scripts/gen_nccl_messages.py (its docstring gives the method). Each entry: ``id`
 format is), ``project``, ``level`` (warn/info), ``format`` (printf), ``subsystems`` (INFO flags),
 ``args`` (the printf arguments as written), ``file``/``line`` (at the newest release that prints
 it), ``next`` (``returns_error``, ``falls_back``, ``goes_on``, ``aborts``), ``why`` (the statement
-that decided ``next``), ``since``/``until`` (releases; ``until`` null: still printed).
+that decided ``next``), ``since``/``until`` (releases; ``until`` null: still printed; for PyTorch
+``since`` and ``commit`` name the commit read).
 
 Matching is by the format's first literal word, then its regular expression anchored at the start
 of the text, so it costs one dict lookup for text no entry starts with; entries that start with a
@@ -31,7 +32,7 @@ _WORD = re.compile(
 
 
 class Message(NamedTuple):
-    """One catalogue entry (a named tuple: 3,551 of them are built when the catalogue loads)."""
+    """One catalogue entry (a named tuple: 3,739 of them are built when the catalogue loads)."""
 
     id: str
     project: str

@@ -84,12 +84,12 @@ def allocation(
     if len(hosts) < 2:
         raise FabricscopeError("the job has one node: there is no fabric between nodes to predict")
     host_of_rank = {i.rank: i.host for i in infos}
-    doctor: dict[str, float] = {}
-    if params.backend == "nccl":  # the collective runs over the RDMA ports doctor reads
-        for got in received:
-            bps = slowest_port_bps(got.document)
-            if bps is not None and got.rank in host_of_rank:
-                doctor[host_of_rank[got.rank]] = bps
+    rdma: dict[str, float] = {}
+    for got in received:
+        bps = slowest_port_bps(got.document)
+        if bps is not None and got.rank in host_of_rank:
+            rdma[host_of_rank[got.rank]] = bps
+    doctor = dict(rdma) if params.backend == "nccl" else {}  # the collective runs over those ports
     document, source, placed = None, None, {}
     if params.topology:
         from fabricscope.bench.matrix.fabric import load
@@ -103,7 +103,7 @@ def allocation(
         document, source, placed = fabric.document, fabric.source, dict(fabric.placed)
     nic = parse_rate(params.nic_rate) if params.nic_rate else None
     return Allocation(
-        hosts, [host_of_rank[r] for r in range(env.world_size)], document, source, placed, doctor, nic
+        hosts, [host_of_rank[r] for r in range(env.world_size)], document, source, placed, doctor, nic, rdma
     )
 
 

@@ -20,6 +20,7 @@ oversubscribed uplink shows in the pairs that cross it together.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -69,6 +70,7 @@ class Allocation:
     placed: dict[str, str] = field(default_factory=dict)
     doctor_bps: dict[str, float] = field(default_factory=dict)
     nic_rate_bps: float | None = None  # --nic-rate: the rate when neither topology nor doctor says
+    rdma_bps: dict[str, float] = field(default_factory=dict)  # each node's slowest active RDMA port
 
     @property
     def framing(self) -> str:
@@ -157,11 +159,14 @@ def _node_index(alloc: Allocation, doc: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def matrix_gbps(alloc: Allocation, doc: dict[str, Any], framing: str) -> list[list[float | None]]:
-    """Each directed pair's TCP rate (Gbit/s) in the phase ``bench matrix`` runs it in."""
+def matrix_gbps(
+    alloc: Allocation, doc: dict[str, Any], framing: str, transport: str = "tcp"
+) -> list[list[float | None]]:
+    """Each directed pair's rate (Gbit/s) in the phase ``bench matrix`` runs it in: TCP (iperf3's
+    flows), or ``ib``/``roce`` for the RDMA matrix (perftest's, one queue pair a flow)."""
     import numpy as np
 
-    sim = _simulator(doc, "tcp", framing, 1, "none")
+    sim = _simulator(doc, transport, framing, 1, "none")
     where = _node_index(alloc, doc)
     n = len(alloc.hosts)
     out: list[list[float | None]] = [[None] * n for _ in range(n)]
@@ -202,24 +207,20 @@ class CollectiveModel:
 
 def collective_busbw(alloc: Allocation, doc: dict[str, Any], framing: str, model: CollectiveModel,
                      calibration: Any = None) -> tuple[list[float], list[str], dict[str, Any] | None]:  # fmt: skip
-    """busbw (GB/s) per size for the job's ranks in rank order, the bottlenecks of the largest
-    size, and the calibration report when a stored run calibrated the transport."""
+    """busbw (GB/s) per size for the job's ranks, node by node as they first appear in rank order
+    (each node with as many ranks as it holds: unequal counts are the simulator's uneven ring),
+    the bottlenecks of the largest size, and the calibration report when a stored run calibrated
+    the transport."""
     import numpy as np
 
     from fabricscope.sim import select
 
     nodes = list(dict.fromkeys(alloc.rank_hosts))
     per_node = Counter(alloc.rank_hosts)
-    gpus = max(per_node.values())
-    if min(per_node.values()) != gpus:
-        raise FabricscopeError(
-            "the ranks are spread unevenly over the nodes; the model needs the same number on each"
-        )
+    gpus = max(per_node.values())  # the topology's node holds the fullest node's ranks
     sim = _simulator(doc, model.transport, framing, gpus, model.gpu)
     where = _node_index(Allocation(nodes, alloc.rank_hosts, doc, alloc.source, alloc.placed), doc)
-    groups = (
-        np.array([where[h] for h in nodes], np.int64)[:, None] * gpus + np.arange(gpus)[None, :]
-    ).reshape(1, -1)
+    groups = np.array([[where[h] * gpus + k for h in nodes for k in range(per_node[h])]], np.int64)
     algo = (
         "ring" if model.backend == "gloo" and model.op == "all_reduce" else None
     )  # gloo's all_reduce is a ring
@@ -235,3 +236,11 @@ def collective_busbw(alloc: Allocation, doc: dict[str, Any], framing: str, model
         [str(b.get("link")) for b in last.get("bottlenecks", []) if b.get("kind") != "transport"],
         report,
     )
+
+
+def rdma_view(alloc: Allocation) -> Allocation | None:
+    """The allocation as the RDMA matrix sees it: every node at its slowest active RDMA port (a
+    degraded port at its real rate), on the same fabric; None when no node has an RDMA port."""
+    if not alloc.rdma_bps:
+        return None
+    return dataclasses.replace(alloc, doctor_bps=dict(alloc.rdma_bps), nic_rate_bps=None)

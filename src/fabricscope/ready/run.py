@@ -22,7 +22,7 @@ from fabricscope.jobs.launch import DistEnv
 from fabricscope.nccl.job import JobSources
 from fabricscope.ready import predict as model
 from fabricscope.ready.node import NodeInfo, exchange
-from fabricscope.ready.params import PORT_OFFSET, Plan, ReadyParams, plan
+from fabricscope.ready.params import PORT_OFFSET, Plan, ReadyParams, job_nodes, plan
 from fabricscope.ready.verdict import (
     Step,
     Verdict,
@@ -49,13 +49,19 @@ class Prediction:
     degradations: list[model.Degradation] = field(default_factory=list)
     calibration: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    rdma: list[list[float | None]] | None = None  # the RDMA matrix (perftest), per directed pair
+    rdma_expected: list[list[float | None]] | None = None
+    rdma_transport: str | None = None  # ib | roce
+    rdma_degradations: list[model.Degradation] = field(default_factory=list)
 
     def to_dict(self, hosts: list[str]) -> dict[str, Any]:
         return {
             "matrix_gbps": self.matrix, "matrix_expected_gbps": self.matrix_expected,
             "busbw_GBps": self.busbw, "busbw_expected_GBps": self.busbw_expected, "bottlenecks": self.bottlenecks,
             "degradations": [dataclasses.asdict(d) for d in self.degradations], "calibration": self.calibration,
-            "notes": self.notes, "hosts": hosts,
+            "notes": self.notes, "hosts": hosts, "rdma_gbps": self.rdma, "rdma_expected_gbps": self.rdma_expected,
+            "rdma_transport": self.rdma_transport,
+            "rdma_degradations": [dataclasses.asdict(d) for d in self.rdma_degradations],
         }  # fmt: skip
 
 
@@ -72,10 +78,12 @@ class ReadyRun:
     steps: list[Step] = field(default_factory=list)
     duration_s: float = 0.0
     error: str | None = None
+    node_of: dict[str, str] = field(default_factory=dict)  # matrix host -> the scheduler's node name
+    trusted: set[str] | None = None  # nodes whose doctor documents came signed (None: no job secret)
 
     @property
     def verdict(self) -> Verdict:
-        return verdict(self.steps)
+        return verdict(self.steps, self.node_of)
 
 
 def at(env: DistEnv, step: str) -> DistEnv:
@@ -89,7 +97,7 @@ class Runner:
                  progress: Progress | None = None, environ: Mapping[str, str] = os.environ) -> None:  # fmt: skip
         self.params, self.env, self.sources, self.calibration = params, env, sources, calibration
         self.progress, self.environ = progress, environ
-        self.plan = plan(params, env.world_size)
+        self.plan = plan(params, env.world_size, job_nodes(env.world_size, env.launcher, environ))
         self.run = ReadyRun(params, self.plan, env.world_size, env.launcher)
         self.t0 = time.monotonic()
 
@@ -112,6 +120,7 @@ class Runner:
         if gathering is None:
             return None
         received = gathering.received
+        self.run.trusted = gathering.trusted_names() if gathering.authenticated else None
         nodes = to_nodes(received)
         if self.params.expect:
             from pathlib import Path
@@ -133,6 +142,7 @@ class Runner:
                          self.params.nccl_version, lldp, self.environ)  # fmt: skip
         if infos is None:
             return None
+        self.run.node_of = {i.host: i.node for i in infos if i.speaks}
         labels = self.sources.labels if self.sources is not None else []
         per_node = [(i.node, i.lint) for i in infos if i.speaks and i.lint is not None]
         self.done(judge_lint(per_node, labels), started)
@@ -155,6 +165,8 @@ class Runner:
         )
         step.details.update(hosts=got.hosts, measured_gbps=got.tcp.matrix_gbps, rdma=got.rdma.status)
         self.done(step, started)
+        if got.rdma.survey is not None:
+            self.done(rdma_step(got.hosts, got.rdma.survey, pred), started)
         return got
 
     def collective(self) -> Any:
@@ -232,6 +244,12 @@ class Runner:
             pred.busbw_expected = model.collective_busbw(alloc, built, alloc.framing, spec)[0]
         except FabricscopeError as exc:
             pred.notes.append(f"no prediction: {one_line(exc)}")
+            return pred
+        if self.params.rdma:
+            try:
+                predict_rdma(alloc, [got.document for got in received if got.document is not None], pred)
+            except FabricscopeError as exc:
+                pred.notes.append(f"no RDMA prediction: {one_line(exc)}")
         return pred
 
     @staticmethod
@@ -243,3 +261,27 @@ class Runner:
             except FabricscopeError as exc:
                 pred.notes.append(f"the stored run was not used to calibrate: {one_line(exc)}")
         return model.collective_busbw(alloc, doc, alloc.framing, spec)
+
+
+def predict_rdma(alloc: model.Allocation, documents: list[Any], pred: Prediction) -> None:
+    """The RDMA matrix from the nodes' RDMA ports (doctor: a degraded port at its real rate) over
+    the transport their link layer runs (InfiniBand or RoCE); nothing when no node has one."""
+    from fabricscope.ready.allocation import transport_of
+
+    view = model.rdma_view(alloc)
+    transport = transport_of(documents, "nccl")
+    if view is None or transport == "tcp":
+        return
+    now, built, pred.rdma_degradations = model.documents(view)
+    pred.rdma = model.matrix_gbps(view, now, alloc.framing, transport)
+    pred.rdma_expected = model.matrix_gbps(view, built, alloc.framing, transport)
+    pred.rdma_transport = transport
+
+
+def rdma_step(hosts: list[str], survey: Any, pred: Prediction) -> Step:
+    """The RDMA matrix (perftest) against its prediction, as the TCP matrix is judged."""
+    step = judge_matrix(hosts, survey.matrix_gbps, pred.rdma, pred.rdma_expected, pred.rdma_degradations,
+                        survey.suspects)  # fmt: skip
+    step.name = "rdma"
+    step.details.update(hosts=hosts, measured_gbps=survey.matrix_gbps, transport=pred.rdma_transport)
+    return step

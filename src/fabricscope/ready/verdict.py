@@ -16,7 +16,7 @@ Pure functions of what the steps produced, so every rule is tested without a clu
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -306,15 +306,16 @@ class Verdict:
         return 0
 
 
-def verdict(steps: Sequence[Step]) -> Verdict:
+def verdict(steps: Sequence[Step], node_of: Mapping[str, str] | None = None) -> Verdict:
     """One word from the steps, and the nodes to take out of the scheduler with why."""
     worst = max((STATUS_RANK[s.status] for s in steps), default=0)
     word = NOT_READY if worst >= STATUS_RANK["fail"] else WARNINGS if worst else READY
-    return Verdict(word, list(steps), drain_list(steps))
+    return Verdict(word, list(steps), drain_list(steps, node_of or {}))
 
 
-def drain_list(steps: Sequence[Step]) -> list[dict[str, Any]]:
-    """Every node a failing step blames, once, with the first reason (the fleet drain path's)."""
+def drain_list(steps: Sequence[Step], node_of: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Every node a failing step blames, once, with the first reason (the fleet drain path's).
+    ``node_of``: the matrix's host name -> the scheduler's name for that node, where they differ."""
     from fabricscope.fleet.slurm import drain_argv, drain_reason
 
     out: dict[str, dict[str, Any]] = {}
@@ -322,12 +323,13 @@ def drain_list(steps: Sequence[Step]) -> list[dict[str, Any]]:
         if step.status not in ("fail", "error"):
             continue
         for c in step.culprits:
-            if c.kind != "node" or c.name in out or c.name == "unknown":
+            node = (node_of or {}).get(c.name, c.name)
+            if c.kind != "node" or node in out or c.name == "unknown":
                 continue
             reason = drain_reason(c.finding or f"ready.{step.name}", c.problem.split(";")[0])
             try:
-                argv = drain_argv(c.name, reason)
+                argv = drain_argv(node, reason)
             except FabricscopeError:  # a name Slurm would refuse: listed, no command
                 argv = None
-            out[c.name] = {"node": c.name, "step": step.name, "reason": reason, "command": argv}
+            out[node] = {"node": node, "step": step.name, "reason": reason, "command": argv}
     return list(out.values())

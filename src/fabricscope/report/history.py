@@ -92,6 +92,18 @@ def _change(c: MetricChange) -> str:
     return "-" if c.change_pct is None else f"{c.change_pct:+.1f} %"
 
 
+def _change_row(label: str, c: MetricChange) -> tuple[str, ...]:
+    """One compared number as a row: label, baseline, its MAD, the run's value, change, verdict."""
+    return (
+        label,
+        plain_number(c.baseline),
+        plain_number(c.spread),
+        plain_number(c.value),
+        _change(c),
+        _verdict(c.verdict),
+    )
+
+
 def _verdict(verdict: str) -> str:
     return f"[{VERDICT_STYLES[verdict]}]{verdict}[/{VERDICT_STYLES[verdict]}]"
 
@@ -107,26 +119,11 @@ def print_compare(cmp: Comparison, out: Console) -> None:
         table = _table(("size (B)", "baseline GB/s", "MAD", "run GB/s", "change", "verdict"), right,
                        title="busbw by message size", title_justify="left")  # fmt: skip
         for s in cmp.sizes:
-            c = s.change
-            table.add_row(
-                str(s.size_bytes),
-                plain_number(c.baseline),
-                plain_number(c.spread),
-                plain_number(c.value),
-                _change(c),
-                _verdict(c.verdict),
-            )
+            table.add_row(*_change_row(str(s.size_bytes), s.change))
         out.print(table)
     table = _table(("metric", "baseline", "MAD", "run", "change", "verdict"), right)
     for c in cmp.others:
-        table.add_row(
-            escape(c.name),
-            plain_number(c.baseline),
-            plain_number(c.spread),
-            plain_number(c.value),
-            _change(c),
-            _verdict(c.verdict),
-        )
+        table.add_row(*_change_row(escape(c.name), c))
     out.print(table)
     if cmp.result.kind == "matrix":
         _print_suspects(out, cmp.result.suspects is None, cmp.suspects)

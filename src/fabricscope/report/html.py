@@ -18,7 +18,7 @@ from typing import Any
 
 from fabricscope import __version__
 from fabricscope.bench.results.history import MetricStat, compare, headline
-from fabricscope.bench.results.schema import BenchResult
+from fabricscope.bench.results.schema import BenchResult, Cutoffs
 from fabricscope.bench.results.verdict import verdict
 from fabricscope.errors import FabricscopeError
 from fabricscope.report.bench import HIGHLIGHT_TEXT, headline_text, redop_root
@@ -252,19 +252,43 @@ def _entries_html(run: StoredRun, base: tuple[str, dict[str, MetricStat]] | None
 
 def _matrix_html(run: StoredRun) -> str:
     r = run.result
-    hosts = r.hosts or []
+    parts = [_heatmaps_html(run), _suspects_html(r)]
+    if r.topology is not None:
+        parts.append(_matrix_topology_html(r))
+    failures = (r.failures or []) + (r.rdma.failures if r.rdma is not None else [])
+    if failures:
+        parts.append(
+            "<h4>Pairs that could not be measured</h4><ul>"
+            + "".join(f"<li>{escape(f)}</li>" for f in failures)
+            + "</ul>"
+        )
+    return "".join(parts)
+
+
+def _heatmap_html(
+    run: StoredRun, matrix: list[list[float | None]], transport: str, thresholds: Cutoffs | None
+) -> str:
+    """One transport's pairwise matrix as a heat map, coloured against that transport's fleet median."""
+    return (
+        "<div class='matrix'>"
+        + heatmap_svg(
+            run.result.hosts or [],
+            matrix,
+            title=f"{transport} Gbit/s, rows send to columns, run {run.id}",
+            name=f"matrix-{transport.lower()}",
+            reference_gbps=thresholds.fleet_median if thresholds else None,
+        )
+        + "</div>"
+    )
+
+
+def _heatmaps_html(run: StoredRun) -> str:
+    """The TCP and RDMA matrices a run measured, and why RDMA was not (fully) measured."""
+    r = run.result
     parts = []
     if r.matrix_gbps is not None:
         parts.append(
-            "<h4>Pairwise TCP bandwidth</h4><div class='matrix'>"
-            + heatmap_svg(
-                hosts,
-                r.matrix_gbps,
-                title=f"TCP Gbit/s, rows send to columns, run {run.id}",
-                name="matrix-tcp",
-                reference_gbps=r.thresholds_gbps.fleet_median if r.thresholds_gbps else None,
-            )
-            + "</div>"
+            "<h4>Pairwise TCP bandwidth</h4>" + _heatmap_html(run, r.matrix_gbps, "TCP", r.thresholds_gbps)
         )
     rdma = r.rdma
     if rdma is not None and rdma.matrix_gbps is not None:
@@ -275,22 +299,18 @@ def _matrix_html(run: StoredRun) -> str:
         )
         parts.append(
             f"<h4>Pairwise RDMA bandwidth (perftest ib_{escape(rdma.test or '?')}, {rdma.duration_s or 0:g} s per flow)</h4>"
-            f"<p class='meta'>{escape(where)}</p><div class='matrix'>"
-            + heatmap_svg(
-                hosts,
-                rdma.matrix_gbps,
-                title=f"RDMA Gbit/s, rows send to columns, run {run.id}",
-                name="matrix-rdma",
-                reference_gbps=rdma.thresholds_gbps.fleet_median if rdma.thresholds_gbps else None,
-            )
-            + "</div>"
+            f"<p class='meta'>{escape(where)}</p>"
+            + _heatmap_html(run, rdma.matrix_gbps, "RDMA", rdma.thresholds_gbps)
         )
     if rdma is not None and (rdma.status.value != "ok" or rdma.reason):
         parts.append(f"<p><b>RDMA {escape(rdma.status.value)}:</b> {escape(rdma.reason or '')}</p>")
+    return "".join(parts)
+
+
+def _suspects_html(r: BenchResult) -> str:
+    """The suspects the matrix named and the ones a retest cleared."""
     if r.suspects is None:
-        parts.append(
-            "<p class='meta'>Suspects were not recorded for this run (stored before fabricscope kept them).</p>"
-        )
+        html = "<p class='meta'>Suspects were not recorded for this run (stored before fabricscope kept them).</p>"
     elif r.suspects:
         rows = [
             (s.transport, s.kind, f"one of: {', '.join(s.alternatives)}" if s.alternatives else s.label,
@@ -298,40 +318,27 @@ def _matrix_html(run: StoredRun) -> str:
              s.score_gbps, s.retest_gbps, s.retransmit_pct, s.reason)
             for s in r.suspects
         ]  # fmt: skip
-        parts.append(
-            "<h4>Suspects</h4>"
-            + _table(
-                [
-                    "transport",
-                    "kind",
-                    "suspect",
-                    "retest",
-                    "score (Gbit/s)",
-                    "retest (Gbit/s)",
-                    "retransmits (%)",
-                    "reason",
-                ],
-                rows,
-            )
+        html = "<h4>Suspects</h4>" + _table(
+            [
+                "transport",
+                "kind",
+                "suspect",
+                "retest",
+                "score (Gbit/s)",
+                "retest (Gbit/s)",
+                "retransmits (%)",
+                "reason",
+            ],
+            rows,
         )
     else:
-        parts.append("<p>No suspect: every host and link is within the fleet's spread.</p>")
+        html = "<p>No suspect: every host and link is within the fleet's spread.</p>"
     if r.cleared:
-        rows = [(s.transport, s.label, s.retest_gbps, s.reason) for s in r.cleared]
-        parts.append(
-            "<h4>Cleared on retest</h4>"
-            + _table(["transport", "suspect", "retest (Gbit/s)", "first reason"], rows)
+        cleared = [(s.transport, s.label, s.retest_gbps, s.reason) for s in r.cleared]
+        html += "<h4>Cleared on retest</h4>" + _table(
+            ["transport", "suspect", "retest (Gbit/s)", "first reason"], cleared
         )
-    if r.topology is not None:
-        parts.append(_matrix_topology_html(r))
-    failures = (r.failures or []) + (rdma.failures if rdma is not None else [])
-    if failures:
-        parts.append(
-            "<h4>Pairs that could not be measured</h4><ul>"
-            + "".join(f"<li>{escape(f)}</li>" for f in failures)
-            + "</ul>"
-        )
-    return "".join(parts)
+    return html
 
 
 def _matrix_topology_html(r: BenchResult) -> str:

@@ -38,6 +38,15 @@ def prediction_lines(pred: Prediction, hosts: list[str]) -> list[str]:
         now = median(v for row in pred.matrix for v in row)
         built = median(v for row in pred.matrix_expected or [] for v in row)
         lines.append(f"    matrix: median pair {_num(now)} Gbit/s predicted (fabric as built: {_num(built)})")
+    if pred.rdma is not None:
+        now = median(v for row in pred.rdma for v in row)
+        built = median(v for row in pred.rdma_expected or [] for v in row)
+        lines.append(
+            f"    rdma matrix ({pred.rdma_transport}): median pair {_num(now)} Gbit/s predicted (as built: {_num(built)})"
+        )
+        lines += [
+            f"    rdma known slower than built: {d.name}: {d.describe()}" for d in pred.rdma_degradations
+        ]
     if pred.busbw:
         lines.append(f"    collective: busbw {_num(pred.busbw[-1])} GB/s predicted at the largest size "
                      f"(as built: {_num(pred.busbw_expected[-1] if pred.busbw_expected else None)})")  # fmt: skip
@@ -59,7 +68,8 @@ def summary_lines(run: ReadyRun) -> list[str]:
         f"  {'step':<11} {'status':<6} {'predicted':>10} {'measured':>10} {'unit':<7} {'error':>7}  culprit"
     )
     by_name = {s.name: s for s in v.steps}
-    for name in STEPS:
+    names = [*STEPS[:3], "rdma", *STEPS[3:]] if "rdma" in by_name else STEPS  # rdma: when it was measured
+    for name in names:
         s = by_name.get(name)
         if s is None:
             lines.append(f"  {name:<11} {'-':<6} {'':>10} {'':>10} {'':<7} {'':>7}  not run")

@@ -8,6 +8,7 @@ report embeds :func:`topology_html`, and marks the links that localization names
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from html import escape
 
 from fabricscope.host.infiniband import natural_key
@@ -71,15 +72,47 @@ def topology_svg(view: FabricView, highlight: Iterable[tuple[str, str]] | None =
     ``layout``: ``auto`` lays a large fabric out with Graphviz when ``dot`` is installed
     (report/graphviz.py) and draws the others, or without ``dot``, here; ``plain`` always here."""
     marked = _pairs(highlight)
+    caption = title or f"{view.name}: {len(view.hosts)} hosts, {len(view.switches)} switches"
     if layout == "auto" and (len(view.switches) > LARGE_SWITCHES or len(view.hosts) > MANY_HOSTS):
         from fabricscope.report.graphviz import graphviz_svg
 
-        caption = title or f"{view.name}: {len(view.hosts)} hosts, {len(view.switches)} switches"
         laid_out = graphviz_svg(
             view, marked, caption + ("; red: highlighted" if marked else ""), len(view.hosts) > MANY_HOSTS
         )
         if laid_out is not None:
             return laid_out
+    at = _lay_out(view, caption)
+    parts = _cables_svg(view, at, marked) + _boxes_svg(view, at)
+    width = at.width
+    height = at.host_y + HOST_H + MARGIN + 10
+    note = "line width: capacity" + ("; red: highlighted" if marked else "")
+    return (
+        f'<svg class="topology" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width + 2 * MARGIN:.0f} {height:.0f}" '
+        f'width="{width + 2 * MARGIN:.0f}" height="{height:.0f}" role="img">'
+        f"<title>{escape(caption)}</title><style>{TOPOLOGY_CSS}</style>"
+        f'<text x="{MARGIN}" y="{MARGIN - 8}" style="font-size:14px;font-weight:600">{escape(caption)}</text>'
+        + "".join(parts)
+        + f'<text x="{MARGIN}" y="{height - 10:.0f}">{escape(note)}</text></svg>'
+    )
+
+
+@dataclass
+class _Layout:
+    """Where the drawing puts things: switch rows by tier (top tier first), hosts along the bottom."""
+
+    leaves: list[str]
+    many: bool  # hosts drawn as ticks
+    switch_w: float
+    host_w: float
+    width: float
+    tier_y: dict[int, float]
+    host_y: float
+    switch_x: dict[str, float]
+    switch_y: dict[str, float]
+    host_x: dict[str, float]
+
+
+def _lay_out(view: FabricView, caption: str) -> _Layout:
     by_tier = view.by_tier()
     tiers = sorted((t for t in by_tier if t), reverse=True) + ([0] if 0 in by_tier else [])
     leaves = by_tier.get(1, [])
@@ -89,15 +122,28 @@ def topology_svg(view: FabricView, highlight: Iterable[tuple[str, str]] | None =
     host_w = _box_width(hosts, HOST_W)
     host_pitch = 14.0 if many else host_w + 10
     widest_switch_row = max((len(by_tier[t]) for t in tiers), default=1)
-    caption = title or f"{view.name}: {len(view.hosts)} hosts, {len(view.switches)} switches"
     width = max(widest_switch_row * (switch_w + 14), len(hosts) * host_pitch, 400, 7.8 * len(caption))
-    ys = {t: MARGIN + 24 + i * ROW_GAP for i, t in enumerate(tiers)}
-    host_y = MARGIN + 24 + len(tiers) * ROW_GAP
+    ys: dict[int, float] = {t: MARGIN + 24 + i * ROW_GAP for i, t in enumerate(tiers)}
     xs: dict[str, float] = {}
     for t in tiers:
         xs.update(_spread(by_tier[t], width, switch_w + 14))
-    hx = _spread(hosts, width, host_pitch)
-    y_of = {s: ys[view.tiers.get(s, 0)] for s in view.switches}
+    return _Layout(
+        leaves=leaves,
+        many=many,
+        switch_w=switch_w,
+        host_w=host_w,
+        width=width,
+        tier_y=ys,
+        host_y=MARGIN + 24 + len(tiers) * ROW_GAP,
+        switch_x=xs,
+        switch_y={s: ys[view.tiers.get(s, 0)] for s in view.switches},
+        host_x=_spread(hosts, width, host_pitch),
+    )
+
+
+def _cables_svg(view: FabricView, at: _Layout, marked: set[Pair]) -> list[str]:
+    """Switch-to-switch cables (width by capacity) and host NIC cables; the marked ones red."""
+    xs, y_of = at.switch_x, at.switch_y
     top = max((link.rate_bps * link.count for link in view.links), default=1.0)
     parts: list[str] = []
     for link in view.links:
@@ -113,24 +159,31 @@ def topology_svg(view: FabricView, highlight: Iterable[tuple[str, str]] | None =
             f'<line class="{cls}" x1="{xs[link.a]:.1f}" y1="{y_of[link.a]:.1f}" x2="{xs[link.b]:.1f}" y2="{y_of[link.b]:.1f}" '
             f'stroke-width="{stroke:.2f}"><title>{escape(tip)}</title></line>'
         )
-    for leaf in leaves:
+    for leaf in at.leaves:
         for host, nic in view.nics_of.get(leaf, []):
             suspect = frozenset((host, leaf)) in marked
             cls = "nic suspect" if suspect else "nic"
             tip = f"{host} NIC {nic} - {leaf}: {format_rate(view.host_rate(host))}bit/s"
             parts.append(
-                f'<line class="{cls}" x1="{hx[host]:.1f}" y1="{host_y:.1f}" x2="{xs[leaf]:.1f}" y2="{ys[1]:.1f}" '
+                f'<line class="{cls}" x1="{at.host_x[host]:.1f}" y1="{at.host_y:.1f}" x2="{xs[leaf]:.1f}" y2="{at.tier_y[1]:.1f}" '
                 f'stroke-width="{3 if suspect else 1}"><title>{escape(tip)}</title></line>'
             )
-    for s, x in xs.items():
-        y = y_of[s]
+    return parts
+
+
+def _boxes_svg(view: FabricView, at: _Layout) -> list[str]:
+    """A named box per switch and per host (a tick with a tooltip when there are many hosts)."""
+    parts: list[str] = []
+    switch_w, host_w, host_y = at.switch_w, at.host_w, at.host_y
+    for s, x in at.switch_x.items():
+        y = at.switch_y[s]
         parts.append(
             f"<g><title>{escape(s)} (tier {view.tiers.get(s, 0)})</title>"
             f'<rect class="sw" x="{x - switch_w / 2:.1f}" y="{y - SWITCH_H / 2:.1f}" width="{switch_w:.0f}" height="{SWITCH_H}" rx="4"/>'
             f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle">{escape(s)}</text></g>'
         )
-    for h, x in hx.items():
-        if many:
+    for h, x in at.host_x.items():
+        if at.many:
             parts.append(
                 f'<rect class="host" x="{x - 4:.1f}" y="{host_y - 8:.1f}" width="8" height="16"><title>{escape(h)}</title></rect>'
             )
@@ -140,16 +193,7 @@ def topology_svg(view: FabricView, highlight: Iterable[tuple[str, str]] | None =
                 f'width="{host_w:.0f}" height="{HOST_H}" rx="3"/>'
                 f'<text x="{x:.1f}" y="{host_y + 4:.1f}" text-anchor="middle">{escape(h)}</text></g>'
             )
-    height = host_y + HOST_H + MARGIN + 10
-    note = "line width: capacity" + ("; red: highlighted" if marked else "")
-    return (
-        f'<svg class="topology" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width + 2 * MARGIN:.0f} {height:.0f}" '
-        f'width="{width + 2 * MARGIN:.0f}" height="{height:.0f}" role="img">'
-        f"<title>{escape(caption)}</title><style>{TOPOLOGY_CSS}</style>"
-        f'<text x="{MARGIN}" y="{MARGIN - 8}" style="font-size:14px;font-weight:600">{escape(caption)}</text>'
-        + "".join(parts)
-        + f'<text x="{MARGIN}" y="{height - 10:.0f}">{escape(note)}</text></svg>'
-    )
+    return parts
 
 
 def topology_html(

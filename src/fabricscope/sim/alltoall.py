@@ -24,6 +24,7 @@ blocking is not modelled on this path (docs/sim.md, limits).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -154,55 +155,26 @@ def solve(
     )
     w += np.bincount(intra.link, weights=intra.coef * ap.intra_mult[intra.flow], minlength=n_links)
     lat_intra = _max_path(topo, intra, len(ap.intra_src))
-    notes: list[str] = []
-    lat_net, legs, flow_cap, net_transfers = 0.0, 0, np.inf, 0.0
     hops = lat_intra * ap.hops  # NVLink legs of a transfer's way: its round trip includes them
-    for src, dst, sn, dn, mult in network_legs(topo, ap):
-        r = topo.route(src, dst, sn, dn, np.zeros(len(src), np.int64), adaptive, seed)
-        path = np.bincount(r.flow, weights=r.coef * topo.lat_s[r.link], minlength=len(src))
-        if tr.loss > 0 or np.isfinite(tr.per_flow_cap_Bps):  # the transport changes the legs (sim/effects.py)
-            fx = effects.apply(
-                topo,
-                tr,
-                r,
-                r.coef,
-                np.ones(len(src), bool),
-                2 * (tr.alpha_s + path + hops),
-                per_connection=True,
-            )
-            coef = fx.coef
-            flow_cap = min(flow_cap, float(fx.flow_cap.min()))
-            notes = notes or fx.notes
-        else:
-            coef = r.coef
-        w += np.bincount(r.link, weights=coef * mult[r.flow], minlength=n_links)
-        lat_net = max(lat_net, float(path.max()))
-        legs += len(src)
-        net_transfers += float(mult.sum())
-    lat = max(lat_net + hops + tr.alpha_s if legs else 0.0, lat_intra + intra_alpha_s)
+    net = _add_network_legs(topo, tr, ap, w, adaptive, seed, hops)
+    legs = net.legs
+    lat = max(net.lat + hops + tr.alpha_s if legs else 0.0, lat_intra + intra_alpha_s)
     cap = base_cap
     rate, link = _first_level(cap, w)
     adjustments = [
         f"alltoall by per-link aggregation: {legs:,} network legs for {ap.transfers:,} transfers",
-        *notes,
+        *net.notes,
     ]
     if tr.name == "roce" and tr.lossless and not tr.ecn:
         adjustments.append("PFC head-of-line blocking is not modelled for an aggregated alltoall")
     if legs and effects.dcqcn_active(tr):
-        sat = (w > 0) & (w * rate >= cap * (1 - 1e-9)) & effects.switch_egress(topo) & (w > 1)
-        o, E = topo.o_fabric, topo.n_nics
-        nic_out = slice(o, o + E)
-        if np.all((w[nic_out] == 0) | (w[nic_out] * rate >= cap[nic_out] * (1 - 1e-9))):
-            # every sending NIC is full at the same level: the senders pace the receivers' ports, where
-            # no queue builds (symmetric all-to-all); queues can still build inside the fabric
-            sat[o + E : o + 2 * E] = False
-        cap, note = effects.congestion(tr, cap, sat)
+        cap, note = _dcqcn(topo, tr, cap, w, rate)
         if note:
             rate, link = _first_level(cap, w)
             adjustments.append(note)
-    rtt = 2 * (lat_net + hops + tr.alpha_s)
-    if flow_cap < rate:
-        rate, link = flow_cap, -1
+    rtt = 2 * (net.lat + hops + tr.alpha_s)
+    if net.flow_cap < rate:
+        rate, link = net.flow_cap, -1
     load = w * rate
     sol = Solution(
         rate=np.array([rate]),
@@ -229,8 +201,65 @@ def solve(
     )
     res.n_transfers = ap.transfers
     res.link_flows = w
-    res.network_transfers = int(round(net_transfers))
+    res.network_transfers = int(round(net.transfers))
     return res
+
+
+@dataclass
+class _NetworkLegs:
+    """What routing the network legs found besides the per-link counts: the longest path, how many
+    legs and transfers, the transport's per-flow cap and its notes."""
+
+    lat: float = 0.0
+    legs: int = 0
+    flow_cap: float = np.inf
+    transfers: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def _add_network_legs(
+    topo: Topology, tr: Transport, ap: AggregatePattern, w: np.ndarray, adaptive: bool, seed: int, hops: float
+) -> _NetworkLegs:
+    """Route the network legs chunk by chunk, adding their transfers (times the transport's
+    coefficient, sim/effects.py) to the per-link counts ``w``."""
+    out = _NetworkLegs()
+    for src, dst, sn, dn, mult in network_legs(topo, ap):
+        r = topo.route(src, dst, sn, dn, np.zeros(len(src), np.int64), adaptive, seed)
+        path = np.bincount(r.flow, weights=r.coef * topo.lat_s[r.link], minlength=len(src))
+        if tr.loss > 0 or np.isfinite(tr.per_flow_cap_Bps):  # the transport changes the legs (sim/effects.py)
+            fx = effects.apply(
+                topo,
+                tr,
+                r,
+                r.coef,
+                np.ones(len(src), bool),
+                2 * (tr.alpha_s + path + hops),
+                per_connection=True,
+            )
+            coef = fx.coef
+            out.flow_cap = min(out.flow_cap, float(fx.flow_cap.min()))
+            out.notes = out.notes or fx.notes
+        else:
+            coef = r.coef
+        w += np.bincount(r.link, weights=coef * mult[r.flow], minlength=topo.n_links)
+        out.lat = max(out.lat, float(path.max()))
+        out.legs += len(src)
+        out.transfers += float(mult.sum())
+    return out
+
+
+def _dcqcn(
+    topo: Topology, tr: Transport, cap: np.ndarray, w: np.ndarray, rate: float
+) -> tuple[np.ndarray, str | None]:
+    """DCQCN on the saturated switch egresses that carry more than one leg at the slowest level."""
+    sat = (w > 0) & (w * rate >= cap * (1 - 1e-9)) & effects.switch_egress(topo) & (w > 1)
+    o, E = topo.o_fabric, topo.n_nics
+    nic_out = slice(o, o + E)
+    if np.all((w[nic_out] == 0) | (w[nic_out] * rate >= cap[nic_out] * (1 - 1e-9))):
+        # every sending NIC is full at the same level: the senders pace the receivers' ports, where
+        # no queue builds (symmetric all-to-all); queues can still build inside the fabric
+        sat[o + E : o + 2 * E] = False
+    return effects.congestion(tr, cap, sat)
 
 
 def _max_path(topo: Topology, routes: Routes, n: int) -> float:

@@ -25,10 +25,21 @@ def _a(name: str, value: str, source: str, override: str, changed: bool) -> dict
 
 def collect(sim: Simulator, given: dict[str, Any], results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Assumptions of one simulator over the results it produced (collective results' dicts)."""
-    t = sim.transport
     limited = {r.get("limited_by", "") for r in results}
     adjustments = {a for r in results for ph in r.get("phases", []) for a in ph.get("adjustments", [])}
     bott_kinds = {b.get("kind") for r in results for b in r.get("bottlenecks", [])}
+    return (
+        _transport(sim, given, limited, adjustments)
+        + _solver(sim, results, limited, bott_kinds)
+        + _system(sim, given)
+    )
+
+
+def _transport(
+    sim: Simulator, given: dict[str, Any], limited: set[str], adjustments: set[str]
+) -> list[dict[str, Any]]:
+    """The transport model's figures: efficiency, hop latency, per-flow cap, host memory, DCQCN."""
+    t = sim.transport
     out = []
     if "efficiency" not in given:
         out.append(
@@ -98,6 +109,14 @@ def collect(sim: Simulator, given: dict[str, Any], results: list[dict[str, Any]]
                 True,
             )
         )
+    return out
+
+
+def _solver(
+    sim: Simulator, results: list[dict[str, Any]], limited: set[str], bott_kinds: set[Any]
+) -> list[dict[str, Any]]:
+    """How the flows were placed and timed: the ECMP draw, NVLink efficiency, the pipeline ramp."""
+    out = []
     if sim.routing == "ecmp" and "fabric" in bott_kinds:
         out.append(
             _a(
@@ -136,6 +155,12 @@ def collect(sim: Simulator, given: dict[str, Any], results: list[dict[str, Any]]
                 ramp > RAMP_SHARE,
             )
         )
+    return out
+
+
+def _system(sim: Simulator, given: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the system was taken to be where the command line did not say."""
+    out = []
     if not given.get("system") and "gpu" not in given and sim.topo.node.gpu == "h100":
         out.append(_a("GPU", "h100", "the default GPU (sim/gpus.py)", "--gpu or --system", True))
     if (

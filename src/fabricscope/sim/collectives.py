@@ -114,14 +114,28 @@ def _layout(topo: Topology, groups: np.ndarray) -> tuple[int, int]:
     return nn, gpn
 
 
+def uneven(topo: Topology, groups: np.ndarray) -> bool:
+    """One communicator grouped by node whose nodes hold different numbers of its ranks (a Slurm
+    allocation of SLURM_TASKS_PER_NODE=2(x2),1, a hostfile with different slot counts)."""
+    if groups.shape[0] != 1:
+        return False
+    node = groups[0] // topo.node.gpus_per_node
+    starts = np.flatnonzero(np.r_[True, node[1:] != node[:-1]])
+    counts = np.diff(np.r_[starts, len(node)])
+    return len(np.unique(node[starts])) == len(starts) and len(np.unique(counts)) > 1
+
+
 def ring_pattern(
     topo: Topology, groups: np.ndarray, key: str, channels: int | None = None
 ) -> tuple[Pattern, int]:
-    """NCCL-style rings over each group (all groups at once). Returns (pattern, channels)."""
+    """NCCL-style rings over each group (all groups at once). Returns (pattern, channels).
+
+    An uneven communicator (:func:`uneven`) is one ring through its ranks in order, each hop a
+    direct transfer: every node's link carries one hop in and one out, as with any count per node."""
     G, N = topo.node.gpus_per_node, topo.node.nics_per_node
     ng, m = groups.shape
-    nn, gpn = _layout(topo, groups)
-    if nn == 1:
+    nn, gpn = (0, 0) if uneven(topo, groups) else _layout(topo, groups)
+    if nn <= 1:
         src = groups
         dst = np.roll(groups, -1, axis=1)
         chain = np.repeat(np.arange(ng), m)
@@ -305,16 +319,8 @@ def plan(
         raise FabricscopeError(f"unknown algorithm {algo!r} (choose from {', '.join(ALGOS)})")
     if size_bytes <= 0:
         raise FabricscopeError("--size must be positive")
-    if groups is None:
-        groups = np.arange(topo.n_gpus, dtype=np.int64)[None, :]
-    groups = np.asarray(groups, np.int64)
-    if groups.ndim != 2 or groups.size == 0:
-        raise FabricscopeError("communicator groups must be a non-empty 2-D array")
-    ng, p = groups.shape
-    if p < 2:
-        raise FabricscopeError("a collective needs at least 2 ranks")
-    if groups.min() < 0 or groups.max() >= topo.n_gpus:
-        raise FabricscopeError("communicator refers to a GPU outside the topology")
+    groups = _checked_groups(topo, groups)
+    p = groups.shape[1]
     n = float(size_bytes)
     pl = Plan(op, algo, size_bytes, p)
     if op == "sendrecv":
@@ -330,70 +336,86 @@ def plan(
             via_rail_of_dst=pxn,
         )
         pl.phases.append(Phase("send/recv to next rank", pat, "sync", 1, n))
-        return pl
-    if op == "alltoall":
+    elif op == "alltoall":
         if algo != "direct":
             raise FabricscopeError("alltoall uses --algo direct (every rank sends to every other at once)")
         pl.phases.append(alltoall_phase(topo, groups, n, pxn))
-        return pl
-    if algo == "ring":
-        pat, C = ring_pattern(topo, groups, "ring", channels)
-        if op == "all_reduce":
-            pl.phases.append(
-                Phase(
-                    f"ring reduce-scatter + all-gather ({C} channel(s))",
-                    pat,
-                    "ring",
-                    2 * (p - 1),
-                    n / (p * C),
-                )
-            )
-        elif op in ("all_gather", "reduce_scatter"):
-            pl.phases.append(Phase(f"ring {op} ({C} channel(s))", pat, "ring", p - 1, n / (p * C)))
-        else:  # broadcast: a pipelined chain along the ring (the wrap-around hop carries nothing)
-            keep = np.ones(len(pat), bool)
-            # drop the hop back into the root (rank groups[:,0]) so the ring becomes a chain
-            keep &= ~np.isin(pat.dst_gpu, groups[:, 0])
-            chain = Pattern(
-                pat.key + "-chain",
-                pat.src_gpu[keep],
-                pat.dst_gpu[keep],
-                pat.src_nic[keep],
-                pat.dst_nic[keep],
-                pat.entropy[keep],
-                pat.chain[keep],
-            )
-            pl.phases.append(Phase(f"ring broadcast chain ({C} channel(s))", chain, "pipeline", p - 1, n / C))
-        return pl
-    if algo == "tree":
+    elif algo == "ring":
+        pl.phases.append(_ring_phase(topo, groups, op, n, channels))
+    elif algo == "tree":
         if op != "all_reduce":
             raise FabricscopeError("the tree algorithm models all_reduce only")
         pl.phases.append(tree_phase(topo, groups, n, "tree"))
-        return pl
-    if algo == "hierarchical":
+    elif algo == "hierarchical":
         if op != "all_reduce":
             raise FabricscopeError("the hierarchical algorithm models all_reduce only")
-        nn, gpn = _layout(topo, groups)
-        if nn == 1 or gpn == 1:
-            raise FabricscopeError("hierarchical all_reduce needs several nodes with several GPUs each")
-        loc = groups.reshape(ng * nn, gpn)  # one intra-node group per node
-        intra, _ = ring_pattern(topo, loc, "hier-intra")
-        inter_groups = groups.reshape(ng, nn, gpn).transpose(0, 2, 1).reshape(ng * gpn, nn)
-        inter, _ = ring_pattern(topo, inter_groups, "hier-inter")
-        pl.phases.append(
-            Phase("intra-node reduce-scatter + all-gather", intra, "ring", 2 * (gpn - 1), n / gpn)
-        )
-        pl.phases.append(
-            Phase("inter-node all-reduce (one ring per rail)", inter, "ring", 2 * (nn - 1), n / (gpn * nn))
-        )
+        pl.phases.extend(_hierarchical_phases(topo, groups, n))
         pl.overlap = True
-        return pl
-    if algo == "halving-doubling":
+    elif algo == "halving-doubling":
         if op not in ("all_reduce", "all_gather", "reduce_scatter"):
             raise FabricscopeError("halving-doubling models all_reduce, all_gather and reduce_scatter")
         pl.phases.extend(halving_doubling_phases(topo, groups, n, op))
-        return pl
-    raise FabricscopeError(f"--algo {algo} does not apply to {op}")
+    else:
+        raise FabricscopeError(f"--algo {algo} does not apply to {op}")
+    return pl
+
+
+def _checked_groups(topo: Topology, groups: np.ndarray | None) -> np.ndarray:
+    """The communicator groups as a 2-D int array of GPUs in the topology, at least 2 ranks each
+    (default: one communicator of every GPU)."""
+    if groups is None:
+        groups = np.arange(topo.n_gpus, dtype=np.int64)[None, :]
+    groups = np.asarray(groups, np.int64)
+    if groups.ndim != 2 or groups.size == 0:
+        raise FabricscopeError("communicator groups must be a non-empty 2-D array")
+    if groups.shape[1] < 2:
+        raise FabricscopeError("a collective needs at least 2 ranks")
+    if groups.min() < 0 or groups.max() >= topo.n_gpus:
+        raise FabricscopeError("communicator refers to a GPU outside the topology")
+    return groups
+
+
+def _ring_phase(topo: Topology, groups: np.ndarray, op: str, n: float, channels: int | None) -> Phase:
+    """The ring algorithm: 2(p-1) steps of n/(pC) for all_reduce, p-1 for all_gather and
+    reduce_scatter, and for broadcast a pipelined chain along the ring."""
+    p = groups.shape[1]
+    pat, C = ring_pattern(topo, groups, "ring", channels)
+    if op == "all_reduce":
+        return Phase(
+            f"ring reduce-scatter + all-gather ({C} channel(s))", pat, "ring", 2 * (p - 1), n / (p * C)
+        )
+    if op in ("all_gather", "reduce_scatter"):
+        return Phase(f"ring {op} ({C} channel(s))", pat, "ring", p - 1, n / (p * C))
+    # broadcast: a pipelined chain along the ring (the wrap-around hop carries nothing)
+    keep = np.ones(len(pat), bool)
+    # drop the hop back into the root (rank groups[:,0]) so the ring becomes a chain
+    keep &= ~np.isin(pat.dst_gpu, groups[:, 0])
+    chain = Pattern(
+        pat.key + "-chain",
+        pat.src_gpu[keep],
+        pat.dst_gpu[keep],
+        pat.src_nic[keep],
+        pat.dst_nic[keep],
+        pat.entropy[keep],
+        pat.chain[keep],
+    )
+    return Phase(f"ring broadcast chain ({C} channel(s))", chain, "pipeline", p - 1, n / C)
+
+
+def _hierarchical_phases(topo: Topology, groups: np.ndarray, n: float) -> list[Phase]:
+    """Hierarchical all_reduce: a ring inside each node, then one ring per rail across nodes."""
+    ng = groups.shape[0]
+    nn, gpn = _layout(topo, groups)
+    if nn == 1 or gpn == 1:
+        raise FabricscopeError("hierarchical all_reduce needs several nodes with several GPUs each")
+    loc = groups.reshape(ng * nn, gpn)  # one intra-node group per node
+    intra, _ = ring_pattern(topo, loc, "hier-intra")
+    inter_groups = groups.reshape(ng, nn, gpn).transpose(0, 2, 1).reshape(ng * gpn, nn)
+    inter, _ = ring_pattern(topo, inter_groups, "hier-inter")
+    return [
+        Phase("intra-node reduce-scatter + all-gather", intra, "ring", 2 * (gpn - 1), n / gpn),
+        Phase("inter-node all-reduce (one ring per rail)", inter, "ring", 2 * (nn - 1), n / (gpn * nn)),
+    ]
 
 
 def _heads(topo: Topology, groups: np.ndarray) -> np.ndarray:

@@ -41,6 +41,7 @@ import numpy as np
 from fabricscope.errors import FabricscopeError
 from fabricscope.sim.fabrics import KIND_FABRIC, Fabric, Routes, _access_arrays
 from fabricscope.sim.hashing import flow_hash, pick
+from fabricscope.sim.params import NETWORK_FIELDS, NODE_FIELDS
 from fabricscope.sim.topology import TOPOLOGY_KINDS, NodeSpec, Topology, TopologyOptions, build
 from fabricscope.units import parse_rate, parse_ratio
 
@@ -186,39 +187,11 @@ class GraphFabric(Fabric):
         return f"{self.names[self.l_src[j]]}->{self.names[self.l_dst[j]]}"
 
 
-_FAMILY_KEYS = {
-    "nodes",
-    "gpus_per_node",
-    "nics_per_node",
-    "nic_rate",
-    "gpu",
-    "nvlink_GBps",
-    "pcie_GBps",
-    "oversubscription",
-    "hosts_per_leaf",
-    "spines",
-    "uplink_rate",
-    "radix",
-    "tiers",
-    "hosts_per_router",
-    "routers_per_group",
-    "global_links_per_router",
-    "global_rate",
-    "link_latency_us",
-    "node_nic_rate",
-    "name",
-    "kind",
-}
+_FAMILY_KEYS = {"name", "kind", *NODE_FIELDS, *NETWORK_FIELDS}
 _GRAPH_KEYS = {
     "name",
     "kind",
-    "nodes",
-    "gpus_per_node",
-    "nics_per_node",
-    "nic_rate",
-    "gpu",
-    "nvlink_GBps",
-    "pcie_GBps",
+    *NODE_FIELDS,
     "switches",
     "links",
     "attach",

@@ -59,6 +59,9 @@ def comm_shape(sim: Simulator, op: str, groups: np.ndarray | None, sharp: bool) 
     if groups is None:
         nn, ranks = topo.nodes, topo.n_gpus
         gpn = topo.node.gpus_per_node
+    elif collectives.uneven(topo, groups):  # NCCL sizes its channels by the fullest node
+        node = groups[0] // topo.node.gpus_per_node
+        nn, gpn, ranks = len(np.unique(node)), int(np.bincount(node).max()), groups.shape[1]
     else:
         nn, gpn = collectives._layout(topo, groups)
         ranks = groups.shape[1]
@@ -161,6 +164,12 @@ def collective(
     if shape is None or p2p or algo in FLOW_ONLY_ALGOS:
         return _flow_only(sim, op, size, groups, algo, proto, channels, shape is None, pxn)
     names = tuning.NCCL_ALGOS if algo == AUTO else (algo,)
+    if groups is not None and collectives.uneven(sim.topo, groups):
+        if algo not in (AUTO, "ring"):
+            raise FabricscopeError(
+                f"--algo {algo}: ranks spread unevenly over the nodes are modelled as a ring only"
+            )
+        names = ("ring",)
     alts: list[Alternative] = []
     excluded: list[dict[str, str]] = []
     flows: dict[str, CollectiveResult] = {}

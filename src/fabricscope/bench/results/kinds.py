@@ -9,10 +9,14 @@ field list had already drifted: every result's JSON carried ``"topology": null``
 * the history (:data:`Kind.headline`, the numbers people quote),
 * report/ (:data:`Kind.renderer` names the function of ``report.bench`` that draws its lines,
   :data:`Kind.data` says which fields must be set for it to have anything to draw,
-  :data:`Kind.self_titled` whether those lines carry their own title).
+  :data:`Kind.self_titled` whether those lines carry their own title),
+* ``bench serve`` and its control protocol (:data:`Kind.spec` names the request model of a kind
+  run against the server: its parameters, its caps and its data plane; the protocol accepts
+  exactly the kinds that have one).
 
 ``tests/bench/test_kinds.py`` holds the table to the schema, the parameter models and report/.
-Adding a kind: one :class:`Kind` here, its renderer in report/bench.py (see CONTRIBUTING.md).
+Adding a kind: one :class:`Kind` here, its renderer in report/bench.py, and for a served kind its
+request model in bench/sockets/specs.py (see CONTRIBUTING.md).
 """
 
 from __future__ import annotations
@@ -30,12 +34,20 @@ class Kind:
     fields: tuple[str, ...] = ()  # its own top-level BenchResult fields (absent from JSON when unset)
     data: tuple[str, ...] = ()  # with fields: at least one of these must be set for lines to be drawn
     self_titled: bool = False  # its lines start with their own title (no "bench KIND -> PEER" head)
-    served: bool = False  # run against `bench serve` (a control-protocol test kind)
+    spec: str = ""  # "module:Model" of its `bench serve` request (served kinds only; bench/sockets/specs.py)
 
     def params_model(self) -> type:
         """The parameter model (imported on demand: the table stays free of the benchmarks' imports)."""
-        module, _, name = self.params.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return _load(self.params)
+
+    def spec_model(self) -> type | None:
+        """The request model `bench serve` validates, caps and runs this kind by; None when not served."""
+        return _load(self.spec) if self.spec else None
+
+
+def _load(where: str) -> type:
+    module, _, name = where.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 _COLLECTIVE_FIELDS = ("entries", "ranks", "stragglers", "skipped_sizes_bytes", "notes")
@@ -52,28 +64,28 @@ KINDS: dict[str, Kind] = {
             "fabricscope.bench.sockets.tcp:TcpParams",
             ("throughput_gbps", "retransmits_count"),
             "tcp_lines",
-            served=True,
+            spec="fabricscope.bench.sockets.specs:TcpSpec",
         ),
         Kind(
             "udp",
             "fabricscope.bench.sockets.udp:UdpParams",
             ("throughput_gbps", "loss_pct", "jitter_us"),
             "udp_lines",
-            served=True,
+            spec="fabricscope.bench.sockets.specs:UdpSpec",
         ),
         Kind(
             "latency",
             "fabricscope.bench.sockets.latency:LatencyParams",
             ("rtt_p50_us", "rtt_p99_us"),
             "latency_lines",
-            served=True,
+            spec="fabricscope.bench.sockets.specs:LatencySpec",
         ),
         Kind(
             "connect",
             "fabricscope.bench.sockets.connect:ConnectParams",
             ("connect_per_s", "pooled_requests_per_s"),
             "connect_lines",
-            served=True,
+            spec="fabricscope.bench.sockets.specs:ConnectSpec",
         ),
         Kind(
             "rdma",
@@ -115,9 +127,14 @@ KINDS: dict[str, Kind] = {
 KIND_FIELDS: tuple[str, ...] = tuple(dict.fromkeys(f for k in KINDS.values() for f in k.fields))
 
 
+def served_kinds() -> list[Kind]:
+    """The kinds `bench serve` runs: those with a request model (the protocol accepts no other)."""
+    return [k for k in KINDS.values() if k.spec]
+
+
 def kind_of(name: str) -> Kind | None:
     """The record of a kind (None for a kind this version does not know, e.g. a newer store's)."""
     return KINDS.get(name)
 
 
-__all__ = ["KINDS", "KIND_FIELDS", "Kind", "kind_of"]
+__all__ = ["KINDS", "KIND_FIELDS", "Kind", "kind_of", "served_kinds"]

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fabricscope.bench.results.schema import BenchResult
 from fabricscope.bench.sockets.client import Peer, Tick, cpu_pct, offset_tick, record_run, run_socket_test
 from fabricscope.bench.sockets.procs import WorkerSet
+from fabricscope.bench.sockets.specs import MAX_CONCURRENCY, MAX_DURATION_S
 from fabricscope.bench.sockets.wire import RR_HEADER_BYTES
 
 STATS = ("p50", "p90", "p99", "p999", "max", "mean")
@@ -26,10 +27,10 @@ class ConnectParams(BaseModel):
 
     peer: str
     modes: tuple[Literal["per_request", "pooled"], ...] = ("per_request", "pooled")
-    concurrency: int = Field(default=1, ge=1, le=64)
+    concurrency: int = Field(default=1, ge=1, le=MAX_CONCURRENCY)
     request_bytes: int = Field(default=64, ge=RR_HEADER_BYTES, le=1024 * 1024)
     response_bytes: int = Field(default=64, ge=1, le=1024 * 1024)
-    duration_s: float = Field(default=6.0, gt=0, le=3600)
+    duration_s: float = Field(default=6.0, gt=0, le=MAX_DURATION_S)
     timeout_s: float = Field(default=10.0, gt=0, le=300)
 
 

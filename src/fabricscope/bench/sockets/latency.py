@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from fabricscope.bench.results.schema import BenchResult
 from fabricscope.bench.sockets.client import Peer, Tick, offset_tick, record_run, run_socket_test
 from fabricscope.bench.sockets.procs import WorkerSet
+from fabricscope.bench.sockets.specs import MAX_DURATION_S
 from fabricscope.bench.sockets.wire import MAX_UDP_PAYLOAD, RR_HEADER_BYTES
 from fabricscope.units import size_label
 
@@ -30,7 +31,7 @@ class LatencyParams(BaseModel):
     peer: str
     protos: tuple[Literal["tcp", "udp"], ...] = ("tcp", "udp")
     sizes: tuple[int, ...] = DEFAULT_SIZES
-    duration_s: float = Field(default=10.0, gt=0, le=3600)
+    duration_s: float = Field(default=10.0, gt=0, le=MAX_DURATION_S)
     timeout_s: float = Field(default=10.0, gt=0, le=300)
 
     @field_validator("sizes")

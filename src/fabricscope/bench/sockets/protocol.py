@@ -5,36 +5,31 @@ A control connection carries frames of a 4-byte big-endian length then UTF-8 JSO
 
     client: {"op": "hello", "version": 1, "token": "..." | null}
     server: {"ok": true, "server": "fabricscope", "version": "...", "limits": {...}}
-    client: {"op": "test", "spec": {"kind": "tcp", ...}}            # one of the *Spec models
+    client: {"op": "test", "spec": {"kind": "tcp", ...}}            # a served kind's Spec model
     server: {"ok": true, "cookie": "<hex>", "ports": [...], ...}    # data-plane rendezvous
     client: {"op": "done", "info": {...}}                           # client side finished
     server: {"ok": true, "op": "result", "reports": [...]}          # the server workers' reports
 
-Any error is ``{"ok": false, "error": "one line"}``. Every spec is validated by a pydantic model
-(unknown fields rejected, every number bounded) and then against the server's own
+Any error is ``{"ok": false, "error": "one line"}``. Every spec is validated by the pydantic model
+its kind's record names (:mod:`fabricscope.bench.sockets.specs`: unknown fields rejected, every
+number bounded; a kind without one is refused) and then against the server's own
 :class:`ServerLimits`; nothing a client sends names a file or reaches a command line.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import functools
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from fabricscope.bench.sockets.wire import (
-    MAX_RR_BYTES,
-    MAX_UDP_PAYLOAD,
-    RR_HEADER_BYTES,
-    UDP_HEADER_BYTES,
-)
+from fabricscope.bench.results.kinds import served_kinds
+from fabricscope.bench.sockets.specs import MAX_DURATION_S, MAX_MSG_BYTES, MAX_RATE_BPS, MAX_STREAMS, Spec
 from fabricscope.jobs.frames import ProtocolError
 from fabricscope.units import parse_port
 
 PROTOCOL_VERSION = 1
 DEFAULT_PORT = 5211
-MAX_MSG_BYTES = 16 * 1024 * 1024
-MAX_STREAMS = 128
-MAX_DURATION_S = 3600.0
 
 MAX_TOKEN_CHARS = 256  # the longest token a hello may carry, so the longest a server may require
 
@@ -50,75 +45,22 @@ class Hello(_Strict):
     token: str | None = Field(default=None, max_length=MAX_TOKEN_CHARS)
 
 
-class TcpSpec(_Strict):
-    """Bulk TCP streams. ``direction`` is seen from the client: send = client to server."""
-
-    kind: Literal["tcp"]
-    streams: int = Field(default=1, ge=1, le=MAX_STREAMS)
-    duration_s: float = Field(default=10.0, gt=0, le=MAX_DURATION_S)
-    msg_bytes: int = Field(default=128 * 1024, ge=1, le=MAX_MSG_BYTES)
-    direction: Literal["send", "recv", "bidir"] = "send"
-    window_bytes: int | None = Field(default=None, ge=4096, le=1024 * 1024 * 1024)
-    interval_s: float = Field(default=1.0, ge=0.05, le=60.0)
-
-    @property
-    def workers(self) -> int:
-        return self.streams * (2 if self.direction == "bidir" else 1)
-
-
-class UdpSpec(_Strict):
-    """UDP datagrams client to server at ``rate_bps`` per stream (0 = as fast as possible)."""
-
-    kind: Literal["udp"]
-    streams: int = Field(default=1, ge=1, le=MAX_STREAMS)
-    duration_s: float = Field(default=10.0, gt=0, le=MAX_DURATION_S)
-    size_bytes: int = Field(default=1472, ge=UDP_HEADER_BYTES, le=MAX_UDP_PAYLOAD)
-    rate_bps: float = Field(default=1e9, ge=0, le=1e12)
-    interval_s: float = Field(default=1.0, ge=0.05, le=60.0)
-
-    @property
-    def workers(self) -> int:
-        return self.streams
-
-
-class LatencySpec(_Strict):
-    """Request/response round trips (the server echoes each message back)."""
-
-    kind: Literal["latency"]
-    proto: Literal["tcp", "udp"] = "tcp"
-    max_bytes: int = Field(default=1024 * 1024, ge=RR_HEADER_BYTES, le=MAX_RR_BYTES)
-    duration_s: float = Field(default=10.0, gt=0, le=MAX_DURATION_S)
-
-    @model_validator(mode="after")
-    def _udp_fits(self) -> LatencySpec:
-        if self.proto == "udp" and self.max_bytes > MAX_UDP_PAYLOAD:
-            raise ValueError(f"UDP messages are at most {MAX_UDP_PAYLOAD} bytes")
-        return self
-
-    @property
-    def workers(self) -> int:
-        return 1
-
-
-class ConnectSpec(_Strict):
-    """Connection setup: ``concurrency`` responders, each serving connection after connection."""
-
-    kind: Literal["connect"]
-    concurrency: int = Field(default=1, ge=1, le=64)
-    max_bytes: int = Field(default=64 * 1024, ge=RR_HEADER_BYTES, le=MAX_RR_BYTES)
-    duration_s: float = Field(default=10.0, gt=0, le=MAX_DURATION_S)
-
-    @property
-    def workers(self) -> int:
-        return self.concurrency
-
-
-RunSpec = Annotated[TcpSpec | UdpSpec | LatencySpec | ConnectSpec, Field(discriminator="kind")]
+@functools.cache
+def served_specs() -> TypeAdapter[Spec]:
+    """The request of every served kind of the registry (bench/results/kinds.py), told by ``kind``."""
+    models = tuple(model for kind in served_kinds() if (model := kind.spec_model()) is not None)
+    union: Any = Annotated[Union[models], Field(discriminator="kind")]  # noqa: UP007 (a run-time tuple)
+    return TypeAdapter(union)
 
 
 class RunRequest(_Strict):
     op: Literal["test"]
-    spec: RunSpec
+    spec: Spec  # one of the served kinds' models (bench/sockets/specs.py)
+
+    @field_validator("spec", mode="wrap")
+    @classmethod
+    def _served(cls, value: Any, handler: Any) -> Spec:
+        return served_specs().validate_python(value)
 
 
 class Done(_Strict):
@@ -126,7 +68,9 @@ class Done(_Strict):
     info: dict[str, Any] = Field(default_factory=dict)
 
 
-_REQUEST = TypeAdapter(Hello | RunRequest | Done)
+_REQUEST: TypeAdapter[Hello | RunRequest | Done] = TypeAdapter(
+    Annotated[Hello | RunRequest | Done, Field(discriminator="op")]
+)  # told by "op": an error names what is wrong with that request, not with every other one
 
 
 Port = Annotated[int, Field(ge=1, le=65535, strict=True)]
@@ -152,9 +96,6 @@ class Rendezvous(BaseModel):
     ports: RendezvousPorts
 
 
-_SPEC = TypeAdapter(RunSpec)
-
-
 def parse_rendezvous(reply: dict[str, Any], spec: dict[str, Any]) -> Rendezvous:
     """Validate the server's test reply against the request ``spec``; :class:`ProtocolError` if not.
 
@@ -165,15 +106,8 @@ def parse_rendezvous(reply: dict[str, Any], spec: dict[str, Any]) -> Rendezvous:
         rendezvous = Rendezvous.model_validate(reply)
     except ValidationError as exc:
         raise ProtocolError(f"malformed test reply: {_first_error(exc)}") from None
-    asked = _SPEC.validate_python(spec)
-    ports = rendezvous.ports
-    if isinstance(asked, TcpSpec):
-        needed = {"send": ("to_server",), "recv": ("from_server",), "bidir": ("to_server", "from_server")}
-        missing = [key for key in needed[asked.direction] if getattr(ports, key) is None]
-    elif isinstance(asked, UdpSpec):
-        missing = [] if ports.udp is not None and len(ports.udp) == asked.streams else ["udp"]
-    else:
-        missing = [] if ports.rr is not None else ["rr"]
+    asked = served_specs().validate_python(spec)
+    missing = asked.missing_ports(rendezvous.ports)
     if missing:
         raise ProtocolError(f"malformed test reply: no valid ports.{missing[0]} for a {asked.kind} test")
     return rendezvous
@@ -187,9 +121,9 @@ class ServerLimits(_Strict):
     max_streams: int = Field(default=32, ge=1, le=MAX_STREAMS)  # worker processes per test
     max_clients: int = Field(default=16, ge=1, le=1024)  # concurrent control connections
     max_msg_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=MAX_MSG_BYTES)
-    max_udp_rate_bps: float = Field(default=100e9, gt=0, le=1e12)
+    max_udp_rate_bps: float = Field(default=100e9, gt=0, le=MAX_RATE_BPS)
 
-    def check(self, spec: TcpSpec | UdpSpec | LatencySpec | ConnectSpec) -> None:
+    def check(self, spec: Spec) -> None:
         """Raise :class:`ProtocolError` when ``spec`` asks for more than this server allows."""
         if spec.duration_s > self.max_duration_s:
             raise ProtocolError(
@@ -197,14 +131,9 @@ class ServerLimits(_Strict):
             )
         if spec.workers > self.max_streams:
             raise ProtocolError(f"{spec.workers} streams exceed the server's limit of {self.max_streams}")
-        if isinstance(spec, TcpSpec) and spec.msg_bytes > self.max_msg_bytes:
-            raise ProtocolError(
-                f"message size {spec.msg_bytes} exceeds the server's limit of {self.max_msg_bytes}"
-            )
-        if isinstance(spec, UdpSpec) and spec.rate_bps * spec.streams > self.max_udp_rate_bps:
-            raise ProtocolError(
-                f"UDP rate exceeds the server's limit of {self.max_udp_rate_bps / 1e9:g} Gb/s"
-            )
+        over = spec.over_limits(self)
+        if over:
+            raise ProtocolError(over)
 
 
 def parse_request(message: dict[str, Any]) -> Hello | RunRequest | Done:
@@ -219,11 +148,10 @@ def _first_error(exc: ValidationError) -> str:
     errors = exc.errors(include_url=False, include_input=False)
     if not errors:
         return "invalid"
-    # With a union the most specific error is the deepest location; keep it short and printable.
+    # The most specific error is the deepest location; keep it short and printable. The first
+    # part of a location is the request's "op" (the union's tag), and a spec's next is its kind.
     err = max(errors, key=lambda e: len(e.get("loc", ())))
-    loc = ".".join(
-        str(p) for p in err.get("loc", ()) if not str(p).startswith(("Hello", "RunRequest", "Done"))
-    )
+    loc = ".".join(str(p) for p in err.get("loc", ())[1:])
     text = f"{loc}: {err.get('msg', 'invalid')}" if loc else str(err.get("msg", "invalid"))
     return "".join(ch if ch.isprintable() else "?" for ch in text)[:300]
 

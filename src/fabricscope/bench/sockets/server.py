@@ -22,26 +22,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricscope import __version__
-from fabricscope.bench.sockets.admission import MAKE_TOKEN, AuthFailures, PendingConnections, token_weakness
+from fabricscope.bench.sockets.admission import MAKE_TOKEN, AuthFailures, token_weakness
 from fabricscope.bench.sockets.dataport import COOKIE_TIMEOUT_S, Mailbox
 from fabricscope.bench.sockets.procs import WorkerSet
 from fabricscope.bench.sockets.protocol import (
     MAX_TOKEN_CHARS,
     PROTOCOL_VERSION,
-    ConnectSpec,
     Done,
     Hello,
-    LatencySpec,
     RunRequest,
     ServerLimits,
-    TcpSpec,
-    UdpSpec,
     error_reply,
     parse_request,
 )
+from fabricscope.bench.sockets.specs import MailboxSockets, Spec
 from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.frames import (
     PeerError,
+    PendingConnections,
     ProtocolError,
     describe_os_error,
     encode_frame,
@@ -63,7 +61,6 @@ PENDING_TOTAL = 64  # ... and from all sources together
 LOG_FLUSH_S = 1.0
 DATA_TIMEOUT_S = 10.0  # a data socket without progress for this long means the peer is gone
 ACCEPT_TIMEOUT_S = 15.0  # client has this long to open its data connections
-UDP_DRAIN_S = 0.25
 UDP_RCVBUF_BYTES = 8 * 1024 * 1024
 
 
@@ -268,7 +265,8 @@ class BenchServer:
         )
 
     # ----- tests ----------------------------------------------------------------------------
-    def _run(self, conn: socket.socket, spec: Any, who: str, source: str) -> bool:
+    def _run(self, conn: socket.socket, spec: Spec, who: str, source: str) -> bool:
+        """One test of any served kind: the spec opens its data plane (bench/sockets/specs.py)."""
         cookie = os.urandom(16)
         cfg: dict[str, Any] = {
             "timeout_s": DATA_TIMEOUT_S,
@@ -281,69 +279,24 @@ class BenchServer:
         # Everything the client may still take: connecting, the run, and a stalled end.
         budget = ACCEPT_TIMEOUT_S + spec.duration_s + 2 * DATA_TIMEOUT_S
         with WorkerSet() as workers, contextlib.ExitStack() as sockets:
-            ports: dict[str, Any] = {}
-            if isinstance(spec, TcpSpec):
-                cfg.update(
-                    msg_bytes=spec.msg_bytes, interval_s=spec.interval_s, window_bytes=spec.window_bytes
-                )
-                for direction, key, worker in (
-                    (("send", "bidir"), "to_server", "tcp_sink"),
-                    (("recv", "bidir"), "from_server", "tcp_source"),
-                ):
-                    if spec.direction in direction:
-                        lst, box = sockets.enter_context(self._tcp_listener(spec.streams))
-                        ports[key] = lst.getsockname()[1]
-                        for _ in range(spec.streams):
-                            workers.spawn(worker, lst, cookie, cfg, mailbox=box)
-                wait_done_first = False
-            elif isinstance(spec, UdpSpec):
-                cfg.update(interval_s=spec.interval_s)
-                udp_ports = []
-                for _ in range(spec.streams):
-                    usock = sockets.enter_context(self._udp_socket())
-                    udp_ports.append(usock.getsockname()[1])
-                    workers.spawn("udp_sink", usock, cookie, cfg)
-                ports["udp"] = udp_ports
-                wait_done_first = True
-            elif isinstance(spec, LatencySpec):
-                cfg.update(max_bytes=spec.max_bytes)
-                if spec.proto == "tcp":
-                    lst, box = sockets.enter_context(self._tcp_listener(4))
-                    ports["rr"] = lst.getsockname()[1]
-                    workers.spawn("rr_responder", lst, cookie, cfg, mailbox=box)
-                else:
-                    usock = sockets.enter_context(self._udp_socket())
-                    ports["rr"] = usock.getsockname()[1]
-                    workers.spawn("udp_echo", usock, cookie, cfg)
-                wait_done_first = True
-            elif isinstance(spec, ConnectSpec):
-                cfg.update(max_bytes=spec.max_bytes)
-                lst, box = sockets.enter_context(self._tcp_listener(1024))
-                ports["rr"] = lst.getsockname()[1]
-                for _ in range(spec.concurrency):
-                    workers.spawn("rr_responder", lst, cookie, cfg, mailbox=box)
-                wait_done_first = True
-            else:  # pragma: no cover - the protocol union is exhaustive
-                raise ProtocolError(f"unsupported test kind {spec.kind!r}")
+            ports = spec.open(_Plane(self, workers, sockets, cookie, cfg))
             send_frame(conn, {"ok": True, "cookie": cookie.hex(), "ports": ports}, time.monotonic() + 5.0)
             sockets.close()  # workers hold their own copies of the data sockets
             deadline = time.monotonic() + budget
-            if wait_done_first:
-                done = self._wait_done(conn, deadline)
-                if isinstance(spec, UdpSpec):
-                    time.sleep(UDP_DRAIN_S)  # datagrams still in flight
+            if spec.waits_for_done:
+                self._wait_done(conn, deadline)
+                time.sleep(spec.drain_s)
                 workers.stop()
                 reports = workers.collect(5.0)
             else:
                 reports = workers.collect(max(1.0, deadline - time.monotonic()))
-                done = self._wait_done(conn, deadline + 5.0)
+                self._wait_done(conn, deadline + 5.0)
             errors = [r["error"] for r in reports if "error" in r]
             send_frame(conn, {"ok": True, "op": "result", "reports": reports}, time.monotonic() + 5.0)
             if errors:
                 log.warning("%s: %s test ended with errors: %s", who, spec.kind, errors[0])
             else:
                 log.info("%s: %s test done", who, spec.kind)
-            _ = done
             return not errors
 
     def _wait_done(self, conn: socket.socket, deadline: float) -> Done:
@@ -353,7 +306,7 @@ class BenchServer:
         return message
 
     @contextlib.contextmanager
-    def _tcp_listener(
+    def tcp_listener(
         self, backlog: int
     ) -> Iterator[tuple[socket.socket, tuple[socket.socket, socket.socket]]]:
         """A data listener and the mailbox its workers share (see :mod:`fabricscope.bench.sockets.dataport`)."""
@@ -367,7 +320,7 @@ class BenchServer:
             mailbox.close()
 
     @contextlib.contextmanager
-    def _udp_socket(self) -> Iterator[socket.socket]:
+    def udp_socket(self) -> Iterator[socket.socket]:
         sock = self._bound(socket.SOCK_DGRAM)
         try:
             with contextlib.suppress(OSError):
@@ -391,6 +344,27 @@ class BenchServer:
                 except OSError:
                     sock.close()
         raise ProtocolError("server has no free data port left, try again later")
+
+
+@dataclass
+class _Plane:
+    """The data plane of one test, as a spec sees it (:class:`fabricscope.bench.sockets.specs.DataPlane`):
+    sockets on the server's bind address, closed when the rendezvous is sent, and its workers."""
+
+    server: BenchServer
+    workers: WorkerSet
+    sockets: contextlib.ExitStack
+    cookie: bytes
+    cfg: dict[str, Any]
+
+    def tcp_listener(self, backlog: int) -> tuple[socket.socket, MailboxSockets]:
+        return self.sockets.enter_context(self.server.tcp_listener(backlog))
+
+    def udp_socket(self) -> socket.socket:
+        return self.sockets.enter_context(self.server.udp_socket())
+
+    def spawn(self, worker: str, sock: socket.socket, mailbox: MailboxSockets | None = None) -> None:
+        self.workers.spawn(worker, sock, self.cookie, self.cfg, mailbox=mailbox)
 
 
 def _source(addr: Any) -> str:

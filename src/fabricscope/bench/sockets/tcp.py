@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fabricscope.bench.results.schema import BenchResult, Interval
 from fabricscope.bench.sockets.client import Peer, Tick, cpu_pct, gbps, record_run, run_socket_test
 from fabricscope.bench.sockets.procs import WorkerSet
+from fabricscope.bench.sockets.specs import MAX_DURATION_S, MAX_MSG_BYTES, MAX_STREAMS, MAX_WINDOW_BYTES
 
 
 class TcpParams(BaseModel):
@@ -21,11 +22,11 @@ class TcpParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     peer: str
-    streams: int = Field(default=1, ge=1, le=128)
-    duration_s: float = Field(default=10.0, gt=0, le=3600)
-    msg_bytes: int = Field(default=128 * 1024, ge=1, le=16 * 1024 * 1024)
+    streams: int = Field(default=1, ge=1, le=MAX_STREAMS)
+    duration_s: float = Field(default=10.0, gt=0, le=MAX_DURATION_S)
+    msg_bytes: int = Field(default=128 * 1024, ge=1, le=MAX_MSG_BYTES)
     direction: Literal["send", "recv", "bidir"] = "send"
-    window_bytes: int | None = Field(default=None, ge=4096)
+    window_bytes: int | None = Field(default=None, ge=4096, le=MAX_WINDOW_BYTES)
     interval_s: float = Field(default=1.0, ge=0.05, le=60)
     timeout_s: float = Field(default=10.0, gt=0, le=300)
 

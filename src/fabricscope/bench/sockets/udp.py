@@ -13,12 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from fabricscope.bench.results.schema import BenchResult
 from fabricscope.bench.sockets.client import Peer, Tick, cpu_pct, gbps, record_run, run_socket_test
 from fabricscope.bench.sockets.procs import WorkerSet
+from fabricscope.bench.sockets.specs import MAX_DURATION_S, MAX_RATE_BPS, MAX_STREAMS
 from fabricscope.bench.sockets.tcp import merge_intervals
 from fabricscope.bench.sockets.wire import MAX_UDP_PAYLOAD, UDP_HEADER_BYTES
 from fabricscope.jobs.frames import PeerError
 from fabricscope.units import parse_rate
 
-MAX_RATE_BPS = 1e12
 # A sender below this share of the offered rate did not offer the load: its loss says nothing
 # about the path at that load, so a loss threshold cannot pass on it (issue 26).
 OFFERED_MIN_RATIO = 0.9
@@ -37,8 +37,8 @@ class UdpParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     peer: str
-    streams: int = Field(default=1, ge=1, le=128)
-    duration_s: float = Field(default=10.0, gt=0, le=3600)
+    streams: int = Field(default=1, ge=1, le=MAX_STREAMS)
+    duration_s: float = Field(default=10.0, gt=0, le=MAX_DURATION_S)
     size_bytes: int = Field(default=1472, ge=UDP_HEADER_BYTES, le=MAX_UDP_PAYLOAD)
     rate_bps: float = Field(
         default=1e9, ge=0, le=MAX_RATE_BPS

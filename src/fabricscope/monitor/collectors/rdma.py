@@ -33,14 +33,7 @@ class RdmaCollector:
 
     def collect(self, ctx: ScrapeContext, out: Families) -> None:
         ports = list_rdma_ports(ctx.root)
-        present = {dev for dev, _port in ports}
-        for dev in ctx.topology.devices:
-            if dev not in present:
-                # Known a moment ago, gone now: a hot-unplug, a driver reload or a fatal firmware
-                # error. Reported until the next topology refresh forgets the device.
-                ctx.root.note(
-                    f"sys/class/infiniband/{dev}", "RDMA device vanished since the last topology refresh"
-                )
+        _note_vanished(ctx, {dev for dev, _port in ports})
         budget = Budget("counter files", MAX_COUNTER_FILES_PER_SCRAPE)
         statuses = [
             s
@@ -48,78 +41,100 @@ class RdmaCollector:
             if (s := read_port(ctx.root, dev, port, gids=False, budget=budget)) is not None
         ]
         budget.report(ctx.root, "sys/class/infiniband")
-        best: dict[tuple[str, str], float] = {}
-        for status in statuses:
-            if status.rate_gbps is not None:
-                key = _model_key(ctx, status)
-                best[key] = max(best.get(key, 0.0), status.rate_gbps)
-
+        best = _best_rates(ctx, statuses)
         for dev in dict.fromkeys(s.device for s in statuses):
-            meta = ctx.topology.devices.get(dev)
-            out.gauge(
-                "rdma_device_info",
-                "RDMA device identity; value is always 1.",
-                {
-                    "device": dev,
-                    "hca_type": (meta.hca_type if meta else None) or "",
-                    "board_id": (meta.board_id if meta else None) or "",
-                    "fw_ver": (meta.fw_ver if meta else None) or "",
-                    "pci_address": (meta.pci_address if meta else None) or "",
-                },
-                1,
+            _device_info(ctx, out, dev)
+        for status in statuses:
+            _port(ctx, out, status, best.get(_model_key(ctx, status)))
+
+
+def _note_vanished(ctx: ScrapeContext, present: set[str]) -> None:
+    """Known a moment ago, gone now: a hot-unplug, a driver reload or a fatal firmware error.
+    Reported until the next topology refresh forgets the device."""
+    for dev in ctx.topology.devices:
+        if dev not in present:
+            ctx.root.note(
+                f"sys/class/infiniband/{dev}", "RDMA device vanished since the last topology refresh"
             )
 
-        for status in statuses:
-            labels = {"device": status.device, "port": str(status.port)}
-            out.gauge(
-                "rdma_port_info",
-                "RDMA port identity: the netdev behind it and its link layer; value is always 1.",
-                {
-                    **labels,
-                    "netdev": ctx.topology.netdev_of(status.device, status.port),
-                    "link_layer": status.link_layer or "",
-                },
-                1,
-            )
-            out.gauge("rdma_port_state_id", STATE_HELP, labels, status.state_id)
-            out.gauge("rdma_port_physical_state_id", PHYS_HELP, labels, status.phys_state_id)
-            if status.rate_gbps is not None:
-                out.gauge(
-                    "rdma_port_rate_bytes_per_second",
-                    RATE_HELP,
-                    labels,
-                    status.rate_gbps * GBPS_TO_BYTES_PER_S,
-                )
-                expected = best.get(_model_key(ctx, status))
-                out.gauge(
-                    "rdma_port_expected_rate_bytes_per_second",
-                    EXPECTED_HELP,
-                    labels,
-                    expected * GBPS_TO_BYTES_PER_S if expected is not None else None,
-                )
-            if status.hw_lifespan_ms is not None:
-                out.gauge(
-                    "rdma_hw_counters_lifespan_seconds",
-                    "How long the driver caches hw_counters values between refreshes.",
-                    labels,
-                    status.hw_lifespan_ms / 1000.0,
-                )
-            _counters(
-                out,
-                labels,
-                status.counters,
-                PORT_COUNTERS,
-                OTHER_PORT_COUNTER,
-                "Port counters without a dedicated metric, by sysfs file name.",
-            )
-            _counters(
-                out,
-                labels,
-                status.hw_counters,
-                HW_COUNTERS,
-                OTHER_HW_COUNTER,
-                "Driver hw_counters without a dedicated metric, by sysfs file name.",
-            )
+
+def _best_rates(ctx: ScrapeContext, statuses: list[RdmaPort]) -> dict[tuple[str, str], float]:
+    """The best rate per (model, link layer): what a healthy sibling shows a degraded port should reach."""
+    best: dict[tuple[str, str], float] = {}
+    for status in statuses:
+        if status.rate_gbps is not None:
+            key = _model_key(ctx, status)
+            best[key] = max(best.get(key, 0.0), status.rate_gbps)
+    return best
+
+
+def _device_info(ctx: ScrapeContext, out: Families, dev: str) -> None:
+    meta = ctx.topology.devices.get(dev)
+    out.gauge(
+        "rdma_device_info",
+        "RDMA device identity; value is always 1.",
+        {
+            "device": dev,
+            "hca_type": (meta.hca_type if meta else None) or "",
+            "board_id": (meta.board_id if meta else None) or "",
+            "fw_ver": (meta.fw_ver if meta else None) or "",
+            "pci_address": (meta.pci_address if meta else None) or "",
+        },
+        1,
+    )
+
+
+def _port(ctx: ScrapeContext, out: Families, status: RdmaPort, expected: float | None) -> None:
+    """One port: identity, states, rate against ``expected`` (its best sibling's), every counter."""
+    labels = {"device": status.device, "port": str(status.port)}
+    out.gauge(
+        "rdma_port_info",
+        "RDMA port identity: the netdev behind it and its link layer; value is always 1.",
+        {
+            **labels,
+            "netdev": ctx.topology.netdev_of(status.device, status.port),
+            "link_layer": status.link_layer or "",
+        },
+        1,
+    )
+    out.gauge("rdma_port_state_id", STATE_HELP, labels, status.state_id)
+    out.gauge("rdma_port_physical_state_id", PHYS_HELP, labels, status.phys_state_id)
+    if status.rate_gbps is not None:
+        out.gauge(
+            "rdma_port_rate_bytes_per_second",
+            RATE_HELP,
+            labels,
+            status.rate_gbps * GBPS_TO_BYTES_PER_S,
+        )
+        out.gauge(
+            "rdma_port_expected_rate_bytes_per_second",
+            EXPECTED_HELP,
+            labels,
+            expected * GBPS_TO_BYTES_PER_S if expected is not None else None,
+        )
+    if status.hw_lifespan_ms is not None:
+        out.gauge(
+            "rdma_hw_counters_lifespan_seconds",
+            "How long the driver caches hw_counters values between refreshes.",
+            labels,
+            status.hw_lifespan_ms / 1000.0,
+        )
+    _counters(
+        out,
+        labels,
+        status.counters,
+        PORT_COUNTERS,
+        OTHER_PORT_COUNTER,
+        "Port counters without a dedicated metric, by sysfs file name.",
+    )
+    _counters(
+        out,
+        labels,
+        status.hw_counters,
+        HW_COUNTERS,
+        OTHER_HW_COUNTER,
+        "Driver hw_counters without a dedicated metric, by sysfs file name.",
+    )
 
 
 def _counters(

@@ -147,7 +147,7 @@ class FileStats:
     binary_lines: int = 0  # lines with NUL bytes or undecodable data
     overlong_lines: int = 0
     truncated: bool = False  # ended in the middle of a line
-    placed_lines: int = 0  # lines without NCCL's header whose message the catalogue knows (log.place)
+    placed_lines: int = 0  # lines without NCCL's header whose message the catalogue or a rule's excerpt knows
     unrecognised_lines: int = 0  # non-blank lines neither NCCL's nor in the catalogue
 
     @property
@@ -177,7 +177,7 @@ class LogAggregator:
         self.torch: dict[str, Any] = {"timeouts": 0, "ops": {}, "api_errors": {}, "messages": {}}
         self.fallbacks: dict[str, int] = {}  # what NCCL used instead, in its words -> times
         self.excerpts: dict[str, int] = {}  # a verdict rule's excerpt (log.around) -> lines quoting it
-        self._placer = Placer()  # lines without NCCL's header (log.place)
+        self.placer = Placer()  # lines without NCCL's header (log.place)
         self._open: dict[
             tuple[Any, ...], tuple[dict[Any, Any], set[Any]]
         ] = {}  # (host, pid) -> (chains by id, ranks) not yet judged
@@ -210,7 +210,7 @@ class LogAggregator:
     def drop_caches(self) -> None:  # after the file is read: not worth pickling back
         self.flush()
         self._batch = None
-        self._placer = Placer()
+        self.placer = Placer()
 
     def flush(self) -> None:
         """Book the channel lines the batch path has counted but not yet put on their ranks."""
@@ -300,11 +300,14 @@ class LogAggregator:
             for part in parts:
                 self.feed_unheaded(part, stats)
             return None
-        placed, shape = self._placer(line)
+        placed, shape = self.placer(line)
         if placed is None:
+            if shape and self._quote(line):  # a rule's excerpt: NCCL's words as another release put them
+                stats.placed_lines += 1
+                return None
             stats.unrecognised_lines += 1
-            if shape and not self._quote(line):
-                self._placer.remember(shape)
+            if shape:
+                self.placer.remember(shape)
             return None
         stats.placed_lines += 1
         self._quote(placed.text)

@@ -34,6 +34,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from fabricscope.nccl.log.parse import INFO_PREFIXES
+from fabricscope.nccl.log.place import ZERO_DIGITS
 
 if TYPE_CHECKING:
     from fabricscope.nccl.log.aggregate import FileStats, LogAggregator, RankState
@@ -140,6 +141,16 @@ class _Caches:
         cache[self.mark(key)] = value
 
 
+def _remember(table: dict[bytes, Any], known: set[bytes], head: bytes, value: Any) -> None:
+    """``table[head] = value`` in a cache of at most ``_CACHE_LIMIT`` heads (emptied when full),
+    ``known`` its keys as a set (``set <= set`` runs in C on the whole-chunk paths)."""
+    if len(table) >= _CACHE_LIMIT:
+        table.clear()
+        known.clear()
+    table[head] = value
+    known.add(head)
+
+
 class BatchReader:
     """Feeds lists of lines (``str``, or ``bytes`` of ASCII) into one ``LogAggregator``.
 
@@ -181,8 +192,9 @@ class BatchReader:
         partition, startswith = kind.partition, kind.startswith
         plain_get, other_get, specs_get, rests_get = c.plain.get, c.other.get, c.specs.get, c.rests.get
         agg, touched, first_local = self.agg, self.touched, self.first_local
-        channels = slow = 0
+        channels = slow = unplaced = 0
         last_key = agg.last_key
+        skips, zero = agg.placer.skips, ZERO_DIGITS
         for line in lines:
             head, _, msg = partition(line, sep)  # partition takes one argument: no argument parsing
             word, _, rest = partition(msg, space)
@@ -193,6 +205,12 @@ class BatchReader:
             other = other_get((head, word))
             if other is None:
                 slow += 1
+                # A line of a shape already set aside (a training log's progress line): no decoding,
+                # header parse or catalogue look-up, one translate and one set look-up.
+                shape = line.rstrip() if raw else line.rstrip().encode("utf-8", "surrogatepass")
+                if skips(shape.translate(zero)):  # log.place.shape_of, inlined
+                    unplaced += 1
+                    continue
                 agg.last_key = last_key
                 self.slow(line.decode("utf-8", "replace") if raw else line, stats)
                 last_key = agg.last_key
@@ -223,6 +241,7 @@ class BatchReader:
                     if rank.rank is None and rank not in first_local:
                         first_local[rank] = after[1]
         agg.last_key = last_key
+        stats.unrecognised_lines += unplaced
         plain = len(lines) - channels - slow
         agg.info_lines += plain
         stats.nccl_lines += plain + channels
@@ -430,12 +449,7 @@ class BatchReader:
             return
         begin = (line[:i], word)
         if line.isascii():  # the whole-batch path reads bytes batches only
-            if len(self.heads) >= _CACHE_LIMIT:
-                self.heads.clear()
-                self.known.clear()
-            head = begin[0].encode()
-            self.heads[head] = key
-            self.known.add(head)
+            _remember(self.heads, self.known, begin[0].encode(), key)
         if kind == "channel" and word == "Channel":
             rank = self.agg.rank_of(header) if header.cuda_dev is not None else None
             counts = None if rank is None else self.counts.setdefault(rank, {})
@@ -443,12 +457,7 @@ class BatchReader:
             for c in self._caches(line):
                 c.store(c.other, begin, entry)
             if line.isascii():  # (inside feed(): nothing pending)
-                if len(self.channel_heads) >= _CACHE_LIMIT:
-                    self.channel_heads.clear()
-                    self.channel_known.clear()
-                head = begin[0].encode()
-                self.channel_heads[head] = entry
-                self.channel_known.add(head)
+                _remember(self.channel_heads, self.channel_known, begin[0].encode(), entry)
             return
         continuations = _word_class(word) if kind == "info" else None
         if continuations is None:

@@ -6,11 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fabricscope.findings import Finding
+from fabricscope.host.inventory import Inventory
+from fabricscope.host.netclass import NetDevice
 from fabricscope.nccl.lint.codes import LintContext, finding
 from fabricscope.nccl.lint.codes import names as _names
-from fabricscope.nccl.match import parse_list, prefix_trap
+from fabricscope.nccl.match import DeviceList, parse_list, prefix_trap
 from fabricscope.nccl.node import (
     LEVEL_RANK,
+    NicPort,
     active_ports,
     c2c_gpus,
     gdr_module_state,
@@ -20,7 +23,7 @@ from fabricscope.nccl.node import (
     nic_ports,
     usable_interface,
 )
-from fabricscope.nccl.settings import uses_expansion
+from fabricscope.nccl.settings import Setting, uses_expansion
 from fabricscope.nccl.variables import parse_level
 
 
@@ -78,18 +81,7 @@ def check_ib_hca(ctx: LintContext) -> Iterator[Finding]:
     s = ctx.settings.effective.get("NCCL_IB_HCA")
     ports = nic_ports(inv)
     if s is None:
-        layers = {p.link for p in active_ports(inv)}
-        if len(layers) > 1:
-            yield finding(
-                "NCCL015",
-                "warn",
-                None,
-                "NCCL_IB_HCA",
-                "NCCL_IB_HCA is unset and this node has active InfiniBand and RoCE ports: NCCL uses all of them and "
-                "connections between the two kinds fail",
-                "set NCCL_IB_HCA to an exact list of one link layer (`fabricscope nccl env` prints it)",
-                ports=[f"{p.label}/{p.link}" for p in active_ports(inv)],
-            )
+        yield from _ib_hca_unset_mixed(inv)
         return
     if uses_expansion(s.value) or not ports and not inv.rdma_devices:
         return  # (no port at all: NCCL072, check_rdma_on_tcp_node)
@@ -97,57 +89,9 @@ def check_ib_hca(ctx: LintContext) -> Iterator[Finding]:
     if not parsed.tokens:
         return
     names = sorted({p.device for p in ports})
-    candidates = [(p.device, p.port) for p in ports]
     selected = [p for p in ports if parsed.matches(p.device, p.port)]
-    # NCCL selects every device matching any entry (matchIfList, src/misc/utils.cc) and fails only when
-    # none matches: an entry that matches nothing here is info, a fail only when nothing is left.
-    miss = "info" if selected else "fail"
-    left = (
-        f"; NCCL uses the others ({_names([p.label for p in selected], 4)})"
-        if selected
-        else "; nothing else matches either"
-    )
     if not parsed.exclude:
-        for token in (t for t in parsed.tokens if t not in parsed.spaced):  # NCCL016 covers those
-            hits = parsed.matched_by(token, candidates)
-            if not hits:
-                device_exists = any(n == token.name for n in names) or (
-                    not parsed.exact and any(n.startswith(token.name) for n in names)
-                )
-                if device_exists and token.port is not None:
-                    yield finding(
-                        "NCCL014",
-                        miss,
-                        s,
-                        "NCCL_IB_HCA",
-                        f"{token.raw}: {token.name} has no port {token.port}{left}",
-                        "port numbers start at 1 (most NICs have one port per device)",
-                        token=token.raw,
-                    )
-                else:
-                    yield finding(
-                        "NCCL010",
-                        miss,
-                        s,
-                        "NCCL_IB_HCA",
-                        f"{token.raw} matches no RDMA device on this node (devices: {_names(names)}){left}",
-                        "use the names from `ls /sys/class/infiniband` (`fabricscope nccl env` prints the right list)",
-                        token=token.raw,
-                        devices=names,
-                    )
-            if not parsed.exact:
-                trapped = prefix_trap(token, names)
-                if trapped:
-                    yield finding(
-                        "NCCL012",
-                        "warn",
-                        s,
-                        "NCCL_IB_HCA",
-                        f"{token.raw} is a prefix: it also selects {_names(trapped)}",
-                        f"prefix the list with = for exact names: NCCL_IB_HCA={'^' if parsed.exclude else ''}={','.join(t.raw for t in parsed.tokens)}",
-                        token=token.raw,
-                        also_matches=trapped,
-                    )
+        yield from _ib_hca_entries(s, parsed, ports, names, selected)
     if not selected:
         if parsed.exclude:
             yield finding(
@@ -160,6 +104,83 @@ def check_ib_hca(ctx: LintContext) -> Iterator[Finding]:
                 devices=names,
             )
         return
+    yield from _ib_hca_selection(s, selected)
+
+
+def _ib_hca_unset_mixed(inv: Inventory) -> Iterator[Finding]:
+    """NCCL015: no NCCL_IB_HCA on a node whose active ports mix InfiniBand and RoCE."""
+    layers = {p.link for p in active_ports(inv)}
+    if len(layers) > 1:
+        yield finding(
+            "NCCL015",
+            "warn",
+            None,
+            "NCCL_IB_HCA",
+            "NCCL_IB_HCA is unset and this node has active InfiniBand and RoCE ports: NCCL uses all of them and "
+            "connections between the two kinds fail",
+            "set NCCL_IB_HCA to an exact list of one link layer (`fabricscope nccl env` prints it)",
+            ports=[f"{p.label}/{p.link}" for p in active_ports(inv)],
+        )
+
+
+def _ib_hca_entries(
+    s: Setting, parsed: DeviceList, ports: list[NicPort], names: list[str], selected: list[NicPort]
+) -> Iterator[Finding]:
+    """Each entry of an include list on its own: one that matches nothing (NCCL010/NCCL014), a prefix
+    that selects more than it names (NCCL012)."""
+    candidates = [(p.device, p.port) for p in ports]
+    # NCCL selects every device matching any entry (matchIfList, src/misc/utils.cc) and fails only when
+    # none matches: an entry that matches nothing here is info, a fail only when nothing is left.
+    miss = "info" if selected else "fail"
+    left = (
+        f"; NCCL uses the others ({_names([p.label for p in selected], 4)})"
+        if selected
+        else "; nothing else matches either"
+    )
+    for token in (t for t in parsed.tokens if t not in parsed.spaced):  # NCCL016 covers those
+        hits = parsed.matched_by(token, candidates)
+        if not hits:
+            device_exists = any(n == token.name for n in names) or (
+                not parsed.exact and any(n.startswith(token.name) for n in names)
+            )
+            if device_exists and token.port is not None:
+                yield finding(
+                    "NCCL014",
+                    miss,
+                    s,
+                    "NCCL_IB_HCA",
+                    f"{token.raw}: {token.name} has no port {token.port}{left}",
+                    "port numbers start at 1 (most NICs have one port per device)",
+                    token=token.raw,
+                )
+            else:
+                yield finding(
+                    "NCCL010",
+                    miss,
+                    s,
+                    "NCCL_IB_HCA",
+                    f"{token.raw} matches no RDMA device on this node (devices: {_names(names)}){left}",
+                    "use the names from `ls /sys/class/infiniband` (`fabricscope nccl env` prints the right list)",
+                    token=token.raw,
+                    devices=names,
+                )
+        if not parsed.exact:
+            trapped = prefix_trap(token, names)
+            if trapped:
+                yield finding(
+                    "NCCL012",
+                    "warn",
+                    s,
+                    "NCCL_IB_HCA",
+                    f"{token.raw} is a prefix: it also selects {_names(trapped)}",
+                    f"prefix the list with = for exact names: NCCL_IB_HCA={'^' if parsed.exclude else ''}={','.join(t.raw for t in parsed.tokens)}",
+                    token=token.raw,
+                    also_matches=trapped,
+                )
+
+
+def _ib_hca_selection(s: Setting, selected: list[NicPort]) -> Iterator[Finding]:
+    """What the list selects: ports that are not ACTIVE (NCCL011), both link layers at once (NCCL013)."""
     down = [p for p in selected if not p.active]
     if down:
         everything = len(down) == len(selected)
@@ -220,46 +241,9 @@ def check_socket_ifname(ctx: LintContext) -> Iterator[Finding]:
     if inv is None:
         return
     devices = {d.name: d for d in inv.net_devices}
-    names = sorted(devices)
-    selected = [devices[n] for n in names if parsed.matches(n)]
+    selected = [devices[n] for n in sorted(devices) if parsed.matches(n)]
     if not parsed.exclude:
-        for token in (t for t in parsed.tokens if t not in parsed.spaced):  # NCCL016 covers those
-            hits = [n for n in names if parsed.token_matches(token, n)]
-            if not hits and selected:  # NCCL uses every interface matching any entry (matchIfList)
-                yield finding(
-                    "NCCL020",
-                    "info",
-                    s,
-                    "NCCL_SOCKET_IFNAME",
-                    f"{token.raw} matches no interface on this node; NCCL uses the interfaces the other entries match ({_names([d.name for d in selected], 4)})",
-                    None,
-                    token=token.raw,
-                    interfaces=names,
-                )
-            elif not hits:
-                usable = [n for n in names if usable_interface(devices[n]) and not is_virtual_name(n)]
-                yield finding(
-                    "NCCL020",
-                    "fail",
-                    s,
-                    "NCCL_SOCKET_IFNAME",
-                    f"{token.raw} matches no interface on this node (usable: {_names(usable) or 'none'}){', and no other entry matches either' if len(parsed.tokens) > 1 else ''}: NCCL fails at init with 'no socket interface found'",
-                    "name an interface that exists here; `fabricscope nccl env` picks one that is up with an address",
-                    token=token.raw,
-                    interfaces=names,
-                )
-            elif not parsed.exact and len(hits) > 1 and token.name in names:
-                others = [n for n in hits if n != token.name]
-                yield finding(
-                    "NCCL022",
-                    "warn",
-                    s,
-                    "NCCL_SOCKET_IFNAME",
-                    f"{token.raw} is a prefix: it also selects {_names(others)}",
-                    f"use ={token.name} for this interface only",
-                    token=token.raw,
-                    also_matches=others,
-                )
+        yield from _ifname_entries(s, parsed, devices, selected)
     if not selected:
         if parsed.exclude:
             yield finding(
@@ -271,6 +255,56 @@ def check_socket_ifname(ctx: LintContext) -> Iterator[Finding]:
                 "exclude fewer interfaces",
             )
         return
+    yield from _ifname_selection(s, parsed, selected)
+
+
+def _ifname_entries(
+    s: Setting, parsed: DeviceList, devices: dict[str, NetDevice], selected: list[NetDevice]
+) -> Iterator[Finding]:
+    """Each entry of an include list on its own: one that matches no interface (NCCL020, info while
+    another entry matches), a prefix that selects more than the interface it names (NCCL022)."""
+    names = sorted(devices)
+    for token in (t for t in parsed.tokens if t not in parsed.spaced):  # NCCL016 covers those
+        hits = [n for n in names if parsed.token_matches(token, n)]
+        if not hits and selected:  # NCCL uses every interface matching any entry (matchIfList)
+            yield finding(
+                "NCCL020",
+                "info",
+                s,
+                "NCCL_SOCKET_IFNAME",
+                f"{token.raw} matches no interface on this node; NCCL uses the interfaces the other entries match ({_names([d.name for d in selected], 4)})",
+                None,
+                token=token.raw,
+                interfaces=names,
+            )
+        elif not hits:
+            usable = [n for n in names if usable_interface(devices[n]) and not is_virtual_name(n)]
+            yield finding(
+                "NCCL020",
+                "fail",
+                s,
+                "NCCL_SOCKET_IFNAME",
+                f"{token.raw} matches no interface on this node (usable: {_names(usable) or 'none'}){', and no other entry matches either' if len(parsed.tokens) > 1 else ''}: NCCL fails at init with 'no socket interface found'",
+                "name an interface that exists here; `fabricscope nccl env` picks one that is up with an address",
+                token=token.raw,
+                interfaces=names,
+            )
+        elif not parsed.exact and len(hits) > 1 and token.name in names:
+            others = [n for n in hits if n != token.name]
+            yield finding(
+                "NCCL022",
+                "warn",
+                s,
+                "NCCL_SOCKET_IFNAME",
+                f"{token.raw} is a prefix: it also selects {_names(others)}",
+                f"use ={token.name} for this interface only",
+                token=token.raw,
+                also_matches=others,
+            )
+
+
+def _ifname_selection(s: Setting, parsed: DeviceList, selected: list[NetDevice]) -> Iterator[Finding]:
+    """What the list selects: interfaces NCCL cannot use (NCCL021), loopback or virtual ones (NCCL023)."""
     bad = [d for d in selected if not usable_interface(d) and not d.is_loopback]
     good = [d for d in selected if usable_interface(d) and not d.is_loopback]
     if bad:

@@ -13,7 +13,7 @@ from fabricscope.nccl.lint.codes import LintContext, finding
 from fabricscope.nccl.lint.codes import names as _names
 from fabricscope.nccl.match import parse_list
 from fabricscope.nccl.node import NicPort, best_roce_gid, gid_at, nic_ports
-from fabricscope.nccl.settings import uses_expansion
+from fabricscope.nccl.settings import Setting, uses_expansion
 
 AUTO_GID_VERSION = (2, 21)
 
@@ -53,55 +53,11 @@ def check_gid_index(ctx: LintContext) -> Iterator[Finding]:
                 "drop it from InfiniBand job scripts",
             )
         return
-    ports = _roce_selected(ctx)
-    empty, v1, local, ok = [], [], [], []
-    right: dict[str, int | None] = {}
-    for p in ports:
-        best = best_roce_gid(p.raw)
-        right[p.label] = best.index if best else None
-        gid = gid_at(p.raw, index)
-        if gid is None:
-            empty.append(p.label)
-        elif gid.roce_version == 1:
-            v1.append(f"{p.label} ({gid.gid})")
-        elif gid.is_link_local:
-            local.append(f"{p.label} ({gid.gid})")
-        else:
-            ok.append(p.label)
-    fix = "unset NCCL_IB_GID_INDEX (NCCL >= 2.21 picks the RoCE v2 IPv4 entry itself) or set the index of that entry"
-    if empty:
-        yield finding(
-            "NCCL031",
-            "fail",
-            s,
-            "NCCL_IB_GID_INDEX",
-            f"GID index {index} is empty on {_names(empty)}: queue pairs fail to connect (ibv_modify_qp: Invalid argument)",
-            fix,
-            ports=empty,
-        )
-    if v1:
-        yield finding(
-            "NCCL032",
-            "fail",
-            s,
-            "NCCL_IB_GID_INDEX",
-            f"GID index {index} is a RoCE v1 entry on {_names(v1)}: RoCE v1 is not routable and does not match RoCE v2 peers",
-            fix,
-            ports=v1,
-        )
-    if local:
-        yield finding(
-            "NCCL033",
-            "fail",
-            s,
-            "NCCL_IB_GID_INDEX",
-            f"GID index {index} is a link-local fe80:: entry on {_names(local)}: it does not cross an IP router",
-            fix,
-            ports=local,
-        )
-    distinct = sorted({v for v in right.values() if v is not None})
+    sort = _gid_sort(_roce_selected(ctx), index)
+    yield from _gid_wrong_entries(s, index, sort)
+    distinct = sorted({v for v in sort.right.values() if v is not None})
     if len(distinct) > 1:
-        detail = ", ".join(f"{k}={v}" for k, v in right.items())
+        detail = ", ".join(f"{k}={v}" for k, v in sort.right.items())
         yield finding(
             "NCCL034",
             "fail",
@@ -109,9 +65,9 @@ def check_gid_index(ctx: LintContext) -> Iterator[Finding]:
             "NCCL_IB_GID_INDEX",
             f"the RoCE v2 IPv4 entry is at different indexes on different NICs ({detail}): no single NCCL_IB_GID_INDEX is right for all",
             "unset NCCL_IB_GID_INDEX and let NCCL (>= 2.21) choose per NIC",
-            right_index=right,
+            right_index=sort.right,
         )
-    if not empty and not v1 and not local and len(distinct) <= 1:
+    if not sort.empty and not sort.v1 and not sort.local and len(distinct) <= 1:
         version = ctx.nccl_version
         if version is None or version >= AUTO_GID_VERSION:
             when = "" if version else " (assuming NCCL >= 2.21; pass --nccl-version if older)"
@@ -123,6 +79,56 @@ def check_gid_index(ctx: LintContext) -> Iterator[Finding]:
                 f"GID index {index} is the RoCE v2 IPv4 entry on every selected NIC, so it works; NCCL 2.21+ chooses it itself and copes when an extra address shifts the table{when}",
                 "remove NCCL_IB_GID_INDEX",
                 right_index=distinct[0] if distinct else None,
+            )
+
+
+@dataclass
+class _GidSort:
+    """The selected RoCE ports sorted by what sits at the forced GID index, and the index of the
+    RoCE v2 IPv4 entry (the one NCCL should use) on each."""
+
+    empty: list[str] = field(default_factory=list)
+    v1: list[str] = field(default_factory=list)
+    local: list[str] = field(default_factory=list)
+    right: dict[str, int | None] = field(default_factory=dict)
+
+
+def _gid_sort(ports: list[NicPort], index: int) -> _GidSort:
+    out = _GidSort()
+    for p in ports:
+        best = best_roce_gid(p.raw)
+        out.right[p.label] = best.index if best else None
+        gid = gid_at(p.raw, index)
+        if gid is None:
+            out.empty.append(p.label)
+        elif gid.roce_version == 1:
+            out.v1.append(f"{p.label} ({gid.gid})")
+        elif gid.is_link_local:
+            out.local.append(f"{p.label} ({gid.gid})")
+    return out
+
+
+def _gid_wrong_entries(s: Setting, index: int, sort: _GidSort) -> Iterator[Finding]:
+    """NCCL031-033: the forced index is empty, RoCE v1 or link-local on some ports; one fix for all."""
+    fix = "unset NCCL_IB_GID_INDEX (NCCL >= 2.21 picks the RoCE v2 IPv4 entry itself) or set the index of that entry"
+    for code, ports, what in (
+        ("NCCL031", sort.empty, "empty on {}: queue pairs fail to connect (ibv_modify_qp: Invalid argument)"),
+        (
+            "NCCL032",
+            sort.v1,
+            "a RoCE v1 entry on {}: RoCE v1 is not routable and does not match RoCE v2 peers",
+        ),
+        ("NCCL033", sort.local, "a link-local fe80:: entry on {}: it does not cross an IP router"),
+    ):
+        if ports:
+            yield finding(
+                code,
+                "fail",
+                s,
+                "NCCL_IB_GID_INDEX",
+                f"GID index {index} is " + what.format(_names(ports)),
+                fix,
+                ports=ports,
             )
 
 
