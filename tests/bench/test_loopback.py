@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from fabricscope.bench.results.kinds import KIND_FIELDS, KINDS
 from fabricscope.bench.results.schema import BenchResult, Status
 from fabricscope.bench.sockets.connect import ConnectParams, run_connect
 from fabricscope.bench.sockets.latency import LatencyParams, metric_name, run_latency
@@ -16,7 +17,9 @@ from tests.bench.conftest import run_cli
 
 def _ok(result: BenchResult) -> BenchResult:
     assert result.status == Status.OK, result.reason
-    json.loads(result.to_json())  # serialisable, schema-valid
+    doc = json.loads(result.to_json())  # serialisable, schema-valid
+    # no other kind's field, not even as null (every result once carried "topology": null, issue 21)
+    assert set(doc) & set(KIND_FIELDS) <= set(KINDS[result.kind].fields), doc.keys()
     assert BenchResult.from_json(result.to_json()).metrics == result.metrics
     return result
 

@@ -7,7 +7,7 @@ import re
 from fabricscope.host.gpu import NVIDIA_SMI_PCI, parse_pcie_throughput
 from tests.conftest import samples_dir
 
-KB = 1024  # nvidia-smi's "KB/s" read as KiB/s, as docs/monitoring.md says
+KB = 1000  # nvidia-smi's "KB/s" as NVML states it, read as SI kilobytes (docs/monitoring.md)
 
 
 def test_the_whole_query_carries_the_throughput_and_is_what_we_run() -> None:

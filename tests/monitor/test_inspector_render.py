@@ -74,7 +74,7 @@ def test_the_inspector_exposition_is_byte_identical_across_scrapes(
     scrape("nothing new")
     os.utime(dump / "nccl_inspector_metrics_GPU-1234.prom", (now - 1, now - 1))  # re-read: one more sample
     exporter.inspector.update_expected(
-        lambda op, size, ranks, nodes: 2e11 if op == "AllReduce" else None, reset=True
+        lambda op, size, ranks, nodes, host: 2e11 if op == "AllReduce" else None, reset=True
     )
     scrape("expected bandwidths replaced")
     text = "".join(scrapes)

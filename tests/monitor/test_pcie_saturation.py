@@ -48,7 +48,7 @@ def test_connectx_pcie_counters_from_a_public_capture(tmp_path: Path) -> None:
 
 def test_gpu_pcie_throughput_from_nvidia_smi_or_not_available(tmp_path: Path) -> None:
     assert parse_pcie_throughput(_capture("nvidia_smi_q_pci_rtx5090.txt")) == {
-        "0000:02:00.0": (483 * 1024, 387 * 1024)
+        "0000:02:00.0": (483 * 1000, 387 * 1000)
     }
     host = tmp_path / "host"
     shutil.copytree(FIXTURE_HOSTS / "roce-healthy", host, symlinks=True)
@@ -64,7 +64,7 @@ def test_gpu_pcie_throughput_from_nvidia_smi_or_not_available(tmp_path: Path) ->
             device="gpu0",
             direction="transmit",
         )
-        == 483 * 1024
+        == 483 * 1000
     )
     plain = samples(make_exporter(FIXTURE_HOSTS / "roce-healthy").render().decode())
     assert value(plain, "fabricscope_pcie_throughput_available", kind="gpu", source="nvidia-smi") == 0
@@ -90,5 +90,5 @@ def test_a_snapshot_keeps_the_gpu_pcie_throughput(tmp_path: Path) -> None:
             device="gpu0",
             direction="receive",
         )
-        == 387 * 1024
+        == 387 * 1000
     )

@@ -24,8 +24,8 @@ accuracy_script = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(accuracy_script)
 VOCAB = yaml.safe_load((accuracy_script.CORPUS / "vocabulary.yaml").read_text(encoding="utf-8"))
 # Reached on dev while developing (scripts/nccl_case_accuracy.py --split dev): logs' root cause
-# 24/42, fatal 33/42, scripts' lint 11/17. A floor, not a target.
-DEV_FLOOR = {"log_root_cause": 0.57, "log_fatal": 0.78, "script_lint": 0.64}
+# 25/42, fatal 33/42, scripts' lint 11/17. A floor, not a target.
+DEV_FLOOR = {"log_root_cause": 0.59, "log_fatal": 0.78, "script_lint": 0.64}
 
 
 @pytest.mark.parametrize("split", ["dev", "heldout"])

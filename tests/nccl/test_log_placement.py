@@ -156,3 +156,24 @@ def test_known_unplaced_shapes_are_skipped_but_last_error_still_reads_the_next_l
     for r in (from_file, line_by_line):
         assert r.summary["unrecognised_lines"] == 101, r.summary
         assert r.summary["placed_lines"] == 2  # 'Last error:' and the line after it, of a known shape
+
+
+def test_an_internal_error_that_reached_the_api_is_named_as_nccl_calls_it() -> None:
+    """nccl-379: 'graph/xml.h:77 NCCL WARN Attribute arch of node cpu not found', then '-> 3' up to
+    the API. ncclGetErrorString (src/init.cc) words ncclInternalError 'internal error - please report
+    this issue to the NCCL developers': with no other cause, the verdict is a defect in NCCL."""
+    r = report_of("nccl-379.log")
+    returned = [f for f in r.findings if f.id == "nccl_log.error_return" and f.evidence.get("code") == 3]
+    assert returned and all(
+        "please report this issue to the NCCL developers" in (f.fix or "") for f in returned
+    )
+    assert r.verdict["root_cause"] == "nccl_bug"
+
+
+def test_a_line_holding_a_rules_excerpt_is_recognised() -> None:
+    """nccl-1267: the message as typed in an issue title (the address dropped), so no catalogue
+    format prints it; it still holds NCCL's words 'is neither AF_INET', which the socket_address
+    rule fires on: the file is a log with that finding, not 'no NCCL log line'."""
+    r = report_of("nccl-1267.log")
+    assert r.recognised_lines == 1 and r.summary["placed_lines"] == 1
+    assert ids(r).get("nccl_log.socket_address") == "fail"

@@ -8,7 +8,7 @@ import pytest
 
 from fabricscope.bench.matrix.schedule import phases
 from fabricscope.errors import FabricscopeError
-from fabricscope.ready.params import ReadyError, ReadyParams, matrix_seconds, plan
+from fabricscope.ready.params import ReadyError, ReadyParams, job_nodes, matrix_seconds, plan
 from fabricscope.ready.predict import Allocation, CollectiveModel, collective_busbw, documents, matrix_gbps
 from fabricscope.topology.model import Attachment, Cable, Discovery, build_document
 
@@ -102,6 +102,20 @@ def test_the_plan_fits_the_budget_and_refuses_one_too_short() -> None:
         plan(ReadyParams(budget_s=30), 16)
     need = float(str(refused.value).split("needs at least ")[1].split()[0])
     assert plan(ReadyParams(budget_s=need + 1), 16).flow_s > 0  # what it asks for is enough
+
+
+def test_the_plan_sizes_the_matrix_by_nodes_not_ranks() -> None:
+    """srun -N 2 --ntasks-per-node 8: sixteen ranks, a matrix of two nodes. Every rank reads the
+    same SLURM_NNODES (or torchrun's WORLD_SIZE / LOCAL_WORLD_SIZE), so every rank plans alike."""
+    assert job_nodes(16, "slurm", {"SLURM_NNODES": "2", "SLURM_TASKS_PER_NODE": "8(x2)"}) == 2
+    assert job_nodes(5, "slurm", {"SLURM_NNODES": "3", "SLURM_TASKS_PER_NODE": "2(x2),1"}) == 3
+    assert job_nodes(16, "torchrun", {"LOCAL_WORLD_SIZE": "8"}) == 2
+    assert job_nodes(4, "slurm", {}) == 4 and job_nodes(4, "slurm", {"SLURM_NNODES": "x"}) == 4
+    assert job_nodes(4, "lab:demo", {"SLURM_NNODES": "1"}) == 4  # our launcher inside an allocation
+    with pytest.raises(ReadyError, match="too short"):
+        plan(ReadyParams(budget_s=60), 16)
+    two = plan(ReadyParams(budget_s=60), 16, job_nodes(16, "slurm", {"SLURM_NNODES": "2"}))
+    assert two.matrix_timeout_s >= matrix_seconds(2, two.flow_s) and two.total_s <= 60 + 30
 
 
 def _tasks_per_node(spec: str, hosts: list[str]) -> list[str]:

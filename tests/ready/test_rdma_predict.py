@@ -93,3 +93,20 @@ def test_no_rdma_port_no_rdma_prediction(received) -> None:
     pred = Prediction()
     predict_rdma(alloc, [], pred)
     assert pred.rdma is None and pred.rdma_transport is None
+
+
+def test_the_terminal_shows_the_rdma_prediction_and_step(received) -> None:
+    from fabricscope.ready.params import ReadyParams, plan
+    from fabricscope.ready.run import ReadyRun
+    from fabricscope.report.ready import prediction_lines, summary_lines
+
+    pred = Prediction()
+    predict_rdma(_alloc(received), [r.document for r in received], pred)
+    lines = prediction_lines(pred, HOSTS)
+    assert any(line.strip().startswith("rdma matrix (ib): median pair") for line in lines), lines
+    assert any("rdma known slower than built: n2: link at 200Gb/s" in line for line in lines), lines
+    measured = [[None if i == j else float(pred.rdma[i][j]) for j in range(4)] for i in range(4)]  # type: ignore[index]
+    run = ReadyRun(ReadyParams(), plan(ReadyParams(), 4), 4, "slurm", HOSTS, pred)
+    run.steps = [rdma_step(HOSTS, SimpleNamespace(matrix_gbps=measured, suspects=[]), pred)]
+    rows = [line.split() for line in summary_lines(run)]
+    assert ["rdma", "FAIL"] == next(r for r in rows if r and r[0] == "rdma")[:2]  # n2's pairs: half of built

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from fabricscope.checks.registry import CheckContext, check, not_evaluated
+from fabricscope.checks.registry import CheckContext, check, not_evaluated_where
 from fabricscope.findings import Finding, Severity
 from fabricscope.host.inventory import Inventory
 from fabricscope.host.nvlink import GpuFabric
@@ -25,16 +25,13 @@ def _label(inv: Inventory, index: int | None = None, pci: str | None = None) -> 
 def _unread(check_id: str, inv: Inventory, command: str) -> list[Finding]:
     """Without nvidia-smi's output: not evaluated where nvidia-smi found the GPUs, else nothing
     (GPUs seen only in sysfs may have no driver to ask)."""
-    if not inv.gpus or inv.gpu_source != "nvidia-smi":
-        return []
-    return [
-        not_evaluated(
-            check_id,
-            "GPUs",
-            f"`{command}` not available",
-            fix="run doctor where nvidia-smi works (driver loaded)",
-        )
-    ]
+    return not_evaluated_where(
+        inv.gpus and inv.gpu_source == "nvidia-smi",
+        check_id,
+        "GPUs",
+        f"`{command}` not available",
+        "run doctor where nvidia-smi works (driver loaded)",
+    )
 
 
 @check("gpu.nvlink", "NVLink links up at full speed")

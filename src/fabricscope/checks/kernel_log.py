@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from fabricscope.checks.registry import CheckContext, check, not_evaluated
+from fabricscope.checks.registry import CheckContext, check, not_evaluated_where
 from fabricscope.checks.xid_catalog import CATALOG_URL, xid_meaning
 from fabricscope.findings import Finding, Severity
 from fabricscope.host.inventory import Inventory
@@ -23,16 +23,13 @@ _SEVERITY = {"info": Severity.INFO, "warn": Severity.WARN, "fail": Severity.FAIL
 
 def _missing(check_id: str, inv: Inventory, relevant: object) -> list[Finding]:
     """Without a kernel log: not evaluated where the node has what the check judges, else nothing."""
-    if not relevant:
-        return []
-    return [
-        not_evaluated(
-            check_id,
-            "kernel log",
-            f"no kernel log read ({inv.kernel_log_problem or 'not captured in this snapshot'})",
-            fix="run doctor as root (dmesg needs it where kernel.dmesg_restrict=1), or give read access to the journal",
-        )
-    ]
+    return not_evaluated_where(
+        relevant,
+        check_id,
+        "kernel log",
+        f"no kernel log read ({inv.kernel_log_problem or 'not captured in this snapshot'})",
+        "run doctor as root (dmesg needs it where kernel.dmesg_restrict=1), or give read access to the journal",
+    )
 
 
 @check("kernel.link_flaps", "Link flaps in the kernel log")

@@ -47,6 +47,12 @@ def not_evaluated(
     return Finding(check_id, Severity.INFO, subject, f"not evaluated: {why}", evidence or {}, fix)
 
 
+def not_evaluated_where(relevant: object, check_id: str, subject: str, why: str, fix: str) -> list[Finding]:
+    """not_evaluated where the node has what the check judges (``relevant``), else nothing: a node
+    without GPUs is not told that their tool's output is missing."""
+    return [not_evaluated(check_id, subject, why, fix=fix)] if relevant else []
+
+
 def not_evaluated_on(check_id: str, why: str, names: list[str], key: str, fix: str | None = None) -> Finding:
     """not_evaluated for the named ports or devices whose inputs were unreadable: named in the
     subject, after ``why`` in the message, and under ``key`` in the evidence."""

@@ -15,6 +15,7 @@ from fabricscope.cli.common import DB_OPTION, JSON_OPTION, ROOT_OPTION, die, ope
 from fabricscope.cli.history import history_app
 from fabricscope.cli.main import app, command_group
 from fabricscope.cli.options import bounded_option
+from fabricscope.errors import FabricscopeError
 from fabricscope.monitor.intervals import INTERVAL_BOUNDS
 
 monitoring_app = command_group("monitoring", "Grafana dashboard and Prometheus alert rules for the exporter.")
@@ -47,6 +48,11 @@ def exporter(
         [],
         "--nccl-inspector",
         help="Follow the NCCL Inspector's output in this DIR (NCCL_INSPECTOR_DUMP_DIR: *.log JSONL dumps and *.prom textfiles; repeatable).",
+    ),
+    topology: str = typer.Option(
+        None,
+        "--topology",
+        help="Judge NCCL communicators against the fabric this FILE describes (topology discover's output, or a sim --topology-file); default: a rail-optimised fabric of this node's NICs.",
     ),
     # The intervals' ranges are declared once, in monitor/intervals.py (issue 26 item 5).
     doctor_interval: float = bounded_option(
@@ -89,12 +95,16 @@ def exporter(
             doctor_interval_s=doctor_interval,
             ethtool_interval_s=ethtool_interval,
             topology_interval_s=topology_interval,
+            topology_file=topology,
         )
     except ValueError as exc:
         die(str(exc))
     host, port = (None, None) if once else parse_listen(listen)
     node = open_root(root)
-    exp = Exporter(node, options)
+    try:
+        exp = Exporter(node, options)
+    except FabricscopeError as exc:  # a topology file that cannot be read or built
+        die(f"--topology: {exc}")
 
     if once:
         exp.prime(doctor=True)

@@ -8,8 +8,6 @@ command runs.
 from __future__ import annotations
 
 import math
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +16,7 @@ import typer
 from fabricscope.cli.common import JSON_HELP, die, print_json
 from fabricscope.cli.main import app
 from fabricscope.cli.sim_options import COLLECTIVE, FABRIC, INFER, TRAIN, TRANSPORT, scenario_options
+from fabricscope.report.progress import progress_sink
 from fabricscope.sim.params import DEFAULTS, InferPlan, Scenario, TrainPlan
 
 sim_app = typer.Typer(
@@ -84,8 +83,9 @@ def collective(scenario: dict[str, Any], calibrate_run: Calib = None, json_out: 
     if calibrate_run is not None:
         report = calibrate(params, calibrate_run, ranks_topology=False)
         params.update(report["applied"])
-    sim = build_simulator(normalise(params))
-    doc = run_collective(params, sim)
+    with progress_sink(json_out) as show:
+        sim = build_simulator(normalise(params))
+        doc = run_collective(params, sim, progress=show)
     if report:
         doc["calibration"] = report
     if json_out:
@@ -152,7 +152,8 @@ def network(
     from fabricscope.report.sim import network_lines
     from fabricscope.sim.network import compare as compare_networks
 
-    doc = compare_networks(workload, dict(scenario), candidate)
+    with progress_sink(json_out) as show:
+        doc = compare_networks(workload, dict(scenario), candidate, progress=show)
     if json_out:
         print_json(doc)
         return
@@ -205,10 +206,8 @@ def compare(
     n = math.prod(len(v) for v in grid.values())
     if n > 200:
         die(f"the grid has {n} combinations; at most 200")
-    tick = _progress(n) if (sys.stderr.isatty() and not json_out and n > 3) else None
-    doc = run_grid(workload, base, grid, tick=tick)
-    if tick:
-        tick(None)
+    with progress_sink(json_out) as show:
+        doc = run_grid(workload, base, grid, progress=show)
     if plot is not None and not no_plot:  # a file only when asked for (issue 26 item 6)
         try:
             write_compare_plot(doc, plot)
@@ -223,19 +222,3 @@ def compare(
         echo(compare_lines(doc))
         if doc.get("plot"):
             typer.echo(f"plot written to {doc['plot']}")
-
-
-def _progress(total: int) -> Callable[[Any], None]:  # pragma: no cover - only on a terminal
-    from rich.progress import Progress
-
-    prog = Progress(transient=True, console=None)
-    prog.start()
-    task = prog.add_task("simulating", total=total)
-
-    def tick(_: Any) -> None:
-        if _ is None:
-            prog.stop()
-        else:
-            prog.advance(task)
-
-    return tick

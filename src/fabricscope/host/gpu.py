@@ -14,7 +14,14 @@ NVIDIA_SMI_QUERY = ["nvidia-smi", "--query-gpu=index,pci.bus_id,name", "--format
 NVIDIA_SMI_PCI = ("nvidia-smi", "-q")
 _GPU_HEADER = re.compile(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*\Z")
 _THROUGHPUT = re.compile(r"\s*(Tx|Rx) Throughput\s*:\s*(\d+) KB/s\s*\Z")
-KB = 1024  # NVML's nvmlDeviceGetPcieThroughput unit "KB/s" (a 20 ms sample), read as KiB/s
+# NVIDIA states the unit as "KB/s": nvmlDeviceGetPcieThroughput "Reference in which to return
+# throughput in KB/s" (NVML API reference, Device Queries,
+# https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceQueries.html; nvml.h, which nvidia-smi's
+# "Tx/Rx Throughput ... KB/s" prints). The same header writes "KiB" where it means 1,024 bytes
+# (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX "NVLink TX Data throughput in KiB"), so KB is read as the
+# SI 1,000 bytes. NVIDIA does not define KB further (a question to it, NVIDIA/nvidia-settings#114,
+# is unanswered): if it meant 1,024, the figures here are 2.4% low.
+KB = 1000
 
 
 @dataclass(frozen=True)

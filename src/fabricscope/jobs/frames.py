@@ -9,6 +9,9 @@ hanging it:
 * data sockets (the hot loops) stay in blocking mode with kernel ``SO_RCVTIMEO`` /
   ``SO_SNDTIMEO``: a stalled ``send``/``recv`` fails after the timeout without an extra
   ``poll`` per call, which keeps Python within reach of iperf3.
+
+Both servers also listen the same way (:func:`listen`) and count the connections that have not
+authenticated yet the same way (:class:`PendingConnections`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import errno
 import json
 import socket
 import struct
+import threading
 import time
 from typing import Any
 
@@ -102,6 +106,48 @@ def resolve(host: str, port: int, kind: int = socket.SOCK_STREAM) -> tuple[int, 
         raise PeerError(f"{host}: no address")
     family, _, _, _, sockaddr = infos[0]
     return family, sockaddr
+
+
+class PendingConnections:
+    """Connections that have not authenticated yet, counted per source address and in total.
+
+    Kept apart from the authenticated slots (bench's ``ServerLimits.max_clients``, the store's
+    connections): a host without the token can hold at most ``per_source`` handshakes (each under
+    a hello timeout), and never a slot that an authenticated client needs. Bench's server and the
+    job's store both admit through it.
+    """
+
+    def __init__(self, per_source: int, total: int) -> None:
+        self.per_source = per_source
+        self.total = total
+        self._by_source: dict[str, int] = {}
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def enter(self, source: str) -> str | None:
+        """Count one more from ``source``; the reason to refuse it instead, if over a cap."""
+        with self._lock:
+            held = self._by_source.get(source, 0)
+            if held >= self.per_source:
+                return f"too many unauthenticated connections from {source} (limit {self.per_source})"
+            if self._count >= self.total:
+                return f"too many unauthenticated connections (limit {self.total})"
+            self._by_source[source] = held + 1
+            self._count += 1
+            return None
+
+    def held(self, source: str) -> int:
+        with self._lock:
+            return self._by_source.get(source, 0)
+
+    def leave(self, source: str) -> None:
+        with self._lock:
+            held = self._by_source.get(source, 0)
+            if held <= 1:
+                self._by_source.pop(source, None)
+            else:
+                self._by_source[source] = held - 1
+            self._count = max(0, self._count - 1)
 
 
 def listen(bind: str, port: int, backlog: int) -> socket.socket:

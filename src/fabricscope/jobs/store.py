@@ -31,6 +31,7 @@ from typing import Any
 from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.frames import (
     PeerError,
+    PendingConnections,
     ProtocolError,
     describe_os_error,
     listen,
@@ -149,30 +150,16 @@ class _Slots:
     """Connections counted per source address before authentication, and in total after."""
 
     def __init__(self, authenticated: int) -> None:
-        self.pending: dict[str, int] = {}
-        self.pending_total = 0
+        self.pending = PendingConnections(PENDING_PER_SOURCE, PENDING_TOTAL)
         self.authenticated = 0
         self.max_authenticated = authenticated
         self.lock = threading.Lock()
 
     def enter(self, source: str) -> str | None:
-        with self.lock:
-            if self.pending.get(source, 0) >= PENDING_PER_SOURCE:
-                return f"too many unauthenticated connections from {source} (limit {PENDING_PER_SOURCE})"
-            if self.pending_total >= PENDING_TOTAL:
-                return f"too many unauthenticated connections (limit {PENDING_TOTAL})"
-            self.pending[source] = self.pending.get(source, 0) + 1
-            self.pending_total += 1
-            return None
+        return self.pending.enter(source)
 
     def leave_pending(self, source: str) -> None:
-        with self.lock:
-            held = self.pending.get(source, 0)
-            if held <= 1:
-                self.pending.pop(source, None)
-            else:
-                self.pending[source] = held - 1
-            self.pending_total -= 1
+        self.pending.leave(source)
 
     def promote(self) -> bool:
         with self.lock:

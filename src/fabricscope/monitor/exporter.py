@@ -34,7 +34,7 @@ from fabricscope.monitor.collectors.rdma import RdmaCollector
 from fabricscope.monitor.collectors.tcp import TcpCollector
 from fabricscope.monitor.inspector_tail import InspectorCounts, InspectorFollower
 from fabricscope.monitor.intervals import INTERVAL_BOUNDS, option_name
-from fabricscope.monitor.nccl_expected import ExpectedBusbw, shape_of
+from fabricscope.monitor.nccl_expected import ExpectedBusbw, load_fabric, shape_of
 from fabricscope.monitor.nccl_tail import NcclCounts, NcclLogTailer
 from fabricscope.monitor.topology import Topology, read_topology
 
@@ -54,6 +54,7 @@ class ExporterOptions:
     topology_interval_s: float = 60.0
     nccl_poll_interval_s: float = 1.0
     inspector_dirs: tuple[str, ...] = ()  # NCCL_INSPECTOR_DUMP_DIR directories to follow
+    topology_file: str | None = None  # the fabric communicators are judged against (nccl_expected)
 
     def __post_init__(self) -> None:
         for name, bounds in INTERVAL_BOUNDS.items():
@@ -107,6 +108,9 @@ class Exporter:
         self.inspector: InspectorFollower | None = None
         self.inspector_task: Periodic[InspectorCounts] | None = None
         self.expected = ExpectedBusbw()
+        self.fabric = (
+            load_fabric(opts.topology_file) if opts.topology_file else None
+        )  # FabricscopeError: bad file
         self._inspector_fabric: tuple[object, ...] | None = None
         if opts.inspector_dirs:
             self.inspector = InspectorFollower(opts.inspector_dirs, from_start=opts.nccl_from_start)
@@ -124,7 +128,8 @@ class Exporter:
         if self.tailer is not None and self.nccl_task is not None:
             self.collectors.append(NcclCollector(self.tailer, self.nccl_task))
         if self.inspector is not None and self.inspector_task is not None:
-            self.collectors.append(InspectorCollector(self.inspector, self.inspector_task))
+            placer = self.tailer.placement if self.tailer is not None else None
+            self.collectors.append(InspectorCollector(self.inspector, self.inspector_task, placer))
 
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_RegistryAdapter(self))
@@ -188,10 +193,12 @@ class Exporter:
         counts = self.inspector.poll()
         topology = self.topology_task.outcome.value
         if topology is not None:
-            fabric = (topology.nics, topology.nic_rate_gbps, topology.roce)
+            fabric = (topology.nics, topology.nic_rate_gbps, topology.roce, topology.gpu_model)
             reset, self._inspector_fabric = fabric != self._inspector_fabric, fabric
             self.inspector.update_expected(
-                lambda op, size, ranks, nodes: self.expected(shape_of(op, size, ranks, nodes, topology)),
+                lambda op, size, ranks, nodes, host: self.expected(
+                    shape_of(op, size, ranks, nodes, topology, self.fabric, host)
+                ),
                 reset=reset,
             )
         return counts
@@ -211,16 +218,16 @@ class Exporter:
         """The exposition (Prometheus text format 0.0.4) of one scrape: prometheus-client's
         formatting of the families, then the text collectors wrote themselves."""
         families, raw = self._collect()
-        return generate_latest(_Static(families)) + "".join(raw).encode("utf-8", "backslashreplace")
+        return b"".join([generate_latest(_Static(families)), *raw])  # the large families copied once
 
     def collect(self) -> Iterator[Metric]:
         yield from self._collect()[0]
 
-    def _collect(self) -> tuple[list[Metric], list[str]]:
+    def _collect(self) -> tuple[list[Metric], list[bytes]]:
         topology = self.topology_task.outcome.value or Topology()
         health: dict[str, CollectorHealth] = {}
         families: list[Metric] = []
-        raw: list[str] = []
+        raw: list[bytes] = []
         for collector in self.collectors:
             out, health[collector.name], text = self._run(collector, topology)
             families.extend(out)
@@ -230,7 +237,7 @@ class Exporter:
 
     def _run(
         self, collector: Collector, topology: Topology
-    ) -> tuple[list[Metric], CollectorHealth, list[str]]:
+    ) -> tuple[list[Metric], CollectorHealth, list[bytes]]:
         scoped = dataclasses.replace(self.root, problems=[])
         out = Families()
         started = time.perf_counter()

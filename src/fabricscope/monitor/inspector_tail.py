@@ -28,7 +28,6 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from fabricscope.monitor.follow import MAX_FILES, FileFollower
 from fabricscope.nccl.inspector import (
@@ -74,13 +73,14 @@ class KeyStats:
     expected: float | None = None  # bytes/s, set by the background poll (ExpectedBusbw)
     expected_size: float = 0.0  # the size ``expected`` was computed for; 0: not yet
     labels: tuple[str, ...] = ()  # the exposition's "name{labels} " per family, built once by the renderer
-    expected_line: str = ""  # the renderer's line for ``expected``, kept until it changes
+    text: tuple[str, ...] | None = None  # the renderer's lines for this key; None: changed since
 
     @property
     def mean_size(self) -> float:
         return self.size_sum / self.count if self.count else 0.0
 
     def add_bw(self, busbw: float | None, algbw: float | None) -> None:
+        self.text = None
         if busbw is not None:
             if len(self.busbw) == RECENT:
                 self.bus_sum -= self.busbw[0]
@@ -108,7 +108,31 @@ class RankStats:
     recent: deque[tuple[KeyStats, float]] = field(
         default_factory=lambda: deque(maxlen=RECENT)
     )  # (its key, busbw)
-    gpu: int | None = None  # from the textfile's gpu label; else inferred from the rank
+    gpu: int | None = None  # from the textfile's gpu label; else from the NCCL log, or inferred
+    pid: int | None = None  # the process (the JSONL dump's metadata), to find it in the NCCL log
+    ratio: float | None = None  # the renderer's median of ``recent`` over expected ...
+    ratio_fresh: bool = False  # ... valid until a record or an expected bandwidth changes
+    label_key: tuple[object, ...] = ()  # what the renderer's ``label_text`` was built from
+    label_text: str = ""
+
+
+@dataclass
+class OpHistogram:
+    """One operation's execution times, every size together (the duration histogram)."""
+
+    count: int = 0
+    seconds: float = 0.0
+    buckets: list[int] = field(default_factory=lambda: [0] * len(DURATION_BUCKETS))  # not cumulative
+    labels: tuple[str, ...] = ()  # the renderer's "name{labels,le=...} " per line, built once
+    text: str | None = None  # the renderer's lines; None: changed since
+
+    def observe(self, seconds: float) -> None:
+        self.count += 1
+        self.seconds += seconds
+        self.text = None
+        index = bisect_left(DURATION_BUCKETS, seconds)
+        if index < len(DURATION_BUCKETS):
+            self.buckets[index] += 1
 
 
 @dataclass
@@ -121,18 +145,16 @@ class CommStats:
     last_s: float = 0.0
     keys: dict[tuple[str, str], KeyStats] = field(default_factory=dict)
     ranks: dict[int, RankStats] = field(default_factory=dict)
-    # per operation, every size together: [count, seconds, per-bucket counts] (the duration histogram)
-    ops: dict[str, list[Any]] = field(default_factory=dict)
+    ops: dict[str, OpHistogram] = field(default_factory=dict)
+    # The renderer's text of this communicator's families, kept between scrapes; every change to
+    # the communicator (a record, an expected bandwidth) sets it to None.
+    text: tuple[str, ...] | None = None
 
     def observe(self, op: str, seconds: float) -> None:
-        agg = self.ops.get(op)
-        if agg is None:
-            agg = self.ops[op] = [0, 0.0, [0] * len(DURATION_BUCKETS)]
-        agg[0] += 1
-        agg[1] += seconds
-        index = bisect_left(DURATION_BUCKETS, seconds)
-        if index < len(DURATION_BUCKETS):
-            agg[2][index] += 1
+        hist = self.ops.get(op)
+        if hist is None:
+            hist = self.ops[op] = OpHistogram()
+        hist.observe(seconds)
 
 
 @dataclass(frozen=True)
@@ -236,6 +258,7 @@ class InspectorFollower:
             self._dropped += 1
             return
         self._records += 1
+        comm.text = stats.text = None
         comm.name = record.comm_name or comm.name
         comm.n_ranks, comm.n_nodes = record.n_ranks, record.n_nodes
         comm.last_s = max(comm.last_s, when)
@@ -247,8 +270,10 @@ class InspectorFollower:
             return
         rank = comm.ranks.setdefault(record.rank, RankStats())
         rank.hostname = (record.hostname or rank.hostname)[:128]
+        rank.pid = record.pid if record.pid is not None else rank.pid
         rank.last_s = max(rank.last_s, when)
         rank.recent.append((stats, record.busbw_gbs))
+        rank.ratio_fresh = False
 
     def _read_textfiles(self) -> None:
         problems: list[tuple[str, str]] = []
@@ -287,6 +312,7 @@ class InspectorFollower:
             self._dropped += 1
             return
         self._records += 1
+        comm.text = stats.text = None
         comm.name = sample.labels.get("comm_name", comm.name)[:128]
         comm.n_ranks, comm.n_nodes = sample.n_ranks or comm.n_ranks, sample.n_nodes or comm.n_nodes
         comm.last_s = max(comm.last_s, when)
@@ -298,6 +324,7 @@ class InspectorFollower:
         if sample.metric == "busbw_gbs":
             stats.add_bw(sample.value, None)
             rank.recent.append((stats, sample.value))
+            rank.ratio_fresh = False
         elif sample.metric == "algbw_gbs":
             stats.add_bw(None, sample.value)
         elif sample.value > 0:  # a mean execution time over the interval: one more observation of it
@@ -334,24 +361,37 @@ class InspectorFollower:
             yield self._comms
 
     def update_expected(
-        self, expected: Callable[[str, float, int, int], float | None], *, reset: bool = False
+        self, expected: Callable[[str, float, int, int, str], float | None], *, reset: bool = False
     ) -> int:
-        """Give each key without one (or whose mean size moved by 10%) its expected bus bandwidth;
-        ``expected`` runs outside the lock (a simulation takes milliseconds). Returns keys updated."""
+        """Give each key without one (or whose mean size moved by 10%) its expected bus bandwidth:
+        ``expected(op, size, ranks, nodes, host)``, host the node its ranks here run on, runs
+        outside the lock (a simulation takes milliseconds). Returns keys updated."""
         with self._lock:
             todo = [
-                (comm.n_ranks, comm.n_nodes, op, stats.mean_size, stats)
+                (comm, comm.n_ranks, comm.n_nodes, _host(comm), op, stats.mean_size, stats)
                 for comm in self._comms.values()
                 for (op, _bucket), stats in comm.keys.items()
                 if reset
                 or not stats.expected_size
                 or abs(stats.mean_size - stats.expected_size) > 0.1 * stats.expected_size
             ]
-        values = [(stats, size, expected(op, size, ranks, nodes)) for ranks, nodes, op, size, stats in todo]
+        values = [
+            (comm, stats, size, expected(op, size, ranks, nodes, host))
+            for comm, ranks, nodes, host, op, size, stats in todo
+        ]
         with self._lock:
-            for stats, size, value in values:
-                stats.expected, stats.expected_size, stats.expected_line = value, size, ""
+            for comm, stats, size, value in values:
+                if value != stats.expected:  # the lines showing it, and the ratios using it, are stale
+                    comm.text = stats.text = None
+                    for rank in comm.ranks.values():
+                        rank.ratio_fresh = False
+                stats.expected, stats.expected_size = value, size
         return len(values)
+
+
+def _host(comm: CommStats) -> str:
+    """The node the communicator's ranks here run on (the Inspector's hostname)."""
+    return next((rank.hostname for rank in comm.ranks.values() if rank.hostname), "")
 
 
 def stats_key_op(op: str) -> str:

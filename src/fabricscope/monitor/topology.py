@@ -10,13 +10,14 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from fabricscope.host import Root
-from fabricscope.host.gpu import read_gpus
+from fabricscope.host.gpu import Gpu, read_gpus
 from fabricscope.host.infiniband import natural_key, read_rdma_devices
 from fabricscope.host.inventory import gpu_affinity
 from fabricscope.host.netclass import read_net_devices
 from fabricscope.host.pci import read_pci_devices
 from fabricscope.host.qos import QosConfig, read_qos
 from fabricscope.host.root import Problem
+from fabricscope.sim.gpus import from_product_name
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,11 @@ class Topology:
         default_factory=dict
     )  # GPU index -> nearest NIC (rail = its index in nics)
     gpus: int = 0
+    gpu_pci: dict[str, int] = field(default_factory=dict)  # a GPU's PCI address -> its index
+    # The simulator's name for the node's GPUs (sim/gpus.py), None when nvidia-smi does not name
+    # one model the table knows (no nvidia-smi, an unknown part, or mixed parts): "not available".
+    gpu_model: str | None = None
+    gpu_product: str = ""  # as nvidia-smi names it ("" when it does not)
 
     def netdev_of(self, device: str, port: int) -> str:
         return self.port_netdev.get((device, port), "")
@@ -122,6 +128,9 @@ def read_topology(root: Root) -> Topology:
         roce=any(p.is_roce for d in active for p in d.ports if p.is_active),
         gpu_nic={a.gpu_index: a.nic for a in affinity if a.nic},
         gpus=len(gpus),
+        gpu_pci={g.pci_address: g.index for g in gpus},
+        gpu_model=_gpu_model(gpus),
+        gpu_product=", ".join(sorted({g.name for g in gpus if g.name})),
         devices=devices,
         port_netdev=port_netdev,
         roce_netdevs=tuple(sorted(roce, key=natural_key)),
@@ -130,3 +139,12 @@ def read_topology(root: Root) -> Topology:
         qos=qos,
         problems=tuple(scoped.problems),
     )
+
+
+def _gpu_model(gpus: list[Gpu]) -> str | None:
+    """The one model every GPU of the node is, as the simulator names it; None otherwise."""
+    models = {from_product_name(g.name) for g in gpus}
+    if len(models) != 1:
+        return None
+    model = models.pop()
+    return model.name if model is not None else None

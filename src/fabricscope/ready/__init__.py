@@ -12,4 +12,5 @@ steps against what the simulator (:mod:`fabricscope.sim`) predicts for this allo
 * :mod:`.predict`: the simulator's figures for the fabric as it is and as built;
 * :mod:`.verdict`: the pure judgement (steps, culprits, the drain list, one word);
 * :mod:`.run`: the steps in order, as every rank runs them.
+* :mod:`.scheduler`: the bad nodes drained or tainted through fleet's path (``--apply``).
 """

@@ -9,6 +9,7 @@ anything starts, with what it would need.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -80,11 +81,28 @@ def matrix_seconds(hosts: int, flow_s: float) -> float:
     return 2 * len(phases(hosts)) * (flow_s + MATRIX_WARMUP_S + 0.5)
 
 
-def plan(params: ReadyParams, world_size: int) -> Plan:
-    """Fit the steps into ``budget_s``: the job's size bounds its nodes (one rank per node at
-    most), so every rank plans alike. The matrix's flows are as long as leaves the collective
-    half of the rest; the collective gets what the matrix leaves."""
-    hosts = max(2, world_size)
+def job_nodes(world_size: int, launcher: str, environ: Mapping[str, str]) -> int:
+    """The job's node count as every rank sees it alike: under srun, SLURM_NNODES (srun -N 3 -n 5:
+    3); under torchrun, WORLD_SIZE / LOCAL_WORLD_SIZE; else the rank count (one rank per node at
+    most). Only the launcher's own variables count (a lab launched inside an allocation has 4 hosts
+    whatever SLURM_NNODES says)."""
+    keys = {"slurm": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"), "torchrun": ()}.get(launcher, ())
+    for key in keys:
+        value = environ.get(key, "")
+        if value.isdigit() and 0 < int(value) <= world_size:
+            return int(value)
+    local = environ.get("LOCAL_WORLD_SIZE", "") if launcher == "torchrun" else ""
+    if local.isdigit() and 0 < int(local) <= world_size and world_size % int(local) == 0:
+        return world_size // int(local)
+    return world_size
+
+
+def plan(params: ReadyParams, world_size: int, nodes: int | None = None) -> Plan:
+    """Fit the steps into ``budget_s``: the matrix runs between the job's ``nodes`` (default: its
+    size, one rank per node at most), known alike to every rank, so every rank plans alike. The
+    matrix's flows are as long as leaves the collective half of the rest; the collective gets
+    what the matrix leaves."""
+    hosts = max(2, nodes or world_size)
     fixed = 2 * (NODE_STEP_S + STORE_SLACK_S) + 2 * STORE_SLACK_S
     left = params.budget_s - fixed
     if left - matrix_seconds(hosts, MIN_FLOW_S) < MIN_COLLECTIVE_S:

@@ -22,7 +22,7 @@ from fabricscope.jobs.launch import DistEnv
 from fabricscope.nccl.job import JobSources
 from fabricscope.ready import predict as model
 from fabricscope.ready.node import NodeInfo, exchange
-from fabricscope.ready.params import PORT_OFFSET, Plan, ReadyParams, plan
+from fabricscope.ready.params import PORT_OFFSET, Plan, ReadyParams, job_nodes, plan
 from fabricscope.ready.verdict import (
     Step,
     Verdict,
@@ -97,7 +97,7 @@ class Runner:
                  progress: Progress | None = None, environ: Mapping[str, str] = os.environ) -> None:  # fmt: skip
         self.params, self.env, self.sources, self.calibration = params, env, sources, calibration
         self.progress, self.environ = progress, environ
-        self.plan = plan(params, env.world_size)
+        self.plan = plan(params, env.world_size, job_nodes(env.world_size, env.launcher, environ))
         self.run = ReadyRun(params, self.plan, env.world_size, env.launcher)
         self.t0 = time.monotonic()
 

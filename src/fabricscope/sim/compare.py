@@ -13,10 +13,15 @@ from fabricscope.units import parse_sizes
 
 
 def run_grid(
-    workload: str, base: dict[str, Any], vary: dict[str, list[str]], tick: Callable[[Any], None] | None = None
+    workload: str,
+    base: dict[str, Any],
+    vary: dict[str, list[str]],
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Every combination of ``vary`` applied to ``base``. A combination that is invalid (say, a
-    radix too small for the node count) becomes a row with its error, not a failed grid."""
+    radix too small for the node count) becomes a row with its error, not a failed grid.
+    ``progress`` gets one line as each combination is done (report/progress.py shows it); an
+    invalid one says nothing there (its error is its row's)."""
     from fabricscope.sim.scenario import run_collective
     from fabricscope.sim.workloads import run_train
 
@@ -46,7 +51,8 @@ def run_grid(
         columns = ["time_s", "algbw_GBps", "busbw_GBps"]
     else:
         columns = ["step_time_s", "exposed_comm_s", "comm_share", "tokens_per_s"]
-    for combo in itertools.product(*(vary[k] for k in keys)):
+    combos = list(itertools.product(*(vary[k] for k in keys)))
+    for done, combo in enumerate(combos, 1):
         point = dict(zip(keys, combo, strict=False))
         params = {**base, **point}
         row: dict[str, Any] = {"point": point}
@@ -55,8 +61,6 @@ def run_grid(
         except FabricscopeError as exc:
             row["error"] = str(exc)
             rows.append(row)
-            if tick:
-                tick(1)
             continue
         row["metrics"] = {c: doc.get(c) for c in columns}
         row["limited_by"] = doc.get("limited_by") or _train_limit(doc)
@@ -66,8 +70,10 @@ def run_grid(
                 for r in doc["results"]
             ]
         rows.append(row)
-        if tick:
-            tick(1)
+        if progress:
+            progress(
+                f"sim compare {done}/{len(combos)} done: " + ", ".join(f"{n}={v}" for n, v in point.items())
+            )
     ok = [r for r in rows if "metrics" in r]
     if not ok:
         raise FabricscopeError(f"every combination failed; first error: {rows[0]['error']}")

@@ -56,6 +56,20 @@ class CollectiveResult:
     alternatives: list[dict[str, Any]] | None = None  # --explain: every pair NCCL allows, with its time
     excluded: list[dict[str, str]] | None = None  # --explain: algorithms NCCL does not run here, and why
 
+    def summary(self) -> dict[str, Any]:
+        """What a training or serving step keeps of one call: time, bandwidths, the algorithm and
+        protocol NCCL picks, and the three worst bottlenecks."""
+        return {
+            "time_s": self.time_s,
+            "busbw_GBps": self.busbw_GBps,
+            "algbw_GBps": self.algbw_GBps,
+            "size_bytes": self.size_bytes,
+            "algo": self.algo,
+            "proto": self.proto,
+            "limited_by": self.limited_by,
+            "bottlenecks": self.bottlenecks[:3],
+        }
+
     def to_dict(self) -> dict[str, Any]:
         d = {
             "op": self.op,

@@ -17,6 +17,7 @@ slot its own PCIe rate (a B200 behind a Gen5 switch); the GPU's figure is the de
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, fields
 
 from fabricscope.errors import FabricscopeError
@@ -143,6 +144,22 @@ def lookup(name: str) -> GpuModel:
             raise FabricscopeError("this model needs GPUs; --gpu none describes CPU hosts")
         raise FabricscopeError(f"unknown GPU {name!r} (known: {known()})")
     return GPUS[key]
+
+
+# The part number as nvidia-smi's ``name`` prints it ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB",
+# "Tesla V100-SXM2-32GB", "NVIDIA GB200"), then what follows it.
+_PRODUCT = re.compile(r"(?:nvidia |tesla )?(gb200|b200|h200|h800|h100|h20|a100|v100)(?![0-9a-z])(.*)\Z")
+_NOT_SXM = re.compile(r".*(?:pcie|\bnvl\b).*\Z")  # a PCIe card, or an NVL pair: not the table's NVLink
+
+
+def from_product_name(name: str | None) -> GpuModel | None:
+    """The table's model for a GPU as nvidia-smi names it, or None when the table has no such part:
+    an unknown GPU, or a PCIe or NVL card of a known one (the table's figures are the SXM part's,
+    whose NVLink such a card does not have). Never a stand-in."""
+    match = _PRODUCT.match(" ".join(str(name or "").lower().split()))
+    if match is None or _NOT_SXM.match(match.group(2)):
+        return None
+    return GPUS[match.group(1)]
 
 
 def node_bandwidths(name: str) -> dict[str, float]:

@@ -150,7 +150,7 @@ def _comm(sim: Simulator, w: dict[str, Any]) -> dict[str, Any]:
         out["tp_prefill_batch_s"] = 2 * L * rb.time_s
         out["tensor_parallel"] = {
             "calls_per_token": 2 * L,
-            "per_call": _call(r),
+            "per_call": r.summary(),
             "per_token_s": out["tp_token_s"],
             "prefill_s": out["tp_prefill_s"],
         }
@@ -193,19 +193,6 @@ def _comm(sim: Simulator, w: dict[str, Any]) -> dict[str, Any]:
             "limited_by": res.limited_by,
         }
     return out
-
-
-def _call(r: Any) -> dict[str, Any]:
-    return {
-        "time_s": r.time_s,
-        "busbw_GBps": r.busbw_GBps,
-        "algbw_GBps": r.algbw_GBps,
-        "size_bytes": r.size_bytes,
-        "algo": r.algo,
-        "proto": r.proto,
-        "limited_by": r.limited_by,
-        "bottlenecks": r.bottlenecks[:3],
-    }
 
 
 def _kv_modes(sp: dict[str, Any], topo: Any, sim: Simulator, w: dict[str, Any], per: int) -> dict[str, Any]:

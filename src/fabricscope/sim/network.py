@@ -11,6 +11,7 @@ A candidate is ``TRANSPORT[:NxRATE]``: ``ib``, ``roce:8x400G``, ``tcp:2x200G``, 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from fabricscope.errors import FabricscopeError
@@ -72,8 +73,14 @@ def _reason(doc: dict[str, Any], workload: str, best: dict[str, Any] | None = No
     )
 
 
-def compare(workload: str, params: dict[str, Any], candidates: list[str] | None = None) -> dict[str, Any]:
-    """Every candidate network for one workload; rows sorted by throughput, ratio to the best."""
+def compare(
+    workload: str,
+    params: dict[str, Any],
+    candidates: list[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Every candidate network for one workload; rows sorted by throughput, ratio to the best.
+    ``progress`` gets one line as each candidate is done."""
     from fabricscope.sim.infer import run_infer
     from fabricscope.sim.workloads import run_train
 
@@ -83,7 +90,7 @@ def compare(workload: str, params: dict[str, Any], candidates: list[str] | None 
     base = {k: v for k, v in params.items() if k in keep and v is not None}
     specs = list(candidates or DEFAULT_CANDIDATES)
     rows = []
-    for spec in specs:
+    for k, spec in enumerate(specs):
         cand = parse_candidate(spec)
         p = {**base, **cand}
         socket = cand["transport"] in ("tcp", "tcpx", "udp")
@@ -102,6 +109,8 @@ def compare(workload: str, params: dict[str, Any], candidates: list[str] | None 
             p["ep_mode"] = "nccl"  # DeepEP needs RDMA: this network runs NCCL's all-to-all instead
             unvalidated.append("DeepEP needs RDMA: this row runs NCCL's all-to-all")
         doc = run_train(p) if workload == "train" else run_infer(p)
+        if progress:
+            progress(f"sim network {k + 1}/{len(specs)} done: {spec}")
         metric = doc["tokens_per_s"]
         rows.append(
             {

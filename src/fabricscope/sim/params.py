@@ -15,6 +15,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fabricscope.errors import FabricscopeError
+from fabricscope.sim.gpus import CPU_HOST, GPUS
+from fabricscope.sim.systems import SYSTEMS
 
 # NCCL ring all_reduce inside one H100 node reaches ~370 GB/s busbw of 450 GB/s NVLink
 # (NVIDIA/nccl-tests #212): 0.82 of the NVLink rate (the engine's default; calibration table).
@@ -49,7 +51,8 @@ class Scenario(_Params):
 
     system: str | None = _f(
         None,
-        "A real system: dgx-1v, dgx-a100, dgx-h100, dgx-h800, hgx-h20, hgx-h200, dgx-b200, gb200-nvl72, pcie-server; cloud: aws-p4d, aws-p5, aws-p5en, aws-p6, gcp-a3-high, gcp-a3-mega, gcp-a3-ultra, gcp-a4, azure-nd-a100-v4, azure-nd-h100-v5, azure-nd-h200-v5, azure-nd-gb200-v6 (GPUs, NVLink, PCIe, NICs, network; sources in docs/sim.md).",
+        f"A real system: {', '.join(n for n, p in SYSTEMS.items() if not p.transport)}; cloud: "
+        f"{', '.join(n for n, p in SYSTEMS.items() if p.transport)} (GPUs, NVLink, PCIe, NICs, network; sources in docs/sim.md).",
     )
     nvlink_domain: int | None = _f(None, "GPUs in one multi-node NVLink domain (gb200-nvl72: 72; NVL36: 36).")
     intra_link: str = _f("nvlink", "How GPUs of a node talk: nvlink, or pci (no NVLink).")
@@ -68,7 +71,7 @@ class Scenario(_Params):
     )
     gpu: str = _f(
         "h100",
-        "GPU model (sim/gpus.py): v100, a100, h100, h800, h20, h200, b200, gb200, or none (CPU hosts); default h100, or the --system's.",
+        f"GPU model (sim/gpus.py): {', '.join(GPUS)}, or {CPU_HOST} (CPU hosts); default h100, or the --system's.",
     )
     nvlink_GBps: float | None = _f(
         None, "NVLink bandwidth per GPU per direction, GB/s (overrides --gpu).", flag="--nvlink-GBps"

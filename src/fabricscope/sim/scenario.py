@@ -8,6 +8,7 @@ value always gives one clear error line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fabricscope.errors import FabricscopeError
@@ -15,7 +16,14 @@ from fabricscope.sim.engine import SCHEMA, Simulator
 from fabricscope.sim.params import DEFAULTS, WORKLOAD_KEYS, InferPlan, Scenario, TrainPlan, validate
 from fabricscope.sim.topology import Topology, TopologyOptions, build
 from fabricscope.sim.transport import make_transport
-from fabricscope.units import format_rate, parse_probability, parse_rate, parse_ratio, parse_sizes
+from fabricscope.units import (
+    format_rate,
+    format_size,
+    parse_probability,
+    parse_rate,
+    parse_ratio,
+    parse_sizes,
+)
 
 __all__ = ["DEFAULTS", "InferPlan", "Scenario", "TrainPlan"]
 
@@ -213,30 +221,36 @@ def communicator(topo: Topology, node_order: str | None) -> Any:
     return (np.asarray(order, np.int64)[:, None] * G + np.arange(G)[None, :]).reshape(1, -1)
 
 
-def run_collective(params: dict[str, Any], sim: Simulator | None = None) -> dict[str, Any]:
+def run_collective(
+    params: dict[str, Any], sim: Simulator | None = None, progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """The ``fabricscope.sim/v1`` document of ``sim collective``: one result per size; the
-    top-level time/algbw/busbw/bottlenecks are those of the largest size."""
+    top-level time/algbw/busbw/bottlenecks are those of the largest size. ``progress`` gets one
+    line as each size of a sweep is done."""
     p = normalise(params)
     sizes = parse_sizes(str(p["size"]), max_count=MAX_SIZES)
     sim = sim or build_simulator(p)
     groups = communicator(sim.topo, p.get("node_order"))
     from fabricscope.sim import select
 
-    results = [
-        select.collective(
-            sim,
-            p["op"],
-            s,
-            groups,
-            algo=p.get("algo"),
-            proto=p.get("proto"),
-            channels=_opt_int(p, "channels"),
-            sharp=bool(p["sharp"]),
-            explain=bool(p["explain"]),
-            pxn=bool(p["pxn"]),
+    results = []
+    for k, s in enumerate(sizes):
+        results.append(
+            select.collective(
+                sim,
+                p["op"],
+                s,
+                groups,
+                algo=p.get("algo"),
+                proto=p.get("proto"),
+                channels=_opt_int(p, "channels"),
+                sharp=bool(p["sharp"]),
+                explain=bool(p["explain"]),
+                pxn=bool(p["pxn"]),
+            )
         )
-        for s in sizes
-    ]
+        if progress and len(sizes) > 1:  # a sweep: one line as each size is done
+            progress(f"sim collective {k + 1}/{len(sizes)} done: {p['op']} of {format_size(s)}")
     last = results[-1].to_dict()
     doc: dict[str, Any] = {
         "schema": SCHEMA,

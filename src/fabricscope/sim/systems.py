@@ -50,6 +50,23 @@ class SystemPreset:
         return p
 
 
+# An 8-GPU HGX baseboard as the clouds rent it, by GPU: NVLink per GPU per direction, its
+# generation, the NVSwitch, the NIC slots' PCIe and its effective rate (as the DGX/HGX presets).
+_HGX_BOARD: dict[str, tuple[float, str, str, str, float]] = {
+    "a100": (300.0, "NVLink 3 (600 GB/s per GPU)", "NVSwitch gen 2", "PCIe Gen4 x16", 27.7),
+    "h100": (450.0, "NVLink 4 (900 GB/s per GPU)", "NVSwitch gen 3", "PCIe Gen5 x16", 55.4),
+    "h200": (450.0, "NVLink 4 (900 GB/s per GPU)", "NVSwitch gen 3", "PCIe Gen5 x16", 55.4),
+    "b200": (900.0, "NVLink 5 (1.8 TB/s per GPU)", "NVLink switch gen 5", "PCIe Gen5 x16", 55.4),
+}
+
+
+def _cloud(
+    name: str, gpu: str, nics: int, nic_rate: str, nic: str, source: str, transport: str
+) -> SystemPreset:
+    """A cloud instance: one 8-GPU HGX board of ``gpu`` with the provider's NICs and network."""
+    return SystemPreset(name, gpu, 8, *_HGX_BOARD[gpu], nics, nic_rate, nic, source, transport=transport)
+
+
 SYSTEMS: dict[str, SystemPreset] = {
     s.name: s
     for s in (
@@ -188,174 +205,108 @@ SYSTEMS: dict[str, SystemPreset] = {
             "H20 figures: sim/gpus.py (third-party listings, e.g. https://willitrunai.com/es/gpus/h20-96gb); the NIC layout is HGX H100's, assumed",
         ),
         # --- cloud instances: each figure from the provider's instance documentation ---
-        SystemPreset(
+        _cloud(
             "aws-p4d",
             "a100",
-            8,
-            300.0,
-            "NVLink 3 (600 GB/s per GPU)",
-            "NVSwitch gen 2",
-            "PCIe Gen4 x16",
-            27.7,
             4,
             "100G",
             "4x 100 Gb/s EFA (400 Gbps)",
             "AWS EC2 P4 instances, https://aws.amazon.com/ec2/instance-types/p4/ (p4d.24xlarge: 8 A100, 400 Gbps EFA)",
-            transport="efa",
+            "efa",
         ),
-        SystemPreset(
+        _cloud(
             "aws-p5",
             "h100",
-            8,
-            450.0,
-            "NVLink 4 (900 GB/s per GPU)",
-            "NVSwitch gen 3",
-            "PCIe Gen5 x16",
-            55.4,
             8,
             "400G",
             "32x 100 Gb/s EFAv2 (3200 Gbps), four per GPU, striped by aws-ofi-nccl: one 400G rail per GPU",
             "AWS EC2 P5 instances, https://aws.amazon.com/ec2/instance-types/p5/ (p5.48xlarge: 8 H100, 3200 Gbps EFAv2)",
-            transport="efa",
+            "efa",
         ),
-        SystemPreset(
+        _cloud(
             "aws-p5en",
             "h200",
-            8,
-            450.0,
-            "NVLink 4 (900 GB/s per GPU)",
-            "NVSwitch gen 3",
-            "PCIe Gen5 x16",
-            55.4,
             8,
             "400G",
             "16x 200 Gb/s EFAv3 (3200 Gbps), two per GPU striped by aws-ofi-nccl: one 400G rail per GPU",
             "AWS EC2 P5 instances, https://aws.amazon.com/ec2/instance-types/p5/ (p5en.48xlarge: 8 H200, 3200 Gbps EFAv3)",
-            transport="efa",
+            "efa",
         ),
-        SystemPreset(
+        _cloud(
             "aws-p6",
             "b200",
-            8,
-            900.0,
-            "NVLink 5 (1.8 TB/s per GPU)",
-            "NVLink switch gen 5",
-            "PCIe Gen5 x16",
-            55.4,
             8,
             "400G",
             "8x 400 Gb/s EFAv4 (3200 Gbps)",
             "AWS EC2 P6 instances, https://aws.amazon.com/ec2/instance-types/p6/ (p6-b200.48xlarge: 8 B200, 3200 Gbps EFAv4)",
-            transport="efa",
+            "efa",
         ),
-        SystemPreset(
+        _cloud(
             "gcp-a3-high",
             "h100",
-            8,
-            450.0,
-            "NVLink 4 (900 GB/s per GPU)",
-            "NVSwitch gen 3",
-            "PCIe Gen5 x16",
-            55.4,
             4,
             "200G",
             "4x 200 Gb/s gVNIC for GPUDirect-TCPX (800 Gbps), one per 2 GPUs",
             "GCP accelerator-optimized machines, https://cloud.google.com/compute/docs/accelerator-optimized-machines "
             "(a3-highgpu-8g: 8 H100, 4 NICs of 200 Gbps with GPUDirect-TCPX)",
-            transport="tcpx",
+            "tcpx",
         ),
-        SystemPreset(
+        _cloud(
             "gcp-a3-mega",
             "h100",
-            8,
-            450.0,
-            "NVLink 4 (900 GB/s per GPU)",
-            "NVSwitch gen 3",
-            "PCIe Gen5 x16",
-            55.4,
             8,
             "200G",
             "8x 200 Gb/s gVNIC for GPUDirect-TCPXO (1600 Gbps)",
             "GCP accelerator-optimized machines, https://cloud.google.com/compute/docs/accelerator-optimized-machines "
             "(a3-megagpu-8g: 8 H100, 8 NICs of 200 Gbps with GPUDirect-TCPXO)",
-            transport="tcpxo",
+            "tcpxo",
         ),
-        SystemPreset(
+        _cloud(
             "gcp-a3-ultra",
             "h200",
-            8,
-            450.0,
-            "NVLink 4 (900 GB/s per GPU)",
-            "NVSwitch gen 3",
-            "PCIe Gen5 x16",
-            55.4,
             8,
             "400G",
             "8x ConnectX-7 400 Gb/s RoCE (3200 Gbps, GPUDirect-RDMA)",
             "GCP accelerator-optimized machines, https://cloud.google.com/compute/docs/accelerator-optimized-machines "
             "(a3-ultragpu-8g: 8 H200, 8 ConnectX-7 of 400 Gbps, RDMA over Converged Ethernet)",
-            transport="roce",
+            "roce",
         ),
-        SystemPreset(
+        _cloud(
             "gcp-a4",
             "b200",
-            8,
-            900.0,
-            "NVLink 5 (1.8 TB/s per GPU)",
-            "NVLink switch gen 5",
-            "PCIe Gen5 x16",
-            55.4,
             8,
             "400G",
             "8x ConnectX-7 400 Gb/s RoCE (3200 Gbps)",
             "GCP accelerator-optimized machines, https://cloud.google.com/compute/docs/accelerator-optimized-machines "
             "(a4-highgpu-8g: 8 B200, 8 ConnectX-7 of 400 Gbps, RoCE)",
-            transport="roce",
+            "roce",
         ),
-        SystemPreset(
+        _cloud(
             "azure-nd-a100-v4",
             "a100",
-            8,
-            300.0,
-            "NVLink 3 (600 GB/s per GPU)",
-            "NVSwitch gen 2",
-            "PCIe Gen4 x16",
-            27.7,
             8,
             "200G",
             "8x 200 Gb/s HDR InfiniBand (1.6 Tb/s)",
             "Azure ND A100 v4 series, https://learn.microsoft.com/azure/virtual-machines/nda100-v4-series",
-            transport="ib",
+            "ib",
         ),
-        SystemPreset(
+        _cloud(
             "azure-nd-h100-v5",
             "h100",
-            8,
-            450.0,
-            "NVLink 4 (900 GB/s per GPU)",
-            "NVSwitch gen 3",
-            "PCIe Gen5 x16",
-            55.4,
             8,
             "400G",
             "8x 400 Gb/s NDR InfiniBand (3.2 Tb/s)",
             "Azure ND H100 v5 series, https://learn.microsoft.com/azure/virtual-machines/nd-h100-v5-series",
-            transport="ib",
+            "ib",
         ),
-        SystemPreset(
+        _cloud(
             "azure-nd-h200-v5",
             "h200",
-            8,
-            450.0,
-            "NVLink 4 (900 GB/s per GPU)",
-            "NVSwitch gen 3",
-            "PCIe Gen5 x16",
-            55.4,
             8,
             "400G",
             "8x 400 Gb/s NDR InfiniBand (3.2 Tb/s)",
             "Azure ND H200 v5 series, https://learn.microsoft.com/azure/virtual-machines/nd-h200-v5-series",
-            transport="ib",
+            "ib",
         ),
         SystemPreset(
             "azure-nd-gb200-v6",

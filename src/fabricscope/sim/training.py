@@ -158,17 +158,7 @@ def _default_heads(h: int, tp: int) -> int:
 
 
 def _time(sim: Simulator, op: str, size: float, groups: np.ndarray) -> dict[str, Any]:
-    r = select.collective(sim, op, max(1, int(size)), groups)
-    return {
-        "time_s": r.time_s,
-        "busbw_GBps": r.busbw_GBps,
-        "algbw_GBps": r.algbw_GBps,
-        "size_bytes": r.size_bytes,
-        "algo": r.algo,
-        "proto": r.proto,
-        "limited_by": r.limited_by,
-        "bottlenecks": r.bottlenecks[:3],
-    }
+    return select.collective(sim, op, max(1, int(size)), groups).summary()
 
 
 def _entry(r: dict[str, Any], calls: float, total: float, exposed: float) -> dict[str, Any]:

@@ -223,21 +223,16 @@ def make_transport(
     if key in CLOUD:
         t = _cloud(key, mtu_bytes, loss, rto_s, per_core_gbps)
     elif key == "ib":
-        mtu = mtu_bytes or 4096
-        t = Transport(
-            name=key,
-            wire_efficiency=mtu / (mtu + IB_OVERHEAD_BYTES),
-            endpoint_efficiency=0.96,
-            alpha_s=3.0e-6,
-            mtu_bytes=mtu,
-            payload_bytes=mtu,
-            default_routing="adaptive",
+        t = _verbs(
+            key,
+            mtu_bytes,
+            IB_OVERHEAD_BYTES,
+            3.0e-6,
+            "adaptive",
+            loss,
+            rto_s,
             lossless=True,
             ecn=True,
-            retransmission="go-back-n",
-            loss=loss,
-            rto_s=rto_s,
-            min_rto_s=4e-6,
             notes=["credit-based lossless links; adaptive routing by default; RC go-back-N if --loss is set"],
         )
     elif key in ("roce", "roce-lossy"):
@@ -261,23 +256,54 @@ def make_transport(
     return t
 
 
-def _roce(key: str, mtu_bytes: int | None, ecn: bool, loss: float, rto_s: float | None) -> Transport:
+def _verbs(
+    key: str,
+    mtu_bytes: int | None,
+    overhead: int,
+    alpha_s: float,
+    routing: str,
+    loss: float,
+    rto_s: float | None,
+    *,
+    lossless: bool,
+    ecn: bool,
+    notes: list[str],
+    dcqcn_efficiency: float = 1.0,
+) -> Transport:
+    """RC verbs, InfiniBand's or RoCE's: a 4096-byte MTU unless given, all of it payload, 96 % at
+    the endpoints, go-back-N recovery from a 4 us minimum timeout."""
     mtu = mtu_bytes or 4096
-    lossless = key == "roce"
     return Transport(
         name=key,
-        wire_efficiency=mtu / (mtu + ROCE_OVERHEAD_BYTES),
+        wire_efficiency=mtu / (mtu + overhead),
         endpoint_efficiency=0.96,
-        alpha_s=3.5e-6,
+        alpha_s=alpha_s,
         mtu_bytes=mtu,
         payload_bytes=mtu,
-        default_routing="ecmp",
-        lossless=lossless,
-        ecn=ecn,
+        default_routing=routing,
         retransmission="go-back-n",
         loss=loss,
         rto_s=rto_s,
         min_rto_s=4e-6,
+        lossless=lossless,
+        ecn=ecn,
+        dcqcn_efficiency=dcqcn_efficiency,
+        notes=notes,
+    )
+
+
+def _roce(key: str, mtu_bytes: int | None, ecn: bool, loss: float, rto_s: float | None) -> Transport:
+    lossless = key == "roce"
+    return _verbs(
+        key,
+        mtu_bytes,
+        ROCE_OVERHEAD_BYTES,
+        3.5e-6,
+        "ecmp",
+        loss,
+        rto_s,
+        lossless=lossless,
+        ecn=ecn,
         dcqcn_efficiency=0.87 if ecn else 1.0,
         notes=[
             "PFC lossless, DCQCN on ECN"

@@ -174,21 +174,18 @@ def _behind(
     ]
     if missing:
         evidence.append(f"no usable dump from rank {ranks_text(missing)}")
-    if stale:
-        return Verdict(
-            STOPPED,
+    if stale:  # its dump stopped updating: the process stopped, it did not just fall behind
+        kind = STOPPED
+        headline = (
             f"rank {names} stopped before collective {top} ({what}): its dump stopped updating; "
-            f"{len(waiting)} rank(s) wait in it",
-            view.name,
-            top,
-            entry.op if entry else None,
-            suspects,
-            waiting[:MAX_NAMED],
-            evidence,
+            f"{len(waiting)} rank(s) wait in it"
         )
+    else:
+        kind = NEVER_ENTERED
+        headline = f"rank {names} never entered collective {top} ({what}); {len(waiting)} rank(s) wait in it"
     return Verdict(
-        NEVER_ENTERED,
-        f"rank {names} never entered collective {top} ({what}); {len(waiting)} rank(s) wait in it",
+        kind,
+        headline,
         view.name,
         top,
         entry.op if entry else None,

@@ -1,5 +1,6 @@
-"""Who `bench serve` lets in, before any test: token strength, handshakes not yet authenticated,
-and a per-source backoff after failed tokens.
+"""Who `bench serve` lets in, before any test: token strength and a per-source backoff after
+failed tokens (handshakes not yet authenticated are counted by jobs.frames.PendingConnections,
+which the job's store uses too).
 
 A 4-digit token was found by a guesser on loopback in 2.5 s (about 1,730 guesses a second, issue
 20). Two defences, each enough against a short guess list and together against a long one:
@@ -102,44 +103,3 @@ class AuthFailures:
     def __len__(self) -> int:
         with self._lock:
             return len(self._by_source)
-
-
-class PendingConnections:
-    """Connections that have not authenticated yet, counted per source address and in total.
-
-    Kept apart from the authenticated slots (``ServerLimits.max_clients``): a host without the
-    token can hold at most ``per_source`` handshakes of at most ``HELLO_TIMEOUT_S`` each, and never
-    a slot that an authenticated client needs.
-    """
-
-    def __init__(self, per_source: int, total: int) -> None:
-        self.per_source = per_source
-        self.total = total
-        self._by_source: dict[str, int] = {}
-        self._count = 0
-        self._lock = threading.Lock()
-
-    def enter(self, source: str) -> str | None:
-        """Count one more from ``source``; the reason to refuse it instead, if over a cap."""
-        with self._lock:
-            held = self._by_source.get(source, 0)
-            if held >= self.per_source:
-                return f"too many unauthenticated connections from {source} (limit {self.per_source})"
-            if self._count >= self.total:
-                return f"too many unauthenticated connections (limit {self.total})"
-            self._by_source[source] = held + 1
-            self._count += 1
-            return None
-
-    def held(self, source: str) -> int:
-        with self._lock:
-            return self._by_source.get(source, 0)
-
-    def leave(self, source: str) -> None:
-        with self._lock:
-            held = self._by_source.get(source, 0)
-            if held <= 1:
-                self._by_source.pop(source, None)
-            else:
-                self._by_source[source] = held - 1
-            self._count = max(0, self._count - 1)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricscope import __version__
-from fabricscope.bench.sockets.admission import MAKE_TOKEN, AuthFailures, PendingConnections, token_weakness
+from fabricscope.bench.sockets.admission import MAKE_TOKEN, AuthFailures, token_weakness
 from fabricscope.bench.sockets.dataport import COOKIE_TIMEOUT_S, Mailbox
 from fabricscope.bench.sockets.procs import WorkerSet
 from fabricscope.bench.sockets.protocol import (
@@ -39,6 +39,7 @@ from fabricscope.bench.sockets.specs import MailboxSockets, Spec
 from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.frames import (
     PeerError,
+    PendingConnections,
     ProtocolError,
     describe_os_error,
     encode_frame,

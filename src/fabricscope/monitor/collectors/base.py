@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from fabricscope.host import Root
 from fabricscope.host.sysfs import printable_name
+from fabricscope.monitor.background import Periodic
 from fabricscope.monitor.names import PREFIX
 from fabricscope.monitor.topology import Topology
 
@@ -31,9 +32,8 @@ class Families:
 
     def __init__(self) -> None:
         self._families: dict[str, tuple[Metric, tuple[str, ...]]] = {}
-        self.raw: list[
-            str
-        ] = []  # exposition text a collector wrote itself (families too large to format per sample)
+        # Exposition a collector wrote itself, encoded (families too large to format per sample).
+        self.raw: list[bytes] = []
 
     def _family(
         self, kind: str, name: str, help_text: str, labels: dict[str, str]
@@ -89,3 +89,24 @@ class Collector(Protocol):
     name: str
 
     def collect(self, ctx: ScrapeContext, out: Families) -> None: ...
+
+
+def note_task(
+    ctx: ScrapeContext,
+    source: str,
+    task: Periodic[Any],
+    *,
+    failed: str = "last poll failed",
+    stale: str = "not polled for {age:.0f} s",
+    problems: tuple[tuple[str, str], ...] = (),
+) -> None:
+    """Note on the scrape's root what makes a collector's background data doubtful: the task's last
+    run failed, it is stale (``stale`` formatted with its age in seconds), or its sources had
+    ``problems`` ((source, reason) pairs); each turns the collector's success to 0."""
+    error = task.outcome.error
+    if error is not None:
+        ctx.root.note(source, f"{failed}: {error}")
+    if task.is_stale():
+        ctx.root.note(source, stale.format(age=task.age_s()))
+    for where, reason in problems:
+        ctx.root.note(where, reason)

@@ -147,7 +147,7 @@ class FileStats:
     binary_lines: int = 0  # lines with NUL bytes or undecodable data
     overlong_lines: int = 0
     truncated: bool = False  # ended in the middle of a line
-    placed_lines: int = 0  # lines without NCCL's header whose message the catalogue knows (log.place)
+    placed_lines: int = 0  # lines without NCCL's header whose message the catalogue or a rule's excerpt knows
     unrecognised_lines: int = 0  # non-blank lines neither NCCL's nor in the catalogue
 
     @property
@@ -302,8 +302,11 @@ class LogAggregator:
             return None
         placed, shape = self.placer(line)
         if placed is None:
+            if shape and self._quote(line):  # a rule's excerpt: NCCL's words as another release put them
+                stats.placed_lines += 1
+                return None
             stats.unrecognised_lines += 1
-            if shape and not self._quote(line):
+            if shape:
                 self.placer.remember(shape)
             return None
         stats.placed_lines += 1

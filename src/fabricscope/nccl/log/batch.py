@@ -141,6 +141,16 @@ class _Caches:
         cache[self.mark(key)] = value
 
 
+def _remember(table: dict[bytes, Any], known: set[bytes], head: bytes, value: Any) -> None:
+    """``table[head] = value`` in a cache of at most ``_CACHE_LIMIT`` heads (emptied when full),
+    ``known`` its keys as a set (``set <= set`` runs in C on the whole-chunk paths)."""
+    if len(table) >= _CACHE_LIMIT:
+        table.clear()
+        known.clear()
+    table[head] = value
+    known.add(head)
+
+
 class BatchReader:
     """Feeds lists of lines (``str``, or ``bytes`` of ASCII) into one ``LogAggregator``.
 
@@ -439,12 +449,7 @@ class BatchReader:
             return
         begin = (line[:i], word)
         if line.isascii():  # the whole-batch path reads bytes batches only
-            if len(self.heads) >= _CACHE_LIMIT:
-                self.heads.clear()
-                self.known.clear()
-            head = begin[0].encode()
-            self.heads[head] = key
-            self.known.add(head)
+            _remember(self.heads, self.known, begin[0].encode(), key)
         if kind == "channel" and word == "Channel":
             rank = self.agg.rank_of(header) if header.cuda_dev is not None else None
             counts = None if rank is None else self.counts.setdefault(rank, {})
@@ -452,12 +457,7 @@ class BatchReader:
             for c in self._caches(line):
                 c.store(c.other, begin, entry)
             if line.isascii():  # (inside feed(): nothing pending)
-                if len(self.channel_heads) >= _CACHE_LIMIT:
-                    self.channel_heads.clear()
-                    self.channel_known.clear()
-                head = begin[0].encode()
-                self.channel_heads[head] = entry
-                self.channel_known.add(head)
+                _remember(self.channel_heads, self.channel_known, begin[0].encode(), entry)
             return
         continuations = _word_class(word) if kind == "info" else None
         if continuations is None:

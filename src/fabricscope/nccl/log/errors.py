@@ -86,6 +86,22 @@ def plugin_findings(agg: LogAggregator) -> list[Finding]:
     ]
 
 
+# ncclInternalError in NCCL's own words: ncclGetErrorString (src/init.cc, v2.18.1-1 ... v2.30.7-1)
+# returns "internal error - please report this issue to the NCCL developers": a check inside NCCL failed.
+INTERNAL_ERROR = 3
+INTERNAL_FIX = (
+    "NCCL calls ncclInternalError 'internal error - please report this issue to the NCCL developers' "
+    "(ncclGetErrorString, src/init.cc): an internal check failed, a defect rather than the network or a "
+    "setting; try the newest NCCL release (its release notes list the fixes) and report it to NVIDIA/nccl "
+    "with the NCCL_DEBUG=INFO output of a failing rank"
+)
+
+
+def _returned_fix(code: int | None, kind: str) -> str:
+    """The fix of an error that reached the API: NCCL's own word for an internal error, else the cause's."""
+    return INTERNAL_FIX if code == INTERNAL_ERROR and kind in ("warn", "unknown") else CAUSE_FIX[kind]
+
+
 def error_findings(agg: LogAggregator) -> list[Finding]:
     findings = []
     led_to: dict[str, list[str]] = {}
@@ -119,7 +135,7 @@ def error_findings(agg: LogAggregator) -> list[Finding]:
                         else "; no WARN precedes it in this log (look at the other ranks' logs)"
                     ),
                     {"code": code, "ranks": labels[:MAX_LISTED]},
-                    CAUSE_FIX[kind],
+                    _returned_fix(code, kind),
                 )
             )
     for chain in agg.chains.values():  # pasted chains without NCCL's header: no rank to book them on
@@ -132,7 +148,7 @@ def error_findings(agg: LogAggregator) -> list[Finding]:
                     f"NCCL returned {result_name(chain.code)} ({chain.code}) up a chain from {chain.first_site} "
                     "(pasted lines without NCCL's header)",
                     {"code": chain.code, "first_site": chain.first_site},
-                    CAUSE_FIX[kind],
+                    _returned_fix(chain.code, kind),
                 )
             )
     for code, count in sorted((c, n) for c, n in agg.torch["api_errors"].items() if c is not None):
@@ -144,7 +160,7 @@ def error_findings(agg: LogAggregator) -> list[Finding]:
                 f"the NCCL API returned {result_name(code)} ({code}) to PyTorch {count} time(s) (DistBackendError "
                 "'NCCL error in: ...'): the error reached the application",
                 {"code": code, "count": count},
-                CAUSE_FIX[kind],
+                _returned_fix(code, kind),
             )
         )
     findings += recovered_findings(agg)

@@ -201,10 +201,16 @@ def torch_data(text: str, msg: Message) -> dict[str, Any]:
         )
     error = _TORCH_ERROR.search(text)
     if error is not None:
-        detail = error.group(2).lower()
-        code = next((c for s, c in RESULT_STRINGS.items() if detail.startswith(s)), None)
-        data.update(kind="api_error", site=error.group(1), code=code, version=error.group(3))
+        data.update(
+            kind="api_error", site=error.group(1), code=result_code(error.group(2)), version=error.group(3)
+        )
     return data
+
+
+def result_code(detail: str) -> int | None:
+    """The ncclResult_t whose ncclGetErrorString() text ``detail`` starts with, or None."""
+    detail = detail.lower()
+    return next((c for s, c in RESULT_STRINGS.items() if detail.startswith(s)), None)
 
 
 def placed_event(p: Placed) -> LogEvent:
@@ -213,60 +219,30 @@ def placed_event(p: Placed) -> LogEvent:
     catalogued as ``catalogued``."""
     msg = p.message
     evidence = {"message_id": msg.id, "next": msg.next} if msg is not None else {}
-    source = _SOURCE.search(p.wrapper)  # "transport/nvls.cc:165 NCCL WARN ...": where NCCL printed it
+    level: str | None = None
+    where: str | None = None
+    data: dict[str, Any]
     if p.level == "WARN" or (p.level is None and msg is not None and msg.project == "libfabric-efa"):
-        kind, data = classify_warn(p.text)
-        return LogEvent(
-            kind,
-            "WARN",
-            None,
-            None,
-            None,
-            None,
-            p.text,
-            source.group(1) if source else None,
-            prefix=p.wrapper or None,
-            data={**data, **evidence},
-        )
-    if p.level is None and msg is None and p.text.startswith("NCCL error in: "):  # nccl-tests
+        kind, warn = classify_warn(p.text)
+        level, data = "WARN", {**warn, **evidence}
+        source = _SOURCE.search(p.wrapper)  # "transport/nvls.cc:165 NCCL WARN ...": where NCCL printed it
+        where = source.group(1) if source else None
+    elif p.level is None and msg is None and p.text.startswith("NCCL error in: "):  # nccl-tests
         error = _TORCH_ERROR.search(p.text)
-        code = next(
-            (c for s, c in RESULT_STRINGS.items() if error and error.group(2).lower().startswith(s)), None
-        )
+        kind = "torch"
         data = {
             "id": "nccl-tests",
             "next": "returns_error",
             "text": p.text,
             "kind": "api_error",
-            "code": code,
+            "code": result_code(error.group(2)) if error else None,
             "version": None,
         }
-        return LogEvent("torch", None, None, None, None, None, p.text, prefix=p.wrapper or None, data=data)
-    if p.level in ("INFO", "TRACE"):
+    elif p.level in ("INFO", "TRACE"):
         kind, info = classify_info(p.text)
-        return LogEvent(
-            kind,
-            p.level,
-            None,
-            None,
-            None,
-            None,
-            p.text,
-            prefix=p.wrapper or None,
-            data={**(info or {}), **evidence},
-        )
-    if msg is not None and msg.project == "pytorch":
-        return LogEvent(
-            "torch",
-            None,
-            None,
-            None,
-            None,
-            None,
-            p.text,
-            prefix=p.wrapper or None,
-            data=torch_data(p.text, msg),
-        )
-    return LogEvent(
-        "catalogued", None, None, None, None, None, p.text, prefix=p.wrapper or None, data=evidence
-    )
+        level, data = p.level, {**(info or {}), **evidence}
+    elif msg is not None and msg.project == "pytorch":
+        kind, data = "torch", torch_data(p.text, msg)
+    else:
+        kind, data = "catalogued", evidence
+    return LogEvent(kind, level, None, None, None, None, p.text, where, prefix=p.wrapper or None, data=data)

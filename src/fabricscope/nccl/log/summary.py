@@ -11,6 +11,7 @@ from typing import Any
 
 from fabricscope.findings import Finding, Severity
 from fabricscope.nccl.log.aggregate import LogAggregator
+from fabricscope.nccl.log.errors import INTERNAL_ERROR
 
 # (finding ids, class), in precedence order.
 CAUSES: tuple[tuple[frozenset[str], str], ...] = (
@@ -54,6 +55,9 @@ CAUSES: tuple[tuple[frozenset[str], str], ...] = (
 STOPPED = frozenset(
     {"nccl_log.error_return", "nccl_log.api_error", "nccl_log.torch_timeout", "nccl_log.remote_exit"}
 )
+# Findings of an error that reached the API; with ncclInternalError (3) and no cause above, NCCL's
+# own word for it ("internal error - please report this issue to the NCCL developers") is a defect.
+_RETURNED = frozenset({"nccl_log.error_return", "nccl_log.api_error"})
 _NOT_PROBLEMS = frozenset(
     {"nccl_log.unrecognised_lines", "nccl_log.recovered_error", "nccl_log.net_plugin_skipped"}
 )
@@ -75,6 +79,8 @@ def cause_of(findings: list[Finding]) -> str:
     for finding_ids, cause in CAUSES:
         if ids & finding_ids:
             return cause
+    if any(f.id in _RETURNED and f.evidence.get("code") == INTERNAL_ERROR for f in findings):
+        return "nccl_bug"
     if not ids - _NOT_PROBLEMS - _TELLING_INFO:
         return "no_problem"
     return "unknown"
