@@ -146,6 +146,20 @@ def test_shipped_dashboard_is_the_generated_one() -> None:
     assert asset_text(ALERTS) == ALERTS_FILE.read_text()
 
 
+def test_docs_show_the_dashboards_first_row_as_generated() -> None:
+    """docs/monitoring.md shows the first row as the shipped JSON defines it (no Grafana server runs
+    here: the text says it is not a screenshot); a changed panel must change the docs too."""
+    from fabricscope.monitor.dashboard import first_row_text
+
+    docs = (MONITOR_TESTS.parent.parent / "docs" / "monitoring.md").read_text()
+    block = re.search(
+        r"<!-- first-row: generated, see above -->\n```\n(.*?)```\n<!-- end first-row -->", docs, re.S
+    )
+    assert block is not None, "docs/monitoring.md lost the generated first row"
+    assert block.group(1) == first_row_text(json.loads(DASHBOARD_FILE.read_text()))
+    assert "not a\nscreenshot" in docs
+
+
 def test_dashboard_is_importable_with_a_datasource_variable() -> None:
     doc = json.loads(DASHBOARD_FILE.read_text())
     variables = {v["name"]: v for v in doc["templating"]["list"]}

@@ -122,17 +122,17 @@ def test_link_shaped_host_is_named_not_its_ring_neighbour(case, name) -> None:
 
 def test_slow_leaf_uplink_is_named_through_the_topology(case) -> None:
     """leaf2's uplink shaped to 100 Mbit/s in a 3-leaf lab (h1 h2 | h3 h4 | h5 h6): the ring flows
-    h2 -> h3 and h4 -> h5 cross it. Without a topology no host explains both (none is named);
-    with one, the uplink is."""
+    h2 -> h3 and h4 -> h5 cross it. Without a topology no host explains both: not a slow link (none
+    is named) but undetermined slow flows, with their hosts to retest; with one, the uplink is named."""
     from fabricscope.triage.collect import collect as read
 
     path = case("slowleaf", with_log=False)
     bare = build(read([path]))
-    assert (
-        bare["verdict"]["class"] == "slow_link"
-        and bare["verdict"]["elements"] == []
-        and not bare["verdict"]["culprits"]
-    )
+    v = bare["verdict"]
+    assert v["class"] == "undetermined" and v["elements"] == [] and not v["culprits"], v
+    assert "h2 -> h3" in v["headline"] and "h4 -> h5" in v["headline"] and exit_code(bare) == 1
+    assert bare["next_action"]["kind"] == "retest_link"
+    assert bare["next_action"]["hosts"] == ["h2", "h3", "h4", "h5"]
     doc = build(read([path]), topology=str(DATA / "lab_leaf_spine_3x2.yaml"))
     assert doc["verdict"]["class"] == "slow_link" and doc["verdict"]["elements"] == ["leaf2 - spine"], doc[
         "verdict"

@@ -21,6 +21,7 @@ from typing import Any
 import typer
 
 from fabricscope.cli.common import JSON_OPTION, die, read_option, store_and_print, validated
+from fabricscope.cli.launching import STORE_OPTION
 from fabricscope.cli.main import command_group
 from fabricscope.cli.options import option_group
 from fabricscope.units import parse_sizes
@@ -33,7 +34,6 @@ bench_app = command_group(
 PEER_HELP = "The host running `fabricscope bench serve`: HOST, HOST:PORT or [IPv6]:PORT (default port 5211)."
 TOKEN_HELP = "Token the server requires (servers off loopback always require one)."
 TOKEN_ENV = "FABRICSCOPE_BENCH_TOKEN"
-NO_STORE_HELP = "Do not save the result in the history database."
 TIMEOUT_HELP = "Seconds without progress after which the peer counts as dead."
 PROGRESS_MIN_S = 2.0
 
@@ -53,7 +53,6 @@ TOKEN_OPTION = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP, 
 TIMEOUT_OPTION = typer.Option(
     10.0, "--timeout", min=0.5, max=300, help=TIMEOUT_HELP, rich_help_panel="Connection"
 )
-NO_STORE_OPTION = typer.Option(False, "--no-store", help=NO_STORE_HELP, rich_help_panel="Output")
 INTERVAL_OPTION = typer.Option(1.0, "--interval", min=0.05, max=60, help="Seconds per reported interval.")
 
 
@@ -64,11 +63,11 @@ class Client:
     timeout: float
     token: str | None
     json_out: bool
-    no_store: bool
+    store: bool
 
 
 client_options = option_group(
-    Client, timeout=TIMEOUT_OPTION, token=TOKEN_OPTION, json_out=JSON_OPTION, no_store=NO_STORE_OPTION
+    Client, timeout=TIMEOUT_OPTION, token=TOKEN_OPTION, json_out=JSON_OPTION, store=STORE_OPTION
 )
 
 
@@ -180,7 +179,7 @@ def _run_client(
     """Every two-host client ends the same way: run with a progress bar, judge, store, print, exit."""
     with _progress(label, duration, False) as tick:
         result = run(params, token=client.token, tick=tick)
-    _finish(result, json_out=client.json_out, store=not client.no_store, thresholds=_given(*thresholds))
+    _finish(result, json_out=client.json_out, store=client.store, thresholds=_given(*thresholds))
 
 
 # ----- serve ----------------------------------------------------------------------------------
@@ -485,7 +484,7 @@ def rdma(
     min_gbps: float = threshold_option("--min-gbps", "bandwidth is below this (Gb/s)"),
     max_lat: float = threshold_option("--max-lat-us", "typical latency exceeds this (us)", 1e9),
     json_out: bool = JSON_OPTION,
-    no_store: bool = NO_STORE_OPTION,
+    store: bool = STORE_OPTION,
 ) -> None:
     """RDMA bandwidth/latency with perftest, device/port/GID picked from the inventory; skips without perftest."""
     from fabricscope.bench.rdma.loopback import run_loopback
@@ -516,4 +515,4 @@ def rdma(
         Threshold("throughput_gbps", ">=", min_gbps, "--min-gbps"),
         Threshold("lat_typical_us", "<=", max_lat, "--max-lat-us"),
     )
-    _finish(result, json_out=json_out, store=not no_store, thresholds=thresholds)
+    _finish(result, json_out=json_out, store=store, thresholds=thresholds)

@@ -152,4 +152,4 @@ def watch(
         on_diagnosis=report,
         host_map=_host_map(host),
     )
-    raise typer.Exit(1 if exit_on_stall and state.stalled else 0)
+    raise typer.Exit(1 if exit_on_stall and state.written else 0)

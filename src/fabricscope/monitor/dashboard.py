@@ -57,6 +57,24 @@ _NIC_SATURATION = (
 )
 
 
+def _link_errors(**layout: Any) -> Panel:
+    """Port error counters per interval: in the first row beside communication time, and in Link health."""
+    counters = (
+        ("symbol_errors", "symbol errors"),
+        ("link_downed", "link downed"),
+        ("link_error_recoveries", "error recoveries"),
+        ("receive_errors", "receive errors"),
+    )
+    queries = [
+        Query(
+            f"increase(fabricscope_rdma_port_{name}_total{{{D}}}[$__rate_interval])",
+            f"{{{{device}}}}/{{{{port}}}} {legend}",
+        )
+        for name, legend in counters
+    ]
+    return Panel("Link errors (per interval)", queries, **layout)
+
+
 def _first_rows() -> list[Row]:
     """What users track, then what explains a spike on the same time axis."""
     return [
@@ -77,7 +95,8 @@ def _first_rows() -> list[Row]:
                     width=8,
                     thresholds=[(None, "red"), (0.7, "orange"), (0.9, "green")],
                     description="NCCL Inspector bus bandwidth over what fabricscope's simulator expects for the "
-                    "communicator's shape on this node's NICs (1 = 100%), with the mean collective time.",
+                    "communicator's shape with this node's GPU model and NICs (on the --topology fabric when given; "
+                    "1 = 100%), with the mean collective time.",
                 ),
                 Panel(
                     "PCIe saturation (traffic / link capacity)",
@@ -101,28 +120,7 @@ def _first_rows() -> list[Row]:
                     description="NIC: RDMA bytes each way over the PCIe link's capacity (speed x width after encoding); "
                     "GPU: nvidia-smi's PCIe throughput where available; the NIC's outbound PCIe stalls (mlx5).",
                 ),
-                Panel(
-                    "Link errors (per interval)",
-                    [
-                        Query(
-                            f"increase(fabricscope_rdma_port_symbol_errors_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} symbol errors",
-                        ),
-                        Query(
-                            f"increase(fabricscope_rdma_port_link_downed_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} link downed",
-                        ),
-                        Query(
-                            f"increase(fabricscope_rdma_port_link_error_recoveries_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} error recoveries",
-                        ),
-                        Query(
-                            f"increase(fabricscope_rdma_port_receive_errors_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} receive errors",
-                        ),
-                    ],
-                    width=8,
-                ),
+                _link_errors(width=8),
             ],
         ),
         Row(
@@ -263,28 +261,7 @@ def _rows() -> list[Row]:
                     unit="bps",
                     description="Transmit up, receive down (negated).",
                 ),
-                Panel(
-                    "Link errors (per interval)",
-                    [
-                        Query(
-                            f"increase(fabricscope_rdma_port_symbol_errors_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} symbol errors",
-                        ),
-                        Query(
-                            f"increase(fabricscope_rdma_port_link_downed_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} link downed",
-                        ),
-                        Query(
-                            f"increase(fabricscope_rdma_port_link_error_recoveries_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} error recovery",
-                        ),
-                        Query(
-                            f"increase(fabricscope_rdma_port_receive_errors_total{{{D}}}[$__rate_interval])",
-                            "{{device}}/{{port}} receive errors",
-                        ),
-                    ],
-                    description="Any steady increase means a cable, optics or switch-port problem.",
-                ),
+                _link_errors(description="Any steady increase means a cable, optics or switch-port problem."),
             ],
         ),
         Row(
@@ -799,7 +776,34 @@ def queries(dashboard: dict[str, Any]) -> list[str]:
     return found
 
 
+def first_row_text(dashboard: dict[str, Any] | None = None) -> str:
+    """The dashboard's first row as text, from the JSON Grafana imports: each panel's title, kind,
+    width, unit and thresholds, then its queries with their legends. docs/monitoring.md shows it
+    (a test keeps the two equal); it is the panels' definition, not a picture of them."""
+    panels = (dashboard or build_dashboard())["panels"]
+    rows = [i for i, p in enumerate(panels) if p["type"] == "row"]
+    end = rows[1] if len(rows) > 1 else len(panels)
+    lines = [f"Row: {panels[rows[0]]['title']}"]
+    for panel in panels[rows[0] + 1 : end]:
+        defaults = panel["fieldConfig"]["defaults"]
+        steps = defaults["thresholds"]["steps"]
+        bands = " | ".join(
+            f"{s['color']} from {s['value']:g}" if s["value"] is not None else s["color"] for s in steps
+        )
+        grid = panel["gridPos"]
+        lines += [
+            "",
+            f"[{panel['title']}]",
+            f"  {panel['type']}, columns {grid['x']}-{grid['x'] + grid['w']} of {WIDTH}, unit {defaults['unit']}, "
+            f"thresholds: {bands}",
+        ]
+        for target in panel["targets"]:
+            lines.append(f"  {target.get('legendFormat', '')!r}:")
+            lines.append(f"      {target['expr']}")
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
     import sys
 
-    sys.stdout.write(render())
+    sys.stdout.write(first_row_text() if sys.argv[1:] == ["--first-row"] else render())

@@ -128,7 +128,8 @@ class Exporter:
         if self.tailer is not None and self.nccl_task is not None:
             self.collectors.append(NcclCollector(self.tailer, self.nccl_task))
         if self.inspector is not None and self.inspector_task is not None:
-            self.collectors.append(InspectorCollector(self.inspector, self.inspector_task))
+            placer = self.tailer.placement if self.tailer is not None else None
+            self.collectors.append(InspectorCollector(self.inspector, self.inspector_task, placer))
 
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_RegistryAdapter(self))

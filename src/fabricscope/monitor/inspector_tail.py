@@ -108,7 +108,8 @@ class RankStats:
     recent: deque[tuple[KeyStats, float]] = field(
         default_factory=lambda: deque(maxlen=RECENT)
     )  # (its key, busbw)
-    gpu: int | None = None  # from the textfile's gpu label; else inferred from the rank
+    gpu: int | None = None  # from the textfile's gpu label; else from the NCCL log, or inferred
+    pid: int | None = None  # the process (the JSONL dump's metadata), to find it in the NCCL log
     ratio: float | None = None  # the renderer's median of ``recent`` over expected ...
     ratio_fresh: bool = False  # ... valid until a record or an expected bandwidth changes
     label_key: tuple[object, ...] = ()  # what the renderer's ``label_text`` was built from
@@ -145,9 +146,9 @@ class CommStats:
     keys: dict[tuple[str, str], KeyStats] = field(default_factory=dict)
     ranks: dict[int, RankStats] = field(default_factory=dict)
     ops: dict[str, OpHistogram] = field(default_factory=dict)
-    # The renderer's text of this communicator's families, kept between scrapes; every change to
-    # the communicator (a record, an expected bandwidth) sets it to None.
-    text: tuple[str, ...] | None = None
+    # The renderer's encoded text of this communicator's families, kept between scrapes; every
+    # change to the communicator (a record, an expected bandwidth) sets it to None.
+    text: tuple[bytes, ...] | None = None
 
     def observe(self, op: str, seconds: float) -> None:
         hist = self.ops.get(op)
@@ -269,6 +270,7 @@ class InspectorFollower:
             return
         rank = comm.ranks.setdefault(record.rank, RankStats())
         rank.hostname = (record.hostname or rank.hostname)[:128]
+        rank.pid = record.pid if record.pid is not None else rank.pid
         rank.last_s = max(rank.last_s, when)
         rank.recent.append((stats, record.busbw_gbs))
         rank.ratio_fresh = False

@@ -55,6 +55,7 @@ class Topology:
         default_factory=dict
     )  # GPU index -> nearest NIC (rail = its index in nics)
     gpus: int = 0
+    gpu_pci: dict[str, int] = field(default_factory=dict)  # a GPU's PCI address -> its index
     # The simulator's name for the node's GPUs (sim/gpus.py), None when nvidia-smi does not name
     # one model the table knows (no nvidia-smi, an unknown part, or mixed parts): "not available".
     gpu_model: str | None = None
@@ -127,6 +128,7 @@ def read_topology(root: Root) -> Topology:
         roce=any(p.is_roce for d in active for p in d.ports if p.is_active),
         gpu_nic={a.gpu_index: a.nic for a in affinity if a.nic},
         gpus=len(gpus),
+        gpu_pci={g.pci_address: g.index for g in gpus},
         gpu_model=_gpu_model(gpus),
         gpu_product=", ".join(sorted({g.name for g in gpus if g.name})),
         devices=devices,

@@ -31,13 +31,19 @@ class ModelShape:
     moe_ffn: int | None = None  # an expert's MLP width, where it differs from the dense layers'
     kv_bytes_per_token: int | None = None  # where attention caches less than K and V per head (MLA)
 
-    def train_params(self) -> dict[str, Any]:
-        p: dict[str, Any] = {
+    def _dimensions(self) -> dict[str, Any]:
+        """What training and serving both read: the size, depth and width, and the attention heads."""
+        return {
             "params": self.params,
             "layers": self.layers,
             "hidden": self.hidden,
             "heads": self.heads,
             "kv_heads": self.kv_heads,
+        }
+
+    def train_params(self) -> dict[str, Any]:
+        p = {
+            **self._dimensions(),
             "ffn": self.moe_ffn or self.ffn,
             "vocab": self.vocab,
             "gated_mlp": self.gated_mlp,
@@ -47,13 +53,7 @@ class ModelShape:
         return p
 
     def infer_params(self) -> dict[str, Any]:
-        p: dict[str, Any] = {
-            "params": self.params,
-            "layers": self.layers,
-            "hidden": self.hidden,
-            "kv_heads": self.kv_heads,
-            "heads": self.heads,
-        }
+        p = self._dimensions()
         if self.kv_bytes_per_token:
             p["kv_bytes_per_token"] = str(self.kv_bytes_per_token)
         if self.experts:

@@ -19,6 +19,7 @@ from fabricscope.triage.verdict import (
     STALL_S,
     STOPPED,
     STRAGGLER,
+    UNDETERMINED,
     Verdict,
     diagnose,
 )
@@ -71,9 +72,10 @@ def next_action(verdict: Verdict) -> dict[str, Any]:
             "a stack dump (py-spy dump --pid), the GPU (nvidia-smi); drain the node if it does not answer",
             "commands": [f"fabricscope job diagnose DIR... --drain {h}" for h in hosts],
         }
-    if verdict.kind in (NETWORK_HANG, STRAGGLER, SLOW_LINK):
-        flows = sorted({h for e in verdict.evidence for h in _flow_hosts(e)})
-        hosts = flows if verdict.kind == SLOW_LINK and flows else hosts
+    flows = sorted({h for e in verdict.evidence for h in _flow_hosts(e)})
+    slow_flows = verdict.kind == UNDETERMINED and bool(flows)  # slow ring flows no single host explains
+    if verdict.kind in (NETWORK_HANG, STRAGGLER, SLOW_LINK) or slow_flows:
+        hosts = flows if verdict.kind in (SLOW_LINK, UNDETERMINED) and flows else hosts
         peers = sorted(set(hosts))
         return {
             "kind": "retest_link",
@@ -164,7 +166,7 @@ def build(inputs: JobInputs, *, stall_s: float = STALL_S, topology: str | None =
     verdict = (
         diagnose(inputs.dumps, inputs.logs, stall_s=stall_s, crossing=crossing)
         if inputs.dumps
-        else Verdict("undetermined", "no usable Flight Recorder dump")
+        else Verdict(UNDETERMINED, "no usable Flight Recorder dump")
     )
     ras_suspects, ras_evidence = ras_verdict(inputs.ras)
     verdict.evidence += ras_evidence

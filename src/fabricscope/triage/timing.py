@@ -6,10 +6,19 @@ type whose arrivals spread most tells most: after a compute phase one slow rank 
 arrives late alone; after a gloo ring collective the ranks whose ring sends crossed a slow link
 arrive late, two or more of them (a ring crosses any link both ways: :mod:`.slowlink`). Ranks'
 clocks are compared directly, so ranks on different hosts need synchronised clocks (NTP/PTP).
+
+Scheduler noise (a loaded CPU, a noisy neighbour) delays random ranks at random collectives and
+shifts every rank a little at every collective type (a rank that pickles its dumps, one that
+shares a core). Neither is a fault, so a late rank must pass three tests: it arrives after the
+median rank in a clear majority of that type's collectives (a one-sided sign test, which random
+delays do not pass), by a margin (:data:`MIN_LATE_S`, a share of the lead), and the type's spread
+stands :data:`NOISE_FACTOR` times above the spread the job shows at its other collective types
+(rank offsets that are there everywhere are the host's, not this collective's).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -23,6 +32,8 @@ LATE_SHARE = (
     0.2  # a rank is late when above the median rank by a fifth of the latest rank's lead or more, and by
 )
 MIN_LATE_S = 0.002
+SIGN_ALPHA = 0.01  # a late rank arrives after the median rank more often than chance allows at this level
+NOISE_FACTOR = 3.0  # the judged type's spread over the largest spread among the job's other types
 ALONE_SHARE = 0.25  # a straggler: the other ranks arrive within this share of its lateness of each other
 
 
@@ -62,43 +73,61 @@ def arrival_table(view: GroupView) -> tuple[list[int], dict[int, list[int]]]:
     return seqs, {r: [d[s] for s in seqs] for r, d in per_rank.items()}
 
 
-def lateness(view: GroupView) -> Lateness | None:
-    """The collective type whose arrivals spread most, and its late ranks (None: nothing to judge)."""
+def sign_p(above: int, count: int) -> float:
+    """One-sided sign test: the chance of arriving after the median rank ``above`` times or more in
+    ``count`` collectives if a rank were as often before it as after (the binomial tail at 1/2)."""
+    return sum(math.comb(count, k) for k in range(above, count + 1)) / 2**count
+
+
+def _arrivals(view: GroupView) -> dict[str, dict[int, list[tuple[float, int]]]]:
+    """collective type -> rank -> (arrival after the median rank in s, created_ns), per collective."""
     seqs, table = arrival_table(view)
     if len(seqs) < MIN_COLLECTIVES:
-        return None
+        return {}
     ref = {e.seq: e for e in view.status[min(table)].entries}
     ranks = sorted(table)
-    by_op: dict[str, dict[int, list[float]]] = {}
-    times: dict[str, dict[int, list[int]]] = {}
+    by_op: dict[str, dict[int, list[tuple[float, int]]]] = {}
     for i, seq in enumerate(seqs):
         column = [table[r][i] for r in ranks]
         middle = statistics.median(column)
-        key = f"{ref[seq].op} {ref[seq].in_sizes}"
+        per_rank = by_op.setdefault(f"{ref[seq].op} {ref[seq].in_sizes}", {})
         for r, t in zip(ranks, column, strict=True):
-            by_op.setdefault(key, {}).setdefault(r, []).append((t - middle) / 1e9)
-            times.setdefault(key, {}).setdefault(r, []).append(t)
-    best: Lateness | None = None
-    for op, per_rank in by_op.items():
-        count = min(len(v) for v in per_rank.values())
-        if count < MIN_PER_OP:
-            continue
-        gaps = [(b - a) / 1e9 for ts in times[op].values() for a, b in zip(ts, ts[1:], strict=False)]
-        found = Lateness(
-            op, {r: statistics.median(v) for r, v in per_rank.items()}, statistics.median(gaps), [], count
-        )
-        if best is None or found.spread_s > best.spread_s:
-            best = found
-    if (
-        best is None
-        or best.interval_s <= 0
-        or best.spread_s < max(MIN_SPREAD_S, MIN_SPREAD_SHARE * best.interval_s)
-    ):
+            per_rank.setdefault(r, []).append(((t - middle) / 1e9, t))
+    return {op: per_rank for op, per_rank in by_op.items() if min(map(len, per_rank.values())) >= MIN_PER_OP}
+
+
+def _judge(op: str, per_rank: dict[int, list[tuple[float, int]]]) -> Lateness:
+    """One collective type: medians, interval, and the ranks late by margin and by sign test."""
+    count = min(len(v) for v in per_rank.values())
+    gaps = [(b[1] - a[1]) / 1e9 for v in per_rank.values() for a, b in zip(v, v[1:], strict=False)]
+    medians = {r: statistics.median(x for x, _ in v) for r, v in per_rank.items()}
+    found = Lateness(op, medians, statistics.median(gaps), [], count)
+    middle = statistics.median(medians.values())
+    floor = max(LATE_SHARE * (max(medians.values()) - middle), MIN_LATE_S)
+    found.late = sorted(
+        r
+        for r, v in per_rank.items()
+        if medians[r] - middle >= floor and sign_p(sum(1 for x, _ in v if x > 0), len(v)) <= SIGN_ALPHA
+    )
+    return found
+
+
+def lateness(view: GroupView) -> Lateness | None:
+    """The collective type whose consistently late ranks spread most (None: nothing to judge, or
+    nothing above the noise)."""
+    judged = [_judge(op, per_rank) for op, per_rank in _arrivals(view).items()]
+    candidates = [
+        j
+        for j in judged
+        if j.interval_s > 0
+        and j.spread_s >= max(MIN_SPREAD_S, MIN_SPREAD_SHARE * j.interval_s)
+        and 0 < len(j.late) < len(j.medians)
+    ]
+    if not candidates:
         return None
-    middle = statistics.median(best.medians.values())
-    lead = max(best.medians.values()) - middle
-    best.late = sorted(r for r, m in best.medians.items() if m - middle >= max(LATE_SHARE * lead, MIN_LATE_S))
-    return best if 0 < len(best.late) < len(best.medians) else None
+    best = max(candidates, key=lambda j: j.spread_s)
+    baseline = max((j.spread_s for j in judged if j is not best), default=0.0)
+    return best if best.spread_s >= NOISE_FACTOR * baseline else None
 
 
 def find_straggler(late: Lateness) -> Straggler | None:

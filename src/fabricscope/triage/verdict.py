@@ -307,13 +307,19 @@ def _slow_link(view: GroupView, link: SlowLink, hosts: dict[int, str | None]) ->
         for h in link.hosts_blamed
         if h in by_host
     ]
-    if link.elements:
-        headline = f"slow link: {', '.join(link.elements)} (every late ring flow crosses it, no on-time flow clears it)"
-    else:
-        headline = (
-            f"slow link between hosts: ring flows {', '.join(flows)} are slow and no host explains all of them; "
-            "give --topology to name the cable or switch"
+    if not link.elements:
+        # nothing named explains nothing: "slow link" would send the operator to no link at all. The
+        # late flows are real (they passed the sign and noise tests), so say what is known, undetermined.
+        return Verdict(
+            UNDETERMINED,
+            f"slow ring flows {', '.join(flows)}: ranks {', '.join(map(str, link.late))} arrive late consistently, "
+            "but no single host explains the flows; give --topology to name the cable or switch",
+            view.name,
+            evidence=evidence,
         )
+    headline = (
+        f"slow link: {', '.join(link.elements)} (every late ring flow crosses it, no on-time flow clears it)"
+    )
     return Verdict(
         SLOW_LINK, headline, view.name, None, None, suspects, evidence=evidence, elements=link.elements
     )

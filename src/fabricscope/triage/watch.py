@@ -1,6 +1,12 @@
 """`job watch`: beside a running job, poll its dump directories (and NCCL RAS), export progress
 metrics, and write the diagnosis when the job stalls.
 
+A stall (a rank stopped, died, never entered a collective, a mismatch, a hang) is written at the
+first poll that sees it: the job makes no progress, waiting helps no one. A slow job's verdict
+(straggler, slow link, slow flows no host explains) is written only once it has held for
+:data:`PERSIST_POLLS` polls in a row with the same culprits: the job still runs, and a verdict
+that one poll's noise produced must not page anyone.
+
 Never a burden on the job: a poll costs what reading the dumps' headers costs (the directories
 are re-read only when a file changed), the next poll waits at least :data:`DUTY_FACTOR` times as
 long as the last one took (at most ~10% of one core), RAS is asked no more often than every
@@ -29,6 +35,8 @@ from fabricscope.triage.ras import query as ras_query
 
 DUTY_FACTOR = 10.0
 MIN_INTERVAL_S = 1.0
+PERSIST_POLLS = 3  # a slow job's verdict is written once the same one held this many polls in a row
+STALL_CLASSES = frozenset({"stopped", "died", "mismatch", "never_entered", "network_hang"})
 
 
 @dataclass
@@ -42,6 +50,22 @@ class WatchState:
     last_ras: float = 0.0
     signature: tuple = ()
     written: list[str] = field(default_factory=list)
+    pending: tuple = ()  # (class, culprit ranks, elements) of the slow-job verdict being held
+    pending_polls: int = 0  # polls in a row that verdict held
+    reported: tuple = ()  # the slow-job verdict last written (written again only when it changes)
+
+
+def due(state: WatchState) -> bool:
+    """Whether the verdict of the poll just made is to be written: a stall at once, once per stall
+    (again after progress resumed); a slow job's verdict once it held :data:`PERSIST_POLLS` polls."""
+    verdict = (state.doc or {}).get("verdict")
+    if verdict is None or verdict["class"] == "healthy" or verdict["class"] in STALL_CLASSES:
+        state.pending, state.pending_polls = (), 0
+        return verdict is not None and verdict["class"] in STALL_CLASSES and not state.stalled
+    key = (verdict["class"], tuple(c["rank"] for c in verdict["culprits"]), tuple(verdict["elements"]))
+    state.pending_polls = state.pending_polls + 1 if key == state.pending else 1
+    state.pending = key
+    return state.pending_polls >= PERSIST_POLLS and key != state.reported
 
 
 def _signature(paths: list[Path]) -> tuple:
@@ -160,15 +184,18 @@ def watch(
     on_diagnosis: Callable[[dict[str, Any], Path], None],
     host_map: dict[int, str] | None = None,
 ) -> WatchState:
-    """Poll until ``duration_s`` (or forever); on a stall write the diagnosis once per stall."""
+    """Poll until ``duration_s`` (or forever); write the diagnosis when :func:`due` says so."""
     state = WatchState()
     start = time.monotonic()
     while duration_s is None or time.monotonic() - start < duration_s:
         t0 = time.monotonic()
         poll(state, paths, stall_s=stall_s, ras_addr=ras_addr, host_map=host_map)
         doc = state.doc
-        if doc is not None and doc["verdict"]["class"] != "healthy" and not state.stalled:
-            state.stalled = True
+        if doc is not None and due(state):
+            if doc["verdict"]["class"] in STALL_CLASSES:
+                state.stalled = True
+            else:
+                state.reported = state.pending
             path = out_dir / f"job-diagnosis-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
             _write_atomic(
                 path,
@@ -187,7 +214,7 @@ def watch(
             on_diagnosis(doc, path)
         if textfile is not None:
             _write_atomic(textfile, metrics_text(state, time.monotonic()))
-        if state.stalled and exit_on_stall:
+        if state.written and exit_on_stall:
             break
         spent = time.monotonic() - t0
         time.sleep(max(0.0, max(interval_s, MIN_INTERVAL_S, spent * DUTY_FACTOR) - spent))

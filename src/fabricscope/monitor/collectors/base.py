@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from fabricscope.host import Root
 from fabricscope.host.sysfs import printable_name
+from fabricscope.monitor.background import Periodic
 from fabricscope.monitor.names import PREFIX
 from fabricscope.monitor.topology import Topology
 
@@ -88,3 +89,24 @@ class Collector(Protocol):
     name: str
 
     def collect(self, ctx: ScrapeContext, out: Families) -> None: ...
+
+
+def note_task(
+    ctx: ScrapeContext,
+    source: str,
+    task: Periodic[Any],
+    *,
+    failed: str = "last poll failed",
+    stale: str = "not polled for {age:.0f} s",
+    problems: tuple[tuple[str, str], ...] = (),
+) -> None:
+    """Note on the scrape's root what makes a collector's background data doubtful: the task's last
+    run failed, it is stale (``stale`` formatted with its age in seconds), or its sources had
+    ``problems`` ((source, reason) pairs); each turns the collector's success to 0."""
+    error = task.outcome.error
+    if error is not None:
+        ctx.root.note(source, f"{failed}: {error}")
+    if task.is_stale():
+        ctx.root.note(source, stale.format(age=task.age_s()))
+    for where, reason in problems:
+        ctx.root.note(where, reason)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from fabricscope.findings import Finding, Severity
 from fabricscope.host import Root
 from fabricscope.monitor.background import Periodic
-from fabricscope.monitor.collectors.base import Families, ScrapeContext
+from fabricscope.monitor.collectors.base import Families, ScrapeContext, note_task
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,13 @@ class DoctorCollector:
 
     def collect(self, ctx: ScrapeContext, out: Families) -> None:
         outcome = self.task.outcome
-        if outcome.error is not None:
-            ctx.root.note("doctor", f"last run failed: {outcome.error}")
-        if self.task.is_stale():
-            ctx.root.note("doctor", f"findings are {self.task.age_s():.0f} s old (runs stuck or failing)")
+        note_task(
+            ctx,
+            "doctor",
+            self.task,
+            failed="last run failed",
+            stale="findings are {age:.0f} s old (runs stuck or failing)",
+        )
         result = outcome.value
         if result is None:
             return  # first run still in progress

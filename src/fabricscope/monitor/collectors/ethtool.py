@@ -10,7 +10,7 @@ from collections.abc import Callable
 from fabricscope.host import Root
 from fabricscope.host.ethtool import EthtoolStatsResult, ethtool_commands, read_ethtool_stats_result
 from fabricscope.monitor.background import Periodic
-from fabricscope.monitor.collectors.base import Families, ScrapeContext
+from fabricscope.monitor.collectors.base import Families, ScrapeContext, note_task
 from fabricscope.monitor.names import PORT_GAUGES, PORT_STATS, PRIO_STATS
 from fabricscope.monitor.topology import Topology
 
@@ -39,12 +39,13 @@ class EthtoolCollector:
 
     def collect(self, ctx: ScrapeContext, out: Families) -> None:
         outcome = self.task.outcome
-        if outcome.error is not None:
-            ctx.root.note("ethtool -S", f"last refresh failed: {outcome.error}")
-        if self.task.is_stale():
-            ctx.root.note(
-                "ethtool -S", f"statistics are {self.task.age_s():.0f} s old (refresh stuck or failing)"
-            )
+        note_task(
+            ctx,
+            "ethtool -S",
+            self.task,
+            failed="last refresh failed",
+            stale="statistics are {age:.0f} s old (refresh stuck or failing)",
+        )
         age = self.task.age_s()
         if age is not None:
             out.gauge(

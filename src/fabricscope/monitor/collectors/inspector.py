@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import accumulate
 
 from fabricscope.host.sysfs import printable_name
 from fabricscope.monitor.background import Periodic
-from fabricscope.monitor.collectors.base import Families, ScrapeContext
+from fabricscope.monitor.collectors.base import Families, ScrapeContext, note_task
 from fabricscope.monitor.inspector_tail import (
     DURATION_BUCKETS,
     CommStats,
@@ -29,6 +29,7 @@ from fabricscope.monitor.inspector_tail import (
     RankStats,
 )
 from fabricscope.monitor.names import PREFIX
+from fabricscope.monitor.nccl_tail import Placement
 from fabricscope.monitor.topology import Topology
 
 GB = 1e9
@@ -46,7 +47,8 @@ RATIO_HELP = "Measured bus bandwidth over the expected one (1 = what the fabric 
 DURATION_HELP = "Execution time of NCCL collectives (Inspector)."
 RANK_RATIO_HELP = (
     "Median over this rank's recent collectives of measured over expected bus bandwidth; labelled with "
-    "the node, the GPU (rank modulo ranks per node unless the Inspector names it) and its nearest NIC and rail."
+    "the node, the GPU (placement: named by the Inspector, by the NCCL log's busId or cudaDev, or assumed "
+    "rank modulo ranks per node) and its nearest NIC and rail."
 )
 SINCE_HELP = "Seconds since this rank's last completed collective (Inspector dump time): a stalled job rises here first."
 _BOUNDS = [f"{b:g}" for b in DURATION_BUCKETS]
@@ -127,24 +129,39 @@ def _comm_text(comm: CommStats) -> tuple[bytes, ...]:
     return tuple(_encode(text) for text in (info, *columns, "".join(histograms)))
 
 
-def _rank_place(comm: CommStats, rank: int, gpu: int | None, topo: Topology) -> dict[str, str]:
-    per_node = max(1, math.ceil(comm.n_ranks / max(comm.n_nodes, 1)))
-    index = gpu if gpu is not None else rank % per_node
+Placer = Callable[[str, int | None], Placement | None]  # NcclLogTailer.placement
+
+
+def _rank_place(
+    comm: CommStats, rank: int, view: RankStats, topo: Topology, where: Placement | None
+) -> dict[str, str]:
+    """The rank's GPU, its nearest NIC and rail, and how the GPU was found: named by the
+    Inspector's textfile; by the NCCL log's busId (mapped to the inventory's GPU) or, without one
+    the inventory knows, its cudaDev; else assumed, rank modulo ranks per node."""
+    if view.gpu is not None:
+        index, how = view.gpu, "inspector"
+    elif where is not None and where.pci_address in topo.gpu_pci:
+        index, how = topo.gpu_pci[where.pci_address or ""], "nccl_log_bus_id"
+    elif where is not None and where.cuda_dev is not None:
+        index, how = where.cuda_dev, "nccl_log_cuda_dev"
+    else:
+        index, how = rank % max(1, math.ceil(comm.n_ranks / max(comm.n_nodes, 1))), "rank_modulo"
     nic = topo.gpu_nic.get(index, "")
     rail = str(topo.nics.index(nic)) if nic in topo.nics else ""
-    return {"gpu": str(index), "nic": nic, "rail": rail}
+    return {"gpu": str(index), "nic": nic, "rail": rail, "placement": how}
 
 
-def _rank_labels(topo: Topology, comm: CommStats, rank: int, view: RankStats) -> str:
+def _rank_labels(topo: Topology, comm: CommStats, rank: int, view: RankStats, placer: Placer | None) -> str:
     """The rank's label set, rebuilt only when what it is built from changes (the topology is
     compared by identity: the background refresh replaces it whole)."""
-    key = (comm.n_ranks, comm.n_nodes, view.hostname, view.gpu)
+    where = placer(view.hostname, view.pid) if placer is not None and view.gpu is None else None
+    key = (comm.n_ranks, comm.n_nodes, view.hostname, view.gpu, where)
     if view.label_key[1:] != key or view.label_key[0] is not topo:
-        place = _rank_place(comm, rank, view.gpu, topo)
+        place = _rank_place(comm, rank, view, topo, where)
         view.label_key = (topo, *key)
         view.label_text = (
             f'{{comm="{_esc(comm.label)}",rank="{rank}",node="{_esc(view.hostname)}",gpu="{place["gpu"]}",'
-            f'nic="{_esc(place["nic"])}",rail="{place["rail"]}"}}'
+            f'nic="{_esc(place["nic"])}",rail="{place["rail"]}",placement="{place["placement"]}"}}'
         )
     return view.label_text
 
@@ -153,19 +170,16 @@ class InspectorCollector:
     name = "nccl_inspector"
     uses_topology = True
 
-    def __init__(self, follower: InspectorFollower, task: Periodic[InspectorCounts]) -> None:
+    def __init__(
+        self, follower: InspectorFollower, task: Periodic[InspectorCounts], placer: Placer | None = None
+    ) -> None:
         self.follower = follower
         self.task = task
+        self.placer = placer  # where the NCCL log puts each process (exporter --nccl-log)
 
     def collect(self, ctx: ScrapeContext, out: Families) -> None:
-        outcome = self.task.outcome
-        if outcome.error is not None:
-            ctx.root.note("nccl inspector", f"last poll failed: {outcome.error}")
-        if self.task.is_stale():
-            ctx.root.note("nccl inspector", f"not polled for {self.task.age_s():.0f} s")
         counts = self.follower.counts()
-        for source, reason in counts.problems:
-            ctx.root.note(source, reason)
+        note_task(ctx, "nccl inspector", self.task, problems=counts.problems)
         now = time.time()
         per_comm: list[tuple[bytes, ...]] = []
         rank_ratio: list[str] = []
@@ -176,17 +190,24 @@ class InspectorCollector:
                 if text is None:
                     text = comm.text = _comm_text(comm)
                 per_comm.append(text)
-                _ranks(ctx.topology, comm, rank_ratio, since, now)
+                _ranks(ctx.topology, comm, rank_ratio, since, now, self.placer)
         columns: list[Sequence[bytes]] = [*zip(*per_comm)] if per_comm else [()] * (len(_FAMILIES) - 2)
         out.raw.extend(_exposition([*columns, [_encode("".join(rank_ratio))], [_encode("".join(since))]]))
         _own(counts, out)
 
 
-def _ranks(topo: Topology, comm: CommStats, rank_ratio: list[str], since: list[str], now: float) -> None:
+def _ranks(
+    topo: Topology,
+    comm: CommStats,
+    rank_ratio: list[str],
+    since: list[str],
+    now: float,
+    placer: Placer | None,
+) -> None:
     """Each rank's lines: seconds since its last collective (every scrape), its ratio (kept
     until a record or an expected bandwidth changes)."""
     for rank, view in comm.ranks.items():
-        labels = _rank_labels(topo, comm, rank, view)
+        labels = _rank_labels(topo, comm, rank, view, placer)
         since.append(f"{PREFIX}nccl_seconds_since_last_collective{labels} {max(0.0, now - view.last_s)!r}\n")
         if not view.ratio_fresh:
             ratios = [bw * GB / key.expected for key, bw in view.recent if key.expected]

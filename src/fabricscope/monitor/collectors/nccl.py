@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fabricscope.monitor.background import Periodic
-from fabricscope.monitor.collectors.base import Families, ScrapeContext
+from fabricscope.monitor.collectors.base import Families, ScrapeContext, note_task
 from fabricscope.monitor.names import WC_STATUS_NAMES
 from fabricscope.monitor.nccl_tail import NcclCounts, NcclLogTailer
 
@@ -29,14 +29,8 @@ class NcclCollector:
         self.warn_kinds = _warn_kinds()
 
     def collect(self, ctx: ScrapeContext, out: Families) -> None:
-        outcome = self.task.outcome
-        if outcome.error is not None:
-            ctx.root.note("nccl logs", f"last poll failed: {outcome.error}")
-        if self.task.is_stale():
-            ctx.root.note("nccl logs", f"not polled for {self.task.age_s():.0f} s")
         counts = self.tailer.snapshot()
-        for source, reason in counts.problems:
-            ctx.root.note(source, reason)
+        note_task(ctx, "nccl logs", self.task, problems=counts.problems)
         # Known label values start at 0 so that increase() sees the first event.
         for kind in sorted(set(self.warn_kinds) | set(counts.warnings)):
             out.counter("nccl_warnings_total", WARN_HELP, {"kind": kind}, counts.warnings.get(kind, 0))

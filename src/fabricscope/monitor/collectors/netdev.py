@@ -34,20 +34,20 @@ class NetdevCollector:
                 labels,
                 1 if status.operstate == "up" else 0,
             )
-            for prio, enabled in sorted(status.ecn_np_enabled.items()):
-                out.gauge(
+            for family, help_text, states in (
+                (
                     "roce_ecn_np_enabled",
                     "RoCE ECN notification point (CNP generation) enabled on this priority (MLNX_OFED sysfs).",
-                    {"netdev": name, "priority": str(prio)},
-                    1 if enabled else 0,
-                )
-            for prio, enabled in sorted(status.ecn_rp_enabled.items()):
-                out.gauge(
+                    status.ecn_np_enabled,
+                ),
+                (
                     "roce_ecn_rp_enabled",
                     "RoCE ECN reaction point (rate reduction on CNP) enabled on this priority (MLNX_OFED sysfs).",
-                    {"netdev": name, "priority": str(prio)},
-                    1 if enabled else 0,
-                )
+                    status.ecn_rp_enabled,
+                ),
+            ):
+                for prio, enabled in sorted(states.items()):
+                    out.gauge(family, help_text, {"netdev": name, "priority": str(prio)}, 1 if enabled else 0)
             qos = topo.qos.get(name)
             trust = status.qos_trust or (qos.trust if qos is not None else None)
             if trust:
