@@ -76,18 +76,29 @@ def test_matrix_names_the_lossy_host(eight) -> None:
     assert doc["suspects"][0]["retransmit_pct"] > 1.0
 
 
+def _peers(namespace: str) -> set[str]:
+    """The addresses processes in ``namespace`` hold established TCP connections to."""
+    out = subprocess.run(["ip", "netns", "exec", namespace, "ss", "-Htn", "state", "established"],
+                         capture_output=True, text=True, timeout=10).stdout  # fmt: skip
+    return {cols[3].rpartition(":")[0] for cols in map(str.split, out.splitlines()) if len(cols) > 3}
+
+
 def test_killed_rank_ends_the_others_with_a_clear_error(make_lab) -> None:
     make_lab("ckill", "--hosts", "4", "--link-rate", "1gbit")
     victim: dict[str, int] = {}
+    others = {"198.18.0.1", "198.18.0.2", "198.18.0.4"}  # h1, h2, h4
 
     def kill_h3() -> None:
+        """Once h3's rank holds a connection to every other rank (gloo's full mesh: start-up and
+        rendezvous are over; a fixed 8 s fell inside torch's import on a loaded machine), and
+        2 s later, in the middle of the iterations."""
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             out = subprocess.run(
                 ["ip", "netns", "pids", "fsl-ckill-h3"], capture_output=True, text=True
             ).stdout.split()
-            if out:
-                time.sleep(8)  # past start-up and rendezvous, in the middle of the iterations
+            if out and others <= _peers("fsl-ckill-h3"):
+                time.sleep(2)
                 victim["pid"] = int(out[0])
                 subprocess.run(["kill", "-9", out[0]], check=False)
                 return
