@@ -6,7 +6,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,33 @@ def lab_dir(tmp_path, monkeypatch):
     folder = tmp_path / "labstate"
     monkeypatch.setenv("FABRICSCOPE_LAB_DIR", str(folder))
     return folder
+
+
+def module_lab(factory: pytest.TempPathFactory, name: str, *args: str) -> Iterator[str]:
+    """One lab for a module's tests (for a module-scoped fixture to yield from), in its own state
+    directory: a lab up and down cost 3-5 s a test. Its tests start their own runs on it and put
+    back what they plant (``lab set``)."""
+    lab_available()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("FABRICSCOPE_LAB_DIR", str(factory.mktemp(name) / "labstate"))
+        up = fs("lab", "up", "--name", name, *args)
+        assert up.returncode == 0, up.stderr
+        try:
+            yield name
+        finally:
+            fs("lab", "down", name)
+
+
+@contextmanager
+def planted(lab: str, target: str, fault: tuple[str, str], undo: tuple[str, str]) -> Iterator[None]:
+    """``lab set LAB TARGET *fault`` for the block, then ``*undo``: a module's lab as it was."""
+    proc = fs("lab", "set", lab, target, *fault)
+    assert proc.returncode == 0, proc.stderr
+    try:
+        yield
+    finally:
+        proc = fs("lab", "set", lab, target, *undo)
+        assert proc.returncode == 0, proc.stderr
 
 
 @pytest.fixture

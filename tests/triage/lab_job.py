@@ -14,9 +14,12 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from itertools import count
 from pathlib import Path
 
 TRAIN = Path(__file__).with_name("train_job.py")
+# Each job its own rendezvous port: jobs follow one another in the same lab hosts.
+_PORTS = count(29641)
 
 
 @dataclass
@@ -27,12 +30,17 @@ class JobRun:
     started: float
 
 
-def job_pids(lab: str, host: str) -> list[int]:
+def host_pids(lab: str, host: str) -> list[int]:
+    """Every process in the lab host's namespace."""
     out = subprocess.run(
         ["ip", "netns", "pids", f"fsl-{lab}-{host}"], capture_output=True, text=True, timeout=10
     ).stdout.split()
+    return [int(pid) for pid in out]
+
+
+def job_pids(lab: str, host: str) -> list[int]:
     pids = []
-    for pid in out:
+    for pid in host_pids(lab, host):
         try:
             if "train_job" in Path(f"/proc/{pid}/cmdline").read_text():
                 pids.append(int(pid))
@@ -48,7 +56,7 @@ def start(
     env: dict[str, str] | None = None,
     steps: int = 80,
     timeout: float = 90,
-    port: int = 29641,
+    port: int | None = None,
 ) -> JobRun:
     dumps = work / "dumps"
     dumps.mkdir(parents=True)
@@ -67,7 +75,7 @@ def start(
             "--grace",
             "3",
             "--master-port",
-            str(port),
+            str(port or next(_PORTS)),
             "--",
             sys.executable,
             str(TRAIN),
@@ -106,12 +114,16 @@ def snapshot(run: JobRun, dest: Path) -> Path:
     return dest
 
 
-def finish(run: JobRun, pids: list[int] = ()) -> None:
+def kill(pids: list[int]) -> None:
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def finish(run: JobRun, pids: list[int] = ()) -> None:
+    kill(pids)
     try:
         run.proc.wait(timeout=120)
     except subprocess.TimeoutExpired:

@@ -1,17 +1,23 @@
 """`job diagnose` on real torch.distributed (gloo) jobs across lab hosts, one planted fault at a time
-(root; CI runs them). Each culprit is named exactly, with no innocent rank or host."""
+(root; CI runs them). Each culprit is named exactly, with no innocent rank or host.
+
+One 4-host star serves the module's jobs (a lab up and down per test cost 3-5 s each): every test
+starts its own job on its own port, nothing of a job outlives its test (_no_job_left), and the
+test that shapes a link puts it back."""
 
 from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from tests.conftest import require_torch
 from tests.lab import conftest as lab_fixtures
-from tests.lab.conftest import fs
+from tests.lab.conftest import fs, planted
 from tests.triage import lab_job
 
 # one lab name for the module: its tests must run one after another, in the "lab" xdist lane
@@ -22,11 +28,26 @@ lab_dir = lab_fixtures.lab_dir
 make_lab = lab_fixtures.make_lab
 
 
-@pytest.fixture
-def lab(make_lab) -> str:
+LAB = "tjob"
+HOSTS = ("h1", "h2", "h3", "h4")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     require_torch()
-    make_lab("tjob", "--hosts", "4", "--link-rate", "1gbit")
-    return "tjob"
+    yield from lab_fixtures.module_lab(tmp_path_factory, LAB, "--hosts", "4", "--link-rate", "1gbit")
+
+
+@pytest.fixture(autouse=True)
+def _no_job_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """What a fresh lab per test gave: nothing of an earlier job (a stopped rank, a failed test's)
+    is left in the hosts when the next job starts (`lab down` ends every process in them), and
+    no TCP metrics an earlier job's connections cached (ssthresh, RTT) start the next one's."""
+    yield
+    if "lab" in request.fixturenames:
+        for host in HOSTS:
+            lab_job.kill(lab_job.host_pids(LAB, host))
+            subprocess.run(["ip", "-n", f"fsl-{LAB}-{host}", "tcp_metrics", "flush", "all"], timeout=10)
 
 
 def _diagnose(*paths) -> tuple[int, dict]:
@@ -87,7 +108,6 @@ def test_size_mismatch_is_named(lab, tmp_path) -> None:
 
 
 def test_watch_writes_the_diagnosis_within_30_s_of_a_sigstop(lab, tmp_path) -> None:
-    import subprocess
     import sys
 
     run = lab_job.start(lab, tmp_path / "run", steps=400)
@@ -147,9 +167,9 @@ def test_compute_straggler_is_named_with_its_slowdown(lab, tmp_path) -> None:
 
 def test_link_shaped_host_is_named(lab, tmp_path) -> None:
     """h3's link at a tenth (100 of 1,000 Mbit/s): a slow link at h3, not its ring neighbour h2."""
-    assert fs("lab", "set", lab, "h3", "--link-rate", "100mbit").returncode == 0
-    run = lab_job.start(lab, tmp_path / "run", env={"GRAD": "262144"}, steps=40)
-    lab_job.finish(run)
+    with planted(lab, "h3", ("--link-rate", "100mbit"), undo=("--link-rate", "1gbit")):
+        run = lab_job.start(lab, tmp_path / "run", env={"GRAD": "262144"}, steps=40)
+        lab_job.finish(run)
     assert run.proc.returncode == 0, run.stderr.read_text()[-2000:]
     rc, doc = _diagnose(run.dumps, run.stderr)
     v = doc["verdict"]
