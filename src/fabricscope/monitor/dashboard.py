@@ -75,6 +75,18 @@ def _link_errors(**layout: Any) -> Panel:
     return Panel("Link errors (per interval)", queries, **layout)
 
 
+def _pfc_paused(title: str, **layout: Any) -> Panel:
+    """The share of time each priority was paused, each way: in the correlation row and in PFC / ECN."""
+    queries = [
+        Query(
+            f"rate(fabricscope_pfc_pause_duration_{way}_seconds_total{{{N}}}[$__rate_interval])",
+            f"{{{{netdev}}}} prio {{{{priority}}}} {legend}",
+        )
+        for way, legend in (("received", "paused by peer"), ("transmitted", "pausing peer"))
+    ]
+    return Panel(title, queries, unit="percentunit", **layout)
+
+
 def _first_rows() -> list[Row]:
     """What users track, then what explains a spike on the same time axis."""
     return [
@@ -140,21 +152,7 @@ def _first_rows() -> list[Row]:
                     ],
                     width=6,
                 ),
-                Panel(
-                    "PFC pause (share of time)",
-                    [
-                        Query(
-                            f"rate(fabricscope_pfc_pause_duration_received_seconds_total{{{N}}}[$__rate_interval])",
-                            "{{netdev}} prio {{priority}} paused by peer",
-                        ),
-                        Query(
-                            f"rate(fabricscope_pfc_pause_duration_transmitted_seconds_total{{{N}}}[$__rate_interval])",
-                            "{{netdev}} prio {{priority}} pausing peer",
-                        ),
-                    ],
-                    unit="percentunit",
-                    width=6,
-                ),
+                _pfc_paused("PFC pause (share of time)", width=6),
                 Panel(
                     "ECN marks and CNPs (per second)",
                     [
@@ -403,19 +401,8 @@ def _rows() -> list[Row]:
                     ],
                     unit="pps",
                 ),
-                Panel(
+                _pfc_paused(
                     "Share of time paused, per priority",
-                    [
-                        Query(
-                            f"rate(fabricscope_pfc_pause_duration_received_seconds_total{{{N}}}[$__rate_interval])",
-                            "{{netdev}} prio {{priority}} paused by peer",
-                        ),
-                        Query(
-                            f"rate(fabricscope_pfc_pause_duration_transmitted_seconds_total{{{N}}}[$__rate_interval])",
-                            "{{netdev}} prio {{priority}} pausing peer",
-                        ),
-                    ],
-                    unit="percentunit",
                     description="Above 50% for minutes is a pause storm in the making (alert FabricscopePfcPauseStorm).",
                 ),
                 Panel(

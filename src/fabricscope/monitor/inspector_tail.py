@@ -74,6 +74,7 @@ class KeyStats:
     expected_size: float = 0.0  # the size ``expected`` was computed for; 0: not yet
     labels: tuple[str, ...] = ()  # the exposition's "name{labels} " per family, built once by the renderer
     text: tuple[str, ...] | None = None  # the renderer's lines for this key; None: changed since
+    expected_line: str = ""  # the renderer's line for ``expected``, kept until that changes
 
     @property
     def mean_size(self) -> float:
@@ -383,6 +384,7 @@ class InspectorFollower:
             for comm, stats, size, value in values:
                 if value != stats.expected:  # the lines showing it, and the ratios using it, are stale
                     comm.text = stats.text = None
+                    stats.expected_line = ""
                     for rank in comm.ranks.values():
                         rank.ratio_fresh = False
                 stats.expected, stats.expected_size = value, size

@@ -87,11 +87,14 @@ def _key_text(comm: CommStats, op: str, bucket: str, key: KeyStats) -> tuple[str
         prefixes = key.labels = tuple(f"{PREFIX}{name}{labels}" for name in _KEY_FAMILIES)
     window, expected = key.busbw, key.expected
     busbw = key.bus_sum / len(window) * GB if window else None
+    expected_line = key.expected_line  # changes only when the background poll sets a new value
+    if expected and not expected_line:
+        expected_line = key.expected_line = f"{prefixes[3]}{expected!r}\n"
     return (
         f"{prefixes[0]}{key.count}\n",
         "" if busbw is None else f"{prefixes[1]}{busbw!r}\n",
         f"{prefixes[2]}{key.alg_sum / len(key.algbw) * GB!r}\n" if key.algbw else "",
-        f"{prefixes[3]}{expected!r}\n" if expected else "",
+        expected_line if expected else "",
         f"{prefixes[4]}{busbw / expected!r}\n" if expected and busbw is not None else "",
     )
 
@@ -210,7 +213,7 @@ def _ranks(
         labels = _rank_labels(topo, comm, rank, view, placer)
         since.append(f"{PREFIX}nccl_seconds_since_last_collective{labels} {max(0.0, now - view.last_s)!r}\n")
         if not view.ratio_fresh:
-            ratios = [bw * GB / key.expected for key, bw in view.recent if key.expected]
+            ratios = [bw * GB / e for key, bw in view.recent if (e := key.expected)]
             view.ratio = float(statistics.median(ratios)) if ratios else None
             view.ratio_fresh = True
         if view.ratio is not None:
