@@ -79,7 +79,7 @@ def sign_p(above: int, count: int) -> float:
     return sum(math.comb(count, k) for k in range(above, count + 1)) / 2**count
 
 
-def _arrivals(view: GroupView) -> dict[str, dict[int, list[tuple[float, int]]]]:
+def arrivals_by_op(view: GroupView) -> dict[str, dict[int, list[tuple[float, int]]]]:
     """collective type -> rank -> (arrival after the median rank in s, created_ns), per collective."""
     seqs, table = arrival_table(view)
     if len(seqs) < MIN_COLLECTIVES:
@@ -96,18 +96,25 @@ def _arrivals(view: GroupView) -> dict[str, dict[int, list[tuple[float, int]]]]:
     return {op: per_rank for op, per_rank in by_op.items() if min(map(len, per_rank.values())) >= MIN_PER_OP}
 
 
-def _judge(op: str, per_rank: dict[int, list[tuple[float, int]]]) -> Lateness:
-    """One collective type: medians, interval, and the ranks late by margin and by sign test."""
+def judge(op: str, per_rank: dict[int, list[tuple[float, int]]]) -> Lateness:
+    """One collective type: medians, interval, and the late ranks: above the median rank by the
+    margin, and after the on-time ranks' median arrival in a clear majority of the collectives."""
     count = min(len(v) for v in per_rank.values())
     gaps = [(b[1] - a[1]) / 1e9 for v in per_rank.values() for a, b in zip(v, v[1:], strict=False)]
     medians = {r: statistics.median(x for x, _ in v) for r, v in per_rank.items()}
     found = Lateness(op, medians, statistics.median(gaps), [], count)
     middle = statistics.median(medians.values())
     floor = max(LATE_SHARE * (max(medians.values()) - middle), MIN_LATE_S)
+    behind = [r for r, m in medians.items() if m - middle >= floor]
+    on_time = [r for r in medians if r not in behind]
+    if not on_time:
+        return found
+    # per collective, the on-time ranks' median arrival: what a late rank is compared with
+    ref = [statistics.median(per_rank[r][i][0] for r in on_time) for i in range(count)]
     found.late = sorted(
         r
-        for r, v in per_rank.items()
-        if medians[r] - middle >= floor and sign_p(sum(1 for x, _ in v if x > 0), len(v)) <= SIGN_ALPHA
+        for r in behind
+        if sign_p(sum(1 for i in range(count) if per_rank[r][i][0] > ref[i]), count) <= SIGN_ALPHA
     )
     return found
 
@@ -115,7 +122,7 @@ def _judge(op: str, per_rank: dict[int, list[tuple[float, int]]]) -> Lateness:
 def lateness(view: GroupView) -> Lateness | None:
     """The collective type whose consistently late ranks spread most (None: nothing to judge, or
     nothing above the noise)."""
-    judged = [_judge(op, per_rank) for op, per_rank in _arrivals(view).items()]
+    judged = [judge(op, per_rank) for op, per_rank in arrivals_by_op(view).items()]
     candidates = [
         j
         for j in judged
