@@ -76,7 +76,7 @@ def arrival_table(view: GroupView) -> tuple[list[int], dict[int, list[int]]]:
 def sign_p(above: int, count: int) -> float:
     """One-sided sign test: the chance of arriving after the median rank ``above`` times or more in
     ``count`` collectives if a rank were as often before it as after (the binomial tail at 1/2)."""
-    return sum(math.comb(count, k) for k in range(above, count + 1)) / 2**count
+    return sum(math.comb(count, k) for k in range(above, count + 1)) / float(2**count)
 
 
 def arrivals_by_op(view: GroupView) -> dict[str, dict[int, list[tuple[float, int]]]]:
