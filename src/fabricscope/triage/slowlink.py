@@ -23,9 +23,8 @@ from fabricscope.triage.timing import Lateness
 if TYPE_CHECKING:
     from fabricscope.topology.paths import Element
 
-Crossing = Callable[
-    [str, str], tuple[frozenset[Element], frozenset[Element]]
-]  # hosts a, b -> (must, may) elements
+# hosts a, b -> (must, may) elements; quoted: Element is imported for type checking only
+Crossing = Callable[[str, str], "tuple[frozenset[Element], frozenset[Element]]"]
 
 
 @dataclass
