@@ -10,7 +10,7 @@ clocks are compared directly, so ranks on different hosts need synchronised cloc
 Scheduler noise (a loaded CPU, a noisy neighbour) delays random ranks at random collectives and
 shifts every rank a little at every collective type (a rank that pickles its dumps, one that
 shares a core). Neither is a fault, so a late rank must pass three tests: it arrives after the
-median rank in a clear majority of that type's collectives (a one-sided sign test, which random
+on-time ranks in a clear majority of that type's collectives (a one-sided sign test, which random
 delays do not pass), by a margin (:data:`MIN_LATE_S`, a share of the lead), and the type's spread
 stands :data:`NOISE_FACTOR` times above the spread the job shows at its other collective types
 (rank offsets that are there everywhere are the host's, not this collective's).
@@ -32,7 +32,7 @@ LATE_SHARE = (
     0.2  # a rank is late when above the median rank by a fifth of the latest rank's lead or more, and by
 )
 MIN_LATE_S = 0.002
-SIGN_ALPHA = 0.01  # a late rank arrives after the median rank more often than chance allows at this level
+SIGN_ALPHA = 0.01  # a late rank arrives after the on-time ranks more often than chance allows, at this level
 NOISE_FACTOR = 3.0  # the judged type's spread over the largest spread among the job's other types
 ALONE_SHARE = 0.25  # a straggler: the other ranks arrive within this share of its lateness of each other
 
@@ -74,8 +74,8 @@ def arrival_table(view: GroupView) -> tuple[list[int], dict[int, list[int]]]:
 
 
 def sign_p(above: int, count: int) -> float:
-    """One-sided sign test: the chance of arriving after the median rank ``above`` times or more in
-    ``count`` collectives if a rank were as often before it as after (the binomial tail at 1/2)."""
+    """One-sided sign test: the chance of arriving after the on-time ranks ``above`` times or more in
+    ``count`` collectives if a rank were as often before them as after (the binomial tail at 1/2)."""
     return sum(math.comb(count, k) for k in range(above, count + 1)) / float(2**count)
 
 
