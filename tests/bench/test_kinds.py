@@ -135,3 +135,51 @@ def test_a_new_served_kind_is_one_record(monkeypatch: pytest.MonkeyPatch) -> Non
         assert [r.get("role") for r in reports] == ["rr_responder"] and "error" not in reports[0], reports
     finally:
         protocol.served_specs.cache_clear()
+
+
+def _model_range(field: Any) -> tuple[float, float]:
+    """The closed range a pydantic field accepts (an open end as its value: a CLI min is never equal)."""
+    low, high = -float("inf"), float("inf")
+    for m in field.metadata:
+        low = getattr(m, "ge", getattr(m, "gt", low))
+        high = getattr(m, "le", getattr(m, "lt", high))
+    return low, high
+
+
+def _option_ranges(command: str, model: type[pydantic.BaseModel]) -> list[tuple[str, tuple, tuple]]:
+    """(option, its min..max, the model field's range) for every bounded option that sets a field."""
+    import typer.main
+
+    from fabricscope.cli.main import _register, app
+
+    _register(["bench"])
+    cmd = typer.main.get_command(app).commands["bench"].commands[command]  # type: ignore[attr-defined]
+    fields = model.model_fields
+    found = []
+    for p in cmd.params:
+        if getattr(p, "min", None) is None and getattr(p, "max", None) is None:
+            continue
+        name = next((n for n in (p.name, f"{p.name}_bytes", f"{p.name}_s") if n in fields), None)
+        if name is not None:
+            found.append((p.opts[0], (p.min, p.max), _model_range(fields[name])))
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(k.name for k in served_kinds()))
+def test_a_served_kinds_command_accepts_nothing_its_model_refuses(name: str) -> None:
+    """`bench tcp --window 2048` passed the option (1 KiB up) and failed TcpParams (4 KiB up) with a
+    pydantic error: an option's range lies inside its parameter's."""
+    ranges = _option_ranges(name, KINDS[name].params_model())
+    assert "duration_s" in KINDS[name].params_model().model_fields and len(ranges) >= 2, (name, ranges)
+    for opt, (low, high), (model_low, model_high) in ranges:
+        assert low is not None and high is not None, opt
+        assert model_low <= low and high <= model_high, (name, opt, (low, high), (model_low, model_high))
+
+
+def test_bench_serve_caps_nothing_its_limits_refuse() -> None:
+    from fabricscope.bench.sockets.protocol import ServerLimits
+
+    ranges = _option_ranges("serve", ServerLimits)
+    assert {opt for opt, _, _ in ranges} >= {"--max-duration", "--max-tests", "--max-streams"}
+    for opt, (low, high), (model_low, model_high) in ranges:
+        assert model_low <= low and high <= model_high, (opt, (low, high), (model_low, model_high))

@@ -59,6 +59,7 @@ def test_a_skipped_socket_run_with_a_threshold_exits_2(command: str, monkeypatch
         return new_result(command, params).skip("no such path here (test)")
 
     monkeypatch.setattr(importlib.import_module(module), runner, skipped)
+    _register(["bench"])  # the command modules add themselves; this test may run first in its process
     root = typer.main.get_command(app)
     for option, value in options.items():
         argv = ["bench", command, "--peer", "127.0.0.1:9", option, value, "--json", "--no-store"]

@@ -36,6 +36,15 @@ def bounded_option(default: float, flag: str, bounds: Bounds, help: str, **extra
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _cli_type(hint: Any) -> Any:
+    """The option's type as typer reads it: ``X`` for a field of ``X | None``, as the commands
+    declare theirs (the None default says it may be absent); typer 0.12, the floor, refuses
+    ``X | None`` ('Type not yet supported')."""
+    args = typing.get_args(hint)
+    kept = [a for a in args if a is not type(None)]
+    return kept[0] if len(args) == 2 and len(kept) == 1 else hint
+
+
 def option_group(group: type, **options: Any) -> Callable[[F], F]:
     """Options commands take together, declared once: ``group`` is a dataclass, ``options`` its
     fields' typer options. A command names the group once, as a parameter annotated ``group``,
@@ -51,7 +60,9 @@ def option_group(group: type, **options: Any) -> Callable[[F], F]:
         at = next(i for i, p in enumerate(params) if p.annotation is group)
         name = params[at].name
         added = [
-            inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=hints[field])
+            inspect.Parameter(
+                field, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=_cli_type(hints[field])
+            )
             for field, info in options.items()
         ]
         own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params if p.name != name]

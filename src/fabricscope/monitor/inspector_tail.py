@@ -146,9 +146,9 @@ class CommStats:
     keys: dict[tuple[str, str], KeyStats] = field(default_factory=dict)
     ranks: dict[int, RankStats] = field(default_factory=dict)
     ops: dict[str, OpHistogram] = field(default_factory=dict)
-    # The renderer's text of this communicator's families, kept between scrapes; every change to
-    # the communicator (a record, an expected bandwidth) sets it to None.
-    text: tuple[str, ...] | None = None
+    # The renderer's encoded text of this communicator's families, kept between scrapes; every
+    # change to the communicator (a record, an expected bandwidth) sets it to None.
+    text: tuple[bytes, ...] | None = None
 
     def observe(self, op: str, seconds: float) -> None:
         hist = self.ops.get(op)

@@ -1,9 +1,10 @@
 """`nccl lint`: the NCCL settings a job uses, checked against the node it runs on.
 
 Every finding carries a stable code (``NCCL0xx``), bound to the one rule that reports it in
-:data:`RULES` (the only table of codes; docs/nccl.md's is generated from it by :func:`code_table`), a severity, the variable as subject, the value and where it was set as
-evidence, and a fix. Rules that need the node are skipped when no inventory is given. The rules
-live by topic in ``lint_values`` (no node needed), ``lint_node`` and ``lint_roce``; collecting a
+:data:`RULES` (the only table of codes; docs/nccl.md's is written from it by
+scripts/gen_lint_code_table.py), a severity, the variable as subject, the value and where it was set
+as evidence, and a fix. Rules that need the node are skipped when no inventory is given. The rules
+live by topic in ``rules/values.py`` (no node needed), ``rules/node.py`` and ``rules/roce.py``; collecting a
 job's settings from its sources is :mod:`fabricscope.nccl.job`.
 """
 
