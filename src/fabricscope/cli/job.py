@@ -112,7 +112,7 @@ def watch(
     ras: str | None = typer.Option(
         None, "--ras", help="Also poll NCCL RAS at HOST:PORT (e.g. 127.0.0.1:28028), every 10 s at most."
     ),
-    out: Path = typer.Option(Path("."), "--out", help="Directory for job-diagnosis-<time>.json on a stall."),
+    out: Path = typer.Option(Path("."), "--out", help="Directory for job-diagnosis-<time>.json files."),
     textfile: Path | None = typer.Option(
         None, "--textfile", help="Write fabricscope_job_* metrics here (node_exporter textfile collector)."
     ),
@@ -124,7 +124,8 @@ def watch(
         False, "--exit-on-stall", help="Exit 1 after writing the first diagnosis."
     ),
 ) -> None:
-    """Poll beside a running job: export progress metrics; on a stall write the diagnosis (exit 0, or 1 with --exit-on-stall)."""
+    """Poll beside a running job: export progress metrics; write the diagnosis on a stall at once, on a
+    straggler or slow link once it held 3 polls (exit 0, or 1 with --exit-on-stall)."""
     from fabricscope.report.job import terminal_lines
     from fabricscope.report.terminal import console
     from fabricscope.triage.watch import watch as run_watch

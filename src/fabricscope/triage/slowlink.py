@@ -15,11 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fabricscope.triage.sequence import GroupView
 from fabricscope.triage.timing import Lateness
 
-Crossing = Callable[[str, str], tuple[frozenset, frozenset]]  # hosts a, b -> (must, may) elements
+if TYPE_CHECKING:
+    from fabricscope.topology.paths import Element
+
+# hosts a, b -> (must, may) elements; quoted: Element is imported for type checking only
+Crossing = Callable[[str, str], "tuple[frozenset[Element], frozenset[Element]]"]
 
 
 @dataclass
@@ -42,7 +47,7 @@ def topology_crossing(spec: str, hosts: list[str]) -> Crossing:
     fabric = place(hosts, document, source)
     index = {h: i for i, h in enumerate(hosts)}
 
-    def crossing(a: str, b: str) -> tuple[frozenset, frozenset]:
+    def crossing(a: str, b: str) -> tuple[frozenset[Element], frozenset[Element]]:
         c = fabric.crossings[(index[a], index[b])]
         return c.must, c.may
 

@@ -10,7 +10,7 @@ clocks are compared directly, so ranks on different hosts need synchronised cloc
 Scheduler noise (a loaded CPU, a noisy neighbour) delays random ranks at random collectives and
 shifts every rank a little at every collective type (a rank that pickles its dumps, one that
 shares a core). Neither is a fault, so a late rank must pass three tests: it arrives after the
-median rank in a clear majority of that type's collectives (a one-sided sign test, which random
+on-time ranks in a clear majority of that type's collectives (a one-sided sign test, which random
 delays do not pass), by a margin (:data:`MIN_LATE_S`, a share of the lead), and the type's spread
 stands :data:`NOISE_FACTOR` times above the spread the job shows at its other collective types
 (rank offsets that are there everywhere are the host's, not this collective's).
@@ -32,7 +32,7 @@ LATE_SHARE = (
     0.2  # a rank is late when above the median rank by a fifth of the latest rank's lead or more, and by
 )
 MIN_LATE_S = 0.002
-SIGN_ALPHA = 0.01  # a late rank arrives after the median rank more often than chance allows at this level
+SIGN_ALPHA = 0.01  # a late rank arrives after the on-time ranks more often than chance allows, at this level
 NOISE_FACTOR = 3.0  # the judged type's spread over the largest spread among the job's other types
 ALONE_SHARE = 0.25  # a straggler: the other ranks arrive within this share of its lateness of each other
 
@@ -74,12 +74,12 @@ def arrival_table(view: GroupView) -> tuple[list[int], dict[int, list[int]]]:
 
 
 def sign_p(above: int, count: int) -> float:
-    """One-sided sign test: the chance of arriving after the median rank ``above`` times or more in
-    ``count`` collectives if a rank were as often before it as after (the binomial tail at 1/2)."""
-    return sum(math.comb(count, k) for k in range(above, count + 1)) / 2**count
+    """One-sided sign test: the chance of arriving after the on-time ranks ``above`` times or more in
+    ``count`` collectives if a rank were as often before them as after (the binomial tail at 1/2)."""
+    return sum(math.comb(count, k) for k in range(above, count + 1)) / float(2**count)
 
 
-def _arrivals(view: GroupView) -> dict[str, dict[int, list[tuple[float, int]]]]:
+def arrivals_by_op(view: GroupView) -> dict[str, dict[int, list[tuple[float, int]]]]:
     """collective type -> rank -> (arrival after the median rank in s, created_ns), per collective."""
     seqs, table = arrival_table(view)
     if len(seqs) < MIN_COLLECTIVES:
@@ -96,18 +96,25 @@ def _arrivals(view: GroupView) -> dict[str, dict[int, list[tuple[float, int]]]]:
     return {op: per_rank for op, per_rank in by_op.items() if min(map(len, per_rank.values())) >= MIN_PER_OP}
 
 
-def _judge(op: str, per_rank: dict[int, list[tuple[float, int]]]) -> Lateness:
-    """One collective type: medians, interval, and the ranks late by margin and by sign test."""
+def judge(op: str, per_rank: dict[int, list[tuple[float, int]]]) -> Lateness:
+    """One collective type: medians, interval, and the late ranks: above the median rank by the
+    margin, and after the on-time ranks' median arrival in a clear majority of the collectives."""
     count = min(len(v) for v in per_rank.values())
     gaps = [(b[1] - a[1]) / 1e9 for v in per_rank.values() for a, b in zip(v, v[1:], strict=False)]
     medians = {r: statistics.median(x for x, _ in v) for r, v in per_rank.items()}
     found = Lateness(op, medians, statistics.median(gaps), [], count)
     middle = statistics.median(medians.values())
     floor = max(LATE_SHARE * (max(medians.values()) - middle), MIN_LATE_S)
+    behind = [r for r, m in medians.items() if m - middle >= floor]
+    on_time = [r for r in medians if r not in behind]
+    if not on_time:
+        return found
+    # per collective, the on-time ranks' median arrival: what a late rank is compared with
+    ref = [statistics.median(per_rank[r][i][0] for r in on_time) for i in range(count)]
     found.late = sorted(
         r
-        for r, v in per_rank.items()
-        if medians[r] - middle >= floor and sign_p(sum(1 for x, _ in v if x > 0), len(v)) <= SIGN_ALPHA
+        for r in behind
+        if sign_p(sum(1 for i in range(count) if per_rank[r][i][0] > ref[i]), count) <= SIGN_ALPHA
     )
     return found
 
@@ -115,7 +122,7 @@ def _judge(op: str, per_rank: dict[int, list[tuple[float, int]]]) -> Lateness:
 def lateness(view: GroupView) -> Lateness | None:
     """The collective type whose consistently late ranks spread most (None: nothing to judge, or
     nothing above the noise)."""
-    judged = [_judge(op, per_rank) for op, per_rank in _arrivals(view).items()]
+    judged = [judge(op, per_rank) for op, per_rank in arrivals_by_op(view).items()]
     candidates = [
         j
         for j in judged

@@ -36,6 +36,7 @@ from fabricscope.triage.ras import query as ras_query
 DUTY_FACTOR = 10.0
 MIN_INTERVAL_S = 1.0
 PERSIST_POLLS = 3  # a slow job's verdict is written once the same one held this many polls in a row
+VerdictKey = tuple[str, tuple[int, ...], tuple[str, ...]]  # class, culprit ranks, elements
 STALL_CLASSES = frozenset({"stopped", "died", "mismatch", "never_entered", "network_hang"})
 
 
@@ -48,11 +49,13 @@ class WatchState:
     doc: dict[str, Any] | None = None
     ras: list[RasSnapshot] = field(default_factory=list)
     last_ras: float = 0.0
-    signature: tuple = ()
+    signature: tuple[tuple[str, str, int, int], ...] = ()
     written: list[str] = field(default_factory=list)
-    pending: tuple = ()  # (class, culprit ranks, elements) of the slow-job verdict being held
+    pending: VerdictKey | None = None  # (class, culprit ranks, elements) of the slow-job verdict being held
     pending_polls: int = 0  # polls in a row that verdict held
-    reported: tuple = ()  # the slow-job verdict last written (written again only when it changes)
+    reported: VerdictKey | None = (
+        None  # the slow-job verdict last written (written again only when it changes)
+    )
 
 
 def due(state: WatchState) -> bool:
@@ -60,7 +63,7 @@ def due(state: WatchState) -> bool:
     (again after progress resumed); a slow job's verdict once it held :data:`PERSIST_POLLS` polls."""
     verdict = (state.doc or {}).get("verdict")
     if verdict is None or verdict["class"] == "healthy" or verdict["class"] in STALL_CLASSES:
-        state.pending, state.pending_polls = (), 0
+        state.pending, state.pending_polls = None, 0
         return verdict is not None and verdict["class"] in STALL_CLASSES and not state.stalled
     key = (verdict["class"], tuple(c["rank"] for c in verdict["culprits"]), tuple(verdict["elements"]))
     state.pending_polls = state.pending_polls + 1 if key == state.pending else 1
@@ -68,9 +71,9 @@ def due(state: WatchState) -> bool:
     return state.pending_polls >= PERSIST_POLLS and key != state.reported
 
 
-def _signature(paths: list[Path]) -> tuple:
+def _signature(paths: list[Path]) -> tuple[tuple[str, str, int, int], ...]:
     """(path, mtime, size) of every file: a poll re-reads the dumps only when this changed."""
-    items = []
+    items: list[tuple[str, str, int, int]] = []
     for root in paths:
         for folder, dirs, names in os.walk(root):
             dirs[:] = [d for d in dirs if not d.startswith(".")]

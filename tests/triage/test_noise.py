@@ -1,0 +1,152 @@
+"""Scheduler noise must not make a verdict: real lab captures (tests/data/job/lab) with synthetic
+noise added to every rank's arrival times, and `job watch` holding slow-job verdicts.
+
+The noise is synthetic, from a seeded RNG, modelled on a loaded CPU (load average 10-15 on two
+cores, as this machine had when a healthy lab job was judged a slow link): at each collective a
+rank is descheduled with probability ``p`` and arrives late by an exponential delay (mean
+``mean_ms``, capped at ``cap_ms``); odd ranks (the ones that pickle their dumps) arrive
+``offset_ms`` late at every collective, a host offset that is there at every collective type.
+Noise may hide a fault; it must never invent one or move the blame.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from fabricscope.triage.collect import JobInputs, collect
+from fabricscope.triage.document import build
+from fabricscope.triage.sequence import groups
+from fabricscope.triage.timing import MIN_SPREAD_S, MIN_SPREAD_SHARE, arrivals_by_op, judge, sign_p
+from fabricscope.triage.watch import PERSIST_POLLS, WatchState, due, watch
+from tests.triage.conftest import lab_case
+
+SEEDS = range(10)
+LOADED = (0.3, 8.0, 40.0, 3.0)  # p, mean_ms, cap_ms, offset_ms
+HEAVY = (0.5, 10.0, 50.0, 5.0)
+NO_OFFSET = (0.3, 8.0, 40.0, 0.0)
+
+
+def noisy(case_dir: Path, seed: int, p: float, mean_ms: float, cap_ms: float, offset_ms: float) -> JobInputs:
+    rng = random.Random(seed)
+    inputs = collect([case_dir])
+    for dump in inputs.dumps:
+        for group in dump.groups.values():
+            entries = []
+            for e in group.entries:
+                delay = min(rng.expovariate(1 / mean_ms), cap_ms) if rng.random() < p else 0.0
+                late_ns = int(1e6 * (delay + offset_ms * (dump.rank % 2)))
+                entries.append(e._replace(created_ns=e.created_ns + late_ns) if e.created_ns else e)
+            group.entries = entries
+    return inputs
+
+
+def verdicts(tmp_path: Path, name: str, noise: tuple[float, float, float, float]) -> Counter:
+    base = lab_case(name, tmp_path, with_log=False)
+    found: Counter = Counter()
+    for seed in SEEDS:
+        v = build(noisy(base, seed, *noise))["verdict"]
+        found[(v["class"], tuple((c["rank"], c["host"]) for c in v["culprits"]), tuple(v["elements"]))] += 1
+    return found
+
+
+def medians_alone_spread(inputs: JobInputs) -> bool:
+    """What the judgement by medians alone looked at: some type's per-rank medians spread past the gate."""
+    return any(
+        j.spread_s >= max(MIN_SPREAD_S, MIN_SPREAD_SHARE * j.interval_s)
+        for view in groups(inputs.dumps)
+        for j in (judge(op, per_rank) for op, per_rank in arrivals_by_op(view).items())
+    )
+
+
+@pytest.mark.parametrize("noise", [LOADED, HEAVY], ids=["loaded", "heavy"])
+def test_a_healthy_job_under_scheduler_noise_stays_healthy(tmp_path, noise) -> None:
+    assert verdicts(tmp_path, "healthy", noise) == Counter({("healthy", (), ()): len(SEEDS)})
+
+
+def test_the_noise_moves_medians_past_the_spread_gate(tmp_path) -> None:
+    """The noise is strong enough to matter: medians alone would have judged most of these jobs."""
+    base = lab_case("healthy", tmp_path, with_log=False)
+    assert sum(medians_alone_spread(noisy(base, seed, *LOADED)) for seed in SEEDS) >= len(SEEDS) // 2
+
+
+@pytest.mark.parametrize("noise", [NO_OFFSET, LOADED, HEAVY], ids=["jitter", "loaded", "heavy"])
+def test_the_compute_straggler_survives_the_noise(tmp_path, noise) -> None:
+    found = verdicts(tmp_path, "straggler", noise)
+    assert found == Counter({("straggler", ((1, "h2"),), ()): len(SEEDS)}), found
+
+
+def test_the_shaped_host_survives_jitter(tmp_path) -> None:
+    found = verdicts(tmp_path, "slowhost", NO_OFFSET)
+    assert found == Counter({("slow_link", ((2, "h3"),), ("h3",)): len(SEEDS)}), found
+
+
+@pytest.mark.parametrize("name", ["slowhost", "slowhost2", "slowleaf"])
+@pytest.mark.parametrize("noise", [LOADED, HEAVY], ids=["loaded", "heavy"])
+def test_noise_may_hide_a_slow_link_but_never_moves_the_blame(tmp_path, name, noise) -> None:
+    allowed = {
+        ("healthy", (), ()),
+        ("slow_link", ((2, "h3"),), ("h3",)) if name != "slowleaf" else ("undetermined", (), ()),
+    }
+    found = verdicts(tmp_path, name, noise)
+    assert set(found) <= allowed, found
+
+
+def test_sign_test_tail() -> None:
+    assert sign_p(0, 40) == 1.0 and sign_p(40, 40) == 2.0**-40
+    # the binomial tail at 1/2 is symmetric: P(X >= k) + P(X >= n - k + 1) = 1
+    assert all(abs(sign_p(k, 40) + sign_p(41 - k, 40) - 1) < 1e-12 for k in range(1, 41))
+    assert sign_p(28, 40) < 0.01 < sign_p(27, 40)  # 28 of 40 is a clear majority, 27 is not
+
+
+def _doc(kind: str, ranks: tuple[int, ...] = ()) -> dict:
+    return {"verdict": {"class": kind, "culprits": [{"rank": r} for r in ranks], "elements": []}}
+
+
+def test_watch_writes_a_slow_verdict_only_once_it_held() -> None:
+    state = WatchState()
+    seen = []
+    for doc in (
+        [_doc("straggler", (1,))] * 2 + [_doc("healthy")] + [_doc("straggler", (1,))] * (PERSIST_POLLS + 2)
+    ):
+        state.doc = doc
+        seen.append(due(state))
+        if seen[-1]:
+            state.reported = state.pending
+    # broken by a healthy poll after two: counted again from one; written once, at the PERSIST_POLLS-th
+    assert seen == [False] * (3 + PERSIST_POLLS - 1) + [True, False, False]
+    state.doc = _doc("straggler", (3,))  # another culprit: held afresh before it is written
+    assert not due(state)
+
+
+def test_watch_writes_a_stall_at_once() -> None:
+    state = WatchState()
+    state.doc = _doc("straggler", (1,))
+    assert not due(state)
+    state.doc = _doc("stopped", (2,))
+    assert due(state)
+    state.stalled = True
+    assert not due(state)  # once per stall
+
+
+def test_watch_on_a_straggler_writes_after_it_held(case, tmp_path) -> None:
+    pytest.importorskip("prometheus_client")
+    seen: list[Path] = []
+    state = watch(
+        [case("straggler", with_log=False)],
+        interval_s=1,
+        stall_s=10,
+        out_dir=tmp_path,
+        textfile=None,
+        ras_addr=None,
+        duration_s=120,  # a cap: it exits at the first diagnosis written
+        exit_on_stall=True,
+        on_diagnosis=lambda doc, path: seen.append(path),
+    )
+    assert len(seen) == 1 and not state.stalled and state.polls == PERSIST_POLLS, (seen, state.polls)
+    doc = json.loads(seen[0].read_text())
+    assert doc["verdict"]["class"] == "straggler" and doc["watch"]["polls"] == PERSIST_POLLS
