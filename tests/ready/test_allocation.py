@@ -8,6 +8,7 @@ import pytest
 
 from fabricscope.bench.results.schema import new_result
 from fabricscope.checks.doctor import run_doctor
+from fabricscope.errors import FabricscopeError
 from fabricscope.host import Root
 from fabricscope.ready.allocation import gpu_of, slowest_port_bps, transport_of
 from fabricscope.ready.predict import Allocation, CollectiveModel, collective_busbw, documents
@@ -37,6 +38,30 @@ def test_the_transport_and_gpu_follow_the_nodes(docs) -> None:
     assert (
         gpu_of([docs["ib-ndr-healthy"]], "nccl") == "h100" and gpu_of([docs["cloud-tcp"]], "gloo") == "none"
     )
+
+
+def _gpu_doc(model: str) -> dict:
+    return {"facts": {"gpus": {"model": model}}}
+
+
+def test_the_gpu_is_read_as_nvidia_smi_names_it_and_an_unknown_one_refused() -> None:
+    """Names as nvidia-smi prints them (tests/data/samples/nvidia_smi_q_h200_pcie_copy.txt: "NVIDIA
+    H200"). A part the table has no model for is refused with the known ones, never modelled as an
+    H100 (the old fallback gave an L40S node 989 TFLOPS and NVLink it does not have)."""
+    assert gpu_of([_gpu_doc("NVIDIA H200")], "nccl") == "h200"
+    assert gpu_of([_gpu_doc("NVIDIA A100-SXM4-80GB"), _gpu_doc("NVIDIA A100-SXM4-40GB")], "nccl") == "a100"
+    for refused, words in (
+        ([_gpu_doc("NVIDIA L40S")], "no model for GPU 'NVIDIA L40S'"),
+        ([_gpu_doc("NVIDIA H100 PCIe")], "no model for GPU 'NVIDIA H100 PCIe'"),
+        ([_gpu_doc("NVIDIA H100 80GB HBM3"), _gpu_doc("NVIDIA H200")], "different GPUs"),
+        ([_gpu_doc("NVIDIA H100 80GB HBM3, NVIDIA A100-SXM4-80GB")], "different GPUs"),
+        ([{"facts": {}}], "name no GPU"),
+    ):
+        with pytest.raises(FabricscopeError, match=words) as caught:
+            gpu_of(refused, "nccl")
+        assert (
+            "h100" in str(caught.value) or "different" in str(caught.value) or "no GPU" in str(caught.value)
+        )
 
 
 def test_a_degraded_port_halves_the_ring(docs) -> None:

@@ -54,18 +54,35 @@ def transport_of(documents: Sequence[Any], backend: str) -> str:
 
 
 def gpu_of(documents: Sequence[Any], backend: str) -> str:
-    """The simulator's GPU preset for the nodes' GPUs (``none`` for gloo on CPUs)."""
-    from fabricscope.sim.gpus import CPU_HOST, GPUS
+    """The simulator's GPU model for the nodes' GPUs as nvidia-smi names them (``none`` for gloo on
+    CPUs). A GPU the table has no model for is refused, never modelled as another part."""
+    from fabricscope.sim.gpus import CPU_HOST, GPUS, from_product_name
 
     if backend == "gloo":
         return CPU_HOST
-    for d in documents:
-        facts = d.get("facts") if isinstance(d, dict) else None
-        model = str(((facts or {}).get("gpus") or {}).get("model") or "").lower().replace(" ", "")
-        for name in sorted(GPUS, key=len, reverse=True):  # gb200 before b200, h200 before h20
-            if name in model:
-                return name
-    return "h100"
+    names = sorted(
+        {  # a node with mixed GPUs reports them joined by ", "
+            name
+            for d in documents
+            if isinstance(d, dict)
+            for name in str(((d.get("facts") or {}).get("gpus") or {}).get("model") or "").split(", ")
+        }
+        - {""}
+    )
+    if not names:
+        raise FabricscopeError("the nodes' documents name no GPU: the NCCL collective cannot be modelled")
+    models = {name: from_product_name(name) for name in names}
+    unknown = [name for name, model in models.items() if model is None]
+    if unknown:
+        parts = ", ".join(GPUS)
+        raise FabricscopeError(
+            f"no model for GPU {', '.join(map(repr, unknown))} (the simulator models the SXM parts {parts})"
+        )
+    if len({m.name for m in models.values() if m is not None}) > 1:
+        raise FabricscopeError(
+            f"the nodes hold different GPUs ({', '.join(names)}): one collective model cannot fit"
+        )
+    return next(m.name for m in models.values() if m is not None)
 
 
 def matrix_hosts(infos: Sequence[NodeInfo]) -> list[str]:

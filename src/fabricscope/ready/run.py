@@ -237,14 +237,17 @@ class Runner:
             now, built, pred.degradations = model.documents(alloc)
             pred.matrix = model.matrix_gbps(alloc, now, alloc.framing)
             pred.matrix_expected = model.matrix_gbps(alloc, built, alloc.framing)
+        except FabricscopeError as exc:
+            pred.notes.append(f"no prediction: {one_line(exc)}")
+            return pred
+        try:  # an unknown GPU leaves the collective unmodelled, the matrices still predicted
             spec = collective_model(self.params, received)
             pred.busbw, pred.bottlenecks, pred.calibration = self._busbw(
                 alloc, now, spec, self.calibration, pred
             )
             pred.busbw_expected = model.collective_busbw(alloc, built, alloc.framing, spec)[0]
         except FabricscopeError as exc:
-            pred.notes.append(f"no prediction: {one_line(exc)}")
-            return pred
+            pred.notes.append(f"no collective prediction: {one_line(exc)}")
         if self.params.rdma:
             try:
                 predict_rdma(alloc, [got.document for got in received if got.document is not None], pred)
