@@ -1,7 +1,8 @@
 """The Inspector families' exposition, byte for byte, over a generated stream: scrapes with new
 records between them, with none, and after the expected bandwidths change. The golden file was
 written by the renderer that formatted every sample on every scrape; the renderer that keeps each
-series' text between scrapes must write the same bytes, and must not show a stale value."""
+series' text between scrapes (formatted by the background poll) must write the same bytes, and
+must not show a stale value."""
 
 from __future__ import annotations
 
@@ -64,6 +65,8 @@ def test_the_inspector_exposition_is_byte_identical_across_scrapes(
 
     def scrape(title: str) -> None:
         exporter.inspector_task.run_once()
+        with exporter.inspector.locked() as comms:  # formatted by the background poll, not the scrape
+            assert comms and all(comm.text is not None for comm in comms.values())
         scrapes.append(f"# --- {title}\n" + _nccl_lines(exporter.render()))
 
     for _ in range(3):

@@ -26,7 +26,7 @@ from fabricscope.monitor.background import Periodic
 from fabricscope.monitor.collectors.base import Collector, Families, ScrapeContext
 from fabricscope.monitor.collectors.doctor import DoctorCollector, DoctorResult, run_doctor_once
 from fabricscope.monitor.collectors.ethtool import EthtoolCollector, EthtoolSnapshot, poll_ethtool
-from fabricscope.monitor.collectors.inspector import InspectorCollector
+from fabricscope.monitor.collectors.inspector import InspectorCollector, prerender
 from fabricscope.monitor.collectors.nccl import NcclCollector
 from fabricscope.monitor.collectors.netdev import NetdevCollector
 from fabricscope.monitor.collectors.pcie import GpuThroughput, PcieCollector, poll_gpu_pcie
@@ -201,6 +201,7 @@ class Exporter:
                 ),
                 reset=reset,
             )
+        prerender(self.inspector)
         return counts
 
     def _read_topology(self) -> Topology:

@@ -132,6 +132,19 @@ def _comm_text(comm: CommStats) -> tuple[bytes, ...]:
     return tuple(_encode(text) for text in (info, *columns, "".join(histograms)))
 
 
+def prerender(follower: InspectorFollower) -> int:
+    """Format the communicators whose records or expectations changed since the last poll, from
+    the background poll, so that a scrape joins text already made instead of formatting up to
+    8,192 keys while Prometheus waits. Returns the communicators formatted."""
+    done = 0
+    with follower.locked() as comms:
+        for comm in comms.values():
+            if comm.text is None:
+                comm.text = _comm_text(comm)
+                done += 1
+    return done
+
+
 Placer = Callable[[str, int | None], Placement | None]  # NcclLogTailer.placement
 
 
