@@ -9,7 +9,15 @@ from typing import Any
 import typer
 
 from fabricscope.cli.bench import bench_app, threshold_option
-from fabricscope.cli.common import JSON_OPTION, die, end_rank, read_option, store_and_print, validated
+from fabricscope.cli.common import (
+    JSON_OPTION,
+    die,
+    end_rank,
+    lldp_options,
+    read_option,
+    store_and_print,
+    validated,
+)
 from fabricscope.cli.launching import (
     SINGLE_RANK_OPTION,
     STORE_OPTION,
@@ -167,6 +175,11 @@ def auto_backend() -> str:
         return "gloo"
 
 
+MATRIX_LLDP_SOCKET, MATRIX_SWITCH_LLDP = lldp_options(
+    "With --topology discover: ", rich_help_panel="Topology"
+)
+
+
 @bench_app.command("matrix")
 @ranks_options
 def matrix(
@@ -231,18 +244,8 @@ def matrix(
         help="Localize on the fabric: FILE (`topology discover` output or the sim's YAML), lab:NAME, or discover (every rank reads its LLDP neighbours). Names the bad switch cable or switch, not only the bad host.",
         rich_help_panel="Topology",
     ),
-    lldp_socket: str = typer.Option(
-        None,
-        "--lldp-socket",
-        help="With --topology discover: lldpd control socket to ask (lldpctl -u); {host} becomes the rank's host name.",
-        rich_help_panel="Topology",
-    ),
-    switch_lldp: list[str] = typer.Option(
-        [],
-        "--switch-lldp",
-        help="With --topology discover: a switch's own LLDP table, SWITCH=FILE or lab:NAME; repeatable (gives the switch-to-switch cables).",
-        rich_help_panel="Topology",
-    ),
+    lldp_socket: str = MATRIX_LLDP_SOCKET,
+    switch_lldp: list[str] = MATRIX_SWITCH_LLDP,
     json_out: bool = JSON_OPTION,
     store: bool = STORE_OPTION,
 ) -> None:
