@@ -23,6 +23,7 @@ from fabricscope.cli.launching import (
     STORE_OPTION,
     Ranks,
     absolute_item,
+    deadline_option,
     output_args,
     ranks_options,
     refuse_one_rank,
@@ -90,9 +91,7 @@ def collective(
         True, "--check/--no-check", help="Verify every result buffer (nccl-tests #wrong)."
     ),
     root: int = typer.Option(0, "--root", min=0, max=1 << 20, help="Root rank of broadcast."),
-    timeout: float = typer.Option(
-        300.0, "--timeout", min=1, max=86400, help="Deadline in seconds for joining and for each operation."
-    ),
+    timeout: float = deadline_option(300.0, "joining and for each operation"),
     *,
     ranks: Ranks,
     single_rank: bool = SINGLE_RANK_OPTION,
@@ -200,9 +199,7 @@ def matrix(
     bind: str = typer.Option(
         None, "--bind", help="Address to receive on (default: the one that reaches rank 0)."
     ),
-    timeout: float = typer.Option(
-        120.0, "--timeout", min=1, max=86400, help="Deadline in seconds for every wait on a peer."
-    ),
+    timeout: float = deadline_option(120.0, "every wait on a peer"),
     *,
     ranks: Ranks,
     single_rank: bool = SINGLE_RANK_OPTION,

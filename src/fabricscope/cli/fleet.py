@@ -18,7 +18,7 @@ from fabricscope.cli.common import (
     print_json,
     scheduler_options,
 )
-from fabricscope.cli.launching import Ranks, launch_ranks, ranks_options
+from fabricscope.cli.launching import Ranks, deadline_option, launch_ranks, ranks_options
 from fabricscope.cli.main import command_group
 from fabricscope.findings import Severity
 from fabricscope.jobs.launch import Flag, Flags, child_argv
@@ -35,12 +35,8 @@ FROM_HELP = (
 )
 FLEET_DRAIN, FLEET_TAINT, FLEET_APPLY = scheduler_options("every failing node")
 LAUNCHED_ROOT_HELP = "Launched runs: read this snapshot or mounted filesystem instead of the live node; {host} becomes the node's name."
-TIMEOUT_OPTION = typer.Option(
-    120.0,
-    "--timeout",
-    min=1,
-    max=86400,
-    help="Launched runs: deadline in seconds for the ranks to meet and for every node's document.",
+TIMEOUT_OPTION = deadline_option(
+    120.0, "the ranks to meet and for every node's document", lead="Launched runs: deadline"
 )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from fabricscope.cli.common import (
-    JSON_HELP,
+    JSON_OPTION,
     die,
     end_rank,
     print_json,
@@ -18,7 +18,7 @@ from fabricscope.cli.common import (
     scheduler_options,
     validated,
 )
-from fabricscope.cli.launching import LAUNCH_HELP, dist_env, launch_ranks
+from fabricscope.cli.launching import dist_env, launch_options, launch_ranks
 from fabricscope.cli.main import app
 from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.launch import Flag, Flags, child_argv, toggle
@@ -96,6 +96,7 @@ def _calibration(choice: str, params: Any, world_size: int) -> Any:
 READY_DRAIN, READY_TAINT, READY_APPLY = scheduler_options(
     "the nodes the verdict blames", drain_note=", as fleet doctor does", rich_help_panel="Scheduler"
 )
+READY_LAUNCH, READY_MASTER_ADDR = launch_options("Run")
 
 
 @app.command("ready")
@@ -183,14 +184,9 @@ def ready(
     slurm_drain: bool = READY_DRAIN,
     k8s_taint: str = READY_TAINT,
     apply: bool = READY_APPLY,
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel="Output"),
-    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP, rich_help_panel="Run"),
-    master_addr: str = typer.Option(
-        None,
-        "--master-addr",
-        help="Host of rank 0 (default MASTER_ADDR; needed under mpirun).",
-        rich_help_panel="Run",
-    ),
+    json_out: bool = JSON_OPTION,
+    launch: str = READY_LAUNCH,
+    master_addr: str = READY_MASTER_ADDR,
     master_port: int = typer.Option(
         None,
         "--master-port",

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from fabricscope.cli.common import JSON_OPTION, die, end_rank, lldp_options, print_json, read_option
-from fabricscope.cli.launching import MASTER_ADDR_OPTION, MASTER_PORT_OPTION, absolute_item
+from fabricscope.cli.launching import MASTER_ADDR_OPTION, MASTER_PORT_OPTION, absolute_item, deadline_option
 from fabricscope.cli.main import command_group
 from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.launch import Flag, Flags, child_argv
@@ -201,9 +201,7 @@ def discover(
     launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
     master_addr: str = MASTER_ADDR_OPTION,
     master_port: int = MASTER_PORT_OPTION,
-    timeout: float = typer.Option(
-        120.0, "--timeout", min=1, max=86400, help="Deadline in seconds for gathering from every rank."
-    ),
+    timeout: float = deadline_option(120.0, "gathering from every rank"),
     json_out: bool = typer.Option(
         False,
         "--json",
