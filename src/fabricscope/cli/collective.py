@@ -9,12 +9,21 @@ from typing import Any
 import typer
 
 from fabricscope.cli.bench import bench_app, threshold_option
-from fabricscope.cli.common import JSON_OPTION, die, end_rank, read_option, store_and_print, validated
+from fabricscope.cli.common import (
+    JSON_OPTION,
+    die,
+    end_rank,
+    lldp_options,
+    read_option,
+    store_and_print,
+    validated,
+)
 from fabricscope.cli.launching import (
     SINGLE_RANK_OPTION,
     STORE_OPTION,
     Ranks,
     absolute_item,
+    deadline_option,
     output_args,
     ranks_options,
     refuse_one_rank,
@@ -82,9 +91,7 @@ def collective(
         True, "--check/--no-check", help="Verify every result buffer (nccl-tests #wrong)."
     ),
     root: int = typer.Option(0, "--root", min=0, max=1 << 20, help="Root rank of broadcast."),
-    timeout: float = typer.Option(
-        300.0, "--timeout", min=1, max=86400, help="Deadline in seconds for joining and for each operation."
-    ),
+    timeout: float = deadline_option(300.0, "joining and for each operation"),
     *,
     ranks: Ranks,
     single_rank: bool = SINGLE_RANK_OPTION,
@@ -167,6 +174,11 @@ def auto_backend() -> str:
         return "gloo"
 
 
+MATRIX_LLDP_SOCKET, MATRIX_SWITCH_LLDP = lldp_options(
+    "With --topology discover: ", rich_help_panel="Topology"
+)
+
+
 @bench_app.command("matrix")
 @ranks_options
 def matrix(
@@ -187,9 +199,7 @@ def matrix(
     bind: str = typer.Option(
         None, "--bind", help="Address to receive on (default: the one that reaches rank 0)."
     ),
-    timeout: float = typer.Option(
-        120.0, "--timeout", min=1, max=86400, help="Deadline in seconds for every wait on a peer."
-    ),
+    timeout: float = deadline_option(120.0, "every wait on a peer"),
     *,
     ranks: Ranks,
     single_rank: bool = SINGLE_RANK_OPTION,
@@ -231,18 +241,8 @@ def matrix(
         help="Localize on the fabric: FILE (`topology discover` output or the sim's YAML), lab:NAME, or discover (every rank reads its LLDP neighbours). Names the bad switch cable or switch, not only the bad host.",
         rich_help_panel="Topology",
     ),
-    lldp_socket: str = typer.Option(
-        None,
-        "--lldp-socket",
-        help="With --topology discover: lldpd control socket to ask (lldpctl -u); {host} becomes the rank's host name.",
-        rich_help_panel="Topology",
-    ),
-    switch_lldp: list[str] = typer.Option(
-        [],
-        "--switch-lldp",
-        help="With --topology discover: a switch's own LLDP table, SWITCH=FILE or lab:NAME; repeatable (gives the switch-to-switch cables).",
-        rich_help_panel="Topology",
-    ),
+    lldp_socket: str = MATRIX_LLDP_SOCKET,
+    switch_lldp: list[str] = MATRIX_SWITCH_LLDP,
     json_out: bool = JSON_OPTION,
     store: bool = STORE_OPTION,
 ) -> None:

@@ -17,6 +17,8 @@ ROOT_HELP = "Read this snapshot (directory or .tar.gz) instead of the live machi
 JSON_HELP = "Print one JSON document instead of the human report."
 FAIL_ON_HELP = "Exit 1 when a finding reaches this severity (warn or fail)."
 DB_HELP = "History database (default $FABRICSCOPE_DB or the user data directory)."
+LLDP_SOCKET_HELP = "lldpd control socket to ask (lldpctl -u); {host} becomes the rank's host name."
+SWITCH_LLDP_HELP = "A switch's own LLDP table: SWITCH=FILE (its lldpctl -f json/keyvalue), or lab:NAME; repeatable. Gives the switch-to-switch cables."
 
 # Options many commands share, declared once: a typer OptionInfo is only read, never changed, so
 # one declaration serves every command that names it as a default. Their --help panel comes from
@@ -26,6 +28,38 @@ ROOT_OPTION = typer.Option(None, "--root", help=ROOT_HELP)
 JSON_OPTION = typer.Option(False, "--json", help=JSON_HELP)
 FAIL_ON_OPTION = typer.Option("fail", "--fail-on", help=FAIL_ON_HELP)
 DB_OPTION = typer.Option(None, "--db", help=DB_HELP)
+
+
+def scheduler_options(whom: str, *, drain_note: str = "", **extra: Any) -> tuple[Any, Any, Any]:
+    """--slurm-drain, --k8s-taint and --apply as every command that acts on nodes declares them
+    (fleet doctor, ready): only ``whom`` they act on differs."""
+    return (
+        typer.Option(
+            False,
+            "--slurm-drain",
+            help=f"Drain {whom} in Slurm{drain_note} (dry run unless --apply).",
+            **extra,
+        ),
+        typer.Option(
+            None, "--k8s-taint", help=f"Taint {whom}: KEY=VALUE:EFFECT (dry run unless --apply).", **extra
+        ),
+        typer.Option(
+            False, "--apply", help="Carry out the scheduler actions instead of only showing them.", **extra
+        ),
+    )
+
+
+def lldp_options(when: str = "", **extra: Any) -> tuple[Any, Any]:
+    """--lldp-socket and --switch-lldp, the LLDP sources topology discover reads and bench matrix
+    passes on to it; ``when`` says under which other option a command reads them."""
+
+    def sentence(text: str) -> str:
+        return f"{when}{text[0].lower()}{text[1:]}" if when else text
+
+    return (
+        typer.Option(None, "--lldp-socket", help=sentence(LLDP_SOCKET_HELP), **extra),
+        typer.Option([], "--switch-lldp", help=sentence(SWITCH_LLDP_HELP), **extra),
+    )
 
 
 def die(message: str, code: int = 2) -> NoReturn:

@@ -16,8 +16,9 @@ from fabricscope.cli.common import (
     open_root,
     parse_fail_on,
     print_json,
+    scheduler_options,
 )
-from fabricscope.cli.launching import Ranks, launch_ranks, ranks_options
+from fabricscope.cli.launching import Ranks, deadline_option, launch_ranks, ranks_options
 from fabricscope.cli.main import command_group
 from fabricscope.findings import Severity
 from fabricscope.jobs.launch import Flag, Flags, child_argv
@@ -32,13 +33,10 @@ FROM_HELP = (
     "doctor --json documents, snapshots (.tar.gz or directory), or a directory of them (repeatable; more FILES may follow). "
     "Without it the command runs as a job: under srun, torchrun or mpirun (or with --launch) every node reads itself."
 )
+FLEET_DRAIN, FLEET_TAINT, FLEET_APPLY = scheduler_options("every failing node")
 LAUNCHED_ROOT_HELP = "Launched runs: read this snapshot or mounted filesystem instead of the live node; {host} becomes the node's name."
-TIMEOUT_OPTION = typer.Option(
-    120.0,
-    "--timeout",
-    min=1,
-    max=86400,
-    help="Launched runs: deadline in seconds for the ranks to meet and for every node's document.",
+TIMEOUT_OPTION = deadline_option(
+    120.0, "the ranks to meet and for every node's document", lead="Launched runs: deadline"
 )
 
 
@@ -152,23 +150,17 @@ def fleet_doctor(
     all_nodes: bool = typer.Option(
         False, "--all-nodes", help="List every node in the table, not only those with warn or fail."
     ),
-    slurm_drain: bool = typer.Option(
-        False, "--slurm-drain", help="Drain every failing node in Slurm (dry run unless --apply)."
-    ),
+    slurm_drain: bool = FLEET_DRAIN,
     slurm_resume: bool = typer.Option(
         False,
         "--slurm-resume",
         help="Resume nodes fabricscope drained whose findings have cleared (dry run unless --apply).",
     ),
-    k8s_taint: str = typer.Option(
-        None, "--k8s-taint", help="Taint every failing node: KEY=VALUE:EFFECT (dry run unless --apply)."
-    ),
+    k8s_taint: str = FLEET_TAINT,
     k8s_label: str = typer.Option(
         None, "--k8s-label", help="Label every failing node KEY=VALUE (dry run unless --apply)."
     ),
-    apply: bool = typer.Option(
-        False, "--apply", help="Carry out the scheduler actions instead of only showing them."
-    ),
+    apply: bool = FLEET_APPLY,
     root: str = typer.Option(None, "--root", help=LAUNCHED_ROOT_HELP),
     timeout: float = TIMEOUT_OPTION,
     *,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import typer
 
@@ -21,13 +22,27 @@ LAUNCH_HELP = (
 
 
 # The options every job command (bench collective|matrix|incast, fleet) shares, declared once.
-LAUNCH_OPTION = typer.Option(None, "--launch", help=LAUNCH_HELP, rich_help_panel="Launch")
-MASTER_ADDR_OPTION = typer.Option(
-    None,
-    "--master-addr",
-    help="Host of rank 0 (default MASTER_ADDR; needed under mpirun).",
-    rich_help_panel="Launch",
-)
+def launch_options(panel: str = "Launch") -> tuple[Any, Any]:
+    """--launch and --master-addr, in the panel a command lists them in (ready: with its budget)."""
+    return (
+        typer.Option(None, "--launch", help=LAUNCH_HELP, rich_help_panel=panel),
+        typer.Option(
+            None,
+            "--master-addr",
+            help="Host of rank 0 (default MASTER_ADDR; needed under mpirun).",
+            rich_help_panel=panel,
+        ),
+    )
+
+
+LAUNCH_OPTION, MASTER_ADDR_OPTION = launch_options()
+
+
+def deadline_option(default: float, what: str, lead: str = "Deadline") -> Any:
+    """--timeout of a job the ranks run together: the same range everywhere, ``what`` it bounds."""
+    return typer.Option(default, "--timeout", min=1, max=86400, help=f"{lead} in seconds for {what}.")
+
+
 MASTER_PORT_OPTION = typer.Option(
     None, "--master-port", min=1, max=65535, help="Port of rank 0's store (default MASTER_PORT or 29500).",
     rich_help_panel="Launch",

@@ -9,8 +9,16 @@ from typing import Any
 
 import typer
 
-from fabricscope.cli.common import JSON_HELP, die, end_rank, print_json, read_option, validated
-from fabricscope.cli.launching import LAUNCH_HELP, dist_env, launch_ranks
+from fabricscope.cli.common import (
+    JSON_OPTION,
+    die,
+    end_rank,
+    print_json,
+    read_option,
+    scheduler_options,
+    validated,
+)
+from fabricscope.cli.launching import dist_env, launch_options, launch_ranks
 from fabricscope.cli.main import app
 from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.launch import Flag, Flags, child_argv, toggle
@@ -83,6 +91,12 @@ def _calibration(choice: str, params: Any, world_size: int) -> Any:
         if choice == "auto":
             return None  # no history yet: nothing to calibrate on
         die(str(exc))
+
+
+READY_DRAIN, READY_TAINT, READY_APPLY = scheduler_options(
+    "the nodes the verdict blames", drain_note=", as fleet doctor does", rich_help_panel="Scheduler"
+)
+READY_LAUNCH, READY_MASTER_ADDR = launch_options("Run")
 
 
 @app.command("ready")
@@ -167,32 +181,12 @@ def ready(
         help="fail: exit 1 when not ready; warn: also when ready with warnings.",
         rich_help_panel="Output",
     ),
-    slurm_drain: bool = typer.Option(
-        False,
-        "--slurm-drain",
-        help="Drain the nodes the verdict blames in Slurm, as fleet doctor does (dry run unless --apply).",
-        rich_help_panel="Scheduler",
-    ),
-    k8s_taint: str = typer.Option(
-        None,
-        "--k8s-taint",
-        help="Taint the nodes the verdict blames: KEY=VALUE:EFFECT (dry run unless --apply).",
-        rich_help_panel="Scheduler",
-    ),
-    apply: bool = typer.Option(
-        False,
-        "--apply",
-        help="Carry out the scheduler actions instead of only showing them.",
-        rich_help_panel="Scheduler",
-    ),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel="Output"),
-    launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP, rich_help_panel="Run"),
-    master_addr: str = typer.Option(
-        None,
-        "--master-addr",
-        help="Host of rank 0 (default MASTER_ADDR; needed under mpirun).",
-        rich_help_panel="Run",
-    ),
+    slurm_drain: bool = READY_DRAIN,
+    k8s_taint: str = READY_TAINT,
+    apply: bool = READY_APPLY,
+    json_out: bool = JSON_OPTION,
+    launch: str = READY_LAUNCH,
+    master_addr: str = READY_MASTER_ADDR,
     master_port: int = typer.Option(
         None,
         "--master-port",

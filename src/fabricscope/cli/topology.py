@@ -9,8 +9,8 @@ from pathlib import Path
 
 import typer
 
-from fabricscope.cli.common import JSON_OPTION, die, end_rank, print_json, read_option
-from fabricscope.cli.launching import MASTER_ADDR_OPTION, MASTER_PORT_OPTION, absolute_item
+from fabricscope.cli.common import JSON_OPTION, die, end_rank, lldp_options, print_json, read_option
+from fabricscope.cli.launching import MASTER_ADDR_OPTION, MASTER_PORT_OPTION, absolute_item, deadline_option
 from fabricscope.cli.main import command_group
 from fabricscope.errors import FabricscopeError
 from fabricscope.jobs.launch import Flag, Flags, child_argv
@@ -157,6 +157,8 @@ LLDP_JOB_FLAGS: Flags = {
     "timeout": "--timeout",
 }
 
+LLDP_SOCKET_OPTION, SWITCH_LLDP_OPTION = lldp_options()
+
 
 @topology_app.command("discover")
 def discover(
@@ -164,11 +166,7 @@ def discover(
     output: Path = typer.Option(
         None, "-o", "--output", help="Write the YAML here (default: standard output)."
     ),
-    switch_lldp: list[str] = typer.Option(
-        [],
-        "--switch-lldp",
-        help="A switch's own LLDP table: SWITCH=FILE (its lldpctl -f json/keyvalue), or lab:NAME; repeatable. Gives the switch-to-switch cables.",
-    ),
+    switch_lldp: list[str] = SWITCH_LLDP_OPTION,
     root: list[str] = typer.Option(
         [],
         "--root",
@@ -179,11 +177,7 @@ def discover(
         "--capture",
         help="ibnetdiscover: also write what it read as a snapshot (.tar.gz) that --root reads back.",
     ),
-    lldp_socket: str = typer.Option(
-        None,
-        "--lldp-socket",
-        help="lldpd control socket to ask (lldpctl -u); {host} becomes the rank's host name.",
-    ),
+    lldp_socket: str = LLDP_SOCKET_OPTION,
     name: str = typer.Option(None, "--name", help="Name written in the file (default: the source)."),
     nic_rate: str = typer.Option(
         None, "--nic-rate", help="Host NIC rate to write instead of the discovered one, e.g. 400G."
@@ -207,9 +201,7 @@ def discover(
     launch: str = typer.Option(None, "--launch", help=LAUNCH_HELP),
     master_addr: str = MASTER_ADDR_OPTION,
     master_port: int = MASTER_PORT_OPTION,
-    timeout: float = typer.Option(
-        120.0, "--timeout", min=1, max=86400, help="Deadline in seconds for gathering from every rank."
-    ),
+    timeout: float = deadline_option(120.0, "gathering from every rank"),
     json_out: bool = typer.Option(
         False,
         "--json",
