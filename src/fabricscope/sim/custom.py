@@ -178,11 +178,9 @@ class GraphFabric(Fabric):
         return Routes.concat(out)
 
     def link_name(self, i: int) -> str:
-        E = self.n_nics
-        if i < E:
-            return f"nic{i}->{self.names[self.switch_of_nic[i]]}"
-        if i < 2 * E:
-            return f"{self.names[self.switch_of_nic[i - E]]}->nic{i - E}"
+        access = self._access_name(i, lambda e: self.names[self.switch_of_nic[e]])
+        if access is not None:
+            return access
         j = i - self.o_sw
         return f"{self.names[self.l_src[j]]}->{self.names[self.l_dst[j]]}"
 

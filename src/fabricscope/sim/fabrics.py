@@ -9,6 +9,7 @@ NVLink and PCIe around a fabric.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,16 @@ class Fabric:
 
     def link_name(self, i: int) -> str:
         raise NotImplementedError
+
+    def _access_name(self, i: int, switch: Callable[[int], str]) -> str | None:
+        """The access links every fabric numbers first (``_access_arrays``): NIC ``e`` to its switch
+        at ``e``, back at ``E + e``; ``switch(e)`` names the switch. None past them."""
+        E = self.n_nics
+        if i < E:
+            return f"nic{i}->{switch(i)}"
+        if i < 2 * E:
+            return f"{switch(i - E)}->nic{i - E}"
+        return None
 
     def describe(self) -> dict[str, Any]:
         return {}
@@ -201,12 +212,10 @@ class ClosFabric(Fabric):
         return Routes.concat(parts)
 
     def link_name(self, i: int) -> str:
-        E, S, K = self.n_nics, self.S, self.K
-        if i < self.o_down:
-            return f"nic{i}->{self.leaf_label(int(self.leaf_of_nic[i]))}"
-        if i < self.o_ls:
-            e = i - E
-            return f"{self.leaf_label(int(self.leaf_of_nic[e]))}->nic{e}"
+        S, K = self.S, self.K
+        access = self._access_name(i, lambda e: self.leaf_label(int(self.leaf_of_nic[e])))
+        if access is not None:
+            return access
         if i < self.o_sl:
             leaf, j = divmod(i - self.o_ls, S)
             return f"{self.leaf_label(leaf)}->{self._spine(leaf // self.lpp, j)}"
@@ -334,11 +343,9 @@ class DragonflyFabric(Fabric):
         return self.o_local + (g * self.a + r1 % self.a) * self.a + r2 % self.a
 
     def link_name(self, i: int) -> str:
-        E = self.n_nics
-        if i < E:
-            return f"nic{i}->router{i // self.p}"
-        if i < 2 * E:
-            return f"router{(i - E) // self.p}->nic{i - E}"
+        access = self._access_name(i, lambda e: f"router{e // self.p}")
+        if access is not None:
+            return access
         if i < self.o_global:
             g, rest = divmod(i - self.o_local, self.a * self.a)
             r1, r2 = divmod(rest, self.a)

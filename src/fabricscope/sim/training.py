@@ -26,6 +26,7 @@ consecutive GPUs of a node and pipeline stages are the outermost dimension.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,20 @@ from fabricscope.sim.workloads import _num, shape_of
 
 TRAIN_DEFAULTS: dict[str, Any] = {k: f.default for k, f in TrainPlan.model_fields.items()}
 _OFF = ("false", "0", "no", "off")
+
+
+@dataclass
+class _Step:
+    """What the communication phases of one step read (the simulator, the request, the model, the
+    layout, the rank grid and the per-stage compute), and ``comm``, the table they each add to."""
+
+    sim: Simulator
+    raw: dict[str, Any]
+    md: dict[str, Any]
+    lay: dict[str, int]
+    ranks: np.ndarray
+    st: dict[str, float]
+    comm: dict[str, Any]
 
 
 def _int(raw: dict[str, Any], key: str, lo: int = 1) -> int:
@@ -191,7 +206,8 @@ def run_train(params: dict[str, Any]) -> dict[str, Any]:
     ranks = np.arange(lay["gpus"]).reshape(pp, dp, cp, tp)
     st = _stage(gpu, md, lay)
     comm: dict[str, Any] = {}
-    per_mb = _model_parallel_comm(sim, md, lay, ranks, st, comm)
+    plan = _Step(sim, raw, md, lay, ranks, st, comm)
+    per_mb = _model_parallel_comm(plan)
     for c in comm.values():  # per micro-batch so far: a step runs m of them
         c.update(
             calls=c["calls"] * m,
@@ -203,7 +219,7 @@ def run_train(params: dict[str, Any]) -> dict[str, Any]:
     bubble = (pp - 1) / md["v"] * t_slot
     exposed = m * per_mb
     exposed += _pipeline_comm(sim, md, lay, ranks, m, comm)
-    exposed += _data_comm(sim, raw, md, lay, ranks, st, comm)
+    exposed += _data_comm(plan)
     compute = m * st["t_mb"]
     step = compute + bubble + exposed
     tokens = m * dp * md["mb"] * md["seq"]
@@ -250,15 +266,9 @@ def _stage(gpu: Gpu, md: dict[str, Any], lay: dict[str, int]) -> dict[str, float
     }
 
 
-def _model_parallel_comm(
-    sim: Simulator,
-    md: dict[str, Any],
-    lay: dict[str, int],
-    ranks: np.ndarray,
-    st: dict[str, float],
-    comm: dict[str, Any],
-) -> float:
+def _model_parallel_comm(plan: _Step) -> float:
     """Exposed seconds per micro-batch of TP, EP and CP collectives (on the critical path)."""
+    sim, md, lay, ranks, st, comm = plan.sim, plan.md, plan.lay, plan.ranks, plan.st, plan.comm
     tp, cp, ep = lay["tp"], lay["cp"], lay["ep"]
     act = md["mb"] * md["seq"] / cp * md["hidden"] * train_compute.BYTES
     passes = 3 if md["recompute"] == "full" else 2  # forward, backward (, the recomputed forward)
@@ -342,17 +352,11 @@ def _pp_pairs(ranks: np.ndarray, v: int) -> tuple[np.ndarray, np.ndarray]:
     return src, dst
 
 
-def _data_comm(
-    sim: Simulator,
-    raw: dict[str, Any],
-    md: dict[str, Any],
-    lay: dict[str, int],
-    ranks: np.ndarray,
-    st: dict[str, float],
-    comm: dict[str, Any],
-) -> float:
+def _data_comm(plan: _Step) -> float:
     """Exposed seconds of the gradient collective, overlapped with the last backward pass, slowed
     by the pipeline and tensor-parallel traffic it shares links with."""
+    sim, raw, md, lay, ranks = plan.sim, plan.raw, plan.md, plan.lay, plan.ranks
+    st, comm = plan.st, plan.comm
     dp, cp, tp, pp = lay["dp"], lay["cp"], lay["tp"], lay["pp"]
     if dp * cp == 1:
         return 0.0

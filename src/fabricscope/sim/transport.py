@@ -320,22 +320,13 @@ def _socket(
 ) -> Transport:
     """Kernel TCP (NCCL's socket transport) or UDP with application-level recovery."""
     mtu = mtu_bytes or 1500
+    own: dict[str, Any]
     if key == "tcp":
-        mss = mtu - 52  # IPv4 20 + TCP 20 + timestamps option 12
-        return Transport(
-            name=key,
-            wire_efficiency=mss / (mtu + eth),
-            endpoint_efficiency=1.0,
+        payload = mtu - 52  # IPv4 20 + TCP 20 + timestamps option 12
+        own = dict(
             alpha_s=TCP_ALPHA_S,
-            mtu_bytes=mtu,
-            payload_bytes=mss,
-            default_routing="ecmp",
-            lossless=False,
-            ecn=False,
             retransmission="tcp",
-            loss=loss,
             per_flow_cap_Bps=(per_core_gbps or 40.0) * 1e9 / 8,
-            rto_s=rto_s,
             min_rto_s=0.2,
             upper_bound=True,
             nccl_hop_s=TCP_NCCL_HOP_S,
@@ -344,23 +335,27 @@ def _socket(
                 "kernel TCP: per-flow cap = one core's copy rate; Padhye bound under loss (RTOmin 200 ms)"
             ],
         )
-    payload = mtu - 28  # IPv4 20 + UDP 8
+    else:
+        payload = mtu - 28  # IPv4 20 + UDP 8
+        own = dict(
+            alpha_s=10e-6,
+            retransmission="app",
+            per_flow_cap_Bps=(per_core_gbps or 15.0) * 1e9 / 8,
+            min_rto_s=1e-3,
+            notes=["application-level loss recovery: resend lost datagrams after a timer (default 1 ms)"],
+        )
     return Transport(
         name=key,
         wire_efficiency=payload / (mtu + eth),
         endpoint_efficiency=1.0,
-        alpha_s=10e-6,
         mtu_bytes=mtu,
         payload_bytes=payload,
         default_routing="ecmp",
         lossless=False,
         ecn=False,
-        retransmission="app",
         loss=loss,
-        per_flow_cap_Bps=(per_core_gbps or 15.0) * 1e9 / 8,
         rto_s=rto_s,
-        min_rto_s=1e-3,
-        notes=["application-level loss recovery: resend lost datagrams after a timer (default 1 ms)"],
+        **own,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from fabricscope.bench.results.stats import latency_summary
@@ -234,25 +235,34 @@ class _Requests:
         self.close_ns: list[int] = []
 
 
-def _pooled(
-    address: tuple[str, int],
-    family: int,
-    cookie: bytes,
-    msg: bytearray,
-    resp_bytes: int,
-    timeout_s: float,
-    end: float,
-    out: _Requests,
-) -> None:
+@dataclass
+class _Loop:
+    """What both request loops share: the server, the response they wait for, until when, and the
+    timings they append to."""
+
+    address: tuple[str, int]
+    family: int
+    resp_bytes: int
+    timeout_s: float
+    end: float
+    out: _Requests
+
+    def buffer(self) -> tuple[bytearray, memoryview]:
+        """The receive buffer, one byte longer than the response so that an over-long answer is seen."""
+        buf = bytearray(max(self.resp_bytes, 1) + 1)
+        return buf, memoryview(buf)
+
+
+def _pooled(loop: _Loop, cookie: bytes, msg: bytearray) -> None:
     """Requests over one kept connection until ``end``: first byte and whole request per request."""
-    buf = bytearray(max(resp_bytes, 1) + 1)
-    view = memoryview(buf)
+    buf, view = loop.buffer()
+    resp_bytes, end, out = loop.resp_bytes, loop.end, loop.out
     clock = time.perf_counter_ns
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.settimeout(timeout_s)
-    sock.connect(address)
+    sock = socket.socket(loop.family, socket.SOCK_STREAM)
+    sock.settimeout(loop.timeout_s)
+    sock.connect(loop.address)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    set_kernel_timeouts(sock, timeout_s)
+    set_kernel_timeouts(sock, loop.timeout_s)
     sock.sendall(cookie)
     try:
         count = 0
@@ -278,25 +288,17 @@ def _pooled(
         sock.close()
 
 
-def _per_request(
-    address: tuple[str, int],
-    family: int,
-    first_msg: bytes,
-    resp_bytes: int,
-    timeout_s: float,
-    end: float,
-    out: _Requests,
-) -> None:
+def _per_request(loop: _Loop, first_msg: bytes) -> None:
     """A new connection per request until ``end``: connect, first byte, close and the whole."""
-    buf = bytearray(max(resp_bytes, 1) + 1)
-    view = memoryview(buf)
+    buf, view = loop.buffer()
+    resp_bytes, end, out = loop.resp_bytes, loop.end, loop.out
     clock = time.perf_counter_ns
     while time.monotonic() < end:
         t0 = clock()
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        set_kernel_timeouts(sock, timeout_s)  # SO_SNDTIMEO also bounds connect() on Linux
+        sock = socket.socket(loop.family, socket.SOCK_STREAM)
+        set_kernel_timeouts(sock, loop.timeout_s)  # SO_SNDTIMEO also bounds connect() on Linux
         try:
-            sock.connect(address)
+            sock.connect(loop.address)
             t1 = clock()
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.sendall(first_msg)
@@ -336,10 +338,11 @@ def connect_client(
     end = time.monotonic() + float(cfg["duration_s"])
     cpu0 = cpu_s()
     t_start = time.monotonic()
+    loop = _Loop((host, port), family, resp_bytes, timeout_s, end, timings)
     if pooled:
-        _pooled((host, port), family, cookie, msg, resp_bytes, timeout_s, end, timings)
+        _pooled(loop, cookie, msg)
     else:
-        _per_request((host, port), family, cookie + bytes(msg), resp_bytes, timeout_s, end, timings)
+        _per_request(loop, cookie + bytes(msg))
     report: dict[str, Any] = {
         "role": "connect_client",
         "mode": cfg["mode"],
