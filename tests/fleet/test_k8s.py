@@ -17,7 +17,7 @@ from fabricscope.errors import FabricscopeError
 from fabricscope.findings import Severity
 from fabricscope.fleet.doctor import judge_fleet
 from fabricscope.fleet.inputs import expand_sources, load_nodes
-from fabricscope.fleet.k8s import k8s_actions, parse_label, parse_taint
+from fabricscope.fleet.k8s import failing_nodes, node_actions, parse_label, parse_taint
 from tests.conftest import FIXTURE_HOSTS, skip_unless_ci
 from tests.fleet.test_cli import fabricscope, one_error_line
 
@@ -174,9 +174,8 @@ def test_taint_and_label_failing_nodes_through_the_client_layer(
     report = judge_fleet(load_nodes(expand_sources([str(planted_fleet[1])])))
     api = FakeCoreV1(client, [f"node-{i:02d}" for i in range(1, 11)])
     logged: list[dict] = []
-    dry = k8s_actions(
-        report,
-        Severity.FAIL,
+    dry = node_actions(
+        failing_nodes(report, Severity.FAIL),
         taint="fabricscope.io/fabric=bad:NoSchedule",
         label="fabricscope.io/healthy=false",
         apply=False,
@@ -188,9 +187,8 @@ def test_taint_and_label_failing_nodes_through_the_client_layer(
         [a["node"] for a in dry if a["kind"] == "k8s.taint"] == failing and api.patches == [] and logged == []
     )
     assert dry[0]["command"] == "kubectl taint nodes node-02 fabricscope.io/fabric=bad:NoSchedule --overwrite"
-    done = k8s_actions(
-        report,
-        Severity.FAIL,
+    done = node_actions(
+        failing_nodes(report, Severity.FAIL),
         taint="fabricscope.io/fabric=bad:NoSchedule",
         label="fabricscope.io/healthy=false",
         apply=True,
@@ -217,9 +215,8 @@ def test_api_errors_are_one_line_per_node(client, planted_fleet) -> None:
         def patch_node(self, name: str, body: dict):
             raise client.exceptions.ApiException(status=403, reason="Forbidden")
 
-    actions = k8s_actions(
-        report,
-        Severity.FAIL,
+    actions = node_actions(
+        failing_nodes(report, Severity.FAIL),
         taint=None,
         label="a=b",
         apply=True,

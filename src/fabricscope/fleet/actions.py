@@ -165,9 +165,8 @@ def plan_and_run(
             report, threshold, Slurm(runner or subprocess_runner()), drain=drain, resume=resume, apply=apply
         )
     if taint or label:
-        from fabricscope.fleet.k8s import k8s_actions
+        from fabricscope.fleet.k8s import failing_nodes, node_actions
 
-        actions += k8s_actions(
-            report, threshold, taint=taint, label=label, apply=apply, api=kube, log=log_action
-        )
+        failing = failing_nodes(report, threshold)
+        actions += node_actions(failing, taint=taint, label=label, apply=apply, api=kube, log=log_action)
     return actions

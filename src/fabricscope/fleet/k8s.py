@@ -95,19 +95,9 @@ def label_node(api: Any, node: str, key: str, value: str) -> None:
     api.patch_node(check_node_name(node), {"metadata": {"labels": {key: value}}})
 
 
-def k8s_actions(
-    report: Any,
-    threshold: Severity,
-    *,
-    taint: str | None,
-    label: str | None,
-    apply: bool,
-    api: Any = None,
-    log: Callable[[dict[str, Any]], None] | None = None,
-) -> list[dict[str, Any]]:
-    """Taint and/or label every node with a finding at or above ``threshold``."""
-    failing = [n.name for n in report.nodes if any(f.severity.rank >= threshold.rank for f in n.all_findings)]
-    return node_actions(failing, taint=taint, label=label, apply=apply, api=api, log=log)
+def failing_nodes(report: Any, threshold: Severity) -> list[str]:
+    """The nodes of a fleet report with a finding at or above ``threshold``: those to taint or label."""
+    return [n.name for n in report.nodes if any(f.severity.rank >= threshold.rank for f in n.all_findings)]
 
 
 def node_actions(

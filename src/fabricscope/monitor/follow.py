@@ -22,8 +22,8 @@ import os
 import stat
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import BinaryIO
+from dataclasses import dataclass, fields
+from typing import Any, BinaryIO
 
 MAX_LINE_BYTES = 64 * 1024
 MAX_FILES = 256
@@ -44,6 +44,10 @@ class FollowStats:
     read_bytes: int = 0
     skipped_bytes: int = 0
     problems: tuple[tuple[str, str], ...] = ()
+
+    def as_fields(self) -> dict[str, Any]:
+        """These counts as keyword arguments for a tailer's counts class, which extends this one."""
+        return {f.name: getattr(self, f.name) for f in fields(FollowStats)}
 
 
 @dataclass

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from fabricscope.monitor.follow import MAX_FILES, FileFollower
+from fabricscope.monitor.follow import MAX_FILES, FileFollower, FollowStats
 from fabricscope.nccl.inspector import (
     InspectorFormatError,
     InspectorRecord,
@@ -159,16 +159,13 @@ class CommStats:
 
 
 @dataclass(frozen=True)
-class InspectorCounts:
+class InspectorCounts(FollowStats):
+    """The follower's counts (``problems`` with the .prom files' added) and the records read."""
+
     records: int = 0
     bad_lines: int = 0
     dropped_records: int = 0  # beyond the caps on communicators, operations or buckets
-    files: int = 0
     prom_files: int = 0
-    read_bytes: int = 0
-    skipped_bytes: int = 0
-    rotations: int = 0
-    problems: tuple[tuple[str, str], ...] = ()
 
 
 class InspectorFollower:
@@ -343,15 +340,11 @@ class InspectorFollower:
         stats = self.follower.stats()
         with self._lock:
             return InspectorCounts(
+                **(stats.as_fields() | {"problems": stats.problems + tuple(self._prom_problems)}),
                 records=self._records,
                 bad_lines=self._bad,
                 dropped_records=self._dropped,
-                files=stats.files,
                 prom_files=self._prom_files,
-                read_bytes=stats.read_bytes,
-                skipped_bytes=stats.skipped_bytes,
-                rotations=stats.rotations,
-                problems=stats.problems + tuple(self._prom_problems),
             )
 
     @contextmanager

@@ -14,21 +14,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricscope.monitor.follow import MAX_FILES, FileFollower
+from fabricscope.monitor.follow import MAX_FILES, FileFollower, FollowStats
 
 
 @dataclass(frozen=True)
-class NcclCounts:
-    lines: int = 0
+class NcclCounts(FollowStats):
+    """The follower's counts and what the tailer read from the lines."""
+
     warnings: dict[str, int] = field(default_factory=dict)  # WARN kind -> count
     socket_fallbacks: int = 0
     completion_errors: dict[int | None, int] = field(default_factory=dict)  # ibv_wc_status -> count
-    files: int = 0
-    rotations: int = 0
-    dropped_lines: int = 0
-    read_bytes: int = 0
-    skipped_bytes: int = 0
-    problems: tuple[tuple[str, str], ...] = ()  # (path or pattern, reason) from the last poll
 
 
 MAX_PLACEMENTS = 4096  # processes whose GPU the logs named, the least recently seen forgotten first
@@ -135,16 +130,10 @@ class NcclLogTailer:
         stats = self.follower.stats()
         with self._lock:
             return NcclCounts(
-                lines=stats.lines,
+                **stats.as_fields(),
                 warnings=dict(self._warnings),
                 socket_fallbacks=self._fallbacks,
                 completion_errors=dict(self._completions),
-                files=stats.files,
-                rotations=stats.rotations,
-                dropped_lines=stats.dropped_lines,
-                read_bytes=stats.read_bytes,
-                skipped_bytes=stats.skipped_bytes,
-                problems=stats.problems,
             )
 
 
