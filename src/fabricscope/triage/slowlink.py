@@ -5,10 +5,11 @@ its own sends have gone out: the rank whose send to its successor crossed a slow
 late at the next collective. Measured in the lab (tests/data/job/lab/slowhost: h3's link at a
 tenth makes ranks 1 and 2, the senders into and out of h3, late; a slow leaf uplink makes the
 senders across it late). So: late ranks mark their ring flow (r -> r+1) bad, the others good
-(a late rank behind a later predecessor neither: see :func:`inherited`), and the matrix's tomography (:mod:`fabricscope.bench.matrix.tomography`) names the fewest
-hosts, cables or switches that explain the bad flows: hosts alone without a topology, cables
-and switches with one (``--topology FILE`` or ``lab:NAME``). NCCL picks its own ring order,
-so NCCL jobs are not judged this way.
+(a late rank behind a later predecessor neither: see :func:`inherited`), and the matrix's
+tomography (:mod:`fabricscope.bench.matrix.tomography`) names the fewest hosts, cables or
+switches that explain the bad flows: hosts alone without a topology, cables and switches with
+one (``--topology FILE`` or ``lab:NAME``). NCCL picks its own ring order, so NCCL jobs are not
+judged this way.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def inherited(rank: int, before: int, late: Lateness) -> bool:
     the predecessor's slow send, so its own lateness may be inherited rather than its send's. Its
     flow is left out (neither bad nor good): marking it bad would blame whatever it shares with the
     slow link (a 3-leaf lab under load named the whole leaf switch for its uplink); marking it good
-    would clear what it crosses. Two slow links in ring order then show as one, the second after."""
+    would clear what it crosses. Of two slow links next to each other in ring order, only the first
+    is then seen."""
     return rank in late.late and before in late.late and late.medians[before] >= late.medians[rank]
 
 
