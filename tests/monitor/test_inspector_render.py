@@ -84,3 +84,33 @@ def test_the_inspector_exposition_is_byte_identical_across_scrapes(
     if os.environ.get("FABRICSCOPE_UPDATE_GOLDEN"):
         GOLDEN_FILE.write_text(text)
     assert text == GOLDEN_FILE.read_text()
+
+
+def test_the_poll_formats_only_when_a_scrape_is_due(tmp_path: Path) -> None:
+    """At a 15 s scrape interval and 1 s polls, formatting in every poll would redo it up to 15
+    times for each scrape: after two scrapes have shown the interval, a poll formats only within
+    two polls of the next scrape."""
+    dump = tmp_path / "inspector"
+    dump.mkdir()
+    writer = DumpWriter(dump, hostname="gpu-node-2")
+    comm = Communicator("0x7f8c496ae9f661", "DP Group 0", 16, 2, tuple(range(8, 16)), ops=("AllReduce",))
+    exporter = make_exporter(FIXTURE_HOSTS / "ib-ndr-healthy", inspector_dirs=(str(dump),))
+    collector = exporter.inspector_collector
+    assert collector is not None and exporter.inspector is not None
+    now = [1000.0]
+    collector.clock = lambda: now[0]
+
+    def poll_at(t: float) -> bool:
+        """Whether the poll at ``t`` left the text formatted."""
+        now[0] = t
+        writer.round([comm], now_us=int(time.time() * 1e6))
+        exporter.inspector_task.run_once()
+        with exporter.inspector.locked() as comms:
+            return all(c.text is not None for c in comms.values())
+
+    assert poll_at(1000.0)  # no scrape yet: every poll formats
+    for t in (1000.5, 1015.5):
+        now[0] = t
+        exporter.render()
+    assert not poll_at(1016.5) and not poll_at(1027.0)  # early in the interval: left for later
+    assert poll_at(1028.6) and poll_at(1030.0)  # next scrape at 1030.5, within two polls

@@ -26,7 +26,7 @@ from fabricscope.monitor.background import Periodic
 from fabricscope.monitor.collectors.base import Collector, Families, ScrapeContext
 from fabricscope.monitor.collectors.doctor import DoctorCollector, DoctorResult, run_doctor_once
 from fabricscope.monitor.collectors.ethtool import EthtoolCollector, EthtoolSnapshot, poll_ethtool
-from fabricscope.monitor.collectors.inspector import InspectorCollector, prerender
+from fabricscope.monitor.collectors.inspector import InspectorCollector
 from fabricscope.monitor.collectors.nccl import NcclCollector
 from fabricscope.monitor.collectors.netdev import NetdevCollector
 from fabricscope.monitor.collectors.pcie import GpuThroughput, PcieCollector, poll_gpu_pcie
@@ -127,9 +127,11 @@ class Exporter:
             self.collectors.append(DoctorCollector(self.doctor_task))
         if self.tailer is not None and self.nccl_task is not None:
             self.collectors.append(NcclCollector(self.tailer, self.nccl_task))
+        self.inspector_collector: InspectorCollector | None = None
         if self.inspector is not None and self.inspector_task is not None:
             placer = self.tailer.placement if self.tailer is not None else None
-            self.collectors.append(InspectorCollector(self.inspector, self.inspector_task, placer))
+            self.inspector_collector = InspectorCollector(self.inspector, self.inspector_task, placer)
+            self.collectors.append(self.inspector_collector)
 
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_RegistryAdapter(self))
@@ -201,7 +203,8 @@ class Exporter:
                 ),
                 reset=reset,
             )
-        prerender(self.inspector)
+        if self.inspector_collector is not None:
+            self.inspector_collector.prepare(self.options.nccl_poll_interval_s)
         return counts
 
     def _read_topology(self) -> Topology:

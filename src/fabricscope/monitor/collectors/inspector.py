@@ -133,9 +133,8 @@ def _comm_text(comm: CommStats) -> tuple[bytes, ...]:
 
 
 def prerender(follower: InspectorFollower) -> int:
-    """Format the communicators whose records or expectations changed since the last poll, from
-    the background poll, so that a scrape joins text already made instead of formatting up to
-    8,192 keys while Prometheus waits. Returns the communicators formatted."""
+    """Format the communicators whose records or expectations changed, under the follower's lock.
+    Returns the communicators formatted."""
     done = 0
     with follower.locked() as comms:
         for comm in comms.values():
@@ -187,13 +186,30 @@ class InspectorCollector:
     uses_topology = True
 
     def __init__(
-        self, follower: InspectorFollower, task: Periodic[InspectorCounts], placer: Placer | None = None
+        self,
+        follower: InspectorFollower,
+        task: Periodic[InspectorCounts],
+        placer: Placer | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.follower = follower
         self.task = task
         self.placer = placer  # where the NCCL log puts each process (exporter --nccl-log)
+        self.clock = clock
+        self._scrapes: tuple[float | None, float | None] = (None, None)  # the last two, monotonic
+
+    def prepare(self, poll_s: float) -> int:
+        """From the background poll: format what changed when a scrape is due within two polls,
+        so that the scrape joins text already made instead of formatting up to 8,192 keys while
+        Prometheus waits; earlier in the scrape interval it would be formatted again before any
+        scrape read it. Before two scrapes have shown the interval, every poll formats."""
+        previous, last = self._scrapes
+        if previous is not None and last is not None and self.clock() < 2 * last - previous - 2 * poll_s:
+            return 0
+        return prerender(self.follower)
 
     def collect(self, ctx: ScrapeContext, out: Families) -> None:
+        self._scrapes = (self._scrapes[1], self.clock())
         counts = self.follower.counts()
         note_task(ctx, "nccl inspector", self.task, problems=counts.problems)
         now = time.time()
