@@ -177,10 +177,10 @@ class GraphFabric(Fabric):
             f, node = u2 // self.n_sw, u2 % self.n_sw
         return Routes.concat(out)
 
-    def link_name(self, i: int) -> str:
-        access = self._access_name(i, lambda e: self.names[self.switch_of_nic[e]])
-        if access is not None:
-            return access
+    def _access_switch(self, nic: int) -> str:
+        return str(self.names[self.switch_of_nic[nic]])
+
+    def _core_link_name(self, i: int) -> str:
         j = i - self.o_sw
         return f"{self.names[self.l_src[j]]}->{self.names[self.l_dst[j]]}"
 

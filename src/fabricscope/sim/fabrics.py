@@ -9,7 +9,6 @@ NVLink and PCIe around a fabric.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,17 +74,20 @@ class Fabric:
         raise NotImplementedError
 
     def link_name(self, i: int) -> str:
-        raise NotImplementedError
-
-    def _access_name(self, i: int, switch: Callable[[int], str]) -> str | None:
         """The access links every fabric numbers first (``_access_arrays``): NIC ``e`` to its switch
-        at ``e``, back at ``E + e``; ``switch(e)`` names the switch. None past them."""
+        at ``e``, back at ``E + e``; the fabric names the rest."""
         E = self.n_nics
         if i < E:
-            return f"nic{i}->{switch(i)}"
+            return f"nic{i}->{self._access_switch(i)}"
         if i < 2 * E:
-            return f"{switch(i - E)}->nic{i - E}"
-        return None
+            return f"{self._access_switch(i - E)}->nic{i - E}"
+        return self._core_link_name(i)
+
+    def _access_switch(self, nic: int) -> str:
+        raise NotImplementedError
+
+    def _core_link_name(self, i: int) -> str:
+        raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:
         return {}
@@ -211,11 +213,11 @@ class ClosFabric(Fabric):
         parts.append(Routes.unit(f, self.o_agg_cdown + pb[cross], 3))
         return Routes.concat(parts)
 
-    def link_name(self, i: int) -> str:
+    def _access_switch(self, nic: int) -> str:
+        return self.leaf_label(int(self.leaf_of_nic[nic]))
+
+    def _core_link_name(self, i: int) -> str:
         S, K = self.S, self.K
-        access = self._access_name(i, lambda e: self.leaf_label(int(self.leaf_of_nic[e])))
-        if access is not None:
-            return access
         if i < self.o_sl:
             leaf, j = divmod(i - self.o_ls, S)
             return f"{self.leaf_label(leaf)}->{self._spine(leaf // self.lpp, j)}"
@@ -342,10 +344,10 @@ class DragonflyFabric(Fabric):
         g = r1 // self.a
         return self.o_local + (g * self.a + r1 % self.a) * self.a + r2 % self.a
 
-    def link_name(self, i: int) -> str:
-        access = self._access_name(i, lambda e: f"router{e // self.p}")
-        if access is not None:
-            return access
+    def _access_switch(self, nic: int) -> str:
+        return f"router{nic // self.p}"
+
+    def _core_link_name(self, i: int) -> str:
         if i < self.o_global:
             g, rest = divmod(i - self.o_local, self.a * self.a)
             r1, r2 = divmod(rest, self.a)
