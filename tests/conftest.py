@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -27,10 +28,24 @@ HOST_NAMES = sorted(p.name for p in FIXTURE_HOSTS.iterdir() if p.is_dir())
 HEALTHY_HOSTS = ["ib-ndr-healthy", "roce-healthy", "cloud-tcp", "efa-p4d"]
 
 
-# Tests that build labs (network namespaces, shaped links, real rates) run one after another in one
-# pytest-xdist lane ("lab"), beside the unit tests in the other lanes: labs measure rates and must
-# not share the machine's namespaces and links with each other.
+# Tests that build labs (network namespaces, shaped links, real rates) run one after another in a
+# pytest-xdist lane of their own, beside the unit tests in the other lanes. Two lab lanes run side
+# by side: each lab has its own namespaces and links, so two labs share only the CPU, which the
+# rate tests already allow for (best_rate). Only one Slurm lab can run at a time (lab/slurm.py:
+# two would route the same subnet from this machine), so every module that starts one (its text
+# passes "--slurm") runs in the "lab-slurm" lane, and so do tests/lab/, whose tests look at this
+# machine's own namespace (a Slurm lab's leg puts 198.18.0.254 there); the job-triage labs join it
+# to balance the two (serial on an idle machine, 2026-12-05: 187 s of Slurm and tests/lab/ + 133 s
+# of triage against 287 s for the rest; one lane took 614 s and was CI's critical path).
 LAB_FIXTURES = {"lab_dir", "make_lab"}
+SLURM_LANE, LAB_LANE = "lab-slurm", "lab"
+
+
+@functools.cache
+def lab_lane(path: Path) -> str:
+    """The xdist lane of a lab test module."""
+    starts_slurm = '"--slurm"' in path.read_text(encoding="utf-8", errors="replace")
+    return SLURM_LANE if starts_slurm or path.parent.name in ("lab", "triage") else LAB_LANE
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
@@ -39,7 +54,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         uses_lab = LAB_FIXTURES & set(getattr(item, "fixturenames", ())) or "lab" in item.path.name
         if uses_lab:
             item.add_marker(pytest.mark.lab)
-            item.add_marker(pytest.mark.xdist_group("lab"))
+            item.add_marker(pytest.mark.xdist_group(lab_lane(item.path)))
 
 
 def skip_unless_ci(reason: str) -> None:

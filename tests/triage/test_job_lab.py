@@ -15,14 +15,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import require_torch
+from tests.conftest import SLURM_LANE, require_torch
 from tests.lab import conftest as lab_fixtures
 from tests.lab.conftest import fs, planted
 from tests.triage import lab_job
 
-# one lab name for the module: its tests must run one after another, in the "lab" xdist lane
-# (static marks; the lane that tests/conftest.py assigns by file name did not hold them there here)
-pytestmark = [pytest.mark.slow, pytest.mark.lab, pytest.mark.xdist_group("lab")]
+# one lab name for the module: its tests must run one after another, in the lane tests/conftest.py
+# gives the triage labs (also marked here, statically: xdist joins every group name an item has)
+pytestmark = [pytest.mark.slow, pytest.mark.lab, pytest.mark.xdist_group(SLURM_LANE)]
 
 lab_dir = lab_fixtures.lab_dir
 make_lab = lab_fixtures.make_lab
