@@ -119,6 +119,14 @@ def shape(values: list | float) -> list[int]:
     return [len(values), *inner.pop()]
 
 
+def constants_struct(tuner_h: str) -> str:
+    """The versioned struct ``ncclTunerConstants_t`` names (``ncclTunerConstants_v5_t`` in 2.30)."""
+    found = re.search(r"typedef\s+(\w+)\s+ncclTunerConstants_t\s*;", tuner_h)
+    if not found:
+        raise ValueError(f"{TUNER_H}: no typedef of ncclTunerConstants_t")
+    return found.group(1)
+
+
 def struct_fields(header: str, struct: str) -> list[tuple[str, str, list[str]]]:
     """(type, name, dimensions as written) of each field of ``typedef struct {...} struct;``."""
     body = re.search(rf"typedef\s+struct\s*\{{([^{{}}]*)\}}\s*{struct}\s*;", blank_comments(header))
@@ -191,12 +199,10 @@ def parse_tuning(text: str, fields: list[tuple[str, str, list[str]]]) -> dict[st
 def generate(repo: str, tag: str) -> dict:
     commit = git(repo, "rev-list", "-n", "1", tag).strip()
     tuner_h = git(repo, "show", f"{tag}:{TUNER_H}")
-    struct = re.search(r"typedef\s+(\w+)\s+ncclTunerConstants_t\s*;", tuner_h)
-    if not struct:
-        raise ValueError(f"{TUNER_H}: no typedef of ncclTunerConstants_t")
-    struct_h = git(repo, "grep", "-l", f"}} {struct.group(1)};", tag, "--", "src/include").split()[0]
+    struct = constants_struct(tuner_h)
+    struct_h = git(repo, "grep", "-l", f"}} {struct};", tag, "--", "src/include").split()[0]
     struct_h = struct_h.split(":", 1)[1]  # git grep names TAG:PATH
-    fields = struct_fields(git(repo, "show", f"{tag}:{struct_h}"), struct.group(1))
+    fields = struct_fields(git(repo, "show", f"{tag}:{struct_h}"), struct)
     return {
         "generator": "scripts/gen_nccl_tuning.py",
         "schema": SCHEMA,
