@@ -86,7 +86,9 @@ PER_CH_MAX_NVLSTREE = _per_arch(_TABLES["perChMaxNVLSTreeBws"])
 # nvlsEfficiency: NVLink SHARP's share of the NVLink bandwidth (0 = no NVLS before Hopper).
 NVLS_EFFICIENCY = {a: float(_TABLES["nvlsEfficiency"][_IX["compcap"][a]]) for a in ARCHS}
 # treeCorrectionFactor[proto][log2(bytes / 64)] for 64 B .. 256 MiB (tree all_reduce only).
-TREE_CORRECTION = tuple(tuple(_TABLES["treeCorrectionFactor"][_IX["protocol"][p.lower()]]) for p in PROTOS)
+TREE_CORRECTION: tuple[tuple[float, ...], ...] = tuple(
+    tuple(map(float, _TABLES["treeCorrectionFactor"][_IX["protocol"][p.lower()]])) for p in PROTOS
+)
 # Not declared as tables in tuning.cc (written inline in its code, or in other files): kept here.
 NET_OVERHEAD_US = 1.0  # getNetOverhead on an Intel x86 host (2.0 on AMD); x3 for Simple
 RING_PLATEAU = {"volta": 1.9}  # ring Simple all_reduce latency factor on several nodes; 1.4 from Ampere
