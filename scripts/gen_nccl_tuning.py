@@ -9,8 +9,11 @@ as written, the names that index them and the lines they stand on):
   * src/include/plugin/nccl_tuner.h: the index macros naming each row (``NCCL_ALGO_*``,
     ``NCCL_PROTO_*``, ``NCCL_HW_*``, ``NCCL_*_COMPCAP_IDX``) and the typedef of
     ``ncclTunerConstants_t``, whose struct (src/include/plugin/tuner/tuner_vN.h) gives the field
-    order the positional initialiser follows. The field labels tuning.cc writes as comments must
-    agree with that order.
+    order the positional initialiser follows (2.30). The field labels tuning.cc writes as comments
+    must agree with that order; releases up to 2.29 name each field (``.llMaxBws = {``) instead.
+
+Read this way: v2.28.3-1 to v2.30.7-1. Earlier releases have no ``ncclTunerConstants_t`` and are
+refused, as is anything the parser cannot read (exit 2, saying what and where).
 
 The rest of NCCL's tuning (protocol factors, the ring plateau, the network overhead) is written
 inline in code, not declared as tables: sim/tuning.py keeps those.
@@ -71,23 +74,32 @@ def number(expr: str) -> float:
             return _OPS[type(node.op)](ev(node.left), ev(node.right))
         raise ValueError(f"not a number: {expr!r}")
 
-    return ev(ast.parse(_FLOAT_SUFFIX.sub(r"\1", expr.strip()), mode="eval").body)
+    try:
+        return ev(ast.parse(_FLOAT_SUFFIX.sub(r"\1", expr.strip()), mode="eval").body)
+    except SyntaxError:
+        raise ValueError(f"not a number: {expr!r}") from None
 
 
-def braces(code: str, start: int, spans: list[tuple[int, int]] | None = None) -> tuple[list, int]:
+Span = tuple[int, int, "str | None"]  # a child's '{' and '}' offsets, its designator (``.name =``)
+
+
+def braces(code: str, start: int, spans: list[Span] | None = None) -> tuple[list, int]:
     """The nested lists of the brace initialiser whose '{' is at ``start`` (comments blanked), and
-    the offset after its '}'. ``spans`` collects the (open, close) offsets of its direct children."""
+    the offset after its '}'. ``spans`` collects the direct children's spans."""
     assert code[start] == "{", code[start : start + 20]
     items: list = []
     i, token = start + 1, ""
     while i < len(code):
         ch = code[i]
         if ch == "{":
-            open_at = i
+            designator = re.fullmatch(r"\s*\.(\w+)\s*=\s*", token)  # NCCL 2.29 and before
+            if token.strip() and not designator:
+                raise ValueError(f"unexpected {token.strip()!r} before '{{' on line {line_of(code, i)}")
+            open_at, token = i, ""
             child, i = braces(code, i)
             items.append(child)
             if spans is not None:
-                spans.append((open_at, i - 1))
+                spans.append((open_at, i - 1, designator.group(1) if designator else None))
             continue
         if ch in ",}":
             if token.strip():
@@ -149,12 +161,13 @@ def indices(header: str) -> dict[str, list[str]]:
     return out
 
 
-def _labels(text: str, spans: list[tuple[int, int]], start: int) -> list[str | None]:
-    """The ``// label`` comment standing before each field's '{' (after the previous field)."""
+def _labels(text: str, spans: list[Span], start: int) -> list[str | None]:
+    """Each field's name as the initialiser writes it: its designator, else the ``// label``
+    comment standing before its '{' (after the previous field)."""
     out, prev = [], start
-    for open_at, close_at in spans:
+    for open_at, close_at, designator in spans:
         words = re.findall(r"//\s*(\w+)\s*$", text[prev:open_at], re.M)
-        out.append(words[-1] if words else None)
+        out.append(designator or (words[-1] if words else None))
         prev = close_at
     return out
 
@@ -182,13 +195,16 @@ def parse_tuning(text: str, fields: list[tuple[str, str, list[str]]]) -> dict[st
             name, decl.group(1), dims, values, (line_of(code, decl.start()), line_of(code, end - 1))
         )
     decl = declaration(code, STRUCT)
-    spans: list[tuple[int, int]] = []
+    spans: list[Span] = []
     values, _ = braces(code, decl.end() - 1, spans)
     if len(values) != len(fields):
         raise ValueError(f"{STRUCT} has {len(values)} initialisers for {len(fields)} fields")
-    for (kind, field, dims), label, sub, (open_at, close_at) in zip(
-        fields, _labels(text, spans, decl.end()), values, spans
+    by_name = {f[1]: f for f in fields}
+    for i, (label, sub, (open_at, close_at, designator)) in enumerate(
+        zip(_labels(text, spans, decl.end()), values, spans)
     ):
+        # A designated field goes where its name says; a positional one where the struct says.
+        kind, field, dims = by_name.get(label, fields[i]) if designator else fields[i]
         if label is not None and label != field:
             raise ValueError(f"{STRUCT}: the initialiser labelled {label} stands where {field} is")
         lines = (line_of(code, open_at), line_of(code, close_at))

@@ -123,3 +123,32 @@ def test_the_generator_refuses_what_it_cannot_read() -> None:
     swapped = text.replace("// llMaxBws", "// perChMaxTreeBws", 1)
     with pytest.raises(ValueError, match="labelled perChMaxTreeBws stands where llMaxBws is"):
         gen.parse_tuning(swapped, fields)
+
+
+# NVIDIA/nccl v2.29.7-1 src/graph/tuning.cc lines 170-181, inside ``ncclTunerConstantsDefaults = {``:
+# releases up to 2.29 name each field (designated initialisers); 2.30 lists them by position.
+DESIGNATED_2_29 = """{
+  .llMaxBws = {
+     {39.0, 39.0, 20.4}, /* Volta-N1/Intel-N2/Intel-N4) */
+     {87.7, 22.5 /*avg of ring & tree*/, 19.0}, /* Ampere-N1/AMD-N2/AMD-N4) */
+     {141.0, 45.0 /*avg of ring & tree*/, 35.0}, /* Hopper-N1/AMD-N2/AMD-N4) */
+     {2*141.0, 2*45.0 /*avg of ring & tree*/, 2*35.0}, /* Blackwell-N1/AMD-N2/AMD-N4) */
+  },
+  .perChMaxRingLL128Bws = {
+    {20.0, 20.0, 20.0}, /* Volta (N1/N2/N4) */
+    {20.0, 20.0, 20.0}, /* Ampere (N1/N2/N4) */
+    {36.7, 36.7, 36.7}, /* Hopper (N1/N2/N4) */
+    {40.0, 40.0, 40.0}, /* Blackwell (N1/N2/N4) */
+  },
+}"""
+
+
+def test_the_generator_reads_designated_initialisers() -> None:
+    code = gen.blank_comments(DESIGNATED_2_29)
+    spans: list = []
+    values, _ = gen.braces(code, 0, spans)
+    assert [s[2] for s in spans] == ["llMaxBws", "perChMaxRingLL128Bws"]
+    assert values[0][3] == [282.0, 90.0, 70.0] and values[1][3] == [40.0, 40.0, 40.0]
+    assert [gen.line_of(code, s[0]) for s in spans] == [2, 8]
+    with pytest.raises(ValueError, match="unexpected 'llMaxBws ='"):
+        gen.braces(code.replace(".llMaxBws", "llMaxBws"), 0)
