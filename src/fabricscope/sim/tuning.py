@@ -3,8 +3,12 @@ system, their latency, and the protocol's share of the bandwidth.
 
 Source: NVIDIA NCCL v2.30.7-1, ``src/graph/tuning.cc`` (``ncclTunerConstantsDefaults``,
 ``ncclTopoTuneModel``, ``ncclTopoGetAlgoTime``), channel doubling in ``src/graph/connect.cc``.
-The constants below are NCCL's; the structure is paraphrased, not copied. What this module does
-*not* take from NCCL is the raw bandwidth: that is the flow model's answer for the algorithm's
+The tables (latencies, llMaxBws, per-channel caps, nvlsEfficiency, treeCorrectionFactor) are read
+from ``nccl_tuning.json`` beside this module, which ``scripts/gen_nccl_tuning.py --repo NCCL_GIT
+--tag TAG`` writes from NCCL's source (it records the tag, commit and line of each table); rerun it
+for a new release. The factors NCCL writes inline in its code (protocol factors, the ring plateau,
+the network overhead) are kept here, as is the structure, paraphrased, not copied. What this module
+does *not* take from NCCL is the raw bandwidth: that is the flow model's answer for the algorithm's
 traffic on the topology (``sim/select.py``); NCCL's protocol factors and per-channel caps are then
 applied to it, as ``ncclTopoTuneModel`` applies them to its own graph bandwidth.
 
@@ -13,172 +17,85 @@ Predicted time of one pair, as in ``ncclTopoGetAlgoTime``: ``latency + bytes / a
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from importlib import resources
 
 from fabricscope.sim import gpus
 
-NCCL_SOURCE = "NVIDIA NCCL v2.30.7-1, src/graph/tuning.cc"
+_DATA = json.loads(
+    resources.files("fabricscope.sim").joinpath("nccl_tuning.json").read_text(encoding="utf-8")
+)
+_IX = {kind: {name: i for i, name in enumerate(names)} for kind, names in _DATA["indices"].items()}
+_TABLES = {name: table["values"] for name, table in _DATA["tables"].items()}
+NCCL_SOURCE = f"NVIDIA NCCL {_DATA['source']['tag']}, {_DATA['source']['file']}"
 
 # Algorithms fabricscope names (NCCL_ALGO spelling in brackets): ring [Ring], tree [Tree],
 # nvls [NVLS], nvlstree [NVLSTree], collnet [CollNetDirect], pat [PAT].
 NCCL_ALGOS = ("ring", "tree", "nvls", "nvlstree", "collnet", "pat")
 PROTOS = ("LL", "LL128", "Simple")
 _P = {p: i for i, p in enumerate(PROTOS)}
+# fabricscope's name -> NCCL's index macro (NCCL_ALGO_<NAME>, lower case), in NCCL's order.
+_NCCL_ALGO = {
+    "tree": "tree",
+    "ring": "ring",
+    "collnet": "collnet_direct",
+    "nvls": "nvls",
+    "nvlstree": "nvls_tree",
+    "pat": "pat",
+}
+
+
+def _three(row: list[float]) -> tuple[float, float, float]:
+    """A row of three: (LL, LL128, Simple) or (1, 2, >2 nodes)."""
+    a, b, c = row
+    return (a, b, c)
+
+
+def _protos(row: list[float]) -> tuple[float, float, float]:
+    """A row indexed by NCCL_PROTO_*, in PROTOS order."""
+    return _three([row[_IX["protocol"][p.lower()]] for p in PROTOS])
+
+
+def _per_algo(rows: list[list[float]]) -> dict[str, tuple[float, float, float]]:
+    return {a: _protos(rows[_IX["algorithm"][n]]) for a, n in _NCCL_ALGO.items()}
+
 
 # baseLatencies (us) per algorithm, (LL, LL128, Simple).
-BASE_LAT_US: dict[str, tuple[float, float, float]] = {
-    "tree": (6.8, 14.0, 8.4),
-    "ring": (6.6, 14.0, 8.4),
-    "collnet": (0.0, 0.0, 0.0),
-    "nvls": (0.0, 0.0, 0.0),
-    "nvlstree": (0.0, 0.0, 0.0),
-    "pat": (8.0, 8.0, 8.0),
-}
-# hwLatencies (us) per link type of a hop, per algorithm, (LL, LL128, Simple). collnet is
-# NCCL's CollNetDirect (the variant on NVSwitch systems).
-HW_LAT_US: dict[str, dict[str, tuple[float, float, float]]] = {
-    "nvlink": {
-        "tree": (0.6, 1.25, 4.0),
-        "ring": (0.6, 1.9, 3.4),
-        "collnet": (0.0, 0.0, 3.7),
-        "nvls": (0.0, 0.0, 25.0),
-        "nvlstree": (0.0, 0.0, 25.0),
-        "pat": (0.0, 0.0, 4.0),
-    },
-    "pci": {
-        "tree": (1.0, 1.9, 4.0),
-        "ring": (1.0, 2.5, 5.7),
-        "collnet": (0.0, 0.0, 3.7),
-        "nvls": (0.0, 0.0, 0.0),
-        "nvlstree": (0.0, 0.0, 0.0),
-        "pat": (0.0, 0.0, 4.0),
-    },
-    "net": {
-        "tree": (5.0, 8.5, 14.0),
-        "ring": (2.7, 4.0, 14.0),
-        "collnet": (0.0, 0.0, 31.0),
-        "nvls": (0.0, 0.0, 18.0),
-        "nvlstree": (0.0, 0.0, 20.9),
-        "pat": (0.0, 0.0, 14.0),
-    },
-}
+BASE_LAT_US = _per_algo(_TABLES["baseLatencies"])
+# hwLatencies (us) per link type of a hop (nvlink, pci, net), per algorithm, (LL, LL128, Simple).
+# collnet is NCCL's CollNetDirect (the variant on NVSwitch systems).
+HW_LAT_US = {hw: _per_algo(_TABLES["hwLatencies"][i]) for hw, i in _IX["hw"].items()}
 ARCHS = gpus.ARCHS
 # llMaxBws (GB/s busbw): row = GPU generation for one node, or the CPU for several (row 0 Intel,
 # row 1 AMD); column = 1, 2, >2 nodes.
-LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
+LL_MAX_BW = tuple(_three(row) for row in _TABLES["llMaxBws"])
+
+
+def _per_arch(rows: list[list[float]]) -> dict[str, tuple[float, float, float]]:
+    """A table indexed by NCCL_<ARCH>_COMPCAP_IDX, per 1 / 2 / >2 nodes."""
+    return {a: _three(rows[_IX["compcap"][a]]) for a in ARCHS}
+
+
 # Per-channel caps (GB/s), per generation, per 1 / 2 / >2 nodes.
-PER_CH_MAX_RING_LL128 = {
-    "volta": (20.0, 20.0, 20.0),
-    "ampere": (20.0, 20.0, 20.0),
-    "hopper": (36.7, 36.7, 36.7),
-    "blackwell": (40.0, 40.0, 40.0),
-}
-PER_CH_MAX_TREE_LL128 = {
-    "volta": (20.0, 20.0, 20.0),
-    "ampere": (20.0, 20.0, 20.0),
-    "hopper": (36.7, 36.7, 29.0),
-    "blackwell": (55.6, 31.67, 20.0),
-}
-PER_CH_MAX_TREE = {
-    "volta": (26.5, 18.5, 10.0),
-    "ampere": (24.0, 23.6, 17.8),
-    "hopper": (38.7, 41.4, 36.0),
-    "blackwell": (70.0, 42.8, 24.0),
-}
-PER_CH_MAX_NVLSTREE = {
-    "volta": (26.5, 18.5, 10.0),
-    "ampere": (24.0, 23.6, 17.8),
-    "hopper": (0.0, 57.7, 45.5),
-    "blackwell": (0.0, 96.0, 80.0),
-}
+PER_CH_MAX_RING_LL128 = _per_arch(_TABLES["perChMaxRingLL128Bws"])
+PER_CH_MAX_TREE_LL128 = _per_arch(_TABLES["perChMaxTreeLL128Bws"])
+PER_CH_MAX_TREE = _per_arch(_TABLES["perChMaxTreeBws"])
+PER_CH_MAX_NVLSTREE = _per_arch(_TABLES["perChMaxNVLSTreeBws"])
 # nvlsEfficiency: NVLink SHARP's share of the NVLink bandwidth (0 = no NVLS before Hopper).
-NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.74}
+NVLS_EFFICIENCY = {a: float(_TABLES["nvlsEfficiency"][_IX["compcap"][a]]) for a in ARCHS}
 # treeCorrectionFactor[proto][log2(bytes / 64)] for 64 B .. 256 MiB (tree all_reduce only).
-TREE_CORRECTION = (
-    (
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-        0.9,
-        0.8,
-        0.7,
-        0.7,
-        0.7,
-        0.7,
-        0.6,
-        0.5,
-        0.4,
-        0.4,
-        0.5,
-        0.6,
-        0.7,
-        0.8,
-        0.9,
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-    ),
-    (
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-        1.0,
-        0.9,
-        0.8,
-        0.8,
-        0.8,
-        0.7,
-        0.6,
-        0.6,
-        0.6,
-        0.6,
-        0.6,
-        0.6,
-        0.8,
-        0.9,
-        0.9,
-        0.9,
-        0.9,
-        1.0,
-        1.0,
-        1.0,
-    ),
-    (
-        0.9,
-        0.9,
-        0.9,
-        0.9,
-        0.9,
-        0.9,
-        0.9,
-        0.8,
-        0.7,
-        0.6,
-        0.6,
-        0.5,
-        0.5,
-        0.5,
-        0.5,
-        0.6,
-        0.7,
-        0.8,
-        0.7,
-        0.7,
-        0.8,
-        0.9,
-        0.9,
-        0.9,
-    ),
+TREE_CORRECTION: tuple[tuple[float, ...], ...] = tuple(
+    tuple(map(float, _TABLES["treeCorrectionFactor"][_IX["protocol"][p.lower()]])) for p in PROTOS
 )
+# Not declared as tables in tuning.cc (written inline in its code, or in other files): kept here.
 NET_OVERHEAD_US = 1.0  # getNetOverhead on an Intel x86 host (2.0 on AMD); x3 for Simple
 RING_PLATEAU = {"volta": 1.9}  # ring Simple all_reduce latency factor on several nodes; 1.4 from Ampere
 MAXCHANNELS = 64  # src/include/device.h
-NVLS_CHANNELS = 16  # NCCL_NVLS_NCHANNELS default (src/transport/nvls.cc)
+# NVLS_NCHANNELS_SM90 (src/transport/nvls.cc); Blackwell's defaults (24 on one node, 32 on several,
+# then ncclNvlsTreeSm100Tuning) are not modelled.
+NVLS_CHANNELS = 16
 
 
 @dataclass(frozen=True)
