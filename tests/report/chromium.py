@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -41,7 +42,13 @@ def browser() -> Iterator[tuple[str, str]]:
     if not driver or not binary:
         skip_unless_ci("headless Chromium needs the Debian packages chromium and chromium-driver")
     port = free_port()
-    proc = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Chromium keeps its profile and scratch in TMPDIR and leaves two directories behind per
+    # session: a private TMPDIR, removed afterwards, keeps the machine's /tmp as it was.
+    scratch = tempfile.TemporaryDirectory(prefix="fabricscope-chromium-", ignore_cleanup_errors=True)
+    env = {**os.environ, "TMPDIR": scratch.name}
+    proc = subprocess.Popen(
+        [driver, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(200):
@@ -70,3 +77,4 @@ def browser() -> Iterator[tuple[str, str]]:
     finally:
         proc.terminate()
         proc.wait(10)
+        scratch.cleanup()
