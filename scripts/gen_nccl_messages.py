@@ -13,7 +13,8 @@ the names of the printf arguments, the file:line and the statement that decides 
 * pytorch/pytorch's ProcessGroupNCCL, NCCLUtils and torch/distributed/distributed_c10d.py
   (``--pytorch DIR``: a partial checkout, ``DIR/<tag-or-commit>/torch/...``, one directory per
   commit, since the repository is too large to clone here; ``DIR/ORDER`` lists the commits oldest
-  first, ``DIR/<commit>/PARTIAL`` names files copied only in part). The C++ messages are string
+  first, ``DIR/<commit>/PARTIAL`` names files copied only in part; ``--pytorch-keep FILE`` keeps
+  the commits of an earlier catalogue that DIR lacks, as they were read). The C++ messages are string
   concatenations (``LOG(...) <<``, ``TORCH_CHECK``, ``c10::str``), so the literal pieces are kept
   with ``%s`` for every expression between them; the Python ones are ``raise X(...)``,
   ``warnings.warn`` and ``logger.<level>`` calls. Each entry records the ``commit`` it was read at.
@@ -33,7 +34,7 @@ It reads code, not runtime: a ``returns_error`` message's error may still be cau
 falls back (the reader judges a chain by the last ``file:line -> code`` it sees, see docs/nccl.md).
 
 Usage: python scripts/gen_nccl_messages.py --nccl PATH [--ofi PATH] [--sharp PATH]
-       [--libfabric PATH] [--pytorch DIR] [--out FILE]
+       [--libfabric PATH] [--pytorch DIR [--pytorch-keep FILE]] [--out FILE]
 """
 
 from __future__ import annotations
@@ -465,11 +466,33 @@ def read_partial(root: Path) -> tuple[list[str], dict[str, dict[str, str]]]:
     return names, partial
 
 
-def scan_pytorch(root: Path, catalogue: dict[str, dict], sources: dict) -> None:
-    """Every message of the PyTorch files in a partial checkout, each entry with its commit."""
+def keep_pytorch(path: Path, read: list[str], catalogue: dict[str, dict]) -> dict:
+    """The PyTorch part of an earlier catalogue for the commits the partial checkout has no
+    directory for: their entries go into ``catalogue`` as they were (a commit read later updates
+    an entry it prints too), and their sources are returned, so one more commit can be read
+    without copying again the files read before."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    before = data["sources"].get("pytorch", {})
+    kept = [c for c in before.get("tags", []) if c not in read]
+    for entry in data["messages"]:
+        if entry["project"] == "pytorch" and entry.get("commit") in kept:
+            catalogue[entry["id"]] = dict(entry)
+    return {
+        "tags": kept,
+        "files": {c: before["files"][c] for c in kept if c in before.get("files", {})},
+        "partial": {c: before["partial"][c] for c in kept if c in before.get("partial", {})},
+    }
+
+
+def scan_pytorch(root: Path, catalogue: dict[str, dict], sources: dict, keep: Path | None = None) -> None:
+    """Every message of the PyTorch files in a partial checkout, each entry with its commit;
+    with ``keep``, the commits of that earlier catalogue the checkout lacks come first, as read."""
     commits, partial = read_partial(root)
-    files: dict[str, list[str]] = {}
-    for commit in commits:
+    kept = keep_pytorch(keep, commits, catalogue) if keep else {"tags": [], "files": {}, "partial": {}}
+    partial = {**kept["partial"], **partial}
+    files: dict[str, list[str]] = dict(kept["files"])
+    commits = kept["tags"] + commits
+    for commit in commits[len(kept["tags"]) :]:
         base = root / commit
         for path in sorted(base.rglob("*")):
             rel = path.relative_to(base).as_posix()
@@ -556,7 +579,7 @@ def generate(ns: argparse.Namespace) -> dict:
         if repo:
             scan_repo(key, repo, list(wanted), catalogue, sources)
     if ns.pytorch:
-        scan_pytorch(Path(ns.pytorch), catalogue, sources)
+        scan_pytorch(Path(ns.pytorch), catalogue, sources, Path(ns.pytorch_keep) if ns.pytorch_keep else None)
     for entry in catalogue.values():
         if entry["project"] == "nccl" and entry["until"] == tags[-1]:
             entry["until"] = None  # still printed by the newest release read
@@ -598,6 +621,11 @@ def main() -> int:
     parser.add_argument(
         "--pytorch",
         help="a partial checkout of pytorch/pytorch: DIR/<tag-or-commit>/torch/... (ORDER, PARTIAL: see read_partial)",
+    )
+    parser.add_argument(
+        "--pytorch-keep",
+        metavar="FILE",
+        help="an earlier messages.json: its PyTorch commits that DIR has no directory for are kept as read",
     )
     parser.add_argument("--out", default=str(OUT))
     ns = parser.parse_args()

@@ -200,3 +200,50 @@ def test_generator_reads_pytorch_python_messages() -> None:
         ("Rank %s: Completed store-based barrier for key:%s with %s nodes.", 7, "info", "goes_on"),
     ]
     assert found[0]["why"] == "raise DistStoreError" and found[1]["args"] == ["rank", "key", "n"]
+
+
+def test_generator_keeps_the_pytorch_commits_a_partial_checkout_lacks(tmp_path: Path) -> None:
+    """--pytorch-keep: one more commit is read without the files of the commits read before."""
+    old = {
+        "id": "pytorch-0000000000",
+        "project": "pytorch",
+        "level": "warn",
+        "format": "Read at the old commit",
+    }
+    old |= {"commit": "old", "since": "old", "until": None, "file": "a.cpp", "line": 3}
+    earlier = tmp_path / "messages.json"
+    sources = {
+        "pytorch": {"tags": ["old"], "files": {"old": ["a.cpp"]}, "partial": {"old": {"a.cpp": "1-9"}}}
+    }
+    earlier.write_text(json.dumps({"sources": sources, "messages": [old]}), encoding="utf-8")
+    source = tmp_path / "partial" / "new" / "torch" / "b.cpp"
+    source.parent.mkdir(parents=True)
+    source.write_text(
+        'void f() {\n  LOG(ERROR) << logPrefix() << "Process group watchdog thread is done now";\n}\n'
+    )
+    catalogue: dict[str, dict] = {}
+    found: dict[str, dict] = {}
+    gen.scan_pytorch(tmp_path / "partial", catalogue, found, keep=earlier)
+    assert found["pytorch"]["tags"] == ["old", "new"]
+    assert found["pytorch"]["files"] == {"old": ["a.cpp"], "new": ["torch/b.cpp"]}
+    assert found["pytorch"]["partial"] == {"old": {"a.cpp": "1-9"}}
+    assert catalogue[old["id"]] == old
+    new = next(e for e in catalogue.values() if e["commit"] == "new")
+    assert (new["format"], new["line"], new["since"]) == (
+        "Process group watchdog thread is done now",
+        2,
+        "new",
+    )
+
+
+def test_pytorch_watchdog_and_heartbeat_wording_of_2_3_on_is_catalogued() -> None:
+    """Read at aac9c440 (ProcessGroupNCCL.cpp through getNCCLComm): what follows logPrefix()."""
+    formats = {m.format: m for m in catalogue().messages.values() if m.project == "pytorch"}
+    for text in (
+        "Process group watchdog thread terminated with exception: ",
+        " failure detected by watchdog at work sequence id: %s PG status: last enqueued work: %s, "
+        "last completed work: ",
+        "Watchdog caught collective operation timeout: %s ran for %s milliseconds before timing out.",
+    ):
+        assert formats[text].since.startswith("aac9c440"), text
+    assert any(f.startswith("ProcessGroupNCCL's watchdog got stuck for %s seconds") for f in formats)

@@ -32,7 +32,7 @@ _WORD = re.compile(
 
 
 class Message(NamedTuple):
-    """One catalogue entry (a named tuple: 3,739 of them are built when the catalogue loads)."""
+    """One catalogue entry (a named tuple: 3,826 of them are built when the catalogue loads)."""
 
     id: str
     project: str
@@ -65,8 +65,10 @@ def _pattern(conv: str) -> str:
 
 
 def format_regex(fmt: str) -> re.Pattern[str]:
-    """The printf format as a regular expression matching what it prints (``%s`` lazily)."""
-    out, pos = [], 0
+    """The printf format as a regular expression matching what it prints (``%s`` lazily); leading
+    blanks are optional (PyTorch's ``" failure detected ..."`` follows a prefix the reader peels)."""
+    out, pos = [r"\s*" if fmt[:1].isspace() else ""], 0
+    fmt = fmt.lstrip()
     for m in _CONVERSION.finditer(fmt):
         out.append(re.escape(fmt[pos : m.start()]))
         out.append("%" if m.group(5) == "%" else f"(?:{_pattern(m.group(5))})")

@@ -2,9 +2,10 @@
 
 Read line by line (bounded: :data:`MAX_LINES` per file, :data:`MAX_LINE` characters per line).
 Formats, each from a real capture in tests/data/job/: PyTorch's ``[rankN]:`` prefixes and its
-NCCL watchdog lines, gloo's ``Connection closed by peer [ADDR]:PORT``, torchrun's
-ChildFailedError block (``host``, ``rank``, ``exitcode`` rows), srun's ``task N: Killed`` lines,
-``fabricscope lab run``'s ``non-zero exit on h1=-15, ...``; NCCL's own lines go through
+NCCL watchdog lines (without a launcher prefix, the rank of the default group's
+``[PG ID 0 PG GUID 0(default_pg) Rank N]``), gloo's ``Connection closed by peer [ADDR]:PORT``,
+torchrun's ChildFailedError block (``host``, ``rank``, ``exitcode`` rows), srun's ``task N: Killed``
+lines, ``fabricscope lab run``'s ``non-zero exit on h1=-15, ...``; NCCL's own lines go through
 :func:`fabricscope.nccl.log.parse.parse_line` (WARN lines, and ``comm ... rank N`` for rank -> host).
 """
 
@@ -98,6 +99,12 @@ def read_log(lines: Iterable[str], name: str = "<log>") -> LogEvidence:
 
 def _line(ev: LogEvidence, body: str, rank: int | None, host: str | None, name: str) -> None:
     if m := _WATCHDOG.search(body):
+        if rank is None:  # no launcher prefix: PyTorch's own (2.3 on) for the default group, PG 0,
+            # whose Rank is the global rank: [PG ID 0 PG GUID 0(default_pg) Rank 3], earlier [PG 0 Rank 3]
+            pg = re.search(
+                r"\[PG (?:ID )?0(?: PG GUID [^\s\]()]+)?(?: ?\([^)\]]{0,200}\))? Rank (\d+)\]", body
+            )
+            rank = int(pg.group(1)) if pg is not None else None
         if rank is not None:
             ev.timeouts.setdefault(rank, f"collective {m.group(1)} ({m.group(2)})")
     elif m := _PEER_CLOSED.search(body):

@@ -2,12 +2,13 @@
 
 Users paste what their launcher or log shipper printed: ``[rank3]:``, ``[trainer0|0]:``,
 ``(WorkerDict pid=123)``, Kubernetes' ``<RFC 3339 time> stderr F``, CloudWatch's tab-separated
-time, glog's ``[E1218 20:27:21.4 ProcessGroupNCCL.cpp:629]``, a Python exception's
-``torch.distributed.DistBackendError:``, NCCL's text after PyTorch's ``Last error:``, or an issue
-title. :func:`place` peels those wrappers off and finds the line's entry in the message catalogue
-(:mod:`fabricscope.nccl.messages`); :func:`placed_event` turns it into the event the aggregator
-books, so such a line counts like the NCCL line it quotes. A line it cannot place is counted as not
-recognised by the aggregator, never dropped silently.
+time, glog's ``[E1218 20:27:21.4 ProcessGroupNCCL.cpp:629]``, PyTorch's process-group prefix
+(``[PG ID 0 PG GUID 0(default_pg) Rank 3]``, earlier ``[PG 3 Rank 5]``), a Python exception's
+``torch.distributed.DistBackendError:``, C++'s ``what():``, NCCL's text after PyTorch's
+``Last error:``, or an issue title. :func:`place` peels those wrappers off and finds the line's
+entry in the message catalogue (:mod:`fabricscope.nccl.messages`); :func:`placed_event` turns it
+into the event the aggregator books, so such a line counts like the NCCL line it quotes. A line it
+cannot place is counted as not recognised by the aggregator, never dropped silently.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _WRAPPER = re.compile(
     r"\s*(?:"
     r"\(\w+ pid=\d+(?:, ip=[\d.]+)?\)"  # Ray: (WorkerDict pid=3490362)
     r"|\[(?:rank|trainer|default|worker|local_rank)?\d+(?:\|\d+)?\]:"  # [rank3]: [trainer0|0]: [default0]:
+    r"|\[PG (?:ID )?\d+(?: PG GUID [^\s\]()]+)?(?: ?\([^)\]]{0,200}\))? Rank \d+\]"  # PyTorch's logPrefix() (2.3 on)
     r"|\[\d+,\d+\]<std(?:out|err)>:"  # mpirun --tag-output
     r"|\[(?:pod|deployment|job)/[^\]]{1,120}\]"  # kubectl logs --prefix
     r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?: std(?:out|err) [FP])?"  # k8s CRI / ISO time
@@ -31,6 +33,7 @@ _WRAPPER = re.compile(
     r"|\[?[EWIF]\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.]+:\d+\]"  # glog, PyTorch's C++ logger
     r"|\[[\d\-: ,.]{8,30}\](?:\[\w+\](?:\[[\w.:]+\])?)?(?: -)?"  # [2024-04-30 22:06:35][INFO][training:184] -
     r"|(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning):"  # torch.distributed.DistBackendError:
+    r"|what\(\):"  # std::terminate's "  what():  " line under "terminate called after throwing ..."
     r"|\d{1,5}:(?= )"  # srun --label
     r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [\w.]+:\d+\]"  # vLLM's logger
     r"|libfabric:\d+:\d+::\w+:\w+:\w+\(\):\d+<\w+>"  # libfabric's log: libfabric:pid:time::efa:cq:func():line<warn>
@@ -116,6 +119,11 @@ def place(line: str) -> Placed | None:
         found = catalogue().match(text[:MAX_PLACED_CHARS])
         return Placed("WARN", text, found, wrapper)
     found = catalogue().match(text[:MAX_PLACED_CHARS])
+    # WorkNCCL's logPrefix() (PyTorch 2.3 on) is an expression, not in the formats read: peeled only
+    # when the text does not match with it (the "[Rank %s] ..." formats of earlier releases hold it)
+    if found is None and (rank := re.match(r"\[Rank \d+\]\s*", text)) is not None:
+        wrapper, text = f"{wrapper} {rank.group(0).strip()}".strip(), text[rank.end() :]
+        found = catalogue().match(text[:MAX_PLACED_CHARS])
     if found is None:
         return None
     return Placed(found.level.upper() if found.project in NCCL_PROJECTS else None, text, found, wrapper)
