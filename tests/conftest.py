@@ -48,6 +48,13 @@ def lab_lane(path: Path) -> str:
     return SLURM_LANE if starts_slurm or path.parent.name in ("lab", "triage") else LAB_LANE
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: a lane per CPU for the unit tests plus the two lab lanes, which spend most of
+    their time waiting on shaped links and timers (on 2 CPUs, auto once meant 2 lanes, both of
+    them held by labs for their first five minutes)."""
+    return (os.cpu_count() or 1) + 2
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
