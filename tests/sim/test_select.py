@@ -150,3 +150,13 @@ def test_cli_names_the_pair_and_explains(run) -> None:  # noqa: F811
     assert r.exit_code == 2 and "NVLS needs NVSwitch" in r.stderr
     r = run("collective", "--system", "nope")
     assert r.exit_code == 2 and "unknown system" in r.stderr
+
+
+def test_one_gpu_per_node_trees_take_the_tree_pattern_derating() -> None:
+    """tuning.cc: tree bandwidth x 0.85 when the tree graph's pattern is NCCL_TOPO_PATTERN_TREE,
+    which a node of one GPU always has (search.cc)."""
+    one = tuning.CommShape("all_reduce", 4, 4, "hopper", "nvlink", True, 2, 1)
+    eight = tuning.CommShape("all_reduce", 32, 4, "hopper", "nvlink", True, 16, 8)
+    size = 1 << 30  # past the tree correction's sizes
+    assert tuning.protocol_busbw(one, "tree", "Simple", 10.0, size) == pytest.approx(10.0 * 0.92 * 0.85)
+    assert tuning.protocol_busbw(eight, "tree", "Simple", 10.0, size) == pytest.approx(10.0 * 0.92)

@@ -250,6 +250,11 @@ def protocol_busbw(shape: CommShape, algo: str, proto: str, busbw: float, size_b
             bw = min(
                 bw * (7.0 / 9.0 if shape.nodes == 1 else 120.0 / 128.0), nch * PER_CH_MAX_TREE_LL128[a][col]
             )
+        if shape.ppn == 1:
+            # tuning.cc:336, maxTreePattern == NCCL_TOPO_PATTERN_TREE: a node of one GPU always takes
+            # that pattern (src/graph/search.cc:1133); a Hopper+ search that falls back to it with
+            # several GPUs per node (search.cc:1216) depends on the machine: not modelled.
+            bw *= 0.85
         bw *= tree_correction(proto, size_bytes)
     elif algo == "nvlstree":
         # tuning.cc:307-324: heads x min(NVLS rate, network rate, perChMaxNVLSTreeBw)
