@@ -10,13 +10,16 @@ as written, the names that index them and the lines they stand on):
     ``NCCL_PROTO_*``, ``NCCL_HW_*``, ``NCCL_*_COMPCAP_IDX``) and the typedef of
     ``ncclTunerConstants_t``, whose struct (src/include/plugin/tuner/tuner_vN.h) gives the field
     order the positional initialiser follows (2.30). The field labels tuning.cc writes as comments
-    must agree with that order; releases up to 2.29 name each field (``.llMaxBws = {``) instead.
+    must agree with that order; releases up to 2.29 name each field (``.llMaxBws = {``) instead;
+  * ``#define`` constants the model needs from other files (``DEFINES``): the NVLS channel counts
+    ``ncclNvlsTuning`` starts from (src/transport/nvls.cc) and ``NCCL_MAX_NVLS_ARITY``
+    (src/include/device.h), each with its file and line.
 
 Read this way: v2.28.3-1 to v2.30.7-1. Earlier releases have no ``ncclTunerConstants_t`` and are
 refused, as is anything the parser cannot read (exit 2, saying what and where).
 
-The rest of NCCL's tuning (protocol factors, the ring plateau, the network overhead) is written
-inline in code, not declared as tables: sim/tuning.py keeps those.
+The rest of NCCL's tuning (protocol factors, the ring plateau, the network overhead, Blackwell's
+NVLSTree channel tuning) is written inline in code, not declared: sim/tuning.py keeps those.
 
 Usage: python scripts/gen_nccl_tuning.py --repo PATH_TO_NCCL_GIT --tag v2.30.7-1 [--out FILE]
 """
@@ -41,6 +44,11 @@ TUNING = "src/graph/tuning.cc"
 TUNER_H = "src/include/plugin/nccl_tuner.h"
 STRUCT = "ncclTunerConstantsDefaults"  # split into its fields
 ARRAYS = ("nvlsEfficiency", "treeCorrectionFactor")
+# file -> the integer #defines read from it
+DEFINES = {
+    "src/transport/nvls.cc": ("NVLS_NCHANNELS_SM90", "NVLS_NCHANNELS_SM100", "NVLS_NCHANNELS_SM100_NVL"),
+    "src/include/device.h": ("NCCL_MAX_NVLS_ARITY",),
+}
 INDICES = {  # index kind: the macro that names each position
     "algorithm": re.compile(r"#define\s+NCCL_ALGO_(\w+)\s+(\d+)\b"),
     "protocol": re.compile(r"#define\s+NCCL_PROTO_(\w+)\s+(\d+)\b"),
@@ -212,6 +220,21 @@ def parse_tuning(text: str, fields: list[tuple[str, str, list[str]]]) -> dict[st
     return tables
 
 
+def defines(text: str, path: str, names: tuple[str, ...]) -> dict[str, dict]:
+    """Each ``#define NAME <integer>`` of ``names`` in ``text``: its value, file and line; a name
+    missing, defined twice or not an integer is refused."""
+    code = blank_comments(text)
+    out = {}
+    for name in names:
+        found = list(re.finditer(rf"^[ \t]*#[ \t]*define[ \t]+{name}[ \t]+(\S[^\n]*?)[ \t]*$", code, re.M))
+        if len(found) != 1:
+            raise ValueError(f"{path}: {len(found)} definitions of {name} (want one)")
+        if not re.fullmatch(r"\d+", found[0].group(1)):
+            raise ValueError(f"{path}: {name} is {found[0].group(1)!r}, not an integer")
+        out[name] = {"value": int(found[0].group(1)), "file": path, "line": line_of(code, found[0].start())}
+    return out
+
+
 def generate(repo: str, tag: str) -> dict:
     commit = git(repo, "rev-list", "-n", "1", tag).strip()
     tuner_h = git(repo, "show", f"{tag}:{TUNER_H}")
@@ -231,6 +254,11 @@ def generate(repo: str, tag: str) -> dict:
         },
         "indices": indices(tuner_h),
         "tables": parse_tuning(git(repo, "show", f"{tag}:{TUNING}"), fields),
+        "defines": {
+            name: d
+            for path, names in DEFINES.items()
+            for name, d in defines(git(repo, "show", f"{tag}:{path}"), path, names).items()
+        },
     }
 
 
@@ -252,7 +280,8 @@ def main() -> int:
         print(f"gen_nccl_tuning: {exc}", file=sys.stderr)
         return 2
     Path(ns.out).write_text(dump(data))
-    print(f"{ns.out}: {len(data['tables'])} tables from NCCL {ns.tag} ({data['source']['commit'][:12]})")
+    counts = f"{len(data['tables'])} tables, {len(data['defines'])} defines"
+    print(f"{ns.out}: {counts} from NCCL {ns.tag} ({data['source']['commit'][:12]})")
     return 0
 
 

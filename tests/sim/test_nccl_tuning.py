@@ -152,3 +152,27 @@ def test_the_generator_reads_designated_initialisers() -> None:
     assert [gen.line_of(code, s[0]) for s in spans] == [2, 8]
     with pytest.raises(ValueError, match="unexpected 'llMaxBws ='"):
         gen.braces(code.replace(".llMaxBws", "llMaxBws"), 0)
+
+
+# NVIDIA/nccl v2.30.7-1 src/transport/nvls.cc lines 154-157 and src/include/device.h line 213
+NVLS_CC_154 = """#define NVLS_MEM_ALIGN_SIZE (1 << 21)
+#define NVLS_NCHANNELS_SM90 16
+#define NVLS_NCHANNELS_SM100 32
+#define NVLS_NCHANNELS_SM100_NVL 24
+"""
+DEVICE_H_213 = "#define NCCL_MAX_NVLS_ARITY 32\n"
+
+
+def test_the_generator_reads_the_nvls_defines() -> None:
+    """The NVLS channel counts and the head limit, with the file and line the JSON records."""
+    data = _json()["defines"]
+    nvls = gen.defines(NVLS_CC_154, "src/transport/nvls.cc", gen.DEFINES["src/transport/nvls.cc"])
+    arity = gen.defines(DEVICE_H_213, "src/include/device.h", gen.DEFINES["src/include/device.h"])
+    assert {n: d["value"] for n, d in {**nvls, **arity}.items()} == {n: d["value"] for n, d in data.items()}
+    assert [d["line"] + 153 for d in nvls.values()] == [data[n]["line"] for n in nvls]
+    assert data["NCCL_MAX_NVLS_ARITY"] == {"value": 32, "file": "src/include/device.h", "line": 213}
+    assert (tuning.NVLS_CHANNELS, tuning.NCCL_MAX_NVLS_ARITY) == (16, 32)
+    with pytest.raises(ValueError, match="0 definitions of NVLS_NCHANNELS_SM90"):
+        gen.defines("/* #define NVLS_NCHANNELS_SM90 16 */\n", "nvls.cc", ("NVLS_NCHANNELS_SM90",))
+    with pytest.raises(ValueError, match="not an integer"):
+        gen.defines("#define NCCL_MAX_NVLS_ARITY (MAXCHANNELS/2)\n", "device.h", ("NCCL_MAX_NVLS_ARITY",))

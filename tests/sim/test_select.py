@@ -95,7 +95,8 @@ def test_faster_nic_helps_only_where_nic_bound() -> None:
         for r in ("400G", "800G")
     ]
     assert one[0] == one[1]
-    slow = doc(system="dgx-h100", nodes=16, size="1G", nic_rate="400G")
+    # 200G: at 400G NVLSTree already meets NCCL's own cap (8 NVLS heads x 45.5 GB/s)
+    slow = doc(system="dgx-h100", nodes=16, size="1G", nic_rate="200G")
     fast = doc(system="dgx-h100", nodes=16, size="1G", nic_rate="800G")
     assert slow["limited_by"] == "access bandwidth" and fast["time_s"] < 0.9 * slow["time_s"]
     assert fast["limited_by"] in ("pcie bandwidth", "nvlink bandwidth")  # 800G outruns a Gen5 x16 slot
@@ -149,3 +150,13 @@ def test_cli_names_the_pair_and_explains(run) -> None:  # noqa: F811
     assert r.exit_code == 2 and "NVLS needs NVSwitch" in r.stderr
     r = run("collective", "--system", "nope")
     assert r.exit_code == 2 and "unknown system" in r.stderr
+
+
+def test_one_gpu_per_node_trees_take_the_tree_pattern_derating() -> None:
+    """tuning.cc: tree bandwidth x 0.85 when the tree graph's pattern is NCCL_TOPO_PATTERN_TREE,
+    which a node of one GPU always has (search.cc)."""
+    one = tuning.CommShape("all_reduce", 4, 4, "hopper", "nvlink", True, 2, 1)
+    eight = tuning.CommShape("all_reduce", 32, 4, "hopper", "nvlink", True, 16, 8)
+    size = 1 << 30  # past the tree correction's sizes
+    assert tuning.protocol_busbw(one, "tree", "Simple", 10.0, size) == pytest.approx(10.0 * 0.92 * 0.85)
+    assert tuning.protocol_busbw(eight, "tree", "Simple", 10.0, size) == pytest.approx(10.0 * 0.92)

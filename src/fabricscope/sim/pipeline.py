@@ -56,9 +56,14 @@ class Ramp:
         return self.ramp_s + self.fewer_channels_s
 
 
-def channels_used(algo: str, proto: str, size: float, channels: int, ranks: int, nvls_channels: int) -> int:
-    """enqueue.cc's channel choice: NVLS and NVLSTree run their own channel count; ring and tree
-    drop a channel while ``nBytes < nc x nthreads x threshold`` (ring LL's threshold x ranks)."""
+def channels_used(
+    algo: str, proto: str, size: float, channels: int, ranks: int, nvls_channels: int, nodes: int = 1
+) -> int:
+    """enqueue.cc's channel choice (topoGetAlgoInfo): NVLS and NVLSTree run their own channel
+    count (NVLS across nodes no more than the communicator's channels); ring and tree drop a
+    channel while ``nBytes < nc x nthreads x threshold`` (ring LL's threshold x ranks)."""
+    if algo == "nvls" and nodes > 1:
+        return min(nvls_channels, channels)
     if algo in ("nvls", "nvlstree"):
         return nvls_channels
     nc = channels
@@ -140,10 +145,10 @@ def ramp(
     """The pipeline ramp and the channel drop NCCL's estimate leaves out, for a message whose
     bandwidth time (at full bandwidth on every channel NCCL's graph has) is ``bandwidth_s``."""
     ppn = ranks / max(1, nodes)
-    nc = channels_used(algo, proto, size, channels, ranks, nvls_channels)
+    nc = channels_used(algo, proto, size, channels, ranks, nvls_channels, nodes)
     chunk = chunk_bytes(algo, proto, size, nc, heads, nodes, ppn)
     s = stages(algo, op, ranks, nodes, ppn)
-    full = nvls_channels if algo in ("nvls", "nvlstree") else channels
+    full = nc if algo in ("nvls", "nvlstree") else channels
     bw_s = bandwidth_s * full / nc  # fewer channels carry the same bytes
     if proto != "Simple":
         bw_s = (

