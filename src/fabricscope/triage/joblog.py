@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from fabricscope.nccl.log.parse import parse_line
+from fabricscope.nccl.log.place import PG_PREFIX
 
 MAX_LINES = 2_000_000
 MAX_LINE = 4096
@@ -25,6 +26,7 @@ DEATH_SIGNALS = {signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, 
 
 _RANK = re.compile(r"^\[rank(\d+)\]:")
 _HOST_PREFIX = re.compile(r"^\[([A-Za-z0-9][\w.\-]{0,62})\] ")
+_PG_PREFIX = re.compile(PG_PREFIX)
 _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: Work\w*\(SeqNum=(\d+), OpType=(\w+)")
 _PEER_CLOSED = re.compile(r"Connection (?:closed|reset) by peer \[([0-9a-fA-F:.]+)\]:(\d+)")
 _LAB_EXIT = re.compile(r"non-zero exit on ((?:[\w.\-]+=-?\d+(?:, )?)+)")
@@ -101,10 +103,8 @@ def _line(ev: LogEvidence, body: str, rank: int | None, host: str | None, name: 
     if m := _WATCHDOG.search(body):
         if rank is None:  # no launcher prefix: PyTorch's own (2.3 on) for the default group, PG 0,
             # whose Rank is the global rank: [PG ID 0 PG GUID 0(default_pg) Rank 3], earlier [PG 0 Rank 3]
-            pg = re.search(
-                r"\[PG (?:ID )?0(?: PG GUID [^\s\]()]+)?(?: ?\([^)\]]{0,200}\))? Rank (\d+)\]", body
-            )
-            rank = int(pg.group(1)) if pg is not None else None
+            pg = next((p for p in _PG_PREFIX.finditer(body) if p.group(1) == "0"), None)
+            rank = int(pg.group(2)) if pg is not None else None
         if rank is not None:
             ev.timeouts.setdefault(rank, f"collective {m.group(1)} ({m.group(2)})")
     elif m := _PEER_CLOSED.search(body):

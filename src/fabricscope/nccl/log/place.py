@@ -20,12 +20,16 @@ from typing import Any
 from fabricscope.nccl.log.parse import LogEvent, classify_info, classify_warn
 from fabricscope.nccl.messages import Message, catalogue
 
+# PyTorch's process-group logPrefix() (2.3 on): [PG ID 0 PG GUID 0(default_pg) Rank 3], earlier
+# [PG 3 Rank 5]; the group's id and the rank in it. triage/joblog reads the rank of the default group.
+PG_PREFIX = r"\[PG (?:ID )?(\d+)(?: PG GUID [^\s\]()]+)?(?: ?\([^)\]]{0,200}\))? Rank (\d+)\]"
+
 # One wrapper at the start of a line; peeled repeatedly (a Ray prefix, then a rank, then glog).
 _WRAPPER = re.compile(
     r"\s*(?:"
     r"\(\w+ pid=\d+(?:, ip=[\d.]+)?\)"  # Ray: (WorkerDict pid=3490362)
     r"|\[(?:rank|trainer|default|worker|local_rank)?\d+(?:\|\d+)?\]:"  # [rank3]: [trainer0|0]: [default0]:
-    r"|\[PG (?:ID )?\d+(?: PG GUID [^\s\]()]+)?(?: ?\([^)\]]{0,200}\))? Rank \d+\]"  # PyTorch's logPrefix() (2.3 on)
+    rf"|{PG_PREFIX}"  # PyTorch's logPrefix() (2.3 on)
     r"|\[\d+,\d+\]<std(?:out|err)>:"  # mpirun --tag-output
     r"|\[(?:pod|deployment|job)/[^\]]{1,120}\]"  # kubectl logs --prefix
     r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?: std(?:out|err) [FP])?"  # k8s CRI / ISO time
