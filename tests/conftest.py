@@ -39,6 +39,7 @@ HEALTHY_HOSTS = ["ib-ndr-healthy", "roce-healthy", "cloud-tcp", "efa-p4d"]
 # of triage against 287 s for the rest; one lane took 614 s and was CI's critical path).
 LAB_FIXTURES = {"lab_dir", "make_lab"}
 SLURM_LANE, LAB_LANE = "lab-slurm", "lab"
+LAB_LANES = (SLURM_LANE, LAB_LANE)
 
 
 @functools.cache
@@ -52,7 +53,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: a lane per CPU for the unit tests plus the two lab lanes, which spend most of
     their time waiting on shaped links and timers (on 2 CPUs, auto once meant 2 lanes, both of
     them held by labs for their first five minutes)."""
-    return (os.cpu_count() or 1) + 2
+    return (os.cpu_count() or 1) + len(LAB_LANES)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
