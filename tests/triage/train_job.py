@@ -10,7 +10,11 @@ Planted faults (env JOB_FAULT, one at a time): ``skip:R:S`` rank R skips step S'
 compute (the sleep standing for forward and backward) takes F times as long (a straggler). SIGSTOP/SIGKILL/shaping
 are planted from outside. With DUMP_EACH=1 the rank also dumps right after enqueuing each
 collective, before waiting for it: gloo ends a rank that receives a mismatched size with
-std::terminate (no Python ``finally``), and the entry must already be on disk by then.
+std::terminate (no Python ``finally``), and the entry must already be on disk by then. So at a
+planted skip or size fault the other ranks issue their side of the divergent collective only once
+the culprit's dump holds its side (DUMP_DIR/.culprit-dumped; CI failed when, under load, the
+culprit was ended before its dump was written and the dumps held no mismatch to find). NCCL,
+unlike gloo, hangs on a mismatch, and its dumps are written by then.
 """
 
 from __future__ import annotations
@@ -71,6 +75,11 @@ def fault(kind: str, step: int) -> bool:
     return int(rank) == RANK and int(at) == step
 
 
+def planted_step(kind: str) -> int | None:
+    """The step of a planted fault of this kind, on every rank (the others wait at it)."""
+    return int(FAULT.split(":")[2]) if FAULT.startswith(kind + ":") else None
+
+
 def slow_factor() -> float:
     if not FAULT.startswith("slow:"):
         return 1.0
@@ -78,11 +87,26 @@ def slow_factor() -> float:
     return float(factor) if int(rank) == RANK else 1.0
 
 
-def call(collective, *args) -> None:
+CULPRIT_DUMPED = os.path.join(DUMP_DIR, ".culprit-dumped")
+
+
+def call(collective, *args, divergent: bool = False) -> None:
+    """One collective; ``divergent``: this rank's side of the planted mismatch (culprit or not)."""
+    culprit = divergent and planted_rank() == RANK
+    if divergent and DUMP_EACH and not culprit:
+        deadline = time.monotonic() + 60  # the culprit is alive and about to dump
+        while not os.path.exists(CULPRIT_DUMPED) and time.monotonic() < deadline:
+            time.sleep(0.01)
     work = collective(*args, async_op=True)
     if DUMP_EACH:
         dump()
+        if culprit:
+            open(CULPRIT_DUMPED, "w").close()
     work.wait()
+
+
+def planted_rank() -> int | None:
+    return int(FAULT.split(":")[1]) if FAULT.startswith(("skip:", "size:")) else None
 
 
 def main() -> int:
@@ -96,13 +120,21 @@ def main() -> int:
     threading.Thread(target=dumper, args=(stop,), daemon=True).start()
     grad, loss = torch.ones(GRAD), torch.ones(1)
     try:
+        skipped = False  # the culprit skipped a call: its next one is its side of the divergence
         for step in range(STEPS):
             time.sleep(STEP_SLEEP * slow_factor())  # the forward and backward pass
-            call(dist.all_reduce, torch.ones(GRAD + 1) if fault("size", step) else grad)
-            if not fault("skip", step):
-                call(dist.all_reduce, loss)
+            size_fault = planted_step("size") == step
+            call(
+                dist.all_reduce,
+                torch.ones(GRAD + 1) if fault("size", step) else grad,
+                divergent=size_fault or skipped,
+            )
+            skipped = fault("skip", step)
+            if not skipped:
+                call(dist.all_reduce, loss, divergent=planted_step("skip") == step)
             if step % 5 == 4:
-                call(dist.broadcast, grad, 0)
+                call(dist.broadcast, grad, 0, divergent=skipped)
+                skipped = False
             print(f"step {step} done", flush=True)
     finally:
         stop.set()
