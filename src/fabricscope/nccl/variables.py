@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from fabricscope.nccl.catalogue import VARIABLES
 from fabricscope.nccl.gid import c_strtol
+from fabricscope.registry import by_name
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,7 @@ _SPECS = [
     _v("NCCL_NET_PLUGIN_REF_COUNT", "int", documented=False),
 ]
 
-SPECS: dict[str, VarSpec] = {s.name: s for s in _SPECS}
+SPECS: dict[str, VarSpec] = by_name(*_SPECS)
 
 # Old name -> (what to use instead, severity, why)
 RENAMED: dict[str, tuple[str | None, str, str]] = {

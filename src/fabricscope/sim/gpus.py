@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, fields
 
 from fabricscope.errors import FabricscopeError
+from fabricscope.registry import by_name
 
 ARCHS = ("volta", "ampere", "hopper", "blackwell")
 CPU_HOST = "none"  # hosts without GPUs (the lab): no NVLink, no NCCL, no tensor cores
@@ -45,90 +46,87 @@ class GpuModel:
 _A100 = "NVIDIA A100 datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf; SMs: A100 architecture whitepaper"
 _H100 = "NVIDIA H100 datasheet (SXM), https://www.nvidia.com/en-us/data-center/h100/; SMs: H100 architecture whitepaper"
 
-GPUS: dict[str, GpuModel] = {
-    g.name: g
-    for g in (
-        GpuModel(
-            "v100",
-            "volta",
-            150.0,
-            13.9,
-            125.0,
-            None,
-            32.0,
-            900.0,
-            80,
-            "NVIDIA V100 datasheet (SXM2: NVLink 300 GB/s, 125 TFLOPS tensor, 32 GB HBM2 at 900 GB/s, PCIe Gen3), "
-            "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf",
-        ),
-        GpuModel("a100", "ampere", 300.0, 27.7, 312.0, None, 80.0, 2039.0, 108, _A100),
-        GpuModel("h100", "hopper", 450.0, 55.4, 989.0, 1979.0, 80.0, 3350.0, 132, _H100),
-        GpuModel(
-            "h800",
-            "hopper",
-            200.0,
-            55.4,
-            989.0,
-            1979.0,
-            80.0,
-            3350.0,
-            132,
-            "H100's compute and HBM with NVLink cut to 400 GB/s (both directions); 8x H800 all_reduce 215 GB/s in "
-            "https://github.com/NVIDIA/nccl/issues/1374; " + _H100,
-        ),
-        GpuModel(
-            "h20",
-            "hopper",
-            450.0,
-            55.4,
-            148.0,
-            296.0,
-            96.0,
-            4000.0,
-            78,
-            "NVIDIA does not publish an H20 datasheet; third-party listings (e.g. https://willitrunai.com/es/gpus/h20-96gb): "
-            "96 GB HBM3 at 4.0 TB/s, 148 TFLOPS FP16, NVLink 900 GB/s; SM count 78 as reported, unverified",
-        ),
-        GpuModel(
-            "h200",
-            "hopper",
-            450.0,
-            55.4,
-            989.0,
-            1979.0,
-            141.0,
-            4800.0,
-            132,
-            "NVIDIA H200 datasheet, https://www.nvidia.com/en-us/data-center/h200/",
-        ),
-        GpuModel(
-            "b200",
-            "blackwell",
-            900.0,
-            110.9,
-            2250.0,
-            4500.0,
-            180.0,
-            8000.0,
-            148,
-            "NVIDIA DGX B200 datasheet (72 PF FP8 / 1,440 GB / 64 TB/s for 8 GPUs, halved for dense), "
-            "https://resources.nvidia.com/en-us-dgx-systems/dgx-b200-datasheet",
-        ),
-        GpuModel(
-            "gb200",
-            "blackwell",
-            900.0,
-            55.4,
-            2500.0,
-            5000.0,
-            186.0,
-            8000.0,
-            148,
-            "NVIDIA GB200 NVL72 (per rack 180 PF dense FP16, 13.4 TB HBM3e at 576 TB/s, over 72 GPUs), "
-            "https://www.nvidia.com/en-us/data-center/gb200-nvl72/",
-        ),
-    )
-}
+GPUS: dict[str, GpuModel] = by_name(
+    GpuModel(
+        "v100",
+        "volta",
+        150.0,
+        13.9,
+        125.0,
+        None,
+        32.0,
+        900.0,
+        80,
+        "NVIDIA V100 datasheet (SXM2: NVLink 300 GB/s, 125 TFLOPS tensor, 32 GB HBM2 at 900 GB/s, PCIe Gen3), "
+        "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf",
+    ),
+    GpuModel("a100", "ampere", 300.0, 27.7, 312.0, None, 80.0, 2039.0, 108, _A100),
+    GpuModel("h100", "hopper", 450.0, 55.4, 989.0, 1979.0, 80.0, 3350.0, 132, _H100),
+    GpuModel(
+        "h800",
+        "hopper",
+        200.0,
+        55.4,
+        989.0,
+        1979.0,
+        80.0,
+        3350.0,
+        132,
+        "H100's compute and HBM with NVLink cut to 400 GB/s (both directions); 8x H800 all_reduce 215 GB/s in "
+        "https://github.com/NVIDIA/nccl/issues/1374; " + _H100,
+    ),
+    GpuModel(
+        "h20",
+        "hopper",
+        450.0,
+        55.4,
+        148.0,
+        296.0,
+        96.0,
+        4000.0,
+        78,
+        "NVIDIA does not publish an H20 datasheet; third-party listings (e.g. https://willitrunai.com/es/gpus/h20-96gb): "
+        "96 GB HBM3 at 4.0 TB/s, 148 TFLOPS FP16, NVLink 900 GB/s; SM count 78 as reported, unverified",
+    ),
+    GpuModel(
+        "h200",
+        "hopper",
+        450.0,
+        55.4,
+        989.0,
+        1979.0,
+        141.0,
+        4800.0,
+        132,
+        "NVIDIA H200 datasheet, https://www.nvidia.com/en-us/data-center/h200/",
+    ),
+    GpuModel(
+        "b200",
+        "blackwell",
+        900.0,
+        110.9,
+        2250.0,
+        4500.0,
+        180.0,
+        8000.0,
+        148,
+        "NVIDIA DGX B200 datasheet (72 PF FP8 / 1,440 GB / 64 TB/s for 8 GPUs, halved for dense), "
+        "https://resources.nvidia.com/en-us-dgx-systems/dgx-b200-datasheet",
+    ),
+    GpuModel(
+        "gb200",
+        "blackwell",
+        900.0,
+        55.4,
+        2500.0,
+        5000.0,
+        186.0,
+        8000.0,
+        148,
+        "NVIDIA GB200 NVL72 (per rack 180 PF dense FP16, 13.4 TB HBM3e at 576 TB/s, over 72 GPUs), "
+        "https://www.nvidia.com/en-us/data-center/gb200-nvl72/",
+    ),
+)
 
 
 def known() -> str:

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from fabricscope.errors import FabricscopeError
+from fabricscope.registry import by_name
 
 
 @dataclass(frozen=True)
@@ -64,109 +65,104 @@ class ModelShape:
 
 
 HF = "https://huggingface.co/"
-MODELS: dict[str, ModelShape] = {
-    m.name: m
-    for m in (
-        ModelShape(
-            "llama3-8b",
-            8.03e9,
-            32,
-            4096,
-            32,
-            8,
-            14336,
-            128256,
-            True,
-            HF + "meta-llama/Llama-3.1-8B config.json",
-        ),
-        ModelShape(
-            "llama3-70b",
-            70.6e9,
-            80,
-            8192,
-            64,
-            8,
-            28672,
-            128256,
-            True,
-            HF + "meta-llama/Llama-3.1-70B config.json",
-        ),
-        ModelShape(
-            "llama3-405b",
-            405.9e9,
-            126,
-            16384,
-            128,
-            8,
-            53248,
-            128256,
-            True,
-            HF + "meta-llama/Llama-3.1-405B config.json",
-        ),
-        ModelShape(
-            "nemotron4-15b",
-            15.6e9,
-            32,
-            6144,
-            48,
-            8,
-            24576,
-            256000,
-            False,
-            "Nemotron-4 15B technical report, arXiv 2402.16819 (squared ReLU MLP, GQA 8)",
-        ),
-        ModelShape(
-            "nemotron4-340b",
-            341e9,
-            96,
-            18432,
-            96,
-            8,
-            73728,
-            256000,
-            False,
-            HF + "nvidia/Nemotron-4-340B-Base (arXiv 2406.11704)",
-        ),
-        ModelShape(
-            "mpt-70b", 64.9e9, 80, 8192, 64, 64, 32768, 50432, False, HF + "mosaicml/mpt-70b config.json"
-        ),
-        ModelShape(
-            "gpt3-175b", 175e9, 96, 12288, 96, 96, 49152, 51200, False, "Brown et al. 2020, arXiv 2005.14165"
-        ),
-        ModelShape(
-            "mixtral-8x7b",
-            46.7e9,
-            32,
-            4096,
-            32,
-            8,
-            14336,
-            32000,
-            True,
-            HF + "mistralai/Mixtral-8x7B-v0.1 config.json",
-            experts=8,
-            active_experts=2,
-            active_params=12.9e9,
-        ),
-        ModelShape(
-            "deepseek-v3",
-            671e9,
-            61,
-            7168,
-            128,
-            128,
-            18432,
-            129280,
-            True,
-            HF + "deepseek-ai/DeepSeek-V3 config.json (MLA counted as full heads; 256 routed experts, top 8)",
-            experts=256,
-            active_experts=8,
-            active_params=37e9,
-            moe_ffn=2048,
-            kv_bytes_per_token=61 * (512 + 64) * 2,
-        ),  # MLA: kv_lora_rank 512 + rope 64 per layer, bf16
-    )
-}
+MODELS: dict[str, ModelShape] = by_name(
+    ModelShape(
+        "llama3-8b",
+        8.03e9,
+        32,
+        4096,
+        32,
+        8,
+        14336,
+        128256,
+        True,
+        HF + "meta-llama/Llama-3.1-8B config.json",
+    ),
+    ModelShape(
+        "llama3-70b",
+        70.6e9,
+        80,
+        8192,
+        64,
+        8,
+        28672,
+        128256,
+        True,
+        HF + "meta-llama/Llama-3.1-70B config.json",
+    ),
+    ModelShape(
+        "llama3-405b",
+        405.9e9,
+        126,
+        16384,
+        128,
+        8,
+        53248,
+        128256,
+        True,
+        HF + "meta-llama/Llama-3.1-405B config.json",
+    ),
+    ModelShape(
+        "nemotron4-15b",
+        15.6e9,
+        32,
+        6144,
+        48,
+        8,
+        24576,
+        256000,
+        False,
+        "Nemotron-4 15B technical report, arXiv 2402.16819 (squared ReLU MLP, GQA 8)",
+    ),
+    ModelShape(
+        "nemotron4-340b",
+        341e9,
+        96,
+        18432,
+        96,
+        8,
+        73728,
+        256000,
+        False,
+        HF + "nvidia/Nemotron-4-340B-Base (arXiv 2406.11704)",
+    ),
+    ModelShape("mpt-70b", 64.9e9, 80, 8192, 64, 64, 32768, 50432, False, HF + "mosaicml/mpt-70b config.json"),
+    ModelShape(
+        "gpt3-175b", 175e9, 96, 12288, 96, 96, 49152, 51200, False, "Brown et al. 2020, arXiv 2005.14165"
+    ),
+    ModelShape(
+        "mixtral-8x7b",
+        46.7e9,
+        32,
+        4096,
+        32,
+        8,
+        14336,
+        32000,
+        True,
+        HF + "mistralai/Mixtral-8x7B-v0.1 config.json",
+        experts=8,
+        active_experts=2,
+        active_params=12.9e9,
+    ),
+    ModelShape(
+        "deepseek-v3",
+        671e9,
+        61,
+        7168,
+        128,
+        128,
+        18432,
+        129280,
+        True,
+        HF + "deepseek-ai/DeepSeek-V3 config.json (MLA counted as full heads; 256 routed experts, top 8)",
+        experts=256,
+        active_experts=8,
+        active_params=37e9,
+        moe_ffn=2048,
+        kv_bytes_per_token=61 * (512 + 64) * 2,
+    ),  # MLA: kv_lora_rank 512 + rope 64 per layer, bf16
+)
 
 
 def named(name: str) -> ModelShape:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+from fabricscope.registry import by_name
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -56,72 +58,69 @@ _MATRIX_FIELDS = (
     "thresholds_retransmit_pct", "failures", "rdma", "topology", "notes",
 )  # fmt: skip
 
-KINDS: dict[str, Kind] = {
-    k.name: k
-    for k in (
-        Kind(
-            "tcp",
-            "fabricscope.bench.sockets.tcp:TcpParams",
-            ("throughput_gbps", "retransmits_count"),
-            "tcp_lines",
-            spec="fabricscope.bench.sockets.specs:TcpSpec",
-        ),
-        Kind(
-            "udp",
-            "fabricscope.bench.sockets.udp:UdpParams",
-            ("throughput_gbps", "loss_pct", "jitter_us"),
-            "udp_lines",
-            spec="fabricscope.bench.sockets.specs:UdpSpec",
-        ),
-        Kind(
-            "latency",
-            "fabricscope.bench.sockets.latency:LatencyParams",
-            ("rtt_p50_us", "rtt_p99_us"),
-            "latency_lines",
-            spec="fabricscope.bench.sockets.specs:LatencySpec",
-        ),
-        Kind(
-            "connect",
-            "fabricscope.bench.sockets.connect:ConnectParams",
-            ("connect_per_s", "pooled_requests_per_s"),
-            "connect_lines",
-            spec="fabricscope.bench.sockets.specs:ConnectSpec",
-        ),
-        Kind(
-            "rdma",
-            "fabricscope.bench.rdma.run:RdmaParams",
-            ("throughput_gbps", "lat_typical_us"),
-            "rdma_lines",
-        ),
-        Kind(
-            "collective",
-            "fabricscope.bench.collective:CollectiveParams",
-            ("busbw_max_GBps", "busbw_avg_GBps"),
-            "collective_lines",
-            fields=_COLLECTIVE_FIELDS,
-            data=("entries",),
-            self_titled=True,
-        ),
-        Kind(
-            "matrix",
-            "fabricscope.bench.matrix:MatrixParams",
-            ("fleet_median_gbps", "suspects_count"),
-            "matrix_lines",
-            fields=_MATRIX_FIELDS,
-            data=("matrix_gbps", "rdma"),
-            self_titled=True,
-        ),
-        Kind(
-            "incast",
-            "fabricscope.bench.incast:IncastParams",
-            ("goodput_gbps", "round_p99_ms"),
-            "incast_lines",
-            fields=("hosts", "incast"),
-            data=("incast",),
-            self_titled=True,
-        ),
-    )  # fmt: skip
-}
+KINDS: dict[str, Kind] = by_name(
+    Kind(
+        "tcp",
+        "fabricscope.bench.sockets.tcp:TcpParams",
+        ("throughput_gbps", "retransmits_count"),
+        "tcp_lines",
+        spec="fabricscope.bench.sockets.specs:TcpSpec",
+    ),
+    Kind(
+        "udp",
+        "fabricscope.bench.sockets.udp:UdpParams",
+        ("throughput_gbps", "loss_pct", "jitter_us"),
+        "udp_lines",
+        spec="fabricscope.bench.sockets.specs:UdpSpec",
+    ),
+    Kind(
+        "latency",
+        "fabricscope.bench.sockets.latency:LatencyParams",
+        ("rtt_p50_us", "rtt_p99_us"),
+        "latency_lines",
+        spec="fabricscope.bench.sockets.specs:LatencySpec",
+    ),
+    Kind(
+        "connect",
+        "fabricscope.bench.sockets.connect:ConnectParams",
+        ("connect_per_s", "pooled_requests_per_s"),
+        "connect_lines",
+        spec="fabricscope.bench.sockets.specs:ConnectSpec",
+    ),
+    Kind(
+        "rdma",
+        "fabricscope.bench.rdma.run:RdmaParams",
+        ("throughput_gbps", "lat_typical_us"),
+        "rdma_lines",
+    ),
+    Kind(
+        "collective",
+        "fabricscope.bench.collective:CollectiveParams",
+        ("busbw_max_GBps", "busbw_avg_GBps"),
+        "collective_lines",
+        fields=_COLLECTIVE_FIELDS,
+        data=("entries",),
+        self_titled=True,
+    ),
+    Kind(
+        "matrix",
+        "fabricscope.bench.matrix:MatrixParams",
+        ("fleet_median_gbps", "suspects_count"),
+        "matrix_lines",
+        fields=_MATRIX_FIELDS,
+        data=("matrix_gbps", "rdma"),
+        self_titled=True,
+    ),
+    Kind(
+        "incast",
+        "fabricscope.bench.incast:IncastParams",
+        ("goodput_gbps", "round_p99_ms"),
+        "incast_lines",
+        fields=("hosts", "incast"),
+        data=("incast",),
+        self_titled=True,
+    ),
+)  # fmt: skip
 
 # Every kind-specific top-level field of a result, in the order first named.
 KIND_FIELDS: tuple[str, ...] = tuple(dict.fromkeys(f for k in KINDS.values() for f in k.fields))
