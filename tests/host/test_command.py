@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -213,3 +214,34 @@ def test_atomic_write_replaces_a_planted_symlink_instead_of_following_it(tmp_pat
     assert not target.is_symlink() and target.read_bytes() == b"new"
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "victim"]
+
+
+# ----- a signal the kernel hands a worker thread ---------------------------------------------------
+_WAITER = """
+import signal, sys, threading, time
+from concurrent.futures import Future
+from fabricscope.host.command import result_of
+
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+never = Future()
+worker = threading.Thread(target=time.sleep, args=(30,), daemon=True)
+worker.start()
+# the kernel may give a process signal to any thread; here it goes to the worker, deliberately
+threading.Timer(0.3, signal.pthread_kill, (worker.ident, signal.SIGTERM)).start()
+result_of(never) if sys.argv[1] == "result_of" else never.result()
+"""
+
+
+@pytest.mark.parametrize("wait", ["result_of", "result"])
+def test_a_signal_taken_by_a_worker_thread_still_ends_the_main_threads_wait(wait: str) -> None:
+    """result_of waits in slices, so the handler (run by the main thread) runs within one slice;
+    a plain Future.result() sleeps on through it (the case doctor hit under load, 1 run in 5)."""
+    proc = subprocess.Popen([sys.executable, "-c", _WAITER, wait])
+    try:
+        rc = proc.wait(5)
+    except subprocess.TimeoutExpired:
+        rc = None
+    finally:
+        proc.kill()
+        proc.wait(5)
+    assert rc == (143 if wait == "result_of" else None)

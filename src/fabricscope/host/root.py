@@ -315,7 +315,9 @@ class Root:
                 )
             return CommandResult(key, available=True, rc=rc, stdout=text)
         ahead = self._ahead.pop(key, None)
-        result = ahead.result() if ahead is not None else _run_live(key, time.monotonic() + timeout_s)
+        result = (
+            command.result_of(ahead) if ahead is not None else _run_live(key, time.monotonic() + timeout_s)
+        )
         if result.available and result.rc is None:
             self.note(" ".join(key), str(result.reason))
         return result

@@ -28,6 +28,7 @@ from fabricscope.bench.rdma.run import (
 )
 from fabricscope.bench.results.schema import BenchResult, Stopwatch, new_result
 from fabricscope.host import Root, read_inventory
+from fabricscope.host.command import result_of
 
 LOOPBACK_PEER = "127.0.0.1"
 SERVER_HEAD_START_S = 1.0  # the server must listen before the client connects (perftest does not retry)
@@ -65,7 +66,7 @@ def _one_port(
         served = pool.submit(runner, server, budget + SERVER_HEAD_START_S)
         sleep(SERVER_HEAD_START_S)
         outcome = runner(client, budget)
-        server_outcome = served.result()
+        server_outcome = result_of(served)
     text = outcome.stdout + ("\n" + outcome.stderr if outcome.stderr else "")
     if outcome.timed_out or outcome.rc != 0:
         why = "timed out" if outcome.timed_out else f"exit status {outcome.rc}: {failure_reason(text)}"

@@ -13,6 +13,7 @@ import zlib
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from fabricscope.host.command import result_of
 from fabricscope.nccl.log.aggregate import FileStats, LogAggregator
 from fabricscope.nccl.log.merge import merge
 from fabricscope.nccl.log.parse import MAX_LINE_CHARS
@@ -271,7 +272,7 @@ def read_files(paths: list[str], expect: str = "auto", jobs: int = 1, done=None)
         futures = [None if p == "-" else pool.submit(read_file, p, expect) for p in paths]
         try:
             for path, future in zip(paths, futures):
-                part = read_file(path, expect) if future is None else future.result()  # stdin: read here
+                part = read_file(path, expect) if future is None else result_of(future)  # stdin: read here
                 _finish(result, part, path, done)
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
