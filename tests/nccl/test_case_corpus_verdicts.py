@@ -23,9 +23,10 @@ assert _spec and _spec.loader
 accuracy_script = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(accuracy_script)
 VOCAB = yaml.safe_load((accuracy_script.CORPUS / "vocabulary.yaml").read_text(encoding="utf-8"))
-# Reached on dev while developing (scripts/nccl_case_accuracy.py --split dev): logs' root cause
-# 25/42, fatal 33/42, scripts' lint 11/17. A floor, not a target.
-DEV_FLOOR = {"log_root_cause": 0.59, "log_fatal": 0.78, "script_lint": 0.64}
+# Reached on dev (scripts/nccl_case_accuracy.py --split dev): logs' root cause 27/49, fatal 38/49,
+# scripts' lint 11/17 (25/42 and 33/42 before the 7 dev logs added 2026-12-05, unseen by the reader,
+# of which it got 2 right). A floor, not a target.
+DEV_FLOOR = {"log_root_cause": 0.55, "log_fatal": 0.77, "script_lint": 0.64}
 
 
 @pytest.mark.parametrize("split", ["dev", "heldout"])
