@@ -34,8 +34,8 @@ LINGER_S = 1.0  # after the leader exits, how long its leftovers may keep our pi
 _POLL_S = 0.05  # exit polling when the kernel has no pidfd, and cancel checks
 # The longest the main thread blocks in one wait. The kernel hands a process signal (SIGTERM, a
 # terminal's SIGINT) to any thread: when a worker thread takes it, the main thread, where Python
-# runs the handler, only acts on it when its wait returns. Doctor with hung tools ignored 1 in 5
-# signals under load (tests/cli/test_signals.py) when the main thread waited out the 120 s deadline.
+# runs the handler, only acts on it when its wait returns. Doctor with hung tools ignored 2 of 48
+# signals under load (tests/cli/test_signals.py): its main thread waited out the 120 s deadline.
 SIGNAL_CHECK_S = 0.25
 
 DEVNULL = subprocess.DEVNULL
