@@ -69,15 +69,18 @@ def dumper(stop: threading.Event) -> None:
 
 
 def fault(kind: str, step: int) -> bool:
-    if not FAULT.startswith(kind + ":"):
-        return False
-    _, rank, at = FAULT.split(":")
-    return int(rank) == RANK and int(at) == step
+    """This rank plants the fault of this kind at this step (skip or size)."""
+    return planted_step(kind) == step and planted_rank() == RANK
 
 
 def planted_step(kind: str) -> int | None:
     """The step of a planted fault of this kind, on every rank (the others wait at it)."""
     return int(FAULT.split(":")[2]) if FAULT.startswith(kind + ":") else None
+
+
+def planted_rank() -> int | None:
+    """The culprit of a planted skip or size fault."""
+    return int(FAULT.split(":")[1]) if FAULT.startswith(("skip:", "size:")) else None
 
 
 def slow_factor() -> float:
@@ -105,10 +108,6 @@ def call(collective, *args, divergent: bool = False) -> None:
     work.wait()
 
 
-def planted_rank() -> int | None:
-    return int(FAULT.split(":")[1]) if FAULT.startswith(("skip:", "size:")) else None
-
-
 def main() -> int:
     dist.init_process_group(
         "gloo",
@@ -123,11 +122,10 @@ def main() -> int:
         skipped = False  # the culprit skipped a call: its next one is its side of the divergence
         for step in range(STEPS):
             time.sleep(STEP_SLEEP * slow_factor())  # the forward and backward pass
-            size_fault = planted_step("size") == step
             call(
                 dist.all_reduce,
                 torch.ones(GRAD + 1) if fault("size", step) else grad,
-                divergent=size_fault or skipped,
+                divergent=planted_step("size") == step or skipped,
             )
             skipped = fault("skip", step)
             if not skipped:
