@@ -27,6 +27,15 @@ def test_real_nccl_dumps_pickle_and_json_agree() -> None:
     assert [e.op for e in group.entries] == [e.op for e in jgroup.entries]
     assert group.entries[0].op == "nccl:all_reduce" and group.entries[0].state == "completed"
     assert group.entries[0].in_sizes == [[1048576]] and group.ranks == (0,)
+    # what a slow link delays the next call by (triage/slowlink): 1 Mi Float elements, 4 B each
+    assert group.entries[0].in_bytes == jgroup.entries[0].in_bytes == 4 * 1048576
+
+
+def test_entry_bytes_follow_the_dtype_names_pytorch_writes() -> None:
+    entry = read_dump(H200 / "healthy_nccl_fr_rank0.json", 0).groups["0"].entries[0]
+    assert entry._replace(in_sizes=[[8, 2], [3]], dtypes=["BFloat16", "Long"]).in_bytes == 8 * 2 * 2 + 3 * 8
+    assert entry._replace(in_sizes=[[5]], dtypes=["NewType"]).in_bytes == 5 * 4  # unknown: a float
+    assert entry._replace(in_sizes=[["x"]], dtypes=None).in_bytes == 0  # a garbled shape moves nothing
 
 
 def test_real_watchdog_timeout_dump_shows_the_open_collective() -> None:

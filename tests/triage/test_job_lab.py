@@ -56,6 +56,11 @@ def _diagnose(*paths) -> tuple[int, dict]:
     return proc.returncode, json.loads(proc.stdout)
 
 
+def _shown(doc: dict) -> str:
+    """The whole verdict, headline and evidence, for a failure message (a dict's repr is cut short)."""
+    return json.dumps(doc["verdict"], indent=1)
+
+
 def _named(doc: dict) -> list[tuple[int, str]]:
     return [(c["rank"], c["host"]) for c in doc["verdict"]["culprits"]]
 
@@ -65,7 +70,7 @@ def test_healthy_job_is_healthy(lab, tmp_path) -> None:
     lab_job.finish(run)
     assert run.proc.returncode == 0, run.stderr.read_text()[-2000:]
     rc, doc = _diagnose(run.dumps, run.stderr)
-    assert rc == 0 and doc["verdict"]["class"] == "healthy", doc["verdict"]
+    assert rc == 0 and doc["verdict"]["class"] == "healthy", _shown(doc)
 
 
 def test_sigstopped_rank_is_named(lab, tmp_path) -> None:
@@ -75,7 +80,7 @@ def test_sigstopped_rank_is_named(lab, tmp_path) -> None:
     snap = lab_job.snapshot(run, tmp_path / "snap")
     lab_job.finish(run, pids)
     rc, doc = _diagnose(snap)
-    assert rc == 1 and doc["verdict"]["class"] == "stopped" and _named(doc) == [(2, "h3")], doc["verdict"]
+    assert rc == 1 and doc["verdict"]["class"] == "stopped" and _named(doc) == [(2, "h3")], _shown(doc)
 
 
 def test_killed_rank_is_named(lab, tmp_path) -> None:
@@ -83,7 +88,7 @@ def test_killed_rank_is_named(lab, tmp_path) -> None:
     lab_job.plant_signal(lab, run, "h3", 2, signal.SIGKILL)
     lab_job.finish(run)  # the others fail on the lost peer; lab run reports the exits
     rc, doc = _diagnose(run.dumps, run.stderr)
-    assert rc == 1 and doc["verdict"]["class"] == "died" and _named(doc) == [(2, "h3")], doc["verdict"]
+    assert rc == 1 and doc["verdict"]["class"] == "died" and _named(doc) == [(2, "h3")], _shown(doc)
 
 
 def test_skipped_collective_is_named(lab, tmp_path) -> None:
@@ -92,9 +97,7 @@ def test_skipped_collective_is_named(lab, tmp_path) -> None:
     )
     lab_job.finish(run)
     rc, doc = _diagnose(run.dumps, run.stderr)
-    assert rc == 1 and doc["verdict"]["class"] == "never_entered" and _named(doc) == [(2, "h3")], doc[
-        "verdict"
-    ]
+    assert rc == 1 and doc["verdict"]["class"] == "never_entered" and _named(doc) == [(2, "h3")], _shown(doc)
     assert "skipped" in doc["verdict"]["culprits"][0]["why"]
 
 
@@ -104,7 +107,7 @@ def test_size_mismatch_is_named(lab, tmp_path) -> None:
     )
     lab_job.finish(run)
     rc, doc = _diagnose(run.dumps, run.stderr)
-    assert rc == 1 and doc["verdict"]["class"] == "mismatch" and _named(doc) == [(1, "h2")], doc["verdict"]
+    assert rc == 1 and doc["verdict"]["class"] == "mismatch" and _named(doc) == [(1, "h2")], _shown(doc)
 
 
 def test_watch_writes_the_diagnosis_within_30_s_of_a_sigstop(lab, tmp_path) -> None:
@@ -149,7 +152,7 @@ def test_watch_writes_the_diagnosis_within_30_s_of_a_sigstop(lab, tmp_path) -> N
     assert len(written) == 1, stdout
     assert written[0].stat().st_mtime - stopped < 30, "diagnosis later than 30 s after the stall"
     doc = json.loads(written[0].read_text())
-    assert doc["verdict"]["class"] == "stopped" and _named(doc) == [(2, "h3")], doc["verdict"]
+    assert doc["verdict"]["class"] == "stopped" and _named(doc) == [(2, "h3")], _shown(doc)
     metrics = prom.read_text()
     assert 'fabricscope_job_suspect{class="stopped",host="h3",rank="2"} 1.0' in metrics
     assert 'fabricscope_job_last_completed_collective{host="h1",rank="0"}' in metrics
@@ -161,7 +164,7 @@ def test_compute_straggler_is_named_with_its_slowdown(lab, tmp_path) -> None:
     lab_job.finish(run)
     assert run.proc.returncode == 0, run.stderr.read_text()[-2000:]
     rc, doc = _diagnose(run.dumps, run.stderr)
-    assert rc == 1 and doc["verdict"]["class"] == "straggler" and _named(doc) == [(1, "h2")], doc["verdict"]
+    assert rc == 1 and doc["verdict"]["class"] == "straggler" and _named(doc) == [(1, "h2")], _shown(doc)
     assert doc["verdict"]["slowdown"] > 1.2
 
 
@@ -173,7 +176,9 @@ def test_link_shaped_host_is_named(lab, tmp_path) -> None:
     assert run.proc.returncode == 0, run.stderr.read_text()[-2000:]
     rc, doc = _diagnose(run.dumps, run.stderr)
     v = doc["verdict"]
-    assert rc == 1 and v["class"] == "slow_link" and v["elements"] == ["h3"] and _named(doc) == [(2, "h3")], v
+    assert rc == 1 and v["class"] == "slow_link" and v["elements"] == ["h3"] and _named(doc) == [(2, "h3")], (
+        _shown(doc)
+    )
 
 
 def test_slow_leaf_uplink_is_named_through_the_topology(make_lab, tmp_path) -> None:
@@ -191,4 +196,4 @@ def test_slow_leaf_uplink_is_named_through_the_topology(make_lab, tmp_path) -> N
     # under load rank 2 (h3, which receives the slow sends) can turn late behind rank 1: its flow is
     # then left out and the switch stays open beside the uplink (tests/triage/test_noise.py)
     named = (["leaf2 - spine"], ["one of leaf2 - spine, switch leaf2"])
-    assert v["class"] == "slow_link" and v["elements"] in named and not v["culprits"], v
+    assert v["class"] == "slow_link" and v["elements"] in named and not v["culprits"], _shown({"verdict": v})

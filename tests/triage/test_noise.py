@@ -96,6 +96,35 @@ def test_noise_may_hide_a_slow_link_but_never_moves_the_blame(tmp_path, name, no
     assert set(found) <= allowed, found
 
 
+def delayed(case_dir: Path, ranks: tuple[int, ...], op: str, late_ms: float) -> JobInputs:
+    """The capture with these ranks arriving ``late_ms`` late at every collective of one type."""
+    inputs = collect([case_dir])
+    for dump in inputs.dumps:
+        for group in dump.groups.values():
+            group.entries = [
+                e._replace(created_ns=e.created_ns + int(late_ms * 1e6))
+                if dump.rank in ranks and f"{e.op} {e.in_sizes}" == op and e.created_ns
+                else e
+                for e in group.entries
+            ]
+    return inputs
+
+
+@pytest.mark.parametrize("late_ms", [8.0, 20.0])
+def test_ranks_late_after_compute_are_not_a_link(tmp_path, late_ms) -> None:
+    """Ranks 1 and 2 (h2, h3) late together at the gradient all_reduce, the call after the compute
+    sleep that follows a 4-byte loss all_reduce: a CPU that wakes them late, not h3's link, which
+    would make them late after the gradient's 256 KiB (at the loss all_reduce, as the slowhost
+    capture shows). The healthy capture with that delay is healthy and says why; the same delay
+    at the loss all_reduce names h3."""
+    base = lab_case("healthy", tmp_path, with_log=False)
+    doc = build(delayed(base, (1, 2), "gloo:all_reduce [[65536]]", late_ms))["verdict"]
+    assert doc["class"] == "healthy" and not doc["culprits"], doc
+    assert any("ranks 1, 2 arrive late together" in e and "262144 B" in e for e in doc["evidence"]), doc
+    link = build(delayed(base, (1, 2), "gloo:all_reduce [[1]]", late_ms))["verdict"]
+    assert link["class"] == "slow_link" and link["elements"] == ["h3"], link
+
+
 def test_sign_test_tail() -> None:
     assert sign_p(0, 40) == 1.0 and sign_p(40, 40) == 2.0**-40
     # the binomial tail at 1/2 is symmetric: P(X >= k) + P(X >= n - k + 1) = 1

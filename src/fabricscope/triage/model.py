@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
+
+# Bytes per element of the dtype names the Flight Recorder writes (c10's ScalarType names); an
+# unknown name counts 4 (a float), which only matters where collectives are compared by size.
+DTYPE_BYTES = {
+    **dict.fromkeys(("Bool", "Byte", "Char", "QInt8", "QUInt8", "UInt8", "Int8"), 1),
+    **dict.fromkeys(("Float8_e5m2", "Float8_e4m3fn", "Float8_e5m2fnuz", "Float8_e4m3fnuz"), 1),
+    **dict.fromkeys(("Short", "Half", "BFloat16", "UInt16", "ComplexHalf"), 2),
+    **dict.fromkeys(("Int", "Float", "QInt32", "UInt32"), 4),
+    **dict.fromkeys(("Long", "Double", "ComplexFloat", "UInt64"), 8),
+    "ComplexDouble": 16,
+}
 
 
 class Entry(NamedTuple):
@@ -19,6 +31,17 @@ class Entry(NamedTuple):
     started_ns: int | None
     completed_ns: int | None
     duration_ms: float | None
+
+    @property
+    def in_bytes(self) -> int:
+        """The input tensors' bytes: what this rank hands the collective to move."""
+        dtypes = list(self.dtypes or [])
+        total = 0
+        for i, shape in enumerate(self.in_sizes or []):
+            dims = shape if isinstance(shape, list) else [shape]
+            count = math.prod(d if isinstance(d, int) else 0 for d in dims)
+            total += count * DTYPE_BYTES.get(str(dtypes[i]) if i < len(dtypes) else "", 4)
+        return total
 
 
 @dataclass

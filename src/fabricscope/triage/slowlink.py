@@ -68,9 +68,12 @@ def inherited(rank: int, before: int, late: Lateness) -> bool:
 def find_slow_link(
     view: GroupView, late: Lateness, hosts: dict[int, str | None], crossing: Crossing | None = None
 ) -> SlowLink | None:
-    """Two or more late ranks of a gloo job: their ring sends are the bad flows."""
-    if len(late.late) < 2 or not all(
-        e.op.startswith("gloo:") for st in view.status.values() for e in st.entries[-8:]
+    """Two or more late ranks of a gloo job, late after the collective that moves the most data:
+    their ring sends are the bad flows."""
+    if (
+        len(late.late) < 2
+        or not late.follows_most_data()
+        or not all(e.op.startswith("gloo:") for st in view.status.values() for e in st.entries[-8:])
     ):
         return None
     ring = sorted(late.medians)

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from fabricscope.triage.model import Entry
 from fabricscope.triage.sequence import GroupView
 
 MIN_COLLECTIVES = 20  # collectives every rank holds, with timestamps, before judging
@@ -44,6 +45,16 @@ class Lateness:
     interval_s: float  # median time between two collectives of this type on a rank
     late: list[int]  # the consistently late ranks
     count: int  # collectives of this type judged
+    # judged type -> median bytes of the collective before each of its calls (:func:`data_before`)
+    data_before: dict[str, float] = field(default_factory=dict)
+
+    def follows_most_data(self) -> bool:
+        """No other judged type follows a collective that moves more data than this type's does.
+        A slow link delays a rank by what it sent just before, so lateness that shows after less
+        data than another type follows, and not after that type, is not a link's (a rank waking
+        late from compute, or CPU contention, is)."""
+        mine = self.data_before.get(self.op)
+        return mine is None or mine >= max(self.data_before.values())
 
     @property
     def spread_s(self) -> float:
@@ -79,6 +90,11 @@ def sign_p(above: int, count: int) -> float:
     return sum(math.comb(count, k) for k in range(above, count + 1)) / float(2**count)
 
 
+def op_key(e: Entry) -> str:
+    """A collective type: its operation and input shapes ("gloo:all_reduce [[1]]")."""
+    return f"{e.op} {e.in_sizes}"
+
+
 def arrivals_by_op(view: GroupView) -> dict[str, dict[int, list[tuple[float, int]]]]:
     """collective type -> rank -> (arrival after the median rank in s, created_ns), per collective."""
     seqs, table = arrival_table(view)
@@ -90,10 +106,23 @@ def arrivals_by_op(view: GroupView) -> dict[str, dict[int, list[tuple[float, int
     for i, seq in enumerate(seqs):
         column = [table[r][i] for r in ranks]
         middle = statistics.median(column)
-        per_rank = by_op.setdefault(f"{ref[seq].op} {ref[seq].in_sizes}", {})
+        per_rank = by_op.setdefault(op_key(ref[seq]), {})
         for r, t in zip(ranks, column, strict=True):
             per_rank.setdefault(r, []).append(((t - middle) / 1e9, t))
     return {op: per_rank for op, per_rank in by_op.items() if min(map(len, per_rank.values())) >= MIN_PER_OP}
+
+
+def data_before(view: GroupView, ops: list[str]) -> dict[str, float]:
+    """Collective type -> the median bytes of the collective the group ran just before each of
+    its calls (on the lowest rank). A rank returns from a ring collective once its sends are out,
+    so the data it moved in the previous collective is what a slow link makes it late by."""
+    entries = view.status[min(view.status)].entries
+    by_seq = {e.seq: e for e in entries}
+    before: dict[str, list[int]] = {}
+    for e in entries:
+        if (previous := by_seq.get(e.seq - 1)) is not None:
+            before.setdefault(op_key(e), []).append(previous.in_bytes)
+    return {op: float(statistics.median(before[op])) for op in ops if op in before}
 
 
 def judge(op: str, per_rank: dict[int, list[tuple[float, int]]]) -> Lateness:
@@ -134,7 +163,10 @@ def lateness(view: GroupView) -> Lateness | None:
         return None
     best = max(candidates, key=lambda j: j.spread_s)
     baseline = max((j.spread_s for j in judged if j is not best), default=0.0)
-    return best if best.spread_s >= NOISE_FACTOR * baseline else None
+    if best.spread_s < NOISE_FACTOR * baseline:
+        return None
+    best.data_before = data_before(view, [j.op for j in judged])
+    return best
 
 
 def find_straggler(late: Lateness) -> Straggler | None:

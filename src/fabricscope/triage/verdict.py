@@ -14,7 +14,7 @@ from fabricscope.triage.joblog import LogEvidence
 from fabricscope.triage.model import Entry, RankDump
 from fabricscope.triage.sequence import Divergence, GroupView, first_divergence, groups
 from fabricscope.triage.slowlink import Crossing, SlowLink, find_slow_link
-from fabricscope.triage.timing import Straggler, find_straggler, lateness
+from fabricscope.triage.timing import Lateness, Straggler, find_straggler, lateness
 
 MAX_NAMED = 32  # ranks listed in a verdict's lists (the count is always given)
 
@@ -351,6 +351,7 @@ def diagnose(
         if verdict is not None:
             verdict.evidence.append(f"the waiting ranks had been in it {age:.1f} s when they dumped")
             return verdict
+    unexplained: list[str] = []  # consistent lateness that neither a straggler nor a link explains
     for view in views:
         if (late := lateness(view)) is None:
             continue
@@ -358,6 +359,7 @@ def diagnose(
             return _straggler(view, slow, hosts)
         if (link := find_slow_link(view, late, hosts, crossing)) is not None:
             return _slow_link(view, link, hosts)
+        unexplained.append(_late_unexplained(late))
     first = views[0]
     top = max(first.enqueued(r) for r in first.status)
     if logs.failures or logs.lost_peers:
@@ -375,4 +377,20 @@ def diagnose(
         f"none has been inside a collective for {stall_s:g} s",
         first.name,
         top,
+        evidence=unexplained,
     )
+
+
+def _late_unexplained(late: Lateness) -> str:
+    """What the healthy verdict still says of ranks late together that name no culprit."""
+    text = (
+        f"ranks {ranks_text(late.late)} arrive late together at {late.op} (spread {late.spread_s * 1e3:.1f} ms, "
+        f"collectives every {late.interval_s * 1e3:.1f} ms), neither alone (a straggler) nor as a slow link would"
+    )
+    if not late.follows_most_data():
+        text += (
+            f": the collective before it moves {late.data_before.get(late.op, 0):.0f} B, less than "
+            f"{max(late.data_before.values()):.0f} B before another type that shows no such lateness "
+            "(a link would delay that one most): CPU contention or slow compute on those ranks"
+        )
+    return text
