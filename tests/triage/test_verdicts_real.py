@@ -42,6 +42,23 @@ def test_size_mismatch_names_the_odd_rank(case) -> None:
     assert "65537" in v["culprits"][0]["why"] and "65536" in v["culprits"][0]["why"]
 
 
+def test_size_mismatch_without_the_culprits_dump_names_no_innocent(case) -> None:
+    """The size case as CI once left it: the culprit (rank 1, h2) ended before its dump held the
+    odd call. gloo's receive-size lines in stderr still say mismatch; h1, whose process gloo ended
+    by SIGABRT for receiving the odd size, is not called dead (it was before: `died`, rank 0)."""
+    base = case("size")
+    for dump in (base / "h2").iterdir():
+        dump.unlink()
+    doc = _doc(base)
+    v = doc["verdict"]
+    assert v["class"] == "mismatch" and not v["culprits"] and exit_code(doc) == 1, v
+    assert v["evidence"][:2] == [
+        "h1: received 32772 B where its call expects 32768 B",
+        "h2: received 32768 B where its call expects 32744 B",
+    ]
+    assert doc["next_action"]["kind"] == "application" and "every rank" in doc["next_action"]["text"]
+
+
 def test_sigstopped_rank_is_named_from_its_stale_dump(case) -> None:
     doc = _doc(case("stop"))
     v = doc["verdict"]

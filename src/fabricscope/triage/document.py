@@ -98,7 +98,7 @@ def next_action(verdict: Verdict) -> dict[str, Any]:
         return {
             "kind": "application",
             "hosts": hosts,
-            "text": f"look at the application on {where or 'the named ranks'}: "
+            "text": f"look at the application on {where or 'every rank'}: "
             + (
                 "the call sequence differs (a code path taken on some ranks only)"
                 if verdict.kind == MISMATCH

@@ -4,7 +4,7 @@ Read line by line (bounded: :data:`MAX_LINES` per file, :data:`MAX_LINE` charact
 Formats, each from a real capture in tests/data/job/: PyTorch's ``[rankN]:`` prefixes and its
 NCCL watchdog lines (without a launcher prefix, the rank of the default group's
 ``[PG ID 0 PG GUID 0(default_pg) Rank N]``), gloo's ``Connection closed by peer [ADDR]:PORT``,
-torchrun's ChildFailedError block (``host``, ``rank``, ``exitcode`` rows), srun's ``task N: Killed``
+gloo's receive-size check (``op.preamble.length <= op.nbytes. A vs B``), torchrun's ChildFailedError block (``host``, ``rank``, ``exitcode`` rows), srun's ``task N: Killed``
 lines, ``fabricscope lab run``'s ``non-zero exit on h1=-15, ...``; NCCL's own lines go through
 :func:`fabricscope.nccl.log.parse.parse_line` (WARN lines, and ``comm ... rank N`` for rank -> host).
 """
@@ -29,6 +29,11 @@ _HOST_PREFIX = re.compile(r"^\[([A-Za-z0-9][\w.\-]{0,62})\] ")
 _PG_PREFIX = re.compile(PG_PREFIX)
 _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: Work\w*\(SeqNum=(\d+), OpType=(\w+)")
 _PEER_CLOSED = re.compile(r"Connection (?:closed|reset) by peer \[([0-9a-fA-F:.]+)\]:(\d+)")
+# gloo's receive-size check (gloo/transport/tcp/pair.cc, GLOO_ENFORCE_LE): a peer sent more bytes
+# than this rank's side of the collective expects; the rank then ends by std::terminate (SIGABRT)
+_GLOO_SIZE = re.compile(
+    r"op\.preamble\.length <= op\.nbytes\. (\d+) vs (\d+)\. Received data size doesn't match"
+)
 _LAB_EXIT = re.compile(r"non-zero exit on ((?:[\w.\-]+=-?\d+(?:, )?)+)")
 _SRUN_TASK = re.compile(
     r"srun: error: ([\w.\-]+): tasks? (\d+)(?:-(\d+))?: (Killed|Segmentation fault|Aborted|Exited with exit code \d+)"
@@ -55,6 +60,8 @@ class LogEvidence:
     rank_hosts: dict[int, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # first lines of errors, capped
     failures: int = 0  # lines saying a rank failed: Python tracebacks, errors raised by torch
+    # gloo's own words that a collective's sizes differ across ranks: "h1: received 32772 B, expected 32768 B"
+    size_mismatches: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
 
     def merge(self, other: LogEvidence) -> None:
@@ -66,6 +73,7 @@ class LogEvidence:
         self.rank_hosts.update(other.rank_hosts)
         self.errors.extend(other.errors[: 20 - len(self.errors)])
         self.failures += other.failures
+        self.size_mismatches.extend(other.size_mismatches[: 20 - len(self.size_mismatches)])
         self.files.extend(other.files)
 
 
@@ -107,6 +115,10 @@ def _line(ev: LogEvidence, body: str, rank: int | None, host: str | None, name: 
             rank = int(pg.group(2)) if pg is not None else None
         if rank is not None:
             ev.timeouts.setdefault(rank, f"collective {m.group(1)} ({m.group(2)})")
+    elif m := _GLOO_SIZE.search(body):
+        if len(ev.size_mismatches) < 20:
+            who = f"rank {rank}" if rank is not None else host or "?"
+            ev.size_mismatches.append(f"{who}: received {m.group(1)} B where its call expects {m.group(2)} B")
     elif m := _PEER_CLOSED.search(body):
         ev.lost_peers[m.group(1)] = ev.lost_peers.get(m.group(1), 0) + 1
     elif m := _LAB_EXIT.search(body):

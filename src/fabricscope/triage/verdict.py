@@ -104,6 +104,22 @@ def _mismatch(view: GroupView, div: Divergence, hosts: dict[int, str | None]) ->
     )
 
 
+def _logged_mismatch(view: GroupView, logs: LogEvidence) -> Verdict:
+    """gloo said a peer's data did not fit this rank's call, and no dump holds the divergent call.
+    The ranks that said so are receivers, not the culprit (the sender may be any peer in gloo's
+    algorithm): none is named, and none of the ranks it ended (SIGABRT) is called dead."""
+    top = max(view.enqueued(r) for r in view.status)
+    return Verdict(
+        MISMATCH,
+        f"collective mismatch near collective {top} of process group {view.name}: gloo received data of "
+        "another size than the call expects (a code bug, not the network); no dump holds the divergent "
+        "call, so the rank that diverged is not named: run with TORCH_DISTRIBUTED_DEBUG=DETAIL",
+        view.name,
+        top,
+        evidence=list(logs.size_mismatches[:MAX_NAMED]),
+    )
+
+
 def _entry(view: GroupView, rank: int, seq: int) -> Entry | None:
     for e in reversed(view.status[rank].entries):
         if e.seq == seq:
@@ -336,9 +352,12 @@ def diagnose(
         return Verdict(UNDETERMINED, "no Flight Recorder dump with a process group")
     have = {d.rank for d in dumps}
     for view in views:
-        missing = sorted(set(view.members) - have)
         if (div := first_divergence(view)) is not None:
             return _mismatch(view, div, hosts)
+    if logs.size_mismatches:  # the dumps missed the divergent call (gloo ends a rank before it dumps)
+        return _logged_mismatch(views[0], logs)
+    for view in views:
+        missing = sorted(set(view.members) - have)
         dead = {
             r: why for r in sorted(set(view.status) | set(missing)) if (why := _death(r, hosts.get(r), logs))
         }
