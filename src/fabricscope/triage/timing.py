@@ -114,9 +114,10 @@ def arrivals_by_op(view: GroupView) -> dict[str, dict[int, list[tuple[float, int
 
 def data_before(view: GroupView, ops: list[str]) -> dict[str, float]:
     """Collective type -> the median bytes of the collective the group ran just before each of
-    its calls (on the lowest rank). A rank returns from a ring collective once its sends are out,
-    so the data it moved in the previous collective is what a slow link makes it late by."""
-    entries = view.status[min(view.status)].entries
+    its calls (on the lowest rank that holds entries, as :func:`arrivals_by_op` reads). A rank
+    returns from a ring collective once its sends are out, so the data it moved in the previous
+    collective is what a slow link makes it late by."""
+    entries = next((st.entries for _, st in sorted(view.status.items()) if st.entries), [])
     by_seq = {e.seq: e for e in entries}
     before: dict[str, list[int]] = {}
     for e in entries:
