@@ -120,7 +120,7 @@ def test_ranks_late_after_compute_are_not_a_link(tmp_path, late_ms) -> None:
     base = lab_case("healthy", tmp_path, with_log=False)
     doc = build(delayed(base, (1, 2), "gloo:all_reduce [[65536]]", late_ms))["verdict"]
     assert doc["class"] == "healthy" and not doc["culprits"], doc
-    assert any("ranks 1, 2 arrive late together" in e and "262144 B" in e for e in doc["evidence"]), doc
+    assert any("rank 1, 2 arrive(s) late consistently" in e and "262144 B" in e for e in doc["evidence"]), doc
     link = build(delayed(base, (1, 2), "gloo:all_reduce [[1]]", late_ms))["verdict"]
     assert link["class"] == "slow_link" and link["elements"] == ["h3"], link
 

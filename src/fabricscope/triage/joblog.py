@@ -3,9 +3,10 @@
 Read line by line (bounded: :data:`MAX_LINES` per file, :data:`MAX_LINE` characters per line).
 Formats, each from a real capture in tests/data/job/: PyTorch's ``[rankN]:`` prefixes and its
 NCCL watchdog lines (without a launcher prefix, the rank of the default group's
-``[PG ID 0 PG GUID 0(default_pg) Rank N]``), gloo's ``Connection closed by peer [ADDR]:PORT``,
-gloo's receive-size check (``op.preamble.length <= op.nbytes. A vs B``), torchrun's ChildFailedError block (``host``, ``rank``, ``exitcode`` rows), srun's ``task N: Killed``
-lines, ``fabricscope lab run``'s ``non-zero exit on h1=-15, ...``; NCCL's own lines go through
+``[PG ID 0 PG GUID 0(default_pg) Rank N]``), gloo's ``Connection closed by peer [ADDR]:PORT``
+and its receive-size check (``op.preamble.length <= op.nbytes. A vs B``), torchrun's
+ChildFailedError block (``host``, ``rank``, ``exitcode`` rows), srun's ``task N: Killed`` lines,
+``fabricscope lab run``'s ``non-zero exit on h1=-15, ...``; NCCL's own lines go through
 :func:`fabricscope.nccl.log.parse.parse_line` (WARN lines, and ``comm ... rank N`` for rank -> host).
 """
 

@@ -403,8 +403,9 @@ def diagnose(
 def _late_unexplained(late: Lateness) -> str:
     """What the healthy verdict still says of ranks late together that name no culprit."""
     text = (
-        f"ranks {ranks_text(late.late)} arrive late together at {late.op} (spread {late.spread_s * 1e3:.1f} ms, "
-        f"collectives every {late.interval_s * 1e3:.1f} ms), neither alone (a straggler) nor as a slow link would"
+        f"rank {ranks_text(late.late)} arrive(s) late consistently at {late.op} (spread "
+        f"{late.spread_s * 1e3:.1f} ms, collectives every {late.interval_s * 1e3:.1f} ms), which names "
+        "neither a straggler (one rank late alone) nor a slow link"
     )
     if not late.follows_most_data():
         text += (
