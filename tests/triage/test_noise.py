@@ -14,14 +14,16 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from fabricscope.triage.collect import JobInputs, collect
 from fabricscope.triage.document import build
+from fabricscope.triage.model import Entry
 from fabricscope.triage.sequence import groups
-from fabricscope.triage.timing import MIN_SPREAD_S, MIN_SPREAD_SHARE, arrivals_by_op, judge, sign_p
+from fabricscope.triage.timing import MIN_SPREAD_S, MIN_SPREAD_SHARE, arrivals_by_op, judge, op_key, sign_p
 from fabricscope.triage.watch import PERSIST_POLLS, WatchState, due, watch
 from tests.triage.conftest import lab_case
 
@@ -31,18 +33,28 @@ HEAVY = (0.5, 10.0, 50.0, 5.0)
 NO_OFFSET = (0.3, 8.0, 40.0, 0.0)
 
 
-def noisy(case_dir: Path, seed: int, p: float, mean_ms: float, cap_ms: float, offset_ms: float) -> JobInputs:
-    rng = random.Random(seed)
+def shifted(case_dir: Path, late_ms: Callable[[int, Entry], float]) -> JobInputs:
+    """The capture with each entry's arrival moved ``late_ms(rank, entry)`` later (called for every
+    entry, in order, timestamped or not: a seeded noise draws the same sequence either way)."""
     inputs = collect([case_dir])
     for dump in inputs.dumps:
         for group in dump.groups.values():
             entries = []
             for e in group.entries:
-                delay = min(rng.expovariate(1 / mean_ms), cap_ms) if rng.random() < p else 0.0
-                late_ns = int(1e6 * (delay + offset_ms * (dump.rank % 2)))
+                late_ns = int(1e6 * late_ms(dump.rank, e))
                 entries.append(e._replace(created_ns=e.created_ns + late_ns) if e.created_ns else e)
             group.entries = entries
     return inputs
+
+
+def noisy(case_dir: Path, seed: int, p: float, mean_ms: float, cap_ms: float, offset_ms: float) -> JobInputs:
+    rng = random.Random(seed)
+
+    def late_ms(rank: int, _entry: Entry) -> float:
+        delay = min(rng.expovariate(1 / mean_ms), cap_ms) if rng.random() < p else 0.0
+        return delay + offset_ms * (rank % 2)
+
+    return shifted(case_dir, late_ms)
 
 
 def verdicts(tmp_path: Path, name: str, noise: tuple[float, float, float, float]) -> Counter:
@@ -98,16 +110,7 @@ def test_noise_may_hide_a_slow_link_but_never_moves_the_blame(tmp_path, name, no
 
 def delayed(case_dir: Path, ranks: tuple[int, ...], op: str, late_ms: float) -> JobInputs:
     """The capture with these ranks arriving ``late_ms`` late at every collective of one type."""
-    inputs = collect([case_dir])
-    for dump in inputs.dumps:
-        for group in dump.groups.values():
-            group.entries = [
-                e._replace(created_ns=e.created_ns + int(late_ms * 1e6))
-                if dump.rank in ranks and f"{e.op} {e.in_sizes}" == op and e.created_ns
-                else e
-                for e in group.entries
-            ]
-    return inputs
+    return shifted(case_dir, lambda rank, e: late_ms if rank in ranks and op_key(e) == op else 0.0)
 
 
 @pytest.mark.parametrize("late_ms", [8.0, 20.0])
